@@ -1,0 +1,132 @@
+// Package awsconfig turns the provider's settings into AWS SDK clients, with
+// the SDK's default chain for anything not set.
+package awsconfig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+)
+
+// AssumeRole is a role to assume after loading the base credentials.
+type AssumeRole struct {
+	RoleARN     string
+	SessionName string
+	ExternalID  string
+	Duration    time.Duration
+}
+
+// Endpoints override the SDK's endpoint per service ("" keeps the default,
+// which honours AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<SERVICE>).
+type Endpoints struct {
+	SQS      string
+	DynamoDB string
+	EC2      string
+}
+
+// Options are the provider's AWS settings; zero values mean "SDK default".
+type Options struct {
+	Region                 string
+	Profile                string
+	SharedConfigFiles      []string
+	SharedCredentialsFiles []string
+	AccessKey              string
+	SecretKey              string
+	Token                  string
+	AssumeRole             *AssumeRole
+	Endpoints              Endpoints
+	MaxRetries             int
+}
+
+// Clients are the AWS clients the provider uses.
+type Clients struct {
+	Region   string
+	DynamoDB *dynamodb.Client
+	SQS      *sqs.Client
+	EC2      *ec2.Client
+}
+
+// ErrNoRegion is returned when no setting names a region.
+var ErrNoRegion = errors.New("no AWS region is set: set the provider's region argument, the AWS_REGION environment variable, or a region in the selected profile")
+
+// New loads the configuration and builds the clients.
+func New(ctx context.Context, o Options) (*Clients, error) {
+	cfg, err := Load(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return &Clients{
+		Region: cfg.Region,
+		DynamoDB: dynamodb.NewFromConfig(cfg, func(opt *dynamodb.Options) {
+			setEndpoint(&opt.BaseEndpoint, o.Endpoints.DynamoDB)
+		}),
+		SQS: sqs.NewFromConfig(cfg, func(opt *sqs.Options) { setEndpoint(&opt.BaseEndpoint, o.Endpoints.SQS) }),
+		EC2: ec2.NewFromConfig(cfg, func(opt *ec2.Options) { setEndpoint(&opt.BaseEndpoint, o.Endpoints.EC2) }),
+	}, nil
+}
+
+func setEndpoint(dst **string, url string) {
+	if url != "" {
+		*dst = aws.String(url)
+	}
+}
+
+// Load resolves region and credentials: explicit settings first, then the
+// SDK's default chain (environment, shared files, SSO, web identity, IMDS).
+func Load(ctx context.Context, o Options) (aws.Config, error) {
+	opts := []func(*config.LoadOptions) error{config.WithAppID("terraform-provider-ec2runners")}
+	if o.Region != "" {
+		opts = append(opts, config.WithRegion(o.Region))
+	}
+	if o.Profile != "" {
+		opts = append(opts, config.WithSharedConfigProfile(o.Profile))
+	}
+	if len(o.SharedConfigFiles) > 0 {
+		opts = append(opts, config.WithSharedConfigFiles(o.SharedConfigFiles))
+	}
+	if len(o.SharedCredentialsFiles) > 0 {
+		opts = append(opts, config.WithSharedCredentialsFiles(o.SharedCredentialsFiles))
+	}
+	if o.AccessKey != "" || o.SecretKey != "" {
+		if o.AccessKey == "" || o.SecretKey == "" {
+			return aws.Config{}, errors.New("access_key and secret_key must be set together")
+		}
+		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(o.AccessKey, o.SecretKey, o.Token)))
+	}
+	if o.MaxRetries > 0 {
+		opts = append(opts, config.WithRetryMaxAttempts(o.MaxRetries))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("loading AWS configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		return aws.Config{}, ErrNoRegion
+	}
+	if o.AssumeRole != nil && o.AssumeRole.RoleARN != "" {
+		ar := *o.AssumeRole
+		provider := stscreds.NewAssumeRoleProvider(sts.NewFromConfig(cfg), ar.RoleARN, func(p *stscreds.AssumeRoleOptions) {
+			if ar.SessionName != "" {
+				p.RoleSessionName = ar.SessionName
+			}
+			if ar.ExternalID != "" {
+				p.ExternalID = aws.String(ar.ExternalID)
+			}
+			if ar.Duration > 0 {
+				p.Duration = ar.Duration
+			}
+		})
+		cfg.Credentials = aws.NewCredentialsCache(provider)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,35 @@
+package pool
+
+import (
+	"errors"
+
+	"github.com/aws/smithy-go"
+)
+
+// ErrNotFound means the pool's table does not exist.
+var ErrNotFound = errors.New("pool not found")
+
+// hasErrorCode reports whether err is an AWS API error with one of codes.
+func hasErrorCode(err error, codes ...string) bool {
+	var apiErr smithy.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	for _, c := range codes {
+		if apiErr.ErrorCode() == c {
+			return true
+		}
+	}
+	return false
+}
+
+func isTableMissing(err error) bool { return hasErrorCode(err, "ResourceNotFoundException") }
+
+func isQueueMissing(err error) bool {
+	return hasErrorCode(err, "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist")
+}
+
+// isQueueDeletedRecently: SQS refuses a queue name for 60 s after deleting it.
+func isQueueDeletedRecently(err error) bool {
+	return hasErrorCode(err, "AWS.SimpleQueueService.QueueDeletedRecently", "QueueDeletedRecently")
+}

@@ -1,0 +1,141 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+// InstanceQuerier reads instance records.
+type InstanceQuerier interface {
+	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+// ListInstances returns every instance record of a pool, terminated ones included.
+func ListInstances(ctx context.Context, db InstanceQuerier, pool string) ([]protocol.Instance, error) {
+	var out []protocol.Instance
+	p := dynamodb.NewQueryPaginator(db, &dynamodb.QueryInput{
+		TableName:                 aws.String(protocol.TableName(pool)),
+		KeyConditionExpression:    aws.String("PK = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: protocol.TypeInstance}},
+		ConsistentRead:            aws.Bool(true),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("listing instance records of pool %s: %w", pool, err)
+		}
+		for _, item := range page.Items {
+			inst, err := protocol.InstanceFromItem(item)
+			if err != nil {
+				return nil, fmt.Errorf("pool %s: %w", pool, err)
+			}
+			out = append(out, inst)
+		}
+	}
+	return out, nil
+}
+
+// liveInstances are the records not yet terminated, of one class or of all when class is "".
+func liveInstances(all []protocol.Instance, class string) []protocol.Instance {
+	var live []protocol.Instance
+	for _, inst := range all {
+		if inst.State != protocol.StateTerminated && (class == "" || inst.ResourceClass == class) {
+			live = append(live, inst)
+		}
+	}
+	return live
+}
+
+// describeInstances lists instances as "i-1 (idle), i-2 (running, run r-7)".
+func describeInstances(insts []protocol.Instance) string {
+	parts := make([]string, 0, len(insts))
+	for _, inst := range insts {
+		if inst.RunID != "" {
+			parts = append(parts, fmt.Sprintf("%s (%s, run %s)", inst.ID, inst.State, inst.RunID))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s (%s)", inst.ID, inst.State))
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+// Terminator terminates EC2 instances.
+type Terminator interface {
+	TerminateInstances(context.Context, *ec2.TerminateInstancesInput, ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
+}
+
+// TerminateInstances terminates ids; instances EC2 no longer knows count as terminated.
+func TerminateInstances(ctx context.Context, client Terminator, ids []string) error {
+	const batch = 1000 // TerminateInstances' limit
+	for start := 0; start < len(ids); start += batch {
+		chunk := ids[start:min(start+batch, len(ids))]
+		_, err := client.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: chunk})
+		if err == nil {
+			continue
+		}
+		notFound := hasErrorCode(err, "InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed")
+		switch {
+		case notFound && len(chunk) == 1:
+		case notFound:
+			// One unknown id fails the whole call: go one by one for the rest.
+			for _, id := range chunk {
+				if err := TerminateInstances(ctx, client, []string{id}); err != nil {
+					return err
+				}
+			}
+		default:
+			return fmt.Errorf("terminating instances %s: %w", strings.Join(chunk, ", "), err)
+		}
+	}
+	return nil
+}
+
+// markTerminated records that an instance is gone, whatever state it was in:
+// force_destroy is an operator's decision, not a protocol transition.
+func (m *Manager) markTerminated(ctx context.Context, pool, id string, now time.Time) error {
+	_, err := m.DynamoDB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           aws.String(protocol.TableName(pool)),
+		Key:                 protocol.Key(protocol.TypeInstance, id),
+		UpdateExpression:    aws.String("SET #state = :terminated, #threshold = :now, #updatedAt = :now"),
+		ConditionExpression: aws.String("attribute_exists(PK)"),
+		ExpressionAttributeNames: map[string]string{
+			"#state": protocol.AttrState, "#threshold": protocol.AttrThreshold, "#updatedAt": protocol.AttrUpdatedAt,
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":terminated": &types.AttributeValueMemberS{Value: protocol.StateTerminated},
+			":now":        &types.AttributeValueMemberS{Value: protocol.FormatTime(now)},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("marking instance %s terminated: %w", id, err)
+	}
+	return nil
+}
+
+// forceTerminate terminates live instances and marks their records.
+func (m *Manager) forceTerminate(ctx context.Context, pool string, insts []protocol.Instance, now time.Time) error {
+	ids := make([]string, len(insts))
+	for i, inst := range insts {
+		ids[i] = inst.ID
+	}
+	if err := TerminateInstances(ctx, m.EC2, ids); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := m.markTerminated(ctx, pool, id, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}

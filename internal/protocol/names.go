@@ -1,0 +1,43 @@
+package protocol
+
+import (
+	"fmt"
+	"regexp"
+)
+
+const (
+	// MaxPoolNameLength bounds the pool name; the table is named after it.
+	MaxPoolNameLength = 40
+	// MaxQueueNameLength is SQS's limit for a queue name.
+	MaxQueueNameLength = 80
+)
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// ValidatePoolName reports why name cannot name a pool, or nil.
+func ValidatePoolName(name string) error {
+	if len(name) == 0 || len(name) > MaxPoolNameLength {
+		return fmt.Errorf("pool name %q must be 1-%d characters long, got %d", name, MaxPoolNameLength, len(name))
+	}
+	if !namePattern.MatchString(name) {
+		return fmt.Errorf("pool name %q may contain only letters, digits, '_' and '-'", name)
+	}
+	return nil
+}
+
+// ValidateClassName reports why class cannot name a resource class of pool, or nil.
+func ValidateClassName(pool, class string) error {
+	if class == "" || !namePattern.MatchString(class) {
+		return fmt.Errorf("resource class %q may contain only letters, digits, '_' and '-' and must not be empty", class)
+	}
+	if q := QueueName(pool, class); len(q) > MaxQueueNameLength {
+		return fmt.Errorf("queue name %q for resource class %q is %d characters long; SQS allows at most %d (shorten the pool or class name)", q, class, len(q), MaxQueueNameLength)
+	}
+	return nil
+}
+
+// TableName is the DynamoDB table of a pool.
+func TableName(pool string) string { return pool }
+
+// QueueName is the SQS queue holding the idle runners of one resource class.
+func QueueName(pool, class string) string { return pool + "-" + class }

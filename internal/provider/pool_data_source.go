@@ -1,0 +1,136 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+var _ datasource.DataSourceWithConfigure = (*poolDataSource)(nil)
+
+// NewPoolDataSource is the ec2runners_pool data source.
+func NewPoolDataSource() datasource.DataSource { return &poolDataSource{} }
+
+type poolDataSource struct{ data *providerData }
+
+type poolDataSourceModel struct {
+	ID              types.String `tfsdk:"id"`
+	Name            types.String `tfsdk:"name"`
+	ResourceClasses types.Map    `tfsdk:"resource_classes"`
+	IdleTimeout     types.String `tfsdk:"idle_timeout"`
+	MaxRuntime      types.String `tfsdk:"max_runtime"`
+	Fleet           types.Object `tfsdk:"fleet"`
+	TableName       types.String `tfsdk:"table_name"`
+	TableARN        types.String `tfsdk:"table_arn"`
+	QueueURLs       types.Map    `tfsdk:"queue_urls"`
+	IdleMessages    types.Map    `tfsdk:"idle_messages"`
+	InstanceCounts  types.Map    `tfsdk:"instance_counts"`
+}
+
+func (d *poolDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_pool"
+}
+
+func (d *poolDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	computedString := func(desc string) schema.StringAttribute {
+		return schema.StringAttribute{Computed: true, Description: desc}
+	}
+	resp.Schema = schema.Schema{
+		Description: "Reads a pool by name, for stacks that claim runners from a pool managed elsewhere, and reports how full it is.",
+		Attributes: map[string]schema.Attribute{
+			"id": computedString("The pool's name."),
+			"name": schema.StringAttribute{
+				Required: true, Description: "Name of the pool.",
+				Validators: []validator.String{
+					stringvalidator.LengthBetween(1, protocol.MaxPoolNameLength),
+					stringvalidator.RegexMatches(namePattern, "may contain only letters, digits, '_' and '-'"),
+				},
+			},
+			"resource_classes": schema.MapNestedAttribute{
+				Computed: true, Description: "Runner sizes by class name.",
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"cpu":        schema.Int64Attribute{Computed: true, Description: "vCPUs of the class's runners."},
+					"memory_mib": schema.Int64Attribute{Computed: true, Description: "Minimum memory of the class's runners, in MiB."},
+				}},
+			},
+			"idle_timeout": computedString("How long a released runner waits in the pool."),
+			"max_runtime":  computedString("Default longest time a claim may hold a runner."),
+			"fleet": schema.SingleNestedAttribute{
+				Computed: true, Description: "How claims launch missing capacity; null when the pool has no fleet settings.",
+				Attributes: map[string]schema.Attribute{
+					"launch_template_id":      computedString("ID of the launch template."),
+					"launch_template_name":    computedString("Name of the launch template."),
+					"launch_template_version": computedString("Launch template version."),
+					"subnet_ids":              schema.ListAttribute{Computed: true, ElementType: types.StringType, Description: "Subnets to launch in."},
+					"instance_selection":      computedString("`attribute-based` or `explicit`."),
+				},
+			},
+			"table_name": computedString("Name of the DynamoDB table."),
+			"table_arn":  computedString("ARN of the DynamoDB table."),
+			"queue_urls": schema.MapAttribute{Computed: true, ElementType: types.StringType, Description: "URL of each class's SQS queue."},
+			"idle_messages": schema.MapAttribute{
+				Computed: true, ElementType: types.Int64Type,
+				Description: "Approximate number of visible idle-runner messages in each class's queue.",
+			},
+			"instance_counts": schema.MapAttribute{
+				Computed: true, ElementType: types.Int64Type,
+				Description: "Number of instance records in each state: `created`, `running`, `idle`, `claimed`, `terminated`.",
+			},
+		},
+	}
+}
+
+func (d *poolDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
+	d.data = configuredData(req.ProviderData, &resp.Diagnostics)
+}
+
+func (d *poolDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	var m poolDataSourceModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	c := d.data.clients
+	mgr := &pool.Manager{DynamoDB: c.DynamoDB, SQS: c.SQS, EC2: c.EC2}
+	name := m.Name.ValueString()
+	st, err := mgr.Read(ctx, name)
+	if err == nil && st != nil {
+		var counts pool.Counts
+		if counts, err = mgr.Count(ctx, st); err == nil {
+			m.IdleMessages = intMapValue(counts.IdleMessages)
+			m.InstanceCounts = intMapValue(counts.InstanceStates)
+		}
+	}
+	if err != nil {
+		resp.Diagnostics.AddError(fmt.Sprintf("Cannot read pool %s", name), err.Error())
+		return
+	}
+	cfg := st.Config
+	m.ID = types.StringValue(name)
+	m.ResourceClasses = resourceClassesValue(cfg.ResourceClasses)
+	m.IdleTimeout = types.StringValue(protocol.FormatDuration(time.Duration(cfg.IdleTimeout)))
+	m.MaxRuntime = types.StringValue(protocol.FormatDuration(time.Duration(cfg.MaxRuntime)))
+	m.Fleet = fleetValue(cfg.Fleet)
+	m.TableName = types.StringValue(protocol.TableName(name))
+	m.TableARN = types.StringValue(st.TableARN)
+	m.QueueURLs = stringMapValue(st.QueueURLs)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+func intMapValue(m map[string]int) types.Map {
+	elems := make(map[string]attr.Value, len(m))
+	for k, v := range m {
+		elems[k] = types.Int64Value(int64(v))
+	}
+	return types.MapValueMust(types.Int64Type, elems)
+}

@@ -1,0 +1,141 @@
+package provider
+
+import (
+	"context"
+	"maps"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+var resourceClassType = types.ObjectType{AttrTypes: map[string]attr.Type{
+	"cpu":        types.Int64Type,
+	"memory_mib": types.Int64Type,
+}}
+
+var fleetType = types.ObjectType{AttrTypes: map[string]attr.Type{
+	"launch_template_id":      types.StringType,
+	"launch_template_name":    types.StringType,
+	"launch_template_version": types.StringType,
+	"subnet_ids":              types.ListType{ElemType: types.StringType},
+	"instance_selection":      types.StringType,
+}}
+
+type fleetModel struct {
+	LaunchTemplateID      types.String `tfsdk:"launch_template_id"`
+	LaunchTemplateName    types.String `tfsdk:"launch_template_name"`
+	LaunchTemplateVersion types.String `tfsdk:"launch_template_version"`
+	SubnetIDs             types.List   `tfsdk:"subnet_ids"`
+	InstanceSelection     types.String `tfsdk:"instance_selection"`
+}
+
+func resourceClassesValue(classes map[string]protocol.ResourceClass) types.Map {
+	elems := make(map[string]attr.Value, len(classes))
+	for name, c := range classes {
+		elems[name] = types.ObjectValueMust(resourceClassType.AttrTypes, map[string]attr.Value{
+			"cpu":        types.Int64Value(int64(c.CPU)),
+			"memory_mib": types.Int64Value(int64(c.MemoryMiB)),
+		})
+	}
+	return types.MapValueMust(resourceClassType, elems)
+}
+
+func resourceClassesFromValue(ctx context.Context, v types.Map) (map[string]protocol.ResourceClass, diag.Diagnostics) {
+	var models map[string]resourceClassModel
+	diags := v.ElementsAs(ctx, &models, false)
+	out := make(map[string]protocol.ResourceClass, len(models))
+	for name, m := range models {
+		out[name] = m.toProtocol()
+	}
+	return out, diags
+}
+
+func fleetValue(f *protocol.FleetConfig) types.Object {
+	if f == nil {
+		return types.ObjectNull(fleetType.AttrTypes)
+	}
+	subnets := make([]attr.Value, len(f.SubnetIDs))
+	for i, s := range f.SubnetIDs {
+		subnets[i] = types.StringValue(s)
+	}
+	return types.ObjectValueMust(fleetType.AttrTypes, map[string]attr.Value{
+		"launch_template_id":      optionalString(f.LaunchTemplateID),
+		"launch_template_name":    optionalString(f.LaunchTemplateName),
+		"launch_template_version": types.StringValue(f.LaunchTemplateVersion),
+		"subnet_ids":              types.ListValueMust(types.StringType, subnets),
+		"instance_selection":      types.StringValue(f.InstanceSelection),
+	})
+}
+
+func fleetFromValue(ctx context.Context, v types.Object) (*protocol.FleetConfig, diag.Diagnostics) {
+	if v.IsNull() || v.IsUnknown() {
+		return nil, nil
+	}
+	var m fleetModel
+	diags := v.As(ctx, &m, objectAsOptions)
+	f := &protocol.FleetConfig{
+		LaunchTemplateID:      m.LaunchTemplateID.ValueString(),
+		LaunchTemplateName:    m.LaunchTemplateName.ValueString(),
+		LaunchTemplateVersion: m.LaunchTemplateVersion.ValueString(),
+		InstanceSelection:     m.InstanceSelection.ValueString(),
+	}
+	diags.Append(m.SubnetIDs.ElementsAs(ctx, &f.SubnetIDs, false)...)
+	return f, diags
+}
+
+func optionalString(s string) types.String {
+	if s == "" {
+		return types.StringNull()
+	}
+	return types.StringValue(s)
+}
+
+// durationValue keeps the user's spelling ("420s") while it means the same
+// duration as what AWS holds, so Read does not report false drift.
+func durationValue(prior types.String, d time.Duration) types.String {
+	if p, err := time.ParseDuration(prior.ValueString()); err == nil && p == d {
+		return prior
+	}
+	return types.StringValue(protocol.FormatDuration(d))
+}
+
+func stringMapValue(m map[string]string) types.Map {
+	elems := make(map[string]attr.Value, len(m))
+	for k, v := range m {
+		elems[k] = types.StringValue(v)
+	}
+	return types.MapValueMust(types.StringType, elems)
+}
+
+// mergeTags applies a resource's tags over the provider's default tags.
+func mergeTags(defaults, own map[string]string) map[string]string {
+	all := maps.Clone(defaults)
+	if all == nil {
+		all = map[string]string{}
+	}
+	maps.Copy(all, own)
+	return all
+}
+
+// ownTags recovers a resource's own tags from all its tags: those that the
+// default tags do not explain, plus those the configuration named before.
+func ownTags(all, defaults map[string]string, prior types.Map) types.Map {
+	priorKeys := map[string]bool{}
+	for k := range prior.Elements() {
+		priorKeys[k] = true
+	}
+	own := map[string]string{}
+	for k, v := range all {
+		if dv, isDefault := defaults[k]; !isDefault || dv != v || priorKeys[k] {
+			own[k] = v
+		}
+	}
+	if len(own) == 0 && prior.IsNull() {
+		return types.MapNull(types.StringType)
+	}
+	return stringMapValue(own)
+}

@@ -1,0 +1,393 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/mapdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+var (
+	_ resource.ResourceWithConfigure      = (*poolResource)(nil)
+	_ resource.ResourceWithImportState    = (*poolResource)(nil)
+	_ resource.ResourceWithModifyPlan     = (*poolResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*poolResource)(nil)
+)
+
+const (
+	defaultIdleTimeout = 7 * time.Minute
+	defaultMaxRuntime  = 30 * time.Minute
+)
+
+var (
+	namePattern     = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+	objectAsOptions = basetypes.ObjectAsOptions{}
+)
+
+// NewPoolResource is the ec2runners_pool resource.
+func NewPoolResource() resource.Resource { return &poolResource{} }
+
+type poolResource struct{ data *providerData }
+
+type poolResourceModel struct {
+	ID              types.String   `tfsdk:"id"`
+	Name            types.String   `tfsdk:"name"`
+	ResourceClasses types.Map      `tfsdk:"resource_classes"`
+	IdleTimeout     types.String   `tfsdk:"idle_timeout"`
+	MaxRuntime      types.String   `tfsdk:"max_runtime"`
+	Fleet           types.Object   `tfsdk:"fleet"`
+	Tags            types.Map      `tfsdk:"tags"`
+	TagsAll         types.Map      `tfsdk:"tags_all"`
+	ForceDestroy    types.Bool     `tfsdk:"force_destroy"`
+	TableName       types.String   `tfsdk:"table_name"`
+	TableARN        types.String   `tfsdk:"table_arn"`
+	QueueURLs       types.Map      `tfsdk:"queue_urls"`
+	QueueARNs       types.Map      `tfsdk:"queue_arns"`
+	Timeouts        timeouts.Value `tfsdk:"timeouts"`
+}
+
+func (r *poolResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_pool"
+}
+
+func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		Description: "A warm pool of self-hosted GitHub Actions runners: one SQS queue per resource class holding the idle runners, and a DynamoDB table holding instance records, agent heartbeats and signals, claim records and the pool's settings.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{
+				Computed:      true,
+				Description:   "The pool's name.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"name": schema.StringAttribute{
+				Required:      true,
+				Description:   "Name of the pool, 1-40 characters of `A-Z a-z 0-9 _ -`. The DynamoDB table has this name and each queue is named `<name>-<class>`. Changing it replaces the pool.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				Validators: []validator.String{
+					stringvalidator.LengthBetween(1, protocol.MaxPoolNameLength),
+					stringvalidator.RegexMatches(namePattern, "may contain only letters, digits, '_' and '-'"),
+				},
+			},
+			"resource_classes": schema.MapNestedAttribute{
+				Optional:    true,
+				Computed:    true,
+				Description: "Runner sizes by class name; one queue per class. Default: `large` (2 vCPU, 4096 MiB), `xlarge` (4, 8192), `2xlarge` (8, 16384), `4xlarge` (16, 32768), `8xlarge` (32, 65536), `12xlarge` (48, 98304), `16xlarge` (64, 131072). cpu values must be unique and memory must strictly increase with cpu. A class can be removed only while it holds no runners, unless `force_destroy` is set.",
+				Default:     mapdefault.StaticValue(resourceClassesValue(protocol.DefaultResourceClasses())),
+				Validators: []validator.Map{
+					mapvalidator.SizeAtLeast(1),
+					mapvalidator.KeysAre(stringvalidator.RegexMatches(namePattern, "may contain only letters, digits, '_' and '-'")),
+					resourceClassesValidator{},
+				},
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"cpu": schema.Int64Attribute{
+						Required: true, Description: "vCPUs of the class's runners.",
+						Validators: []validator.Int64{int64validator.AtLeast(1)},
+					},
+					"memory_mib": schema.Int64Attribute{
+						Required: true, Description: "Minimum memory of the class's runners, in MiB.",
+						Validators: []validator.Int64{int64validator.AtLeast(1)},
+					},
+				}},
+			},
+			"idle_timeout": schema.StringAttribute{
+				Optional: true, Computed: true,
+				Description: "How long a released runner waits in the pool before it terminates itself, as a duration (`7m`, `1h`). Default `7m`.",
+				Default:     stringdefault.StaticString(protocol.FormatDuration(defaultIdleTimeout)),
+				Validators:  []validator.String{durationBetween(time.Minute, 7*24*time.Hour)},
+			},
+			"max_runtime": schema.StringAttribute{
+				Optional: true, Computed: true,
+				Description: "How long a claim may hold a runner before it terminates itself, as a duration. Default `30m`; a claim may ask for another.",
+				Default:     stringdefault.StaticString(protocol.FormatDuration(defaultMaxRuntime)),
+				Validators:  []validator.String{durationBetween(time.Minute, 7*24*time.Hour)},
+			},
+			"fleet": schema.SingleNestedAttribute{
+				Optional:    true,
+				Description: "How claims launch missing capacity with EC2 CreateFleet (type `instant`). Without it, claims can only reuse runners already in the pool.",
+				Attributes: map[string]schema.Attribute{
+					"launch_template_id": schema.StringAttribute{
+						Optional: true, Description: "ID of the launch template of the runners. Exactly one of `launch_template_id` and `launch_template_name` is required.",
+						Validators: []validator.String{stringvalidator.ExactlyOneOf(path.MatchRelative().AtParent().AtName("launch_template_name"))},
+					},
+					"launch_template_name": schema.StringAttribute{
+						Optional: true, Description: "Name of the launch template of the runners.",
+					},
+					"launch_template_version": schema.StringAttribute{
+						Optional: true, Computed: true,
+						Description: "Launch template version: a number, `$Default` or `$Latest`. Default `$Default`.",
+						Default:     stringdefault.StaticString("$Default"),
+						Validators:  []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^(\$Default|\$Latest|[0-9]+)$`), "must be a version number, $Default or $Latest")},
+					},
+					"subnet_ids": schema.ListAttribute{
+						Required: true, ElementType: types.StringType,
+						Description: "Subnets to launch in, ideally one per availability zone: each becomes a fleet override, widening the capacity pools.",
+						Validators:  []validator.List{listvalidator.SizeAtLeast(1), listvalidator.UniqueValues()},
+					},
+					"instance_selection": schema.StringAttribute{
+						Optional: true, Computed: true,
+						Description: "`attribute-based` (default): the fleet request names vCPU, memory and allowed types as InstanceRequirements. `explicit`: the provider resolves the matching instance types with DescribeInstanceTypes and sends one override per type and subnet (for emulators without attribute-based selection).",
+						Default:     stringdefault.StaticString(protocol.SelectionAttributeBased),
+						Validators:  []validator.String{stringvalidator.OneOf(protocol.SelectionAttributeBased, protocol.SelectionExplicit)},
+					},
+				},
+			},
+			"tags": schema.MapAttribute{
+				Optional: true, ElementType: types.StringType,
+				Description: "Tags of the table and the queues, over the provider's `default_tags`.",
+			},
+			"tags_all": schema.MapAttribute{
+				Computed: true, ElementType: types.StringType,
+				Description: "All tags of the table and the queues, the provider's `default_tags` included.",
+			},
+			"force_destroy": schema.BoolAttribute{
+				Optional: true, Computed: true,
+				Description: "Let destroy (and removing a resource class) terminate the runner instances still in the pool instead of failing. Default false.",
+				Default:     booldefault.StaticBool(false),
+			},
+			"table_name": schema.StringAttribute{
+				Computed: true, Description: "Name of the DynamoDB table.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"table_arn": schema.StringAttribute{
+				Computed: true, Description: "ARN of the DynamoDB table.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"queue_urls": schema.MapAttribute{
+				Computed: true, ElementType: types.StringType,
+				Description: "URL of each class's SQS queue.",
+			},
+			"queue_arns": schema.MapAttribute{
+				Computed: true, ElementType: types.StringType,
+				Description: "ARN of each class's SQS queue.",
+			},
+		},
+		Blocks: map[string]schema.Block{
+			"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
+		},
+	}
+}
+
+// ValidateConfig checks what spans attributes: every queue name must fit SQS's limit.
+func (r *poolResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m poolResourceModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() || m.Name.IsUnknown() || m.Name.IsNull() || m.ResourceClasses.IsUnknown() || m.ResourceClasses.IsNull() {
+		return
+	}
+	for class := range m.ResourceClasses.Elements() {
+		if err := protocol.ValidateClassName(m.Name.ValueString(), class); err != nil {
+			resp.Diagnostics.AddAttributeError(path.Root("resource_classes"), "Invalid resource class name", fmt.Sprintf("Attribute resource_classes: %s.", err))
+		}
+	}
+}
+
+func (r *poolResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.data = configuredData(req.ProviderData, &resp.Diagnostics)
+}
+
+func (r *poolResource) manager() *pool.Manager {
+	c := r.data.clients
+	return &pool.Manager{DynamoDB: c.DynamoDB, SQS: c.SQS, EC2: c.EC2}
+}
+
+// ModifyPlan computes tags_all and plans queue changes: queue_urls and
+// queue_arns become unknown when classes change or a queue has gone missing
+// outside Terraform, so the update re-creates it.
+func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return // destroy
+	}
+	var plan poolResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if plan.Tags.IsUnknown() {
+		plan.TagsAll = types.MapUnknown(types.StringType)
+	} else {
+		var own map[string]string
+		resp.Diagnostics.Append(plan.Tags.ElementsAs(ctx, &own, false)...)
+		plan.TagsAll = stringMapValue(mergeTags(r.defaultTags(), own))
+	}
+	if !req.State.Raw.IsNull() {
+		var state poolResourceModel
+		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+		if !plan.ResourceClasses.IsUnknown() && sameKeys(plan.ResourceClasses, state.QueueURLs) && plan.ResourceClasses.Equal(state.ResourceClasses) {
+			plan.QueueURLs, plan.QueueARNs = state.QueueURLs, state.QueueARNs
+		} else {
+			plan.QueueURLs, plan.QueueARNs = types.MapUnknown(types.StringType), types.MapUnknown(types.StringType)
+		}
+	}
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+}
+
+func (r *poolResource) defaultTags() map[string]string {
+	if r.data == nil {
+		return nil // plan before the provider is configured: validate only
+	}
+	return r.data.defaultTags
+}
+
+func sameKeys(a, b types.Map) bool {
+	ae, be := a.Elements(), b.Elements()
+	if len(ae) != len(be) {
+		return false
+	}
+	for k := range ae {
+		if _, ok := be[k]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// spec turns the plan into the pool's desired state.
+func (r *poolResource) spec(ctx context.Context, m poolResourceModel) (pool.Spec, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	spec := pool.Spec{Name: m.Name.ValueString(), ForceDestroy: m.ForceDestroy.ValueBool()}
+	spec.IdleTimeout, _ = time.ParseDuration(m.IdleTimeout.ValueString()) // validated
+	spec.MaxRuntime, _ = time.ParseDuration(m.MaxRuntime.ValueString())
+	var d diag.Diagnostics
+	spec.ResourceClasses, d = resourceClassesFromValue(ctx, m.ResourceClasses)
+	diags.Append(d...)
+	spec.Fleet, d = fleetFromValue(ctx, m.Fleet)
+	diags.Append(d...)
+	diags.Append(m.TagsAll.ElementsAs(ctx, &spec.Tags, false)...)
+	return spec, diags
+}
+
+// setStatus fills the model from what exists, keeping the user's spelling
+// of equivalent values.
+func (r *poolResource) setStatus(m *poolResourceModel, st *pool.Status) {
+	cfg := st.Config
+	m.ID = types.StringValue(cfg.Name)
+	m.Name = types.StringValue(cfg.Name)
+	m.ResourceClasses = resourceClassesValue(cfg.ResourceClasses)
+	m.IdleTimeout = durationValue(m.IdleTimeout, time.Duration(cfg.IdleTimeout))
+	m.MaxRuntime = durationValue(m.MaxRuntime, time.Duration(cfg.MaxRuntime))
+	m.Fleet = fleetValue(cfg.Fleet)
+	m.TagsAll = stringMapValue(st.Tags)
+	m.Tags = ownTags(st.Tags, r.defaultTags(), m.Tags)
+	if m.ForceDestroy.IsNull() {
+		m.ForceDestroy = types.BoolValue(false) // imported
+	}
+	m.TableName = types.StringValue(protocol.TableName(cfg.Name))
+	m.TableARN = types.StringValue(st.TableARN)
+	m.QueueURLs = stringMapValue(st.QueueURLs)
+	m.QueueARNs = stringMapValue(st.QueueARNs)
+}
+
+func (r *poolResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan poolResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	timeout, d := plan.Timeouts.Create(ctx, 20*time.Minute)
+	resp.Diagnostics.Append(d...)
+	spec, d := r.spec(ctx, plan)
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	st, err := r.manager().Create(ctx, spec)
+	if err != nil {
+		resp.Diagnostics.AddError(fmt.Sprintf("Cannot create pool %s", spec.Name), err.Error())
+		return
+	}
+	r.setStatus(&plan, st)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *poolResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state poolResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	st, err := r.manager().Read(ctx, state.ID.ValueString())
+	if errors.Is(err, pool.ErrNotFound) {
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		resp.Diagnostics.AddError(fmt.Sprintf("Cannot read pool %s", state.ID.ValueString()), err.Error())
+		return
+	}
+	r.setStatus(&state, st)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+func (r *poolResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan poolResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	timeout, d := plan.Timeouts.Update(ctx, 20*time.Minute)
+	resp.Diagnostics.Append(d...)
+	spec, d := r.spec(ctx, plan)
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	st, err := r.manager().Update(ctx, spec)
+	if err != nil {
+		resp.Diagnostics.AddError(fmt.Sprintf("Cannot update pool %s", spec.Name), err.Error())
+		return
+	}
+	r.setStatus(&plan, st)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *poolResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state poolResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	timeout, d := state.Timeouts.Delete(ctx, 20*time.Minute)
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := r.manager().Delete(ctx, state.ID.ValueString(), state.ForceDestroy.ValueBool()); err != nil {
+		resp.Diagnostics.AddError(fmt.Sprintf("Cannot delete pool %s", state.ID.ValueString()), err.Error())
+	}
+}
+
+func (r *poolResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	if err := protocol.ValidatePoolName(req.ID); err != nil {
+		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("Import a pool by its name: %s.", err))
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+}

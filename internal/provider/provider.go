@@ -1,0 +1,206 @@
+// Package provider is the Terraform glue of the ec2runners provider:
+// schemas, plan modifiers and diagnostics. The pool logic lives in
+// internal/pool and internal/claim.
+package provider
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/provider"
+	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsconfig"
+)
+
+var _ provider.Provider = (*ec2runnersProvider)(nil)
+
+type ec2runnersProvider struct {
+	version string
+}
+
+// New returns the provider factory for the given version.
+func New(version string) func() provider.Provider {
+	return func() provider.Provider { return &ec2runnersProvider{version: version} }
+}
+
+// providerData is what resources and data sources receive from Configure.
+type providerData struct {
+	clients     *awsconfig.Clients
+	defaultTags map[string]string
+}
+
+type providerModel struct {
+	Region                 types.String `tfsdk:"region"`
+	Profile                types.String `tfsdk:"profile"`
+	SharedConfigFiles      types.List   `tfsdk:"shared_config_files"`
+	SharedCredentialsFiles types.List   `tfsdk:"shared_credentials_files"`
+	AccessKey              types.String `tfsdk:"access_key"`
+	SecretKey              types.String `tfsdk:"secret_key"`
+	Token                  types.String `tfsdk:"token"`
+	MaxRetries             types.Int64  `tfsdk:"max_retries"`
+	AssumeRole             *struct {
+		RoleARN     types.String `tfsdk:"role_arn"`
+		SessionName types.String `tfsdk:"session_name"`
+		ExternalID  types.String `tfsdk:"external_id"`
+		Duration    types.String `tfsdk:"duration"`
+	} `tfsdk:"assume_role"`
+	Endpoints *struct {
+		SQS      types.String `tfsdk:"sqs"`
+		DynamoDB types.String `tfsdk:"dynamodb"`
+		EC2      types.String `tfsdk:"ec2"`
+	} `tfsdk:"endpoints"`
+	DefaultTags *struct {
+		Tags types.Map `tfsdk:"tags"`
+	} `tfsdk:"default_tags"`
+}
+
+func (p *ec2runnersProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
+	resp.TypeName = "ec2runners"
+	resp.Version = p.version
+}
+
+func (p *ec2runnersProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
+	endpoint := func(service string) schema.StringAttribute {
+		return schema.StringAttribute{
+			Optional:    true,
+			Description: "Endpoint URL of " + service + ", e.g. `http://localhost:4566` for LocalStack. Default: the SDK's, which honours `AWS_ENDPOINT_URL` and `AWS_ENDPOINT_URL_" + strings.ToUpper(service) + "`.",
+			Validators:  []validator.String{stringvalidator.RegexMatches(urlPattern, "must be an http:// or https:// URL")},
+		}
+	}
+	resp.Schema = schema.Schema{
+		Description: "Keeps a warm pool of self-hosted GitHub Actions runners on EC2. Region and credentials come from the AWS SDK's default chain (environment, shared files, SSO, web identity, IMDS) unless set here.",
+		Attributes: map[string]schema.Attribute{
+			"region": schema.StringAttribute{
+				Optional:    true,
+				Description: "AWS region. Default: `AWS_REGION`, then the profile's region. Required from one of them.",
+			},
+			"profile": schema.StringAttribute{
+				Optional:    true,
+				Description: "Named profile of the shared configuration files. Default: `AWS_PROFILE`, then `default`.",
+			},
+			"shared_config_files": schema.ListAttribute{
+				ElementType: types.StringType,
+				Optional:    true,
+				Description: "Shared config files to read instead of `~/.aws/config`.",
+			},
+			"shared_credentials_files": schema.ListAttribute{
+				ElementType: types.StringType,
+				Optional:    true,
+				Description: "Shared credentials files to read instead of `~/.aws/credentials`.",
+			},
+			"access_key": schema.StringAttribute{
+				Optional:    true,
+				Sensitive:   true,
+				Description: "Static access key ID; set together with `secret_key`. Prefer the default chain (e.g. GitHub OIDC web identity).",
+				Validators:  []validator.String{stringvalidator.AlsoRequires(path.MatchRoot("secret_key"))},
+			},
+			"secret_key": schema.StringAttribute{
+				Optional:    true,
+				Sensitive:   true,
+				Description: "Static secret access key; set together with `access_key`.",
+				Validators:  []validator.String{stringvalidator.AlsoRequires(path.MatchRoot("access_key"))},
+			},
+			"token": schema.StringAttribute{
+				Optional:    true,
+				Sensitive:   true,
+				Description: "Session token for temporary static credentials.",
+				Validators:  []validator.String{stringvalidator.AlsoRequires(path.MatchRoot("access_key"))},
+			},
+			"max_retries": schema.Int64Attribute{
+				Optional:    true,
+				Description: "Maximum attempts of each AWS API call, retries included. Default: the SDK's (3, or `AWS_MAX_ATTEMPTS`).",
+				Validators:  []validator.Int64{int64validator.AtLeast(1)},
+			},
+		},
+		Blocks: map[string]schema.Block{
+			"assume_role": schema.SingleNestedBlock{
+				Description: "Role to assume with the base credentials.",
+				Attributes: map[string]schema.Attribute{
+					"role_arn":     schema.StringAttribute{Optional: true, Description: "ARN of the role to assume. Required when the block is present."},
+					"session_name": schema.StringAttribute{Optional: true, Description: "Session name of the assumed role."},
+					"external_id":  schema.StringAttribute{Optional: true, Description: "External ID the role's trust policy requires."},
+					"duration": schema.StringAttribute{
+						Optional:    true,
+						Description: "Session duration as a Go duration, `15m` to `12h`. Default: 15m.",
+						Validators:  []validator.String{durationBetween(15*time.Minute, 12*time.Hour)},
+					},
+				},
+			},
+			"endpoints": schema.SingleNestedBlock{
+				Description: "Custom service endpoints, e.g. for LocalStack.",
+				Attributes: map[string]schema.Attribute{
+					"sqs":      endpoint("SQS"),
+					"dynamodb": endpoint("DynamoDB"),
+					"ec2":      endpoint("EC2"),
+				},
+			},
+			"default_tags": schema.SingleNestedBlock{
+				Description: "Tags applied to every taggable resource the provider creates; a resource's own `tags` win on conflicts.",
+				Attributes: map[string]schema.Attribute{
+					"tags": schema.MapAttribute{ElementType: types.StringType, Optional: true, Description: "Tags to apply."},
+				},
+			},
+		},
+	}
+}
+
+func (p *ec2runnersProvider) Configure(ctx context.Context, req provider.ConfigureRequest, resp *provider.ConfigureResponse) {
+	var m providerModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	opts := awsconfig.Options{
+		Region:     m.Region.ValueString(),
+		Profile:    m.Profile.ValueString(),
+		AccessKey:  m.AccessKey.ValueString(),
+		SecretKey:  m.SecretKey.ValueString(),
+		Token:      m.Token.ValueString(),
+		MaxRetries: int(m.MaxRetries.ValueInt64()),
+	}
+	resp.Diagnostics.Append(m.SharedConfigFiles.ElementsAs(ctx, &opts.SharedConfigFiles, false)...)
+	resp.Diagnostics.Append(m.SharedCredentialsFiles.ElementsAs(ctx, &opts.SharedCredentialsFiles, false)...)
+	if ar := m.AssumeRole; ar != nil {
+		if ar.RoleARN.ValueString() == "" {
+			resp.Diagnostics.AddAttributeError(path.Root("assume_role").AtName("role_arn"), "Missing role ARN", "assume_role.role_arn is required when the assume_role block is present.")
+			return
+		}
+		d, _ := time.ParseDuration(ar.Duration.ValueString()) // validated; "" means default
+		opts.AssumeRole = &awsconfig.AssumeRole{RoleARN: ar.RoleARN.ValueString(), SessionName: ar.SessionName.ValueString(), ExternalID: ar.ExternalID.ValueString(), Duration: d}
+	}
+	if e := m.Endpoints; e != nil {
+		opts.Endpoints = awsconfig.Endpoints{SQS: e.SQS.ValueString(), DynamoDB: e.DynamoDB.ValueString(), EC2: e.EC2.ValueString()}
+	}
+	data := &providerData{defaultTags: map[string]string{}}
+	if m.DefaultTags != nil {
+		resp.Diagnostics.Append(m.DefaultTags.Tags.ElementsAs(ctx, &data.defaultTags, false)...)
+	}
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	clients, err := awsconfig.New(ctx, opts)
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot configure the ec2runners provider", err.Error())
+		return
+	}
+	data.clients = clients
+	resp.ResourceData = data
+	resp.DataSourceData = data
+}
+
+func (p *ec2runnersProvider) Resources(context.Context) []func() resource.Resource {
+	return []func() resource.Resource{NewPoolResource}
+}
+
+func (p *ec2runnersProvider) DataSources(context.Context) []func() datasource.DataSource {
+	return []func() datasource.DataSource{NewPoolDataSource}
+}

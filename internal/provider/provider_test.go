@@ -1,0 +1,89 @@
+package provider
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsconfig"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
+)
+
+// testProviders runs the provider in-process for acceptance tests.
+var testProviders = map[string]func() (tfprotov6.ProviderServer, error){
+	"ec2runners": providerserver.NewProtocol6WithError(New("test")()),
+}
+
+// testClients talk to the same endpoint as the provider under test, to
+// check results and to change things behind Terraform's back.
+var testClients *awsconfig.Clients
+
+// TestMain points acceptance tests at the emulator: AWS_ENDPOINT_URL when set
+// (e.g. a LocalStack), else a moto server on 127.0.0.1:4566, started here
+// when nothing listens there.
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	if os.Getenv("TF_ACC") == "" {
+		return m.Run()
+	}
+	endpoint, stop, err := emulator.Ensure(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "acceptance tests need the AWS emulator:", err)
+		return 1
+	}
+	defer stop()
+	defaults := map[string]string{
+		"AWS_ENDPOINT_URL":      endpoint,
+		"AWS_REGION":            "us-east-1",
+		"AWS_ACCESS_KEY_ID":     "test",
+		"AWS_SECRET_ACCESS_KEY": "test",
+		"CHECKPOINT_DISABLE":    "1",
+	}
+	if tf, err := exec.LookPath("terraform"); err == nil {
+		defaults["TF_ACC_TERRAFORM_PATH"] = tf
+	}
+	if os.Getenv("TF_CLI_CONFIG_FILE") == "" {
+		// An empty CLI config: no user settings, no warning about a missing ~/.terraformrc.
+		f, err := os.CreateTemp("", "ec2runners-acc-*.tfrc")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		f.Close()
+		defer os.Remove(f.Name())
+		defaults["TF_CLI_CONFIG_FILE"] = f.Name()
+	}
+	for k, v := range defaults {
+		if os.Getenv(k) == "" {
+			os.Setenv(k, v)
+		}
+	}
+	if os.Getenv("TF_ACC_TERRAFORM_PATH") == "" {
+		fmt.Fprintln(os.Stderr, "acceptance tests need Terraform: put terraform on PATH or set TF_ACC_TERRAFORM_PATH (nothing can be downloaded)")
+		return 1
+	}
+	testClients, err = awsconfig.New(context.Background(), awsconfig.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "building test AWS clients:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// randomName is a pool name unique to one test run, so tests can share an
+// emulator (or a LocalStack) without resetting it.
+func randomName(prefix string) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return prefix + "-" + hex.EncodeToString(b)
+}
