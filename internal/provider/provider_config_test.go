@@ -1,0 +1,95 @@
+package provider
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+)
+
+// TestAccProvider_endpointsAndDefaultTags configures everything in the
+// provider block instead of the environment. Not parallel: it unsets
+// process-wide variables.
+func TestAccProvider_endpointsAndDefaultTags(t *testing.T) {
+	endpoint := os.Getenv("AWS_ENDPOINT_URL")
+	t.Setenv("AWS_ENDPOINT_URL", "")
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+	name := randomName("acc-provider")
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviders,
+		CheckDestroy:             checkPoolDestroyed,
+		Steps: []resource.TestStep{{
+			Config: fmt.Sprintf(`
+provider "ec2runners" {
+  region     = "us-east-1"
+  access_key = "test"
+  secret_key = "test"
+  max_retries = 5
+  endpoints {
+    sqs      = %[1]q
+    dynamodb = %[1]q
+    ec2      = %[1]q
+  }
+  default_tags {
+    tags = { owner = "platform", env = "default" }
+  }
+}
+
+resource "ec2runners_pool" "test" {
+  name             = %[2]q
+  resource_classes = { large = { cpu = 2, memory_mib = 4096 } }
+  tags             = { env = "ci" }
+}`, endpoint, name),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("ec2runners_pool.test", tfjsonpath.New("tags_all"), knownvalue.MapExact(map[string]knownvalue.Check{
+					"owner": knownvalue.StringExact("platform"), "env": knownvalue.StringExact("ci"),
+				})),
+				statecheck.ExpectKnownValue("ec2runners_pool.test", tfjsonpath.New("tags"), knownvalue.MapExact(map[string]knownvalue.Check{
+					"env": knownvalue.StringExact("ci"),
+				})),
+			},
+			Check: checkQueueTags(name, "large", map[string]string{"owner": "platform", "env": "ci"}),
+		}},
+	})
+}
+
+// TestAccProvider_missingRegion: no region anywhere is a clear error.
+func TestAccProvider_missingRegion(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	t.Setenv("AWS_CONFIG_FILE", empty)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviders,
+		Steps: []resource.TestStep{{
+			Config:      `data "ec2runners_pool" "test" { name = "any" }`,
+			ExpectError: regexp.MustCompile(wrapped(`no AWS region is set: set the provider's region argument, the AWS_REGION environment variable`)),
+		}},
+	})
+}
+
+// TestAccProvider_invalidEndpoint: endpoint URLs are checked at plan time.
+func TestAccProvider_invalidEndpoint(t *testing.T) {
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviders,
+		Steps: []resource.TestStep{{
+			Config: `
+provider "ec2runners" {
+  endpoints { sqs = "localhost:4566" }
+}
+data "ec2runners_pool" "test" { name = "any" }`,
+			ExpectError: regexp.MustCompile(wrapped(`Attribute endpoints.sqs must be an http:// or https:// URL`)),
+		}},
+	})
+}
