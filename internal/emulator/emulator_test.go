@@ -1,0 +1,285 @@
+package emulator
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestEnsureUsesAWSEndpointURL(t *testing.T) {
+	const ep = "http://localstack.invalid:4566"
+	t.Setenv("AWS_ENDPOINT_URL", ep)
+	got, stop, err := Ensure(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if got != ep {
+		t.Fatalf("endpoint = %q, want %q", got, ep)
+	}
+}
+
+// TestConditionalUpdateHasOneWinner races 20 identical conditional
+// UpdateItems per trial: exactly one may succeed, as on real DynamoDB (plain
+// moto_server sometimes lets two through).
+func TestConditionalUpdateHasOneWinner(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	endpoint, stop, err := Ensure(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+
+	d := &ddb{endpoint: endpoint, client: &http.Client{Timeout: 30 * time.Second}}
+	table := "emulator-test-" + randomHex(6)
+	if _, err := d.call(ctx, "CreateTable", map[string]any{
+		"TableName":   table,
+		"BillingMode": "PAY_PER_REQUEST",
+		"AttributeDefinitions": []map[string]string{
+			{"AttributeName": "PK", "AttributeType": "S"},
+			{"AttributeName": "SK", "AttributeType": "S"},
+		},
+		"KeySchema": []map[string]string{
+			{"AttributeName": "PK", "KeyType": "HASH"},
+			{"AttributeName": "SK", "KeyType": "RANGE"},
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if _, err := d.call(context.Background(), "DeleteTable", map[string]any{"TableName": table}); err != nil {
+			t.Errorf("deleting table: %v", err)
+		}
+	}()
+	waitActive(ctx, t, d, table)
+
+	key := map[string]any{"PK": s("runner"), "SK": s("slot")}
+	const trials, racers = 20, 20
+
+	// The claim, padded with extra attributes: plain moto checks the
+	// condition before it validates and applies the update, and a longer
+	// update widens that window enough for the race to show. Unpadded, plain
+	// moto_server rarely lets two through (0 of 300 trials here); padded with
+	// 80, it did in about 2 trials of 3.
+	update := "SET #s = :claimed, #o = :me"
+	for i := 0; i < 80; i++ {
+		update += fmt.Sprintf(", pad%d = :me", i)
+	}
+	for trial := 0; trial < trials; trial++ {
+		if _, err := d.call(ctx, "PutItem", map[string]any{
+			"TableName": table,
+			"Item":      map[string]any{"PK": s("runner"), "SK": s("slot"), "state": s("idle")},
+		}); err != nil {
+			t.Fatalf("trial %d: resetting item: %v", trial, err)
+		}
+
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			winners []string
+			others  []error
+			start   = make(chan struct{})
+		)
+		for i := 0; i < racers; i++ {
+			me := fmt.Sprintf("racer-%d", i)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, err := d.call(ctx, "UpdateItem", map[string]any{
+					"TableName":                 table,
+					"Key":                       key,
+					"UpdateExpression":          update,
+					"ConditionExpression":       "#s = :idle",
+					"ExpressionAttributeNames":  map[string]string{"#s": "state", "#o": "owner"},
+					"ExpressionAttributeValues": map[string]any{":claimed": s("claimed"), ":idle": s("idle"), ":me": s(me)},
+				})
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					winners = append(winners, me)
+				case isType(err, "ConditionalCheckFailedException"):
+				default:
+					others = append(others, err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+
+		if len(others) > 0 {
+			t.Fatalf("trial %d: unexpected errors: %v", trial, others)
+		}
+		if len(winners) != 1 {
+			t.Fatalf("trial %d: %d winners %v, want exactly 1", trial, len(winners), winners)
+		}
+		out, err := d.call(ctx, "GetItem", map[string]any{"TableName": table, "Key": key, "ConsistentRead": true})
+		if err != nil {
+			t.Fatalf("trial %d: %v", trial, err)
+		}
+		item, _ := out["Item"].(map[string]any)
+		if got := attrS(item, "owner"); got != winners[0] {
+			t.Fatalf("trial %d: owner = %q, want winner %q", trial, got, winners[0])
+		}
+	}
+}
+
+// TestLastUserStopsServer checks the hand-off between users of one server:
+// only the last stop ends it, even when the first user started it.
+func TestLastUserStopsServer(t *testing.T) {
+	if os.Getenv("AWS_ENDPOINT_URL") != "" {
+		t.Skip("AWS_ENDPOINT_URL is set: no local server is started")
+	}
+	if !haveLocks {
+		t.Skip("no file locks on this platform")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	saved := listenAddr
+	listenAddr = addr
+	defer func() { listenAddr = saved }()
+	t.Cleanup(func() { // lock files for this one-off port
+		base := filepath.Join(os.TempDir(), "ec2runners-emulator-"+strings.ReplaceAll(addr, ":", "-"))
+		os.Remove(base + ".users.lock")
+		os.Remove(base + ".start.lock")
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ep1, stop1, err := Ensure(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop1()
+	ep2, stop2, err := Ensure(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop2()
+	if want := "http://" + addr; ep1 != want || ep2 != want {
+		t.Fatalf("endpoints %q, %q; want %q", ep1, ep2, want)
+	}
+
+	stop1() // the starter leaves first
+	if !answers(addr) {
+		t.Fatal("server stopped while a second user still holds it")
+	}
+	stop2()
+	if answers(addr) {
+		t.Fatal("server still answers after the last user stopped")
+	}
+}
+
+type ddb struct {
+	endpoint string
+	client   *http.Client
+}
+
+// apiError is a DynamoDB error response.
+type apiError struct {
+	Status  int
+	Type    string // e.g. ConditionalCheckFailedException
+	Message string
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.Type, e.Message) }
+
+func isType(err error, typ string) bool {
+	e, ok := err.(*apiError)
+	return ok && e.Type == typ
+}
+
+// call sends one DynamoDB JSON request. moto does not check signatures, but
+// needs the Authorization header to find the region and service.
+func (d *ddb) call(ctx context.Context, op string, in map[string]any) (map[string]any, error) {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.endpoint+"/", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("X-Amz-Target", "DynamoDB_20120810."+op)
+	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
+	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=x")
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	var out map[string]any
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &out); err != nil {
+			return nil, fmt.Errorf("%s: HTTP %d, body %q: %w", op, resp.StatusCode, raw, err)
+		}
+	}
+	if resp.StatusCode != http.StatusOK {
+		e := &apiError{Status: resp.StatusCode}
+		typ, _ := out["__type"].(string)
+		e.Type = typ[strings.LastIndex(typ, "#")+1:]
+		e.Message, _ = out["message"].(string)
+		if e.Message == "" {
+			e.Message, _ = out["Message"].(string)
+		}
+		return nil, e
+	}
+	return out, nil
+}
+
+// waitActive waits for the table to be ACTIVE (moto: at once; LocalStack:
+// soon after).
+func waitActive(ctx context.Context, t *testing.T, d *ddb, table string) {
+	t.Helper()
+	for {
+		out, err := d.call(ctx, "DescribeTable", map[string]any{"TableName": table})
+		if err != nil {
+			t.Fatal(err)
+		}
+		desc, _ := out["Table"].(map[string]any)
+		if desc["TableStatus"] == "ACTIVE" {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("table %s not ACTIVE: %v", table, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func s(v string) map[string]string { return map[string]string{"S": v} }
+
+func attrS(item map[string]any, name string) string {
+	a, _ := item[name].(map[string]any)
+	v, _ := a["S"].(string)
+	return v
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,77 @@
+"""Serve moto (5.x) like `moto_server`, but with DynamoDB requests serialized.
+
+Plain moto handles requests on many threads and its DynamoDB backend does not
+lock around "check condition, then write", so two concurrent conditional
+writes can both succeed. Real DynamoDB never allows that, and the provider's
+tests rely on it. Holding one process-wide lock for every DynamoDB request
+makes conditional writes (and transactions) atomic; other services (SQS, EC2,
+...) stay concurrent.
+
+Usage: python3 serialized_moto.py [-H HOST] [-p PORT]
+"""
+
+import argparse
+import os
+import signal
+import sys
+import threading
+
+# moto reads the account id when its modules are imported, so set it first.
+os.environ.setdefault("MOTO_ACCOUNT_ID", "000000000000")
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-H", "--host", default="127.0.0.1", help="address to bind")
+    parser.add_argument("-p", "--port", type=int, default=4566, help="port to bind")
+    return parser.parse_args(argv)
+
+
+class SerializeDynamoDB:
+    """WSGI middleware: one lock around every DynamoDB request."""
+
+    def __init__(self, app):
+        self.app = app
+        self.lock = threading.Lock()
+
+    def __call__(self, environ, start_response):
+        if not environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB_"):
+            return self.app(environ, start_response)
+        with self.lock:
+            # Produce the whole body under the lock: a lazily generated
+            # response would otherwise run part of the work unlocked.
+            result = self.app(environ, start_response)
+            try:
+                return [b"".join(result)]
+            finally:
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()
+
+
+def _exit(signum, frame):
+    # SystemExit unwinds run_simple's serve_forever and closes the socket.
+    sys.exit(0)
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    # moto uses MOTO_PORT to build some URLs (e.g. SQS queue URLs).
+    os.environ.setdefault("MOTO_PORT", str(args.port))
+
+    signal.signal(signal.SIGTERM, _exit)
+    signal.signal(signal.SIGINT, _exit)
+
+    # Imported late so MOTO_ACCOUNT_ID/MOTO_PORT are already in place.
+    from werkzeug.serving import run_simple
+    from moto.server import DomainDispatcherApplication, create_backend_app
+
+    app = DomainDispatcherApplication(create_backend_app)
+    try:
+        run_simple(args.host, args.port, SerializeDynamoDB(app), threaded=True)
+    except (SystemExit, KeyboardInterrupt):
+        pass
+
+
+if __name__ == "__main__":
+    main()
