@@ -51,9 +51,6 @@ func (m *Manager) Create(ctx context.Context, spec Spec) (*Status, error) {
 		}
 		return nil, fmt.Errorf("a DynamoDB table named %s already exists; import the pool with `terraform import` instead of creating it", spec.Name)
 	}
-	if _, err := m.createTable(ctx, spec.Name, spec.Tags); err != nil {
-		return nil, err
-	}
 	urls := map[string]string{}
 	rollback := func(cause error) error {
 		// The caller's context may be what failed: clean up on a fresh one.
@@ -63,6 +60,9 @@ func (m *Manager) Create(ctx context.Context, spec Spec) (*Status, error) {
 			cause = errors.Join(cause, m.deleteQueue(cleanup, url))
 		}
 		return errors.Join(cause, m.deleteTable(cleanup, spec.Name))
+	}
+	if _, err := m.createTable(ctx, spec.Name, spec.Tags); err != nil {
+		return nil, rollback(err) // the table may exist yet never have become active
 	}
 	for class := range spec.ResourceClasses {
 		url, err := m.createQueue(ctx, spec.Name, class, spec.Tags)

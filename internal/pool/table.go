@@ -34,7 +34,7 @@ func (m *Manager) createTable(ctx context.Context, name string, tags map[string]
 		return "", fmt.Errorf("creating DynamoDB table %s: %w", name, err)
 	}
 	waiter := dynamodb.NewTableExistsWaiter(m.DynamoDB)
-	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, waitBudget(ctx)); err != nil {
+	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(protocol.TableName(name))}, waitBudget(ctx)); err != nil {
 		return "", fmt.Errorf("waiting for DynamoDB table %s to become active: %w", name, err)
 	}
 	return aws.ToString(out.TableDescription.TableArn), nil
@@ -61,7 +61,7 @@ func (m *Manager) deleteTable(ctx context.Context, name string) error {
 		return fmt.Errorf("deleting DynamoDB table %s: %w", name, err)
 	}
 	waiter := dynamodb.NewTableNotExistsWaiter(m.DynamoDB)
-	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, waitBudget(ctx)); err != nil {
+	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(protocol.TableName(name))}, waitBudget(ctx)); err != nil {
 		return fmt.Errorf("waiting for DynamoDB table %s to be deleted: %w", name, err)
 	}
 	return nil

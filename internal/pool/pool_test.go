@@ -1,0 +1,384 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/smithy-go"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+const testNow = "2026-06-01T12:00:00Z"
+
+// fixture is an existing pool in the fakes: table, config item, one queue
+// per class and the given instance records. EC2 knows every instance.
+type fixture struct {
+	log *callLog
+	db  *fakeDynamo
+	sqs *fakeSQS
+	ec2 *fakeEC2
+	m   *Manager
+	cfg protocol.PoolConfig
+}
+
+func newFixture(t *testing.T, name string, classes map[string]protocol.ResourceClass, insts ...protocol.Instance) *fixture {
+	t.Helper()
+	f := &fixture{log: &callLog{}}
+	f.db = newFakeDynamo(f.log, name)
+	f.sqs = newFakeSQS(f.log)
+	f.ec2 = newFakeEC2(f.log)
+	f.m = &Manager{DynamoDB: f.db, SQS: f.sqs, EC2: f.ec2}
+	f.cfg = protocol.PoolConfig{
+		Name: name, ResourceClasses: classes, QueueURLs: map[string]string{},
+		IdleTimeout: protocol.Duration(10 * time.Minute), MaxRuntime: protocol.Duration(time.Hour),
+	}
+	for class := range classes {
+		f.cfg.QueueURLs[class] = f.sqs.add(protocol.QueueName(name, class)).url
+	}
+	f.db.put(f.cfg.Item(testNow))
+	for _, inst := range insts {
+		f.db.put(inst.Item())
+		f.ec2.known[inst.ID] = true
+	}
+	return f
+}
+
+func (f *fixture) queue(class string) *fakeQueue {
+	return f.sqs.queues[protocol.QueueName(f.cfg.Name, class)]
+}
+
+func (f *fixture) state(t *testing.T, id string) string {
+	t.Helper()
+	inst, err := protocol.InstanceFromItem(f.db.get(protocol.TypeInstance, id))
+	if err != nil {
+		t.Fatalf("instance %s: %v", id, err)
+	}
+	return inst.State
+}
+
+func inst(id, state, runID, class string) protocol.Instance {
+	return protocol.Instance{ID: id, State: state, RunID: runID, Threshold: testNow, ResourceClass: class,
+		InstanceType: "c6i.large", UsageClass: protocol.UsageOnDemand, UpdatedAt: testNow}
+}
+
+var twoClasses = map[string]protocol.ResourceClass{
+	"large":  {CPU: 2, MemoryMiB: 4096},
+	"xlarge": {CPU: 4, MemoryMiB: 8192},
+}
+
+func TestDeleteRefusesLiveInstances(t *testing.T) {
+	f := newFixture(t, "ci", twoClasses,
+		inst("i-1", protocol.StateIdle, "", "large"),
+		inst("i-2", protocol.StateRunning, "r-7", "xlarge"),
+		inst("i-3", protocol.StateTerminated, "", "large"),
+	)
+	err := f.m.Delete(context.Background(), "ci", false)
+	if err == nil {
+		t.Fatal("Delete with live instances = nil, want an error")
+	}
+	for _, want := range []string{"pool ci", "2 live", "i-1 (idle)", "i-2 (running, run r-7)", "force_destroy"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "i-3") {
+		t.Errorf("error %q lists the terminated instance i-3", err)
+	}
+	if m := f.log.mutating(); len(m) > 0 {
+		t.Errorf("refused Delete made mutating calls: %q", m)
+	}
+	if !f.db.exists || len(f.sqs.queues) != 2 {
+		t.Errorf("refused Delete removed something: table exists %v, %d queues left", f.db.exists, len(f.sqs.queues))
+	}
+}
+
+func TestDeleteWithOnlyTerminatedInstances(t *testing.T) {
+	f := newFixture(t, "ci", twoClasses, inst("i-3", protocol.StateTerminated, "", "large"))
+	if err := f.m.Delete(context.Background(), "ci", false); err != nil {
+		t.Fatalf("Delete = %v", err)
+	}
+	if len(f.ec2.calls) != 0 {
+		t.Errorf("Delete called TerminateInstances %q; nothing was live", f.ec2.calls)
+	}
+	if f.db.exists || len(f.sqs.queues) != 0 {
+		t.Errorf("after Delete: table exists %v, queues %v", f.db.exists, slices.Collect(maps.Keys(f.sqs.queues)))
+	}
+}
+
+func TestDeleteForce(t *testing.T) {
+	f := newFixture(t, "ci", twoClasses,
+		inst("i-1", protocol.StateIdle, "", "large"),
+		inst("i-2", protocol.StateRunning, "r-7", "xlarge"),
+		inst("i-3", protocol.StateTerminated, "", "large"),
+		inst("i-4", protocol.StateClaimed, "r-8", "large"),
+	)
+	f.ec2.known["i-3"] = false // long gone: terminating it again would fail the batch
+	if err := f.m.Delete(context.Background(), "ci", true); err != nil {
+		t.Fatalf("Delete(force) = %v", err)
+	}
+	if len(f.ec2.calls) != 1 {
+		t.Fatalf("TerminateInstances calls = %q, want one", f.ec2.calls)
+	}
+	got := slices.Sorted(slices.Values(f.ec2.calls[0]))
+	if want := []string{"i-1", "i-2", "i-4"}; !slices.Equal(got, want) {
+		t.Errorf("TerminateInstances ids = %q, want exactly the live ones %q", got, want)
+	}
+	for _, id := range []string{"i-1", "i-2", "i-3", "i-4"} {
+		if s := f.state(t, id); s != protocol.StateTerminated {
+			t.Errorf("instance %s is %q after Delete(force), want terminated", id, s)
+		}
+	}
+	if f.db.exists {
+		t.Error("table still exists")
+	}
+	if len(f.sqs.queues) != 0 {
+		t.Errorf("queues left: %v", slices.Collect(maps.Keys(f.sqs.queues)))
+	}
+	// Order: terminate, mark, then delete the queues, the table last.
+	var kinds []string
+	for _, c := range f.log.mutating() {
+		kind, _, _ := strings.Cut(c, " ")
+		if len(kinds) == 0 || kinds[len(kinds)-1] != kind {
+			kinds = append(kinds, kind)
+		}
+	}
+	if want := []string{"TerminateInstances", "UpdateItem", "DeleteQueue", "DeleteTable"}; !slices.Equal(kinds, want) {
+		t.Errorf("mutating calls in order %q, want %q (full log %q)", kinds, want, f.log.mutating())
+	}
+	var marked []string
+	for _, c := range f.log.mutating() {
+		if rest, ok := strings.CutPrefix(c, "UpdateItem "); ok {
+			marked = append(marked, rest)
+		}
+	}
+	if want := []string{"TYPE#INSTANCE|ID#i-1", "TYPE#INSTANCE|ID#i-2", "TYPE#INSTANCE|ID#i-4"}; !slices.Equal(slices.Sorted(slices.Values(marked)), want) {
+		t.Errorf("records marked terminated: %q, want %q", marked, want)
+	}
+}
+
+func TestDeleteForceTerminateFailureKeepsThePool(t *testing.T) {
+	f := newFixture(t, "ci", twoClasses, inst("i-1", protocol.StateIdle, "", "large"))
+	f.ec2.err = &smithy.GenericAPIError{Code: "UnauthorizedOperation", Message: "no"}
+	err := f.m.Delete(context.Background(), "ci", true)
+	if err == nil || !hasErrorCode(err, "UnauthorizedOperation") {
+		t.Fatalf("Delete(force) = %v, want the EC2 error", err)
+	}
+	if !f.db.exists || len(f.sqs.queues) != 2 {
+		t.Errorf("after a failed termination: table exists %v, %d queues", f.db.exists, len(f.sqs.queues))
+	}
+	if s := f.state(t, "i-1"); s != protocol.StateIdle {
+		t.Errorf("i-1 is %q, want still idle", s)
+	}
+}
+
+func TestDeleteMissingPool(t *testing.T) {
+	f := newFixture(t, "ci", twoClasses)
+	f.db.exists = false
+	if err := f.m.Delete(context.Background(), "ci", false); err != nil {
+		t.Fatalf("Delete of a missing pool = %v, want nil", err)
+	}
+	if m := f.log.mutating(); len(m) > 0 {
+		t.Errorf("Delete of a missing pool made mutating calls %q", m)
+	}
+}
+
+func TestDeleteWithQueueAlreadyGone(t *testing.T) {
+	f := newFixture(t, "ci", twoClasses)
+	delete(f.sqs.queues, "ci-xlarge")
+	if err := f.m.Delete(context.Background(), "ci", false); err != nil {
+		t.Fatalf("Delete = %v", err)
+	}
+	if f.db.exists || len(f.sqs.queues) != 0 {
+		t.Errorf("after Delete: table exists %v, %d queues", f.db.exists, len(f.sqs.queues))
+	}
+}
+
+func TestUpdateRefusesToRemoveBusyClass(t *testing.T) {
+	tests := []struct {
+		name    string
+		setup   func(f *fixture)
+		insts   []protocol.Instance
+		wantErr []string
+	}{
+		{name: "visible messages", setup: func(f *fixture) { f.queue("xlarge").visible = 2 },
+			wantErr: []string{`"xlarge"`, "2 queued runner message(s)", "0 live instance(s)"}},
+		{name: "in-flight message", setup: func(f *fixture) { f.queue("xlarge").notVisible = 1 },
+			wantErr: []string{`"xlarge"`, "1 queued runner message(s)"}},
+		{name: "delayed message", setup: func(f *fixture) { f.queue("xlarge").delayed = 3 },
+			wantErr: []string{`"xlarge"`, "3 queued runner message(s)"}},
+		{name: "live instance, empty queue",
+			insts:   []protocol.Instance{inst("i-9", protocol.StateRunning, "r-1", "xlarge")},
+			wantErr: []string{`"xlarge"`, "1 live instance(s)", "i-9 (running, run r-1)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, "ci", twoClasses, append(tt.insts,
+				inst("i-1", protocol.StateIdle, "", "large"), // a kept class's runner is no obstacle
+				inst("i-8", protocol.StateTerminated, "", "xlarge"))...)
+			f.queue("large").visible = 5
+			if tt.setup != nil {
+				tt.setup(f)
+			}
+			configBefore := maps.Clone(f.db.get(protocol.TypeMetadata, protocol.PoolConfigID))
+			spec := Spec{
+				Name: "ci",
+				ResourceClasses: map[string]protocol.ResourceClass{
+					"large":   {CPU: 2, MemoryMiB: 4096},
+					"2xlarge": {CPU: 8, MemoryMiB: 16384}, // added: must not be created either
+				},
+				Tags: map[string]string{"team": "ci"},
+			}
+			st, err := f.m.Update(context.Background(), spec)
+			if err == nil {
+				t.Fatalf("Update = %+v, nil; want a refusal", st)
+			}
+			for _, want := range append(tt.wantErr, "force_destroy") {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not mention %q", err, want)
+				}
+			}
+			if strings.Contains(err.Error(), `"large"`) || strings.Contains(err.Error(), "i-8") || strings.Contains(err.Error(), "i-1") {
+				t.Errorf("error %q blames a kept class or a terminated instance", err)
+			}
+			if m := f.log.mutating(); len(m) > 0 {
+				t.Errorf("refused Update made mutating calls: %q", m)
+			}
+			if f.queue("xlarge") == nil || f.queue("2xlarge") != nil {
+				t.Error("refused Update changed the queues")
+			}
+			if !reflect.DeepEqual(configBefore, f.db.get(protocol.TypeMetadata, protocol.PoolConfigID)) {
+				t.Error("refused Update rewrote the config item")
+			}
+		})
+	}
+}
+
+func TestUpdateRefusalNamesEveryBusyClass(t *testing.T) {
+	classes := maps.Clone(twoClasses)
+	classes["2xlarge"] = protocol.ResourceClass{CPU: 8, MemoryMiB: 16384}
+	f := newFixture(t, "ci", classes, inst("i-5", protocol.StateIdle, "", "2xlarge"))
+	f.queue("xlarge").visible = 1
+	_, err := f.m.Update(context.Background(), Spec{Name: "ci", ResourceClasses: map[string]protocol.ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}}})
+	if err == nil {
+		t.Fatal("Update = nil error, want a refusal")
+	}
+	for _, want := range []string{`"xlarge"`, `"2xlarge"`, "i-5 (idle)"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	if m := f.log.mutating(); len(m) > 0 {
+		t.Errorf("refused Update made mutating calls: %q", m)
+	}
+}
+
+func TestUpdateRemovesIdleClass(t *testing.T) {
+	// Nothing queued, nothing live: no force needed.
+	f := newFixture(t, "ci", twoClasses, inst("i-8", protocol.StateTerminated, "", "xlarge"))
+	st, err := f.m.Update(context.Background(), Spec{Name: "ci", ResourceClasses: map[string]protocol.ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}}})
+	if err != nil {
+		t.Fatalf("Update = %v", err)
+	}
+	if f.queue("xlarge") != nil {
+		t.Error("the removed class's queue still exists")
+	}
+	if _, ok := st.QueueURLs["xlarge"]; ok {
+		t.Errorf("status still lists the xlarge queue: %v", st.QueueURLs)
+	}
+	if len(f.ec2.calls) != 0 {
+		t.Errorf("TerminateInstances called %q", f.ec2.calls)
+	}
+}
+
+func TestUpdateForceDestroyRemovesBusyClass(t *testing.T) {
+	f := newFixture(t, "ci", twoClasses,
+		inst("i-1", protocol.StateIdle, "", "large"),
+		inst("i-2", protocol.StateRunning, "r-7", "xlarge"),
+		inst("i-3", protocol.StateIdle, "", "xlarge"),
+		inst("i-8", protocol.StateTerminated, "", "xlarge"),
+	)
+	f.ec2.known["i-8"] = false
+	f.queue("xlarge").visible = 1
+	spec := Spec{
+		Name: "ci",
+		ResourceClasses: map[string]protocol.ResourceClass{
+			"large":   {CPU: 2, MemoryMiB: 4096},
+			"2xlarge": {CPU: 8, MemoryMiB: 16384},
+		},
+		IdleTimeout:  7 * time.Minute,
+		MaxRuntime:   2 * time.Hour,
+		Tags:         map[string]string{"team": "ci"},
+		ForceDestroy: true,
+	}
+	st, err := f.m.Update(context.Background(), spec)
+	if err != nil {
+		t.Fatalf("Update(force) = %v", err)
+	}
+	if len(f.ec2.calls) != 1 {
+		t.Fatalf("TerminateInstances calls = %q, want one", f.ec2.calls)
+	}
+	if got, want := slices.Sorted(slices.Values(f.ec2.calls[0])), []string{"i-2", "i-3"}; !slices.Equal(got, want) {
+		t.Errorf("terminated %q, want the removed class's live instances %q", got, want)
+	}
+	for id, want := range map[string]string{"i-1": protocol.StateIdle, "i-2": protocol.StateTerminated, "i-3": protocol.StateTerminated, "i-8": protocol.StateTerminated} {
+		if got := f.state(t, id); got != want {
+			t.Errorf("instance %s is %q, want %q", id, got, want)
+		}
+	}
+	if f.queue("xlarge") != nil || f.queue("2xlarge") == nil || f.queue("large") == nil {
+		t.Errorf("queues after Update: %v, want ci-large and ci-2xlarge", slices.Sorted(maps.Keys(f.sqs.queues)))
+	}
+	for _, class := range []string{"large", "2xlarge"} {
+		if got := f.queue(class).tags; !maps.Equal(got, spec.Tags) {
+			t.Errorf("queue %s tags = %v, want %v", class, got, spec.Tags)
+		}
+	}
+	if !maps.Equal(f.db.tags, spec.Tags) {
+		t.Errorf("table tags = %v, want %v", f.db.tags, spec.Tags)
+	}
+	stored, err := protocol.PoolConfigFromItem(f.db.get(protocol.TypeMetadata, protocol.PoolConfigID))
+	if err != nil {
+		t.Fatalf("stored config: %v", err)
+	}
+	if got := slices.Sorted(maps.Keys(stored.ResourceClasses)); !slices.Equal(got, []string{"2xlarge", "large"}) {
+		t.Errorf("stored classes = %q", got)
+	}
+	if got := slices.Sorted(maps.Keys(stored.QueueURLs)); !slices.Equal(got, []string{"2xlarge", "large"}) {
+		t.Errorf("stored queue URLs = %v", stored.QueueURLs)
+	}
+	if stored.QueueURLs["2xlarge"] != f.queue("2xlarge").url {
+		t.Errorf("stored 2xlarge URL %q, queue is %q", stored.QueueURLs["2xlarge"], f.queue("2xlarge").url)
+	}
+	if time.Duration(stored.IdleTimeout) != 7*time.Minute || time.Duration(stored.MaxRuntime) != 2*time.Hour {
+		t.Errorf("stored lifetimes %v / %v", time.Duration(stored.IdleTimeout), time.Duration(stored.MaxRuntime))
+	}
+	if got := slices.Sorted(maps.Keys(st.QueueURLs)); !slices.Equal(got, []string{"2xlarge", "large"}) {
+		t.Errorf("returned status queues = %v", st.QueueURLs)
+	}
+	// Terminate before deleting the queue that advertised them.
+	log := f.log.mutating()
+	term := slices.IndexFunc(log, func(c string) bool { return strings.HasPrefix(c, "TerminateInstances ") })
+	del := slices.IndexFunc(log, func(c string) bool { return strings.HasPrefix(c, "DeleteQueue ") })
+	if term < 0 || del < 0 || term > del {
+		t.Errorf("mutating calls %q: want TerminateInstances before DeleteQueue", log)
+	}
+}
+
+func TestUpdateMissingPool(t *testing.T) {
+	f := newFixture(t, "ci", twoClasses)
+	f.db.exists = false
+	_, err := f.m.Update(context.Background(), Spec{Name: "ci", ResourceClasses: twoClasses})
+	if !errors.Is(err, ErrNotFound) {
+		t.Errorf("Update of a missing pool = %v, want ErrNotFound", err)
+	}
+	if m := f.log.mutating(); len(m) > 0 {
+		t.Errorf("mutating calls %q", m)
+	}
+}

@@ -1,0 +1,339 @@
+package protocol
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// sAttrs flattens an item whose attributes must all be strings; it fails the
+// test on any other attribute type.
+func sAttrs(t *testing.T, item map[string]types.AttributeValue) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for k, v := range item {
+		s, ok := v.(*types.AttributeValueMemberS)
+		if !ok {
+			t.Fatalf("attribute %q is %T, want a string attribute", k, v)
+		}
+		out[k] = s.Value
+	}
+	return out
+}
+
+func TestKeyAndBaseItem(t *testing.T) {
+	tests := []struct {
+		typ, id, now   string
+		wantSK         string
+		wantEntityType string
+	}{
+		{typ: TypeInstance, id: "i-0abc", now: "2026-06-01T12:00:00Z", wantSK: "ID#i-0abc", wantEntityType: "INSTANCE"},
+		{typ: TypeHeartbeat, id: "i-0abc", now: "2026-06-01T12:00:05Z", wantSK: "ID#i-0abc", wantEntityType: "HEARTBEAT"},
+		{typ: TypeSignal, id: "i-1", now: "2026-06-01T12:00:00Z", wantSK: "ID#i-1", wantEntityType: "WS"},
+		{typ: TypeMetadata, id: PoolConfigID, now: "2026-06-01T12:00:00Z", wantSK: "ID#pool_config", wantEntityType: "METADATA"},
+		{typ: TypeMetadata, id: RegistrationTokenID, now: "2026-06-01T12:00:00Z", wantSK: "ID#gh_registration_token", wantEntityType: "METADATA"},
+		{typ: TypeClaim, id: "run-7", now: "2026-06-01T12:00:00Z", wantSK: "ID#run-7", wantEntityType: "CLAIM"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.typ+"/"+tt.id, func(t *testing.T) {
+			key := sAttrs(t, Key(tt.typ, tt.id))
+			if want := map[string]string{"PK": tt.typ, "SK": tt.wantSK}; !reflect.DeepEqual(key, want) {
+				t.Errorf("Key = %v, want %v", key, want)
+			}
+			item := BaseItem(tt.typ, tt.id, tt.now)
+			want := map[string]string{
+				"PK": tt.typ, "SK": tt.wantSK, "entityType": tt.wantEntityType,
+				"identifier": tt.id, "updatedAt": tt.now,
+			}
+			if got := sAttrs(t, item); !reflect.DeepEqual(got, want) {
+				t.Errorf("BaseItem = %v, want %v", got, want)
+			}
+			if got := IdentifierOf(item); got != tt.id {
+				t.Errorf("IdentifierOf = %q, want %q", got, tt.id)
+			}
+		})
+	}
+	// The protocol's literal partition keys.
+	for got, want := range map[string]string{
+		TypeInstance: "TYPE#INSTANCE", TypeHeartbeat: "TYPE#HEARTBEAT", TypeSignal: "TYPE#WS",
+		TypeMetadata: "TYPE#METADATA", TypeClaim: "TYPE#CLAIM",
+	} {
+		if got != want {
+			t.Errorf("partition key constant %q, want %q", got, want)
+		}
+	}
+}
+
+func TestStringAttr(t *testing.T) {
+	item := map[string]types.AttributeValue{
+		"s": &types.AttributeValueMemberS{Value: "x"},
+		"n": &types.AttributeValueMemberN{Value: "5"},
+		"m": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}},
+	}
+	for name, want := range map[string]string{"s": "x", "n": "", "m": "", "absent": ""} {
+		if got := StringAttr(item, name); got != want {
+			t.Errorf("StringAttr(%q) = %q, want %q", name, got, want)
+		}
+	}
+	if got := StringAttr(nil, "s"); got != "" {
+		t.Errorf("StringAttr(nil) = %q", got)
+	}
+}
+
+func TestInstanceItemRoundTrip(t *testing.T) {
+	tests := []Instance{
+		{ID: "i-0abc", State: StateRunning, RunID: "run-42", Threshold: "2026-06-01T13:00:00Z",
+			ResourceClass: "large", InstanceType: "c6i.large", UsageClass: UsageOnDemand, UpdatedAt: "2026-06-01T12:00:00Z"},
+		{ID: "i-0def", State: StateIdle, RunID: "", Threshold: "2026-06-01T12:07:00Z",
+			ResourceClass: "2xlarge", InstanceType: "m7g.2xlarge", UsageClass: UsageSpot, UpdatedAt: "2026-06-01T12:00:00Z"},
+		{ID: "i-1", State: StateTerminated, Threshold: "2026-06-01T12:00:00Z", UpdatedAt: "2026-06-01T12:00:00Z"},
+	}
+	for _, in := range tests {
+		t.Run(in.ID, func(t *testing.T) {
+			item := in.Item()
+			got := sAttrs(t, item)
+			want := map[string]string{
+				"PK": "TYPE#INSTANCE", "SK": "ID#" + in.ID, "entityType": "INSTANCE", "identifier": in.ID,
+				"updatedAt": in.UpdatedAt, "state": in.State, "runId": in.RunID, "threshold": in.Threshold,
+				"resourceClass": in.ResourceClass, "instanceType": in.InstanceType, "usageClass": in.UsageClass,
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("Item() = %v\nwant      %v", got, want)
+			}
+			// runId is present even when empty: conditions test runId = "".
+			if _, ok := item["runId"].(*types.AttributeValueMemberS); !ok {
+				t.Errorf("runId attribute is %T, want a string attribute even when empty", item["runId"])
+			}
+			back, err := InstanceFromItem(item)
+			if err != nil {
+				t.Fatalf("InstanceFromItem: %v", err)
+			}
+			if back != in {
+				t.Errorf("round trip = %+v, want %+v", back, in)
+			}
+		})
+	}
+}
+
+func TestInstanceFromItemRejects(t *testing.T) {
+	good := Instance{ID: "i-1", State: StateIdle, Threshold: "2026-06-01T12:00:00Z", UpdatedAt: "2026-06-01T12:00:00Z"}
+	without := func(attr string) map[string]types.AttributeValue {
+		item := good.Item()
+		delete(item, attr)
+		return item
+	}
+	tests := []struct {
+		name string
+		item map[string]types.AttributeValue
+	}{
+		{name: "nil", item: nil},
+		{name: "heartbeat", item: HeartbeatItem("i-1", "2026-06-01T12:00:00Z")},
+		{name: "signal", item: Signal{InstanceID: "i-1", State: SignalRegistered, RunID: "r"}.Item()},
+		{name: "pool config", item: PoolConfig{Name: "p"}.Item("2026-06-01T12:00:00Z")},
+		{name: "no state", item: without("state")},
+		{name: "no PK", item: without("PK")},
+		{name: "no SK", item: without("SK")},
+		{name: "bare id in SK", item: func() map[string]types.AttributeValue {
+			item := good.Item()
+			item["SK"] = &types.AttributeValueMemberS{Value: "ID#"}
+			return item
+		}()},
+		{name: "state not a string", item: func() map[string]types.AttributeValue {
+			item := good.Item()
+			item["state"] = &types.AttributeValueMemberN{Value: "1"}
+			return item
+		}()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := InstanceFromItem(tt.item)
+			if err == nil {
+				t.Fatalf("InstanceFromItem = %+v, nil; want an error", got)
+			}
+			if !strings.Contains(err.Error(), "not an instance record") {
+				t.Errorf("error %q does not say it is not an instance record", err)
+			}
+			if got != (Instance{}) {
+				t.Errorf("InstanceFromItem returned %+v with its error, want the zero Instance", got)
+			}
+		})
+	}
+}
+
+func TestSignalItemRoundTrip(t *testing.T) {
+	for _, in := range []Signal{
+		{InstanceID: "i-0abc", State: SignalRegistered, RunID: "run-1", UpdatedAt: "2026-06-01T12:00:00Z"},
+		{InstanceID: "i-0abc", State: SignalUserDataOK, RunID: "", UpdatedAt: "2026-06-01T12:00:00Z"},
+		{InstanceID: "i-2", State: SignalReleased, RunID: "run-9", UpdatedAt: "2026-06-01T12:00:00Z"},
+	} {
+		item := in.Item()
+		value, ok := item["value"].(*types.AttributeValueMemberM)
+		if !ok {
+			t.Fatalf("%+v: value is %T, want a map", in, item["value"])
+		}
+		if got, want := sAttrs(t, value.Value), map[string]string{"state": in.State, "runId": in.RunID}; !reflect.DeepEqual(got, want) {
+			t.Errorf("%+v: value = %v, want %v", in, got, want)
+		}
+		delete(item, "value")
+		want := map[string]string{"PK": "TYPE#WS", "SK": "ID#" + in.InstanceID, "entityType": "WS", "identifier": in.InstanceID, "updatedAt": in.UpdatedAt}
+		if got := sAttrs(t, item); !reflect.DeepEqual(got, want) {
+			t.Errorf("%+v: item = %v, want %v", in, got, want)
+		}
+		back, ok := SignalFromItem(in.Item())
+		if !ok || back != in {
+			t.Errorf("SignalFromItem(%+v.Item()) = %+v, %v", in, back, ok)
+		}
+	}
+}
+
+func TestSignalFromItemWithoutSignal(t *testing.T) {
+	base := func() map[string]types.AttributeValue { return BaseItem(TypeSignal, "i-1", "2026-06-01T12:00:00Z") }
+	withValue := func(v types.AttributeValue) map[string]types.AttributeValue {
+		item := base()
+		item["value"] = v
+		return item
+	}
+	tests := []struct {
+		name string
+		item map[string]types.AttributeValue
+	}{
+		{name: "nil item", item: nil},
+		{name: "no value", item: base()},
+		{name: "string value (a heartbeat)", item: HeartbeatItem("i-1", "2026-06-01T12:00:00Z")},
+		{name: "map without state", item: withValue(&types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+			"runId": &types.AttributeValueMemberS{Value: "r"}}})},
+		{name: "empty state", item: withValue(&types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+			"state": &types.AttributeValueMemberS{Value: ""}, "runId": &types.AttributeValueMemberS{Value: "r"}}})},
+	}
+	for _, tt := range tests {
+		if got, ok := SignalFromItem(tt.item); ok {
+			t.Errorf("%s: SignalFromItem = %+v, true; want ok = false", tt.name, got)
+		}
+	}
+}
+
+func TestHeartbeatItem(t *testing.T) {
+	got := sAttrs(t, HeartbeatItem("i-0abc", "2026-06-01T12:00:05Z"))
+	want := map[string]string{
+		"PK": "TYPE#HEARTBEAT", "SK": "ID#i-0abc", "entityType": "HEARTBEAT", "identifier": "i-0abc",
+		"updatedAt": "2026-06-01T12:00:05Z", "value": "PING",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("HeartbeatItem = %v, want %v", got, want)
+	}
+}
+
+func TestSignalConstants(t *testing.T) {
+	got := []string{SignalUserDataOK, SignalUserDataFailed, SignalRegistered, SignalRegistrationFailed,
+		SignalDeregistered, SignalDeregistrationFailed, SignalReleased}
+	want := []string{"UD_OK", "UD_FAILED", "UD_REG_OK", "UD_REG_FAILED", "UD_REMOVE_REG_OK", "UD_REMOVE_REG_FAILED", "UD_REMOVE_REG_REMOVE_RUN_OK"}
+	if !slices.Equal(got, want) {
+		t.Errorf("signals = %q, want %q", got, want)
+	}
+}
+
+func TestPoolConfigItemRoundTrip(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  PoolConfig
+	}{
+		{name: "without fleet", cfg: PoolConfig{
+			Name:            "ci",
+			ResourceClasses: DefaultResourceClasses(),
+			IdleTimeout:     Duration(7 * time.Minute),
+			MaxRuntime:      Duration(90 * time.Minute),
+			QueueURLs:       map[string]string{"large": "https://sqs.eu-west-1.amazonaws.com/123/ci-large"},
+		}},
+		{name: "with fleet by id", cfg: PoolConfig{
+			Name:            "gpu_pool-2",
+			ResourceClasses: map[string]ResourceClass{"big": {CPU: 8, MemoryMiB: 32768}},
+			IdleTimeout:     Duration(45 * time.Second),
+			MaxRuntime:      Duration(2*time.Hour + 5*time.Second),
+			Fleet: &FleetConfig{
+				LaunchTemplateID:      "lt-0123",
+				LaunchTemplateVersion: "$Latest",
+				SubnetIDs:             []string{"subnet-a", "subnet-b"},
+				InstanceSelection:     SelectionAttributeBased,
+			},
+			QueueURLs: map[string]string{"big": "https://sqs/123/gpu_pool-2-big"},
+		}},
+		{name: "with fleet by name", cfg: PoolConfig{
+			Name:            "p",
+			ResourceClasses: map[string]ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}},
+			IdleTimeout:     Duration(time.Hour),
+			MaxRuntime:      Duration(6 * time.Hour),
+			Fleet: &FleetConfig{
+				LaunchTemplateName:    "runner",
+				LaunchTemplateVersion: "3",
+				SubnetIDs:             []string{"subnet-a"},
+				InstanceSelection:     SelectionExplicit,
+			},
+			QueueURLs: map[string]string{},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			const now = "2026-06-01T12:00:00Z"
+			item := tt.cfg.Item(now)
+			attrs := sAttrs(t, item)
+			doc := attrs["value"]
+			delete(attrs, "value")
+			want := map[string]string{"PK": "TYPE#METADATA", "SK": "ID#pool_config", "entityType": "METADATA", "identifier": "pool_config", "updatedAt": now}
+			if !reflect.DeepEqual(attrs, want) {
+				t.Errorf("item keys = %v, want %v", attrs, want)
+			}
+			if hasFleet := strings.Contains(doc, `"fleet"`); hasFleet != (tt.cfg.Fleet != nil) {
+				t.Errorf("value %s: fleet present = %v, want %v", doc, hasFleet, tt.cfg.Fleet != nil)
+			}
+			if want := `"idleTimeout":"` + FormatDuration(time.Duration(tt.cfg.IdleTimeout)) + `"`; !strings.Contains(doc, want) {
+				t.Errorf("value %s lacks %s", doc, want)
+			}
+			got, err := PoolConfigFromItem(item)
+			if err != nil {
+				t.Fatalf("PoolConfigFromItem: %v", err)
+			}
+			if !reflect.DeepEqual(got, tt.cfg) {
+				t.Errorf("round trip = %+v\nwant        %+v", got, tt.cfg)
+			}
+			if (got.Fleet == nil) != (tt.cfg.Fleet == nil) {
+				t.Errorf("round trip Fleet = %v, want %v", got.Fleet, tt.cfg.Fleet)
+			}
+		})
+	}
+}
+
+func TestPoolConfigFromItemInvalid(t *testing.T) {
+	item := func(value types.AttributeValue) map[string]types.AttributeValue {
+		it := BaseItem(TypeMetadata, PoolConfigID, "2026-06-01T12:00:00Z")
+		if value != nil {
+			it["value"] = value
+		}
+		return it
+	}
+	tests := []struct {
+		name string
+		item map[string]types.AttributeValue
+	}{
+		{name: "not JSON", item: item(&types.AttributeValueMemberS{Value: "{not json"})},
+		{name: "truncated JSON", item: item(&types.AttributeValueMemberS{Value: `{"name":"ci","resourceClasses":{`})},
+		{name: "wrong type", item: item(&types.AttributeValueMemberS{Value: `{"name":5}`})},
+		{name: "bad duration", item: item(&types.AttributeValueMemberS{Value: `{"name":"ci","idleTimeout":"soon"}`})},
+		{name: "no value", item: item(nil)},
+		{name: "value not a string", item: item(&types.AttributeValueMemberN{Value: "1"})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := PoolConfigFromItem(tt.item)
+			if err == nil {
+				t.Fatalf("PoolConfigFromItem = %+v, nil; want an error", got)
+			}
+			if !strings.Contains(err.Error(), "pool config item is not valid") {
+				t.Errorf("error %q does not name the pool config item", err)
+			}
+		})
+	}
+}

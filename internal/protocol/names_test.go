@@ -1,0 +1,112 @@
+package protocol
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestValidatePoolName(t *testing.T) {
+	tests := []struct {
+		name    string
+		pool    string
+		wantErr []string // substrings of the error; nil means valid
+	}{
+		{name: "empty", pool: "", wantErr: []string{"1-40", "got 0"}},
+		{name: "one char", pool: "a"},
+		{name: "40 chars", pool: strings.Repeat("p", 40)},
+		{name: "41 chars", pool: strings.Repeat("p", 41), wantErr: []string{"1-40", "got 41"}},
+		{name: "letters digits mixed case", pool: "CiPool42"},
+		{name: "underscore and dash", pool: "my_pool-1"},
+		{name: "only dash", pool: "-"},
+		{name: "only underscore", pool: "_"},
+		{name: "space", pool: "my pool", wantErr: []string{`"my pool"`, "only letters, digits, '_' and '-'"}},
+		{name: "dot", pool: "my.pool", wantErr: []string{`"my.pool"`, "only letters, digits"}},
+		{name: "slash", pool: "my/pool", wantErr: []string{`"my/pool"`, "only letters, digits"}},
+		{name: "colon", pool: "my:pool", wantErr: []string{"only letters, digits"}},
+		{name: "unicode letter", pool: "pööl", wantErr: []string{"only letters, digits"}},
+		{name: "trailing newline", pool: "pool\n", wantErr: []string{"only letters, digits"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := ValidatePoolName(tt.pool)
+			if tt.wantErr == nil {
+				if err != nil {
+					t.Fatalf("ValidatePoolName(%q) = %v, want nil", tt.pool, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("ValidatePoolName(%q) = nil, want an error", tt.pool)
+			}
+			for _, want := range tt.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("ValidatePoolName(%q) = %q, want it to mention %q", tt.pool, err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestValidateClassName(t *testing.T) {
+	pool40 := strings.Repeat("p", 40)
+	tests := []struct {
+		name    string
+		pool    string
+		class   string
+		wantErr []string
+	}{
+		{name: "default class", pool: "ci", class: "large"},
+		{name: "digits first", pool: "ci", class: "2xlarge"},
+		{name: "underscore and dash", pool: "ci", class: "gpu_big-1"},
+		{name: "empty", pool: "ci", class: "", wantErr: []string{"must not be empty"}},
+		{name: "space", pool: "ci", class: "x large", wantErr: []string{`"x large"`, "only letters, digits"}},
+		{name: "dot", pool: "ci", class: "x.large", wantErr: []string{"only letters, digits"}},
+		{name: "slash", pool: "ci", class: "x/large", wantErr: []string{"only letters, digits"}},
+		{name: "unicode", pool: "ci", class: "größe", wantErr: []string{"only letters, digits"}},
+		// pool + "-" + class: 40 + 1 + 39 = 80
+		{name: "queue name exactly 80", pool: pool40, class: strings.Repeat("c", 39)},
+		{name: "queue name 81", pool: pool40, class: strings.Repeat("c", 40),
+			wantErr: []string{"81 characters", "at most 80", pool40 + "-" + strings.Repeat("c", 40)}},
+		// 10 + 1 + 69 = 80
+		{name: "short pool, queue name exactly 80", pool: strings.Repeat("p", 10), class: strings.Repeat("c", 69)},
+		{name: "short pool, queue name 81", pool: strings.Repeat("p", 10), class: strings.Repeat("c", 70),
+			wantErr: []string{"81 characters", "at most 80"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := ValidateClassName(tt.pool, tt.class)
+			if tt.wantErr == nil {
+				if err != nil {
+					t.Fatalf("ValidateClassName(%q, %q) = %v, want nil", tt.pool, tt.class, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("ValidateClassName(%q, %q) = nil, want an error", tt.pool, tt.class)
+			}
+			for _, want := range tt.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("ValidateClassName(%q, %q) = %q, want it to mention %q", tt.pool, tt.class, err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestQueueAndTableName(t *testing.T) {
+	tests := []struct {
+		pool, class          string
+		wantQueue, wantTable string
+	}{
+		{pool: "ci", class: "large", wantQueue: "ci-large", wantTable: "ci"},
+		{pool: "my_pool-1", class: "2xlarge", wantQueue: "my_pool-1-2xlarge", wantTable: "my_pool-1"},
+	}
+	for _, tt := range tests {
+		if got := QueueName(tt.pool, tt.class); got != tt.wantQueue {
+			t.Errorf("QueueName(%q, %q) = %q, want %q", tt.pool, tt.class, got, tt.wantQueue)
+		}
+		if got := TableName(tt.pool); got != tt.wantTable {
+			t.Errorf("TableName(%q) = %q, want %q", tt.pool, got, tt.wantTable)
+		}
+	}
+}
