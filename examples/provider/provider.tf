@@ -1,0 +1,25 @@
+# Credentials and region come from the AWS SDK's default chain, e.g. the
+# GitHub OIDC role assumed by aws-actions/configure-aws-credentials.
+provider "ec2runners" {
+  region = "eu-west-1"
+
+  default_tags {
+    tags = {
+      ManagedBy = "terraform"
+    }
+  }
+}
+
+# Against LocalStack (or any emulator on port 4566):
+provider "ec2runners" {
+  alias      = "local"
+  region     = "us-east-1"
+  access_key = "test"
+  secret_key = "test"
+
+  endpoints {
+    sqs      = "http://localhost:4566"
+    dynamodb = "http://localhost:4566"
+    ec2      = "http://localhost:4566"
+  }
+}

@@ -1,0 +1,23 @@
+resource "ec2runners_pool" "ci" {
+  name = "ci-runners"
+
+  # Optional: the default is seven classes from large (2 vCPU) to 16xlarge (64 vCPU).
+  resource_classes = {
+    large     = { cpu = 2, memory_mib = 4096 }
+    xlarge    = { cpu = 4, memory_mib = 8192 }
+    "2xlarge" = { cpu = 8, memory_mib = 16384 }
+  }
+
+  idle_timeout = "10m"
+  max_runtime  = "45m"
+
+  # Launch missing capacity with EC2 CreateFleet.
+  fleet = {
+    launch_template_name = "github-runner"
+    subnet_ids           = ["subnet-0a1b2c3d", "subnet-4e5f6a7b", "subnet-8c9d0e1f"]
+  }
+
+  tags = {
+    Team = "platform"
+  }
+}
