@@ -198,7 +198,7 @@ func (p *ec2runnersProvider) Configure(ctx context.Context, req provider.Configu
 }
 
 func (p *ec2runnersProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{NewPoolResource}
+	return []func() resource.Resource{NewPoolResource, NewClaimResource}
 }
 
 func (p *ec2runnersProvider) DataSources(context.Context) []func() datasource.DataSource {

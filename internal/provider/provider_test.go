@@ -52,7 +52,7 @@ func runTests(m *testing.M) int {
 	if tf, err := exec.LookPath("terraform"); err == nil {
 		defaults["TF_ACC_TERRAFORM_PATH"] = tf
 	}
-	if os.Getenv("TF_CLI_CONFIG_FILE") == "" {
+	if _, err := os.Stat(os.Getenv("TF_CLI_CONFIG_FILE")); err != nil {
 		// An empty CLI config: no user settings, no warning about a missing ~/.terraformrc.
 		f, err := os.CreateTemp("", "ec2runners-acc-*.tfrc")
 		if err != nil {
@@ -61,7 +61,7 @@ func runTests(m *testing.M) int {
 		}
 		f.Close()
 		defer os.Remove(f.Name())
-		defaults["TF_CLI_CONFIG_FILE"] = f.Name()
+		os.Setenv("TF_CLI_CONFIG_FILE", f.Name())
 	}
 	for k, v := range defaults {
 		if os.Getenv(k) == "" {

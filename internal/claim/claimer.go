@@ -1,0 +1,363 @@
+package claim
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+// Protocol deadlines of the states a claim writes.
+const (
+	claimedLifetime = 5 * time.Minute  // idle -> claimed
+	createdLifetime = 10 * time.Minute // (none) -> created
+	expiredBy       = 5 * time.Minute  // expire: threshold this far in the past
+	cleanupBudget   = 3 * time.Minute  // rollback after the caller's context ended
+)
+
+// Claimer runs claims against the pools of one AWS account.
+type Claimer struct {
+	DynamoDB DynamoDBClient
+	SQS      SQSClient
+	EC2      EC2Client
+	Now      func() time.Time // nil: time.Now
+	Log      Logger           // nil: no logging
+}
+
+func (c *Claimer) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+func (c *Claimer) log(msg string, keyvals ...any) {
+	if c.Log != nil {
+		c.Log(msg, keyvals...)
+	}
+}
+
+func (c *Claimer) store(poolName string) *store {
+	return &store{db: c.DynamoDB, table: protocol.TableName(poolName), now: c.now}
+}
+
+// Result is a fulfilled claim.
+type Result struct {
+	Instances []Instance
+	Reused    int
+	Created   int
+	Pickup    PickupStats
+}
+
+// Create fulfils a claim, all or nothing: on failure every runner it took is
+// back in the pool or terminated, its claim record is gone, and the error
+// says what happened to each instance.
+func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
+	cfg, err := pool.ReadConfig(ctx, c.DynamoDB, req.Pool)
+	if err != nil {
+		return nil, err
+	}
+	wants, err := req.wants(cfg)
+	if err != nil {
+		return nil, err
+	}
+	queueURL := cfg.QueueURLs[req.ResourceClass]
+	if queueURL == "" {
+		return nil, fmt.Errorf("pool %s has no queue for resource class %q; apply the pool to re-create it", req.Pool, req.ResourceClass)
+	}
+	a := &attempt{c: c, s: c.store(req.Pool), req: req, cfg: cfg, wants: wants, held: map[string]*held{}}
+	a.rec = Record{Request: req, State: recordPending, Nonce: newNonce()}
+	if err := a.begin(ctx); err != nil {
+		return nil, err
+	}
+	a.pickup = NewPickup(c.SQS, queueURL, wants, c.now, c.log)
+	res, err := a.run(ctx)
+	if err == nil {
+		return res, nil
+	}
+	cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBudget)
+	defer cancel()
+	return nil, a.rollback(cleanup, err)
+}
+
+// held is an instance the attempt owns, and the state it put it in.
+type held struct {
+	inst  Instance
+	state string
+}
+
+// attempt is one run of Create.
+type attempt struct {
+	c      *Claimer
+	s      *store
+	req    Request
+	cfg    protocol.PoolConfig
+	wants  Wants
+	rec    Record
+	pickup *Pickup
+
+	mu       sync.Mutex
+	held     map[string]*held
+	failures []string // runners tried and let go, and why
+	notes    []string // what else went wrong on the way
+}
+
+func (a *attempt) hold(inst Instance, state string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.held[inst.ID] = &held{inst: inst, state: state}
+}
+
+func (a *attempt) drop(id, why string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.held, id)
+	a.failures = append(a.failures, fmt.Sprintf("%s: %s", id, why))
+}
+
+func (a *attempt) note(format string, args ...any) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.notes = append(a.notes, fmt.Sprintf(format, args...))
+}
+
+// begin writes the claim record before anything else, so a crash can be
+// found and cleaned up. A pending record left by a crashed attempt of the
+// same run is cleaned up first; a complete one is someone's live claim.
+func (a *attempt) begin(ctx context.Context) error {
+	err := a.s.putRecord(ctx, a.rec, true)
+	if !errors.Is(err, errConditionFailed) {
+		return err
+	}
+	prev, ok, err := a.s.readRecord(ctx, a.req.Pool, a.req.RunID)
+	if err != nil {
+		return err
+	}
+	if ok && prev.State == recordComplete {
+		return fmt.Errorf("run %s already holds a claim in pool %s; import it (`terraform import <address> %s/%s`) or use another run_id",
+			a.req.RunID, a.req.Pool, a.req.Pool, a.req.RunID)
+	}
+	if ok {
+		a.c.log("cleaning up a crashed claim attempt", "run", a.req.RunID, "instances", prev.OwnedIDs)
+		if _, err := a.c.releaseAll(ctx, a.s, a.cfg, prev.Request, prev.OwnedIDs); err != nil {
+			return fmt.Errorf("cleaning up the crashed earlier attempt of run %s: %w", a.req.RunID, err)
+		}
+	}
+	return a.s.putRecord(ctx, a.rec, false)
+}
+
+func (a *attempt) run(ctx context.Context) (*Result, error) {
+	reused, err := a.selectWarm(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// Hand back surplus runners now rather than after the fleet's wait.
+	if err := a.pickup.Close(ctx); err != nil {
+		return nil, err
+	}
+	missing := a.req.InstanceCount - len(reused)
+	var created []Instance
+	if missing > 0 {
+		if created, err = a.createMissing(ctx, missing); err != nil {
+			return nil, err
+		}
+	}
+	all := append(append([]Instance{}, reused...), created...)
+	if err := a.toRunning(ctx, all); err != nil {
+		return nil, err
+	}
+	a.rec.State, a.rec.Instances, a.rec.OwnedIDs = recordComplete, all, instanceIDs(all)
+	if err := a.s.putRecord(ctx, a.rec, false); err != nil {
+		return nil, err
+	}
+	return &Result{Instances: all, Reused: len(reused), Created: len(created), Pickup: a.pickup.Stats()}, nil
+}
+
+// selectWarm runs one claim worker per wanted runner, concurrently, sharing
+// the Pickup Manager.
+func (a *attempt) selectWarm(ctx context.Context) ([]Instance, error) {
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		got    []Instance
+		errs   []error
+		worker = func() {
+			defer wg.Done()
+			inst, ok, err := a.claimWorker(ctx)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+			} else if ok {
+				got = append(got, inst)
+			}
+		}
+	)
+	for range a.req.InstanceCount {
+		wg.Add(1)
+		go worker()
+	}
+	wg.Wait()
+	return got, errors.Join(errs...)
+}
+
+// claimWorker takes candidates from the Pickup Manager until one is claimed,
+// healthy and registered for the run, or the pool is exhausted (ok false).
+func (a *attempt) claimWorker(ctx context.Context) (Instance, bool, error) {
+	for {
+		m, ok, err := a.pickup.Next(ctx)
+		if err != nil || !ok {
+			return Instance{}, false, err
+		}
+		inst := Instance{ID: m.ID, InstanceType: m.InstanceType, UsageClass: m.UsageClass, Source: SourcePool}
+		err = a.s.apply(ctx, m.ID, transition{
+			fromState: protocol.StateIdle, toState: protocol.StateClaimed, toRunID: a.req.RunID,
+			threshold: a.c.now().Add(claimedLifetime), deadline: "live",
+		})
+		switch {
+		case errors.Is(err, errConditionFailed):
+			// Lost the race, or a stale message: the record is the truth.
+			a.c.log("claim worker: runner not idle, message dropped", "instance", m.ID)
+			continue
+		case err != nil:
+			if ctx.Err() != nil {
+				return Instance{}, false, ctx.Err()
+			}
+			// Transient: the runner is still idle, so its message goes back.
+			a.note("%s: not claimed (%v); returned to the pool", m.ID, err)
+			if err := a.pickup.Return(ctx, m); err != nil {
+				return Instance{}, false, err
+			}
+			continue
+		}
+		a.hold(inst, protocol.StateClaimed)
+		if err := a.s.addOwned(ctx, a.req.RunID, m.ID); err != nil {
+			return Instance{}, false, err
+		}
+		err = a.c.waitReady(ctx, a.s, m.ID, readyCheck{runID: a.req.RunID, wait: a.req.Timings.RegistrationWait, healthyAtOnce: true}, a.req.Timings)
+		if err == nil {
+			return inst, true, nil
+		}
+		if ctx.Err() != nil {
+			return Instance{}, false, ctx.Err() // still held: rollback gives it back
+		}
+		a.c.log("claim worker: runner failed its checks", "instance", m.ID, "reason", err.Error())
+		a.drop(m.ID, err.Error()+"; terminated")
+		if err := a.c.discard(ctx, a.s, m.ID, protocol.StateClaimed, a.req.RunID); err != nil {
+			return Instance{}, false, err
+		}
+	}
+}
+
+// createMissing launches what the pool could not give and waits until every
+// new runner is registered and healthy.
+func (a *attempt) createMissing(ctx context.Context, missing int) ([]Instance, error) {
+	if !a.req.FleetFallback {
+		return nil, fmt.Errorf("the pool had %d suitable runner(s) of the %d wanted and fleet_fallback is false", a.req.InstanceCount-missing, a.req.InstanceCount)
+	}
+	if a.cfg.Fleet == nil {
+		return nil, fmt.Errorf("the pool had %d suitable runner(s) of the %d wanted, and pool %s has no fleet settings to launch the rest", a.req.InstanceCount-missing, a.req.InstanceCount, a.req.Pool)
+	}
+	created, err := a.launch(ctx, missing)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for _, inst := range created {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := a.c.waitReady(ctx, a.s, inst.ID, readyCheck{runID: a.req.RunID, wait: a.req.Timings.FleetValidationWait}, a.req.Timings)
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("new instance %s: %w", inst.ID, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return created, errors.Join(errs...)
+}
+
+// toRunning hands every runner to the run, with the claim's runtime as deadline.
+func (a *attempt) toRunning(ctx context.Context, insts []Instance) error {
+	threshold := a.c.now().Add(a.req.maxRuntime(a.cfg))
+	for _, inst := range insts {
+		a.mu.Lock()
+		h := a.held[inst.ID]
+		a.mu.Unlock()
+		err := a.s.apply(ctx, inst.ID, transition{
+			fromState: h.state, fromRunID: a.req.RunID, toState: protocol.StateRunning, toRunID: a.req.RunID,
+			threshold: threshold, deadline: "live",
+		})
+		if err != nil {
+			return fmt.Errorf("instance %s: %w", inst.ID, err)
+		}
+		a.mu.Lock()
+		h.state = protocol.StateRunning
+		a.mu.Unlock()
+	}
+	return nil
+}
+
+// rollback gives back or terminates everything the attempt holds, removes
+// the claim record and explains the failure instance by instance.
+func (a *attempt) rollback(ctx context.Context, cause error) error {
+	var cleanupErrs []error
+	if err := a.pickup.Close(ctx); err != nil {
+		cleanupErrs = append(cleanupErrs, err)
+	}
+	var reused, created int
+	ids := make([]string, 0, len(a.held))
+	for id, h := range a.held {
+		ids = append(ids, id)
+		if h.inst.Source == SourcePool {
+			reused++
+		} else {
+			created++
+		}
+	}
+	outcomes, err := a.c.releaseHeld(ctx, a.s, a.cfg, a.req, a.held)
+	if err != nil {
+		cleanupErrs = append(cleanupErrs, err)
+	} else if err := a.s.deleteRecord(ctx, a.req.RunID); err != nil {
+		cleanupErrs = append(cleanupErrs, err)
+	}
+	lines := append(append(append([]string{}, a.failures...), a.notes...), outcomes...)
+	sort.Strings(lines)
+	msg := fmt.Sprintf("claim of %d %s runner(s) for run %s in pool %s failed: %v\nreused %d, created %d, failed %d",
+		a.req.InstanceCount, a.req.ResourceClass, a.req.RunID, a.req.Pool, cause, reused, created, len(a.failures))
+	if len(lines) > 0 {
+		msg += "\n- " + strings.Join(lines, "\n- ")
+	}
+	if len(cleanupErrs) > 0 {
+		msg += fmt.Sprintf("\ncleanup incomplete (the claim record %s lists what is left): %v", a.req.RunID, errors.Join(cleanupErrs...))
+	}
+	return errors.New(msg)
+}
+
+func instanceIDs(insts []Instance) []string {
+	ids := make([]string, len(insts))
+	for i, inst := range insts {
+		ids[i] = inst.ID
+	}
+	return ids
+}
+
+func newNonce() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // never fails
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,222 @@
+package claim
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+// Instance tags set at fleet creation (PROTOCOL.md).
+const (
+	TagSelfTermination = "AllowSelfTermination"
+	TagInitialRunID    = "InitialRunId"
+	TagPool            = "ec2runners:pool"
+)
+
+// maxOverrides bounds an explicit request; AWS takes up to 300 overrides.
+const maxOverrides = 300
+
+// launch starts n instances with one instant fleet, records them as created,
+// and returns them. Fewer than n: all are terminated and the claim fails.
+func (a *attempt) launch(ctx context.Context, n int) ([]Instance, error) {
+	in, err := a.c.fleetRequest(ctx, a.req, a.cfg, a.wants.Class, n, clientToken(a.req, a.rec.Nonce, n))
+	if err != nil {
+		return nil, err
+	}
+	out, err := a.c.EC2.CreateFleet(ctx, in)
+	if err != nil {
+		return nil, fmt.Errorf("CreateFleet: %w", err)
+	}
+	usage := a.req.UsageClass
+	var launched []Instance
+	for _, group := range out.Instances {
+		for _, id := range group.InstanceIds { // AWS groups several ids per entry
+			launched = append(launched, Instance{ID: id, InstanceType: string(group.InstanceType), UsageClass: usage, Source: SourceFleet})
+		}
+	}
+	// Until an instance has its record, only this function knows of it:
+	// anything that goes wrong terminates the unrecorded ones directly.
+	abandon := func(insts []Instance, cause error) error {
+		if err := pool.TerminateInstances(context.WithoutCancel(ctx), a.c.EC2, instanceIDs(insts)); err != nil {
+			return fmt.Errorf("%w; terminating %v also failed: %v", cause, instanceIDs(insts), err)
+		}
+		for _, inst := range insts {
+			a.drop(inst.ID, "launched; terminated")
+		}
+		return cause
+	}
+	if len(launched) < n {
+		var reasons []string
+		for _, e := range out.Errors {
+			reasons = append(reasons, fmt.Sprintf("%s: %s", aws.ToString(e.ErrorCode), aws.ToString(e.ErrorMessage)))
+		}
+		return nil, abandon(launched, fmt.Errorf("CreateFleet launched %d of %d instance(s) (%s)", len(launched), n, strings.Join(reasons, "; ")))
+	}
+	if err := a.s.addOwned(ctx, a.req.RunID, instanceIDs(launched)...); err != nil {
+		return nil, abandon(launched, err)
+	}
+	now := a.c.now()
+	for i, inst := range launched {
+		err := a.s.putCreated(ctx, protocol.Instance{
+			ID: inst.ID, State: protocol.StateCreated, RunID: a.req.RunID, Threshold: protocol.FormatTime(now.Add(createdLifetime)),
+			ResourceClass: a.req.ResourceClass, InstanceType: inst.InstanceType, UsageClass: usage, UpdatedAt: protocol.FormatTime(now),
+		})
+		if err != nil {
+			return nil, abandon(launched[i:], err)
+		}
+		a.hold(inst, protocol.StateCreated)
+	}
+	return launched, nil
+}
+
+// clientToken makes a retried CreateFleet of the same attempt idempotent,
+// while a new attempt (new nonce) of the same run launches anew.
+func clientToken(req Request, nonce string, n int) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%s/%s/%d", req.Pool, req.RunID, nonce, n)))
+	return "ec2runners-" + hex.EncodeToString(sum[:16])
+}
+
+// fleetRequest builds the instant fleet request of a claim.
+func (c *Claimer) fleetRequest(ctx context.Context, req Request, cfg protocol.PoolConfig, class protocol.ResourceClass, n int, token string) (*ec2.CreateFleetInput, error) {
+	f := cfg.Fleet
+	spec := &ec2types.FleetLaunchTemplateSpecificationRequest{Version: aws.String(f.LaunchTemplateVersion)}
+	if f.LaunchTemplateID != "" {
+		spec.LaunchTemplateId = aws.String(f.LaunchTemplateID)
+	} else {
+		spec.LaunchTemplateName = aws.String(f.LaunchTemplateName)
+	}
+	var overrides []ec2types.FleetLaunchTemplateOverridesRequest
+	switch f.InstanceSelection {
+	case protocol.SelectionExplicit:
+		types, err := c.resolveInstanceTypes(ctx, f, class, req.AllowedTypes)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range types {
+			for _, subnet := range f.SubnetIDs {
+				if len(overrides) == maxOverrides {
+					break
+				}
+				overrides = append(overrides, ec2types.FleetLaunchTemplateOverridesRequest{SubnetId: aws.String(subnet), InstanceType: ec2types.InstanceType(t)})
+			}
+		}
+	default:
+		allowed := make([]string, len(req.AllowedTypes))
+		for i, p := range req.AllowedTypes {
+			allowed[i] = strings.ToLower(p)
+		}
+		for _, subnet := range f.SubnetIDs {
+			overrides = append(overrides, ec2types.FleetLaunchTemplateOverridesRequest{
+				SubnetId: aws.String(subnet),
+				InstanceRequirements: &ec2types.InstanceRequirementsRequest{
+					VCpuCount:            &ec2types.VCpuCountRangeRequest{Min: aws.Int32(int32(class.CPU)), Max: aws.Int32(int32(class.CPU))},
+					MemoryMiB:            &ec2types.MemoryMiBRequest{Min: aws.Int32(int32(class.MemoryMiB))},
+					AllowedInstanceTypes: allowed,
+					BurstablePerformance: ec2types.BurstablePerformanceExcluded,
+				},
+			})
+		}
+	}
+	in := &ec2.CreateFleetInput{
+		Type:                  ec2types.FleetTypeInstant,
+		ClientToken:           aws.String(token),
+		LaunchTemplateConfigs: []ec2types.FleetLaunchTemplateConfigRequest{{LaunchTemplateSpecification: spec, Overrides: overrides}},
+		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{
+			TotalTargetCapacity:       aws.Int32(int32(n)),
+			DefaultTargetCapacityType: ec2types.DefaultTargetCapacityTypeOnDemand,
+		},
+		TagSpecifications: []ec2types.TagSpecification{{
+			ResourceType: ec2types.ResourceTypeInstance,
+			Tags: []ec2types.Tag{
+				{Key: aws.String(TagSelfTermination), Value: aws.String("true")},
+				{Key: aws.String(TagInitialRunID), Value: aws.String(req.RunID)},
+				{Key: aws.String(TagPool), Value: aws.String(req.Pool)},
+			},
+		}},
+	}
+	if req.UsageClass == protocol.UsageSpot {
+		in.TargetCapacitySpecification.DefaultTargetCapacityType = ec2types.DefaultTargetCapacityTypeSpot
+		in.TargetCapacitySpecification.SpotTargetCapacity = aws.Int32(int32(n))
+		in.SpotOptions = &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategyPriceCapacityOptimized}
+	} else {
+		in.TargetCapacitySpecification.OnDemandTargetCapacity = aws.Int32(int32(n))
+		in.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice}
+	}
+	return in, nil
+}
+
+// resolveInstanceTypes lists the types an explicit request may use: the
+// class's vCPU count exactly, at least its memory, not burstable, of the
+// launch template AMI's architecture, and allowed by the claim's patterns.
+func (c *Claimer) resolveInstanceTypes(ctx context.Context, f *protocol.FleetConfig, class protocol.ResourceClass, patterns []string) ([]string, error) {
+	arch, err := c.templateArchitecture(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	var types []string
+	p := ec2.NewDescribeInstanceTypesPaginator(c.EC2, &ec2.DescribeInstanceTypesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("vcpu-info.default-vcpus"), Values: []string{fmt.Sprint(class.CPU)}},
+		{Name: aws.String("processor-info.supported-architecture"), Values: []string{arch}},
+		{Name: aws.String("burstable-performance-supported"), Values: []string{"false"}},
+	}})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("DescribeInstanceTypes: %w", err)
+		}
+		for _, it := range page.InstanceTypes {
+			name := string(it.InstanceType)
+			if it.MemoryInfo != nil && aws.ToInt64(it.MemoryInfo.SizeInMiB) >= int64(class.MemoryMiB) && MatchInstanceType(patterns, name) {
+				types = append(types, name)
+			}
+		}
+	}
+	if len(types) == 0 {
+		return nil, fmt.Errorf("no %s instance type has %d vCPUs, at least %d MiB and matches %v", arch, class.CPU, class.MemoryMiB, patterns)
+	}
+	sort.Strings(types)
+	return types, nil
+}
+
+// templateArchitecture is the architecture of the launch template's AMI.
+func (c *Claimer) templateArchitecture(ctx context.Context, f *protocol.FleetConfig) (string, error) {
+	in := &ec2.DescribeLaunchTemplateVersionsInput{Versions: []string{f.LaunchTemplateVersion}}
+	if f.LaunchTemplateID != "" {
+		in.LaunchTemplateId = aws.String(f.LaunchTemplateID)
+	} else {
+		in.LaunchTemplateName = aws.String(f.LaunchTemplateName)
+	}
+	out, err := c.EC2.DescribeLaunchTemplateVersions(ctx, in)
+	if err != nil {
+		return "", fmt.Errorf("reading the launch template: %w", err)
+	}
+	if len(out.LaunchTemplateVersions) == 0 || out.LaunchTemplateVersions[0].LaunchTemplateData == nil || out.LaunchTemplateVersions[0].LaunchTemplateData.ImageId == nil {
+		return "", errors.New("explicit instance selection needs an AMI id in the launch template, to know its architecture")
+	}
+	image := aws.ToString(out.LaunchTemplateVersions[0].LaunchTemplateData.ImageId)
+	imgs, err := c.EC2.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{image}})
+	if err != nil {
+		return "", fmt.Errorf("reading AMI %s: %w", image, err)
+	}
+	if len(imgs.Images) == 0 || imgs.Images[0].Architecture == "" {
+		return "", fmt.Errorf("AMI %s of the launch template has no known architecture", image)
+	}
+	return string(imgs.Images[0].Architecture), nil
+}
+
+func isTableMissing(err error) bool {
+	var apiErr smithy.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode() == "ResourceNotFoundException"
+}

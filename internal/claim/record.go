@@ -1,0 +1,147 @@
+package claim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+// Claim record states.
+const (
+	recordPending  = "pending"  // Create is under way, or crashed
+	recordComplete = "complete" // the claim holds its runners
+)
+
+// attrInstanceIDs is the string set of every instance a claim has taken or
+// launched so far, grown as it goes, so a crashed apply can be cleaned up.
+const attrInstanceIDs = "instanceIds"
+
+// Record is the claim record: what one claim owns.
+type Record struct {
+	Request   Request
+	State     string
+	Nonce     string // distinguishes attempts with the same run id (fleet ClientToken)
+	Instances []Instance
+	OwnedIDs  []string
+}
+
+type recordDoc struct {
+	InstanceCount       int               `json:"instanceCount"`
+	ResourceClass       string            `json:"resourceClass"`
+	UsageClass          string            `json:"usageClass"`
+	AllowedTypes        []string          `json:"allowedInstanceTypes"`
+	MaxRuntime          protocol.Duration `json:"maxRuntime"`
+	FleetFallback       bool              `json:"fleetFallback"`
+	HeartbeatMaxAge     protocol.Duration `json:"heartbeatMaxAge"`
+	RegistrationWait    protocol.Duration `json:"registrationWait"`
+	FleetValidationWait protocol.Duration `json:"fleetValidationWait"`
+	ReleaseWait         protocol.Duration `json:"releaseWait"`
+	State               string            `json:"state"`
+	Nonce               string            `json:"nonce"`
+	Instances           []Instance        `json:"instances"`
+}
+
+func (r Record) item(now string) map[string]types.AttributeValue {
+	q := r.Request
+	doc, _ := json.Marshal(recordDoc{ // cannot fail: plain data
+		InstanceCount: q.InstanceCount, ResourceClass: q.ResourceClass, UsageClass: q.UsageClass,
+		AllowedTypes: q.AllowedTypes, MaxRuntime: protocol.Duration(q.MaxRuntime), FleetFallback: q.FleetFallback,
+		HeartbeatMaxAge: protocol.Duration(q.Timings.HeartbeatMaxAge), RegistrationWait: protocol.Duration(q.Timings.RegistrationWait),
+		FleetValidationWait: protocol.Duration(q.Timings.FleetValidationWait), ReleaseWait: protocol.Duration(q.Timings.ReleaseWait),
+		State: r.State, Nonce: r.Nonce, Instances: r.Instances,
+	})
+	item := protocol.BaseItem(protocol.TypeClaim, q.RunID, now)
+	item[protocol.AttrValue] = str(string(doc))
+	item[protocol.AttrState] = str(r.State)
+	if len(r.OwnedIDs) > 0 {
+		item[attrInstanceIDs] = &types.AttributeValueMemberSS{Value: r.OwnedIDs}
+	}
+	return item
+}
+
+func recordFromItem(pool string, item map[string]types.AttributeValue) (Record, error) {
+	var d recordDoc
+	if err := json.Unmarshal([]byte(protocol.StringAttr(item, protocol.AttrValue)), &d); err != nil {
+		return Record{}, fmt.Errorf("claim record %s is not valid: %w", protocol.IdentifierOf(item), err)
+	}
+	r := Record{
+		Request: Request{
+			Pool: pool, RunID: protocol.IdentifierOf(item), InstanceCount: d.InstanceCount, ResourceClass: d.ResourceClass,
+			UsageClass: d.UsageClass, AllowedTypes: d.AllowedTypes, MaxRuntime: time.Duration(d.MaxRuntime), FleetFallback: d.FleetFallback,
+			Timings: Timings{
+				HeartbeatMaxAge: time.Duration(d.HeartbeatMaxAge), RegistrationWait: time.Duration(d.RegistrationWait),
+				FleetValidationWait: time.Duration(d.FleetValidationWait), ReleaseWait: time.Duration(d.ReleaseWait),
+				PollInterval: DefaultTimings().PollInterval,
+			},
+		},
+		State: d.State, Nonce: d.Nonce, Instances: d.Instances,
+	}
+	if ss, ok := item[attrInstanceIDs].(*types.AttributeValueMemberSS); ok {
+		r.OwnedIDs = ss.Value
+	}
+	return r, nil
+}
+
+// readRecord returns the claim record of runID; ok is false when there is none.
+func (s *store) readRecord(ctx context.Context, pool, runID string) (Record, bool, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: protocol.Key(protocol.TypeClaim, runID), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Record{}, false, fmt.Errorf("reading claim record %s: %w", runID, err)
+	}
+	if out.Item == nil {
+		return Record{}, false, nil
+	}
+	r, err := recordFromItem(pool, out.Item)
+	return r, err == nil, err
+}
+
+// putRecord writes the record; onlyNew makes it fail when one exists.
+func (s *store) putRecord(ctx context.Context, r Record, onlyNew bool) error {
+	in := &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: r.item(protocol.FormatTime(s.now()))}
+	if onlyNew {
+		in.ConditionExpression = aws.String("attribute_not_exists(PK)")
+	}
+	_, err := s.db.PutItem(ctx, in)
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return errConditionFailed
+	}
+	if err != nil {
+		return fmt.Errorf("writing claim record %s: %w", r.Request.RunID, err)
+	}
+	return nil
+}
+
+// addOwned grows the record's set of instances before anything else is done
+// with them, so a crash cannot lose track of one.
+func (s *store) addOwned(ctx context.Context, runID string, ids ...string) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       protocol.Key(protocol.TypeClaim, runID),
+		UpdateExpression:          aws.String("ADD #ids :ids"),
+		ExpressionAttributeNames:  map[string]string{"#ids": attrInstanceIDs},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":ids": &types.AttributeValueMemberSS{Value: ids}},
+	})
+	if err != nil {
+		return fmt.Errorf("adding %v to claim record %s: %w", ids, runID, err)
+	}
+	return nil
+}
+
+func (s *store) deleteRecord(ctx context.Context, runID string) error {
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: protocol.Key(protocol.TypeClaim, runID)})
+	if err != nil {
+		return fmt.Errorf("deleting claim record %s: %w", runID, err)
+	}
+	return nil
+}

@@ -1,0 +1,72 @@
+package claim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+// Timings are the claim's check deadlines; the defaults are the seeds'.
+type Timings struct {
+	HeartbeatMaxAge     time.Duration // a heartbeat older than this is unhealthy
+	RegistrationWait    time.Duration // for UD_REG_OK after claiming a warm runner
+	FleetValidationWait time.Duration // for UD_REG_OK and a heartbeat after CreateFleet
+	ReleaseWait         time.Duration // for UD_REMOVE_REG_REMOVE_RUN_OK after release
+	PollInterval        time.Duration // between reads of agent signals
+}
+
+// DefaultTimings are the seeds' values.
+func DefaultTimings() Timings {
+	return Timings{
+		HeartbeatMaxAge:     15 * time.Second,
+		RegistrationWait:    10 * time.Second,
+		FleetValidationWait: 180 * time.Second,
+		ReleaseWait:         120 * time.Second,
+		PollInterval:        250 * time.Millisecond,
+	}
+}
+
+// Request is one claim: InstanceCount runners of a class for a run.
+type Request struct {
+	Pool          string
+	RunID         string
+	InstanceCount int
+	ResourceClass string
+	UsageClass    string
+	AllowedTypes  []string
+	MaxRuntime    time.Duration // 0: the pool's
+	FleetFallback bool
+	Timings       Timings
+}
+
+// Sources of a claimed instance.
+const (
+	SourcePool  = "pool"
+	SourceFleet = "fleet"
+)
+
+// Instance is one runner a claim holds.
+type Instance struct {
+	ID           string `json:"id"`
+	InstanceType string `json:"instanceType"`
+	UsageClass   string `json:"usageClass"`
+	Source       string `json:"source"`
+}
+
+// wants derives what the Pickup Manager filters for.
+func (r Request) wants(cfg protocol.PoolConfig) (Wants, error) {
+	class, ok := cfg.ResourceClasses[r.ResourceClass]
+	if !ok {
+		return Wants{}, fmt.Errorf("pool %s has no resource class %q (it has %v)", r.Pool, r.ResourceClass, protocol.SortedClassNames(cfg.ResourceClasses))
+	}
+	return Wants{ResourceClass: r.ResourceClass, Class: class, AllowedTypes: r.AllowedTypes, UsageClass: r.UsageClass}, nil
+}
+
+// maxRuntime is the claim's own, or the pool's.
+func (r Request) maxRuntime(cfg protocol.PoolConfig) time.Duration {
+	if r.MaxRuntime > 0 {
+		return r.MaxRuntime
+	}
+	return time.Duration(cfg.MaxRuntime)
+}

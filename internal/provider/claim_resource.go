@@ -1,0 +1,418 @@
+package provider
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/boolplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/listdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/listplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+var (
+	_ resource.ResourceWithConfigure   = (*claimResource)(nil)
+	_ resource.ResourceWithImportState = (*claimResource)(nil)
+	_ resource.ResourceWithModifyPlan  = (*claimResource)(nil)
+)
+
+var (
+	runIDPattern        = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$`)
+	instanceTypePattern = regexp.MustCompile(`^[A-Za-z0-9.*-]+$`)
+	defaultAllowedTypes = []string{"c*", "m*", "r*"}
+)
+
+var claimInstanceType = types.ObjectType{AttrTypes: map[string]attr.Type{
+	"id":            types.StringType,
+	"instance_type": types.StringType,
+	"usage_class":   types.StringType,
+	"source":        types.StringType,
+}}
+
+// NewClaimResource is the ec2runners_claim resource.
+func NewClaimResource() resource.Resource { return &claimResource{} }
+
+type claimResource struct{ data *providerData }
+
+type claimResourceModel struct {
+	ID                   types.String   `tfsdk:"id"`
+	Pool                 types.String   `tfsdk:"pool"`
+	RunID                types.String   `tfsdk:"run_id"`
+	InstanceCount        types.Int64    `tfsdk:"instance_count"`
+	ResourceClass        types.String   `tfsdk:"resource_class"`
+	UsageClass           types.String   `tfsdk:"usage_class"`
+	AllowedInstanceTypes types.List     `tfsdk:"allowed_instance_types"`
+	MaxRuntime           types.String   `tfsdk:"max_runtime"`
+	FleetFallback        types.Bool     `tfsdk:"fleet_fallback"`
+	HeartbeatMaxAge      types.String   `tfsdk:"heartbeat_max_age"`
+	RegistrationWait     types.String   `tfsdk:"registration_wait"`
+	FleetValidationWait  types.String   `tfsdk:"fleet_validation_wait"`
+	ReleaseWait          types.String   `tfsdk:"release_wait"`
+	Label                types.String   `tfsdk:"label"`
+	InstanceIDs          types.List     `tfsdk:"instance_ids"`
+	Instances            types.List     `tfsdk:"instances"`
+	ReusedCount          types.Int64    `tfsdk:"reused_count"`
+	CreatedCount         types.Int64    `tfsdk:"created_count"`
+	Timeouts             timeouts.Value `tfsdk:"timeouts"`
+}
+
+func (r *claimResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_claim"
+}
+
+func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	replace := []planmodifier.String{stringplanmodifier.RequiresReplace()}
+	wait := func(desc string, def time.Duration, max time.Duration) schema.StringAttribute {
+		return schema.StringAttribute{
+			Optional: true, Computed: true,
+			Description:   desc + " Default `" + protocol.FormatDuration(def) + "`.",
+			Default:       stringdefault.StaticString(protocol.FormatDuration(def)),
+			Validators:    []validator.String{durationBetween(time.Second, max)},
+			PlanModifiers: replace,
+		}
+	}
+	d := claim.DefaultTimings()
+	resp.Schema = schema.Schema{
+		Description: "Claims `instance_count` healthy runners registered under the label `run_id` for one workflow run: warm ones from the pool first, new ones from EC2 CreateFleet for the rest, all or nothing. Destroying the claim releases the runners back to the pool.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{
+				Computed: true, Description: "`<pool>/<run_id>`.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"pool": schema.StringAttribute{
+				Required: true, Description: "Name of the pool; everything else about it is read from the pool's config item, so the pool may be managed in another stack.",
+				PlanModifiers: replace,
+				Validators: []validator.String{
+					stringvalidator.LengthBetween(1, protocol.MaxPoolNameLength),
+					stringvalidator.RegexMatches(namePattern, "may contain only letters, digits, '_' and '-'"),
+				},
+			},
+			"run_id": schema.StringAttribute{
+				Optional: true, Computed: true,
+				Description:   "The runners' label: jobs use `runs-on: <run_id>`. Up to 100 characters of `A-Z a-z 0-9 _ . -`, starting with a letter or digit. Default: a unique generated id.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown(), stringplanmodifier.RequiresReplace()},
+				Validators:    []validator.String{stringvalidator.RegexMatches(runIDPattern, "must be 1-100 characters of letters, digits, '_', '.' and '-', starting with a letter or digit")},
+			},
+			"instance_count": schema.Int64Attribute{
+				Optional: true, Computed: true, Description: "How many runners, 1-100. Default 1.",
+				Default:       int64default.StaticInt64(1),
+				Validators:    []validator.Int64{int64validator.Between(1, 100)},
+				PlanModifiers: []planmodifier.Int64{int64planmodifier.RequiresReplace()},
+			},
+			"resource_class": schema.StringAttribute{
+				Optional: true, Computed: true, Description: "Resource class of the runners; must exist in the pool. Default `large`.",
+				Default:       stringdefault.StaticString("large"),
+				Validators:    []validator.String{stringvalidator.RegexMatches(namePattern, "may contain only letters, digits, '_' and '-'")},
+				PlanModifiers: replace,
+			},
+			"usage_class": schema.StringAttribute{
+				Optional: true, Computed: true, Description: "`on-demand` (default) or `spot`.",
+				Default:       stringdefault.StaticString(protocol.UsageOnDemand),
+				Validators:    []validator.String{stringvalidator.OneOf(protocol.UsageOnDemand, protocol.UsageSpot)},
+				PlanModifiers: replace,
+			},
+			"allowed_instance_types": schema.ListAttribute{
+				Optional: true, Computed: true, ElementType: types.StringType,
+				Description: "Instance type patterns the runners may have: `*` matches any run of characters, everything else is literal, the whole type must match, case-insensitively (`c*` matches `c6i.large`, `c*g` does not). Default `[\"c*\", \"m*\", \"r*\"]`.",
+				Default:     listdefault.StaticValue(stringListValue(defaultAllowedTypes)),
+				Validators: []validator.List{
+					listvalidator.SizeAtLeast(1),
+					listvalidator.ValueStringsAre(stringvalidator.RegexMatches(instanceTypePattern, "must be an instance type pattern of letters, digits, '.', '-' and '*'")),
+				},
+				PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplace()},
+			},
+			"max_runtime": schema.StringAttribute{
+				Optional: true, Description: "How long the claim may hold its runners before they terminate themselves, as a duration. Default: the pool's `max_runtime`.",
+				Validators:    []validator.String{durationBetween(time.Minute, 7*24*time.Hour)},
+				PlanModifiers: replace,
+			},
+			"fleet_fallback": schema.BoolAttribute{
+				Optional: true, Computed: true, Description: "Launch what the pool cannot give with EC2 CreateFleet. When false, a claim the pool cannot fill fails. Default true.",
+				Default:       booldefault.StaticBool(true),
+				PlanModifiers: []planmodifier.Bool{boolplanmodifier.RequiresReplace()},
+			},
+			"heartbeat_max_age":     wait("A runner whose last heartbeat is older is unhealthy.", d.HeartbeatMaxAge, 10*time.Minute),
+			"registration_wait":     wait("How long a warm runner has to register for the run after it is claimed.", d.RegistrationWait, 10*time.Minute),
+			"fleet_validation_wait": wait("How long new instances have to boot, register and heartbeat.", d.FleetValidationWait, time.Hour),
+			"release_wait":          wait("How long a runner has to confirm its release on destroy before it is terminated instead.", d.ReleaseWait, time.Hour),
+			"label": schema.StringAttribute{
+				Computed: true, Description: "The runners' label, for `runs-on`: the run id.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"instance_ids": schema.ListAttribute{
+				Computed: true, ElementType: types.StringType, Description: "IDs of the instances the claim holds.",
+				PlanModifiers: []planmodifier.List{listplanmodifier.UseStateForUnknown()},
+			},
+			"instances": schema.ListNestedAttribute{
+				Computed: true, Description: "The instances the claim holds.",
+				PlanModifiers: []planmodifier.List{listplanmodifier.UseStateForUnknown()},
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"id":            schema.StringAttribute{Computed: true, Description: "Instance ID."},
+					"instance_type": schema.StringAttribute{Computed: true, Description: "Instance type."},
+					"usage_class":   schema.StringAttribute{Computed: true, Description: "`on-demand` or `spot`."},
+					"source":        schema.StringAttribute{Computed: true, Description: "`pool` (a warm runner reused) or `fleet` (launched for this claim)."},
+				}},
+			},
+			"reused_count": schema.Int64Attribute{
+				Computed: true, Description: "Runners taken warm from the pool.",
+				PlanModifiers: []planmodifier.Int64{int64planmodifier.UseStateForUnknown()},
+			},
+			"created_count": schema.Int64Attribute{
+				Computed: true, Description: "Runners launched with EC2 CreateFleet.",
+				PlanModifiers: []planmodifier.Int64{int64planmodifier.UseStateForUnknown()},
+			},
+		},
+		Blocks: map[string]schema.Block{
+			"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Delete: true}),
+		},
+	}
+}
+
+func (r *claimResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.data = configuredData(req.ProviderData, &resp.Diagnostics)
+}
+
+func (r *claimResource) claimer(ctx context.Context) *claim.Claimer {
+	c := r.data.clients
+	return &claim.Claimer{DynamoDB: c.DynamoDB, SQS: c.SQS, EC2: c.EC2, Log: func(msg string, kv ...any) {
+		fields := map[string]any{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			fields[fmt.Sprint(kv[i])] = kv[i+1]
+		}
+		tflog.Debug(ctx, msg, fields)
+	}}
+}
+
+// ModifyPlan checks the claim against its pool at plan time when the pool
+// exists, and replaces a claim that lost runners.
+func (r *claimResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() || r.data == nil {
+		return
+	}
+	var plan claimResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if !req.State.Raw.IsNull() {
+		var state claimResourceModel
+		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+		if held := len(state.InstanceIDs.Elements()); held < int(state.InstanceCount.ValueInt64()) {
+			resp.Diagnostics.AddWarning("Claim lost runners",
+				fmt.Sprintf("Claim %s holds %d of its %d runners (the others were terminated or expired); it will be replaced.", state.ID.ValueString(), held, state.InstanceCount.ValueInt64()))
+			plan.InstanceIDs, plan.Instances = types.ListUnknown(types.StringType), types.ListUnknown(claimInstanceType)
+			resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+			resp.RequiresReplace = append(resp.RequiresReplace, path.Root("instance_ids"))
+		}
+		return
+	}
+	if plan.Pool.IsUnknown() || plan.ResourceClass.IsUnknown() {
+		return
+	}
+	cfg, err := pool.ReadConfig(ctx, r.data.clients.DynamoDB, plan.Pool.ValueString())
+	if errors.Is(err, pool.ErrNotFound) {
+		return // created in the same apply
+	}
+	if err != nil {
+		resp.Diagnostics.AddWarning("Cannot check the claim against its pool", err.Error())
+		return
+	}
+	if _, ok := cfg.ResourceClasses[plan.ResourceClass.ValueString()]; !ok {
+		resp.Diagnostics.AddAttributeError(path.Root("resource_class"), "Unknown resource class",
+			fmt.Sprintf("Attribute resource_class: pool %s has no resource class %q; it has %s.", cfg.Name, plan.ResourceClass.ValueString(), strings.Join(protocol.SortedClassNames(cfg.ResourceClasses), ", ")))
+	}
+	if cfg.Fleet == nil && plan.FleetFallback.ValueBool() {
+		resp.Diagnostics.AddAttributeWarning(path.Root("fleet_fallback"), "The pool cannot launch runners",
+			fmt.Sprintf("Pool %s has no fleet settings: this claim can only reuse runners already in the pool.", cfg.Name))
+	}
+}
+
+func (r *claimResource) request(ctx context.Context, m claimResourceModel) (claim.Request, error) {
+	req := claim.Request{
+		Pool: m.Pool.ValueString(), RunID: m.RunID.ValueString(), InstanceCount: int(m.InstanceCount.ValueInt64()),
+		ResourceClass: m.ResourceClass.ValueString(), UsageClass: m.UsageClass.ValueString(), FleetFallback: m.FleetFallback.ValueBool(),
+		Timings: claim.DefaultTimings(),
+	}
+	if diags := m.AllowedInstanceTypes.ElementsAs(ctx, &req.AllowedTypes, false); diags.HasError() {
+		return req, fmt.Errorf("allowed_instance_types: %v", diags)
+	}
+	// Every duration was validated at plan time.
+	req.MaxRuntime, _ = time.ParseDuration(m.MaxRuntime.ValueString())
+	req.Timings.HeartbeatMaxAge, _ = time.ParseDuration(m.HeartbeatMaxAge.ValueString())
+	req.Timings.RegistrationWait, _ = time.ParseDuration(m.RegistrationWait.ValueString())
+	req.Timings.FleetValidationWait, _ = time.ParseDuration(m.FleetValidationWait.ValueString())
+	req.Timings.ReleaseWait, _ = time.ParseDuration(m.ReleaseWait.ValueString())
+	return req, nil
+}
+
+func (r *claimResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan claimResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	timeout, d := plan.Timeouts.Create(ctx, 20*time.Minute)
+	resp.Diagnostics.Append(d...)
+	if plan.RunID.IsUnknown() || plan.RunID.IsNull() {
+		plan.RunID = types.StringValue(newRunID())
+	}
+	creq, err := r.request(ctx, plan)
+	if err != nil {
+		resp.Diagnostics.AddError("Invalid claim", err.Error())
+	}
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	started := time.Now()
+	res, err := r.claimer(ctx).Create(ctx, creq)
+	if err != nil {
+		resp.Diagnostics.AddError(fmt.Sprintf("Cannot claim runners from pool %s", creq.Pool), err.Error())
+		return
+	}
+	tflog.Info(ctx, "claimed runners", map[string]any{
+		"run_id": creq.RunID, "reused": res.Reused, "created": res.Created, "seconds": time.Since(started).Seconds(),
+		"received": res.Pickup.Received, "requeued": res.Pickup.Requeued, "discarded": res.Pickup.Discarded,
+	})
+	plan.ID = types.StringValue(creq.Pool + "/" + creq.RunID)
+	plan.Label = plan.RunID
+	plan.ReusedCount, plan.CreatedCount = types.Int64Value(int64(res.Reused)), types.Int64Value(int64(res.Created))
+	setInstances(&plan, res.Instances)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *claimResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state claimResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	rec, live, ok, err := r.claimer(ctx).Read(ctx, state.Pool.ValueString(), state.RunID.ValueString())
+	if err != nil {
+		resp.Diagnostics.AddError(fmt.Sprintf("Cannot read claim %s", state.ID.ValueString()), err.Error())
+		return
+	}
+	if !ok || len(live) == 0 {
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	q := rec.Request
+	state.ID = types.StringValue(q.Pool + "/" + q.RunID)
+	state.Label = types.StringValue(q.RunID)
+	state.InstanceCount = types.Int64Value(int64(q.InstanceCount))
+	state.ResourceClass = types.StringValue(q.ResourceClass)
+	state.UsageClass = types.StringValue(q.UsageClass)
+	state.AllowedInstanceTypes = stringListValue(q.AllowedTypes)
+	state.FleetFallback = types.BoolValue(q.FleetFallback)
+	if q.MaxRuntime > 0 {
+		state.MaxRuntime = durationValue(state.MaxRuntime, q.MaxRuntime)
+	} else {
+		state.MaxRuntime = types.StringNull()
+	}
+	state.HeartbeatMaxAge = durationValue(state.HeartbeatMaxAge, q.Timings.HeartbeatMaxAge)
+	state.RegistrationWait = durationValue(state.RegistrationWait, q.Timings.RegistrationWait)
+	state.FleetValidationWait = durationValue(state.FleetValidationWait, q.Timings.FleetValidationWait)
+	state.ReleaseWait = durationValue(state.ReleaseWait, q.Timings.ReleaseWait)
+	var reused, created int64
+	for _, inst := range rec.Instances {
+		if inst.Source == claim.SourcePool {
+			reused++
+		} else {
+			created++
+		}
+	}
+	state.ReusedCount, state.CreatedCount = types.Int64Value(reused), types.Int64Value(created)
+	setInstances(&state, live)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+// Update only changes timeouts: every other argument forces replacement.
+func (r *claimResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan claimResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *claimResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state claimResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	timeout, d := state.Timeouts.Delete(ctx, 10*time.Minute)
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	outcomes, err := r.claimer(ctx).Release(ctx, state.Pool.ValueString(), state.RunID.ValueString())
+	tflog.Info(ctx, "released runners", map[string]any{"run_id": state.RunID.ValueString(), "outcomes": outcomes})
+	if err != nil {
+		resp.Diagnostics.AddError(fmt.Sprintf("Cannot release claim %s", state.ID.ValueString()), err.Error())
+	}
+}
+
+func (r *claimResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	poolName, runID, found := strings.Cut(req.ID, "/")
+	if !found || protocol.ValidatePoolName(poolName) != nil || !runIDPattern.MatchString(runID) {
+		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("Import a claim as <pool>/<run_id>, e.g. ci-runners/run-1234; got %q.", req.ID))
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("pool"), poolName)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("run_id"), runID)...)
+}
+
+func setInstances(m *claimResourceModel, insts []claim.Instance) {
+	ids := make([]string, len(insts))
+	objs := make([]attr.Value, len(insts))
+	for i, inst := range insts {
+		ids[i] = inst.ID
+		objs[i] = types.ObjectValueMust(claimInstanceType.AttrTypes, map[string]attr.Value{
+			"id": types.StringValue(inst.ID), "instance_type": types.StringValue(inst.InstanceType),
+			"usage_class": types.StringValue(inst.UsageClass), "source": types.StringValue(inst.Source),
+		})
+	}
+	m.InstanceIDs = stringListValue(ids)
+	m.Instances = types.ListValueMust(claimInstanceType, objs)
+}
+
+func stringListValue(values []string) types.List {
+	elems := make([]attr.Value, len(values))
+	for i, v := range values {
+		elems[i] = types.StringValue(v)
+	}
+	return types.ListValueMust(types.StringType, elems)
+}
+
+// newRunID is a unique runner label for a claim that names none.
+func newRunID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // never fails
+	return "run-" + hex.EncodeToString(b)
+}
