@@ -1,5 +1,5 @@
-# The demo stack: a pool on the local emulator. `make demo` applies it,
-# prints its outputs and destroys it.
+# The demo stack, applied by `make demo` against the local AWS emulator: a
+# pool, and a claim of two runners that the demo switches on and off.
 terraform {
   required_providers {
     ec2runners = {
@@ -11,6 +11,20 @@ terraform {
 variable "endpoint" {
   type    = string
   default = "http://127.0.0.1:4566"
+}
+
+variable "launch_template_id" {
+  type = string
+}
+
+variable "subnet_ids" {
+  type = list(string)
+}
+
+variable "claim" {
+  description = "Whether the claim exists: a workflow run holding two runners."
+  type        = bool
+  default     = false
 }
 
 provider "ec2runners" {
@@ -27,26 +41,42 @@ provider "ec2runners" {
 
 resource "ec2runners_pool" "demo" {
   name = "demo-pool"
+  # Destroying the demo terminates the warm runners still in the pool.
+  force_destroy = true
 
   resource_classes = {
     large  = { cpu = 2, memory_mib = 4096 }
     xlarge = { cpu = 4, memory_mib = 8192 }
   }
+
+  fleet = {
+    launch_template_id = var.launch_template_id
+    subnet_ids         = var.subnet_ids
+    # The emulator cannot do attribute-based selection.
+    instance_selection = "explicit"
+  }
+}
+
+resource "ec2runners_claim" "build" {
+  count = var.claim ? 1 : 0
+
+  pool           = ec2runners_pool.demo.name
+  instance_count = 2
 }
 
 data "ec2runners_pool" "demo" {
   name       = ec2runners_pool.demo.name
-  depends_on = [ec2runners_pool.demo]
+  depends_on = [ec2runners_pool.demo, ec2runners_claim.build]
 }
 
-output "table" {
-  value = ec2runners_pool.demo.table_name
+output "runs_on" {
+  value = one(ec2runners_claim.build[*].label)
 }
 
-output "queues" {
-  value = ec2runners_pool.demo.queue_urls
+output "instances" {
+  value = one(ec2runners_claim.build[*].instances)
 }
 
 output "idle_runners" {
-  value = data.ec2runners_pool.demo.idle_messages
+  value = data.ec2runners_pool.demo.idle_messages["large"]
 }
