@@ -18,13 +18,6 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
-// Instance tags set at fleet creation (PROTOCOL.md).
-const (
-	TagSelfTermination = "AllowSelfTermination"
-	TagInitialRunID    = "InitialRunId"
-	TagPool            = "ec2runners:pool"
-)
-
 // maxOverrides bounds an explicit request; AWS takes up to 300 overrides.
 const maxOverrides = 300
 
@@ -140,9 +133,9 @@ func (c *Claimer) fleetRequest(ctx context.Context, req Request, cfg protocol.Po
 		TagSpecifications: []ec2types.TagSpecification{{
 			ResourceType: ec2types.ResourceTypeInstance,
 			Tags: []ec2types.Tag{
-				{Key: aws.String(TagSelfTermination), Value: aws.String("true")},
-				{Key: aws.String(TagInitialRunID), Value: aws.String(req.RunID)},
-				{Key: aws.String(TagPool), Value: aws.String(req.Pool)},
+				{Key: aws.String(protocol.TagAllowSelfTermination), Value: aws.String("true")},
+				{Key: aws.String(protocol.TagInitialRunID), Value: aws.String(req.RunID)},
+				{Key: aws.String(protocol.TagPool), Value: aws.String(req.Pool)},
 			},
 		}},
 	}

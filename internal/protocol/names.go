@@ -41,3 +41,10 @@ func TableName(pool string) string { return pool }
 
 // QueueName is the SQS queue holding the idle runners of one resource class.
 func QueueName(pool, class string) string { return pool + "-" + class }
+
+// Instance tags set at fleet creation.
+const (
+	TagAllowSelfTermination = "AllowSelfTermination" // lets the agent's instance profile terminate it
+	TagInitialRunID         = "InitialRunId"
+	TagPool                 = "ec2runners:pool"
+)

@@ -1,0 +1,380 @@
+package agentsim
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+// TagSeeded marks instances launched by SeedIdle, which WatchFleet leaves
+// alone (SeedIdle starts their agents with the behaviour asked for).
+const TagSeeded = "ec2runners:agentsim"
+
+// selfTerminationGrace is how long past its threshold an instance lives on.
+const selfTerminationGrace = time.Minute
+
+// phase is where an agent is in "The agent's loop".
+type phase int
+
+const (
+	phaseWaiting     phase = iota // step 3: waiting for a runId
+	phaseRegistering              // SlowRegister: registering runID at registerAt
+	phaseRegistered               // step 5: registered for runID
+	phaseIgnoring                 // given runID but not registered (NeverRegisters, RegistrationFails)
+)
+
+// agent is one simulated runner agent. Its fields belong to its goroutine.
+type agent struct {
+	sim *Sim
+	id  string
+	b   Behavior
+	rng *rand.Rand
+
+	primed       bool // SeedIdle wrote the first heartbeat already
+	phase        phase
+	runID        string // run being registered, registered, or ignored
+	registerAt   time.Time
+	userDataDone bool
+	described    bool
+	initialRunID string // the InitialRunId tag, once described
+	lastErr      string // last error logged, to log each distinct error once
+	gone         string // why the agent must stop, set by fail
+}
+
+func (a *agent) opts() Options { return a.sim.opts }
+
+func (a *agent) table() *string { return aws.String(protocol.TableName(a.sim.pool)) }
+
+// jitter spreads d by ±10% so agents started together do not poll in step.
+func (a *agent) jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.9 + 0.2*a.rng.Float64()))
+}
+
+func (a *agent) emit(kind EventKind, runID, detail string) {
+	a.sim.emit(Event{Time: time.Now(), InstanceID: a.id, Kind: kind, RunID: runID, Detail: detail})
+}
+
+// fail records and logs an error; the caller retries at its next tick. A
+// missing table is no error: the pool was deleted, and the agent stops.
+func (a *agent) fail(ctx context.Context, what string, err error) {
+	if ctx.Err() != nil {
+		return // cancelled: not an error of the agent
+	}
+	var noTable *ddbtypes.ResourceNotFoundException
+	if errors.As(err, &noTable) {
+		a.gone = "the pool's table " + protocol.TableName(a.sim.pool) + " does not exist"
+		return
+	}
+	err = fmt.Errorf("agent %s: %s: %w", a.id, what, err)
+	a.sim.recordErr(err)
+	if msg := err.Error(); msg != a.lastErr {
+		a.lastErr = msg
+		a.sim.logf("%v (retrying)", err)
+	}
+}
+
+func (a *agent) ok() { a.lastErr = "" }
+
+// loop runs the agent until ctx is done or its instance is gone.
+func (a *agent) loop(ctx context.Context) {
+	a.emit(EventStarted, "", a.b.String())
+	var beat <-chan time.Time
+	if a.b != NoHeartbeat {
+		if !a.primed {
+			a.heartbeat(ctx)
+		}
+		t := time.NewTicker(a.opts().HeartbeatInterval)
+		defer t.Stop()
+		beat = t.C
+	}
+	check := time.NewTimer(0)
+	defer check.Stop()
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			a.emit(EventStopped, a.runID, "cancelled")
+			return
+		case <-beat:
+			a.heartbeat(ctx)
+			if a.gone != "" {
+				a.emit(EventStopped, a.runID, a.gone)
+				return
+			}
+		case <-check.C:
+			if why := cmp.Or(a.selfCheck(ctx), a.gone); why != "" {
+				a.emit(EventStopped, a.runID, why)
+				return
+			}
+			check.Reset(a.jitter(a.opts().SelfCheckInterval))
+		case <-poll.C:
+			next, why := a.step(ctx)
+			if why = cmp.Or(why, a.gone); why != "" {
+				a.emit(EventStopped, a.runID, why)
+				return
+			}
+			poll.Reset(next)
+		}
+	}
+}
+
+// heartbeat is step 1.
+func (a *agent) heartbeat(ctx context.Context) {
+	_, err := a.sim.c.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: a.table(),
+		Item:      protocol.HeartbeatItem(a.id, protocol.FormatTime(time.Now())),
+	})
+	if err != nil {
+		a.fail(ctx, "writing heartbeat", err)
+		return
+	}
+	a.ok()
+}
+
+// signal writes a worker signal.
+func (a *agent) signal(ctx context.Context, state, runID string) error {
+	_, err := a.sim.c.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: a.table(),
+		Item: protocol.Signal{
+			InstanceID: a.id, State: state, RunID: runID, UpdatedAt: protocol.FormatTime(time.Now()),
+		}.Item(),
+	})
+	if err != nil {
+		a.fail(ctx, "writing signal "+state+" for run "+runID, err)
+		return err
+	}
+	a.ok()
+	return nil
+}
+
+// record reads the agent's instance record (consistently); found is false
+// while the record does not exist (a fleet instance before the claim writes it).
+func (a *agent) record(ctx context.Context) (rec protocol.Instance, found bool, err error) {
+	out, err := a.sim.c.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      a.table(),
+		Key:            protocol.Key(protocol.TypeInstance, a.id),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return protocol.Instance{}, false, err
+	}
+	if len(out.Item) == 0 {
+		return protocol.Instance{}, false, nil
+	}
+	rec, err = protocol.InstanceFromItem(out.Item)
+	if err != nil {
+		return protocol.Instance{}, false, err
+	}
+	return rec, true, nil
+}
+
+// step advances steps 3 to 6 by one record read. It returns when to step
+// next, or why the agent stops.
+func (a *agent) step(ctx context.Context) (next time.Duration, stop string) {
+	o := a.opts()
+	wait, poll := a.jitter(o.WaitInterval), a.jitter(o.PollInterval)
+	rec, found, err := a.record(ctx)
+	if err != nil {
+		a.fail(ctx, "reading its instance record", err)
+		return wait, ""
+	}
+	a.ok()
+	if found && rec.State == protocol.StateTerminated {
+		return 0, "its instance record is terminated"
+	}
+	runID := rec.RunID // "" while there is no record
+
+	switch a.phase {
+	case phaseWaiting: // step 3
+		if runID == "" {
+			return wait, ""
+		}
+		if !a.userDataDone {
+			// The pre-runner script runs once, at boot; only a fleet-launched
+			// instance (record still `created`) reports it.
+			if rec.State == protocol.StateCreated {
+				v := a.initialRunIDTag(ctx)
+				if v == "" {
+					v = runID
+				}
+				if a.signal(ctx, protocol.SignalUserDataOK, v) != nil {
+					return wait, ""
+				}
+				a.emit(EventUserDataOK, v, "")
+			}
+			a.userDataDone = true
+		}
+		a.runID = runID
+		switch a.b {
+		case SlowRegister:
+			a.phase = phaseRegistering
+			a.registerAt = time.Now().Add(o.RegisterDelay)
+			return o.RegisterDelay, ""
+		case NeverRegisters:
+			a.phase = phaseIgnoring
+			return poll, ""
+		case RegistrationFails:
+			if a.signal(ctx, protocol.SignalRegistrationFailed, runID) != nil {
+				return wait, ""
+			}
+			a.emit(EventRegistrationFailed, runID, "")
+			a.phase = phaseIgnoring
+			return poll, ""
+		default:
+			return a.register(ctx)
+		}
+	case phaseRegistering:
+		// Like a real agent, it finishes registering even if the run is
+		// gone meanwhile, and then deregisters as in step 6.
+		if d := time.Until(a.registerAt); d > 0 {
+			return d, ""
+		}
+		return a.register(ctx)
+	case phaseRegistered: // step 5
+		if runID == a.runID {
+			return poll, ""
+		}
+		return a.release(ctx)
+	default: // phaseIgnoring
+		if runID == a.runID {
+			return poll, ""
+		}
+		a.phase, a.runID = phaseWaiting, ""
+		return 0, ""
+	}
+}
+
+// register is step 4 for a.runID.
+func (a *agent) register(ctx context.Context) (time.Duration, string) {
+	if a.signal(ctx, protocol.SignalRegistered, a.runID) != nil {
+		return a.jitter(a.opts().WaitInterval), ""
+	}
+	a.phase = phaseRegistered
+	a.emit(EventRegistered, a.runID, "")
+	return a.jitter(a.opts().PollInterval), ""
+}
+
+// release is step 6 for a.runID, after the record's runId changed.
+func (a *agent) release(ctx context.Context) (time.Duration, string) {
+	old := a.runID
+	if a.b == NeverConfirmsRelease {
+		a.emit(EventReleaseSilent, old, "")
+	} else {
+		// On a failed write both are written again next time: the latest
+		// signal wins, so repeating UD_REMOVE_REG_OK is harmless.
+		if a.signal(ctx, protocol.SignalDeregistered, old) != nil ||
+			a.signal(ctx, protocol.SignalReleased, old) != nil {
+			return a.jitter(a.opts().WaitInterval), ""
+		}
+		a.emit(EventReleased, old, "")
+	}
+	a.phase, a.runID = phaseWaiting, ""
+	return 0, "" // back to step 3 at once: the record may already hold a new runId
+}
+
+// selfCheck is step 2: it terminates the instance once its threshold is more
+// than a minute past, and stops the agent when the instance is gone.
+func (a *agent) selfCheck(ctx context.Context) (stop string) {
+	rec, found, err := a.record(ctx)
+	switch {
+	case err != nil:
+		a.fail(ctx, "reading its instance record", err)
+	case !found:
+	case rec.State == protocol.StateTerminated:
+		return "its instance record is terminated"
+	default:
+		th, err := protocol.ParseTime(rec.Threshold)
+		if err != nil {
+			a.fail(ctx, "reading its threshold", err)
+			break
+		}
+		if time.Now().After(th.Add(selfTerminationGrace)) {
+			_, err := a.sim.c.EC2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{a.id}})
+			if err != nil {
+				a.fail(ctx, "terminating itself", err)
+				return ""
+			}
+			detail := "threshold " + rec.Threshold + " (state " + rec.State + ") passed more than " + protocol.FormatDuration(selfTerminationGrace) + " ago"
+			a.emit(EventSelfTerminated, rec.RunID, detail)
+			return "terminated itself: " + detail
+		}
+	}
+	state, err := a.describe(ctx)
+	if err != nil {
+		if isNotFound(err) {
+			return "its instance does not exist"
+		}
+		a.fail(ctx, "describing its instance", err)
+		return ""
+	}
+	switch state {
+	case ec2types.InstanceStateNameTerminated, ec2types.InstanceStateNameShuttingDown:
+		return "its instance is " + string(state)
+	}
+	return ""
+}
+
+// errNoInstance is describe's error when EC2 returns no instance for the id.
+var errNoInstance = errors.New("no such instance")
+
+// describe returns the instance's EC2 state and caches its InitialRunId tag.
+func (a *agent) describe(ctx context.Context) (ec2types.InstanceStateName, error) {
+	out, err := a.sim.c.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{a.id}})
+	if err != nil {
+		return "", err
+	}
+	for _, r := range out.Reservations {
+		for _, inst := range r.Instances {
+			if aws.ToString(inst.InstanceId) != a.id {
+				continue
+			}
+			a.described = true
+			a.initialRunID = tagValue(inst.Tags, protocol.TagInitialRunID)
+			if inst.State == nil {
+				return "", nil
+			}
+			return inst.State.Name, nil
+		}
+	}
+	return "", errNoInstance
+}
+
+// initialRunIDTag returns the InitialRunId tag ("" if none or unknown).
+func (a *agent) initialRunIDTag(ctx context.Context) string {
+	if !a.described {
+		if _, err := a.describe(ctx); err != nil && !isNotFound(err) {
+			a.fail(ctx, "describing its instance", err)
+		}
+	}
+	return a.initialRunID
+}
+
+func isNotFound(err error) bool {
+	if errors.Is(err, errNoInstance) {
+		return true
+	}
+	var api smithy.APIError
+	return errors.As(err, &api) && api.ErrorCode() == "InvalidInstanceID.NotFound"
+}
+
+func tagValue(tags []ec2types.Tag, key string) string {
+	for _, t := range tags {
+		if aws.ToString(t.Key) == key {
+			return aws.ToString(t.Value)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,281 @@
+// Package agentsim simulates runner agents for tests and the demo. No real
+// instance boots in the emulator, so each simulated agent plays the part of
+// the agent on one EC2 instance, following PROTOCOL.md "The agent's loop":
+// it heartbeats, terminates itself once its record's threshold is more than a
+// minute past, waits for a runId, "registers" (there is no GitHub here: it
+// only writes the worker signals), and confirms the release when the runId
+// changes.
+//
+// A Behavior per instance makes an agent misbehave in one specific way, so
+// tests can drive a claim's failure paths.
+//
+// Agents talk to the emulator through small client interfaces satisfied by
+// *dynamodb.Client, *ec2.Client and *sqs.Client. The emulator is single-core
+// (about 120-160 DynamoDB writes/s in total): the default intervals keep an
+// idle agent at 4 reads/s and one write per 5 s.
+package agentsim
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+)
+
+// Behavior is how one simulated agent acts.
+type Behavior int
+
+const (
+	// Healthy follows the protocol.
+	Healthy Behavior = iota
+	// SlowRegister registers Options.RegisterDelay after it sees a runId.
+	SlowRegister
+	// NeverRegisters heartbeats but never signals UD_REG_OK (nor anything
+	// else for the runs it is given).
+	NeverRegisters
+	// RegistrationFails signals UD_REG_FAILED with the runId.
+	RegistrationFails
+	// NoHeartbeat never writes heartbeats; otherwise it is Healthy.
+	NoHeartbeat
+	// NeverConfirmsRelease registers, but on release writes no UD_REMOVE_*
+	// signal; it still goes back to waiting for the next runId.
+	NeverConfirmsRelease
+)
+
+var behaviorNames = [...]string{"healthy", "slow-register", "never-registers", "registration-fails", "no-heartbeat", "never-confirms-release"}
+
+func (b Behavior) String() string {
+	if b >= 0 && int(b) < len(behaviorNames) {
+		return behaviorNames[b]
+	}
+	return "behavior(" + strconv.Itoa(int(b)) + ")"
+}
+
+// DynamoDBAPI is the part of the DynamoDB API the agents use.
+type DynamoDBAPI interface {
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+}
+
+// EC2API is the part of the EC2 API the agents (and SeedIdle, WatchFleet) use.
+type EC2API interface {
+	RunInstances(context.Context, *ec2.RunInstancesInput, ...func(*ec2.Options)) (*ec2.RunInstancesOutput, error)
+	DescribeInstances(context.Context, *ec2.DescribeInstancesInput, ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
+	TerminateInstances(context.Context, *ec2.TerminateInstancesInput, ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
+}
+
+// SQSAPI is the part of the SQS API SeedIdle uses. It may be nil when
+// SeedIdle is not used.
+type SQSAPI interface {
+	GetQueueUrl(context.Context, *sqs.GetQueueUrlInput, ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
+	SendMessageBatch(context.Context, *sqs.SendMessageBatchInput, ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+}
+
+// Clients are the AWS clients of a Sim.
+type Clients struct {
+	DynamoDB DynamoDBAPI
+	EC2      EC2API
+	SQS      SQSAPI
+}
+
+// Options tune the agents; zero values take the defaults.
+type Options struct {
+	// HeartbeatInterval between heartbeat writes (default 5s).
+	HeartbeatInterval time.Duration
+	// WaitInterval between record reads while waiting for a runId (step 3;
+	// default 250ms).
+	WaitInterval time.Duration
+	// PollInterval between record reads while registered (step 5; default 10s).
+	PollInterval time.Duration
+	// SelfCheckInterval between self-termination checks: one record read and
+	// one DescribeInstances (default 15s).
+	SelfCheckInterval time.Duration
+	// RegisterDelay is how long a SlowRegister agent takes (default 3s).
+	RegisterDelay time.Duration
+	// FleetWatchInterval between WatchFleet's DescribeInstances (default 200ms).
+	FleetWatchInterval time.Duration
+	// Logf, if set, receives errors (each distinct error once per agent until
+	// the next success) and other diagnostics.
+	Logf func(format string, args ...any)
+	// OnEvent, if set, is called synchronously for every agent event; it must
+	// return quickly.
+	OnEvent func(Event)
+}
+
+func (o Options) withDefaults() Options {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.HeartbeatInterval, 5*time.Second)
+	def(&o.WaitInterval, 250*time.Millisecond)
+	def(&o.PollInterval, 10*time.Second)
+	def(&o.SelfCheckInterval, 15*time.Second)
+	def(&o.RegisterDelay, 3*time.Second)
+	def(&o.FleetWatchInterval, 200*time.Millisecond)
+	return o
+}
+
+// EventKind names what happened to an agent.
+type EventKind string
+
+// Agent events.
+const (
+	EventStarted            EventKind = "started"             // the agent began its loop
+	EventUserDataOK         EventKind = "user-data-ok"        // UD_OK written (fleet-launched instance)
+	EventRegistered         EventKind = "registered"          // UD_REG_OK written for RunID
+	EventRegistrationFailed EventKind = "registration-failed" // UD_REG_FAILED written for RunID
+	EventReleased           EventKind = "released"            // UD_REMOVE_REG_REMOVE_RUN_OK written for RunID
+	EventReleaseSilent      EventKind = "release-unconfirmed" // NeverConfirmsRelease saw RunID go and wrote nothing
+	EventSelfTerminated     EventKind = "self-terminated"     // TerminateInstances on itself after its threshold
+	EventStopped            EventKind = "stopped"             // the loop ended; Detail says why
+)
+
+// Event is one thing an agent did.
+type Event struct {
+	Time       time.Time
+	InstanceID string
+	Kind       EventKind
+	RunID      string
+	Detail     string
+}
+
+// Sim runs simulated agents for one pool.
+type Sim struct {
+	c    Clients
+	pool string
+	opts Options
+
+	ctx    context.Context // cancelled by Stop
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	stopped bool
+	agents  map[string]*agent // every agent ever started, by instance id
+	regs    map[string][]string
+	rels    map[string][]string
+	err     error
+}
+
+// New returns a Sim for pool; it starts nothing by itself.
+func New(c Clients, pool string, opts Options) *Sim {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Sim{
+		c: c, pool: pool, opts: opts.withDefaults(),
+		ctx: ctx, cancel: cancel,
+		agents: map[string]*agent{},
+		regs:   map[string][]string{},
+		rels:   map[string][]string{},
+	}
+}
+
+// Start starts an agent for instanceID with behaviour b, and reports whether
+// it did: there is at most one agent per instance id over the Sim's lifetime
+// (an agent that stopped is not restarted), and none after Stop. The agent
+// runs until ctx is cancelled, Stop is called, or its instance is gone.
+func (s *Sim) Start(ctx context.Context, instanceID string, b Behavior) bool {
+	a := s.newAgent(instanceID, b)
+	if a == nil {
+		return false
+	}
+	s.run(ctx, a)
+	return true
+}
+
+// newAgent registers a new agent, or returns nil if one exists or the Sim stopped.
+func (s *Sim) newAgent(id string, b Behavior) *agent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped || s.agents[id] != nil {
+		return nil
+	}
+	a := &agent{sim: s, id: id, b: b, rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
+	s.agents[id] = a
+	s.wg.Add(1)
+	return a
+}
+
+func (s *Sim) run(ctx context.Context, a *agent) {
+	go func() {
+		defer s.wg.Done()
+		actx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(s.ctx, cancel)
+		defer stop()
+		a.loop(actx)
+	}()
+}
+
+// Stop stops every agent and watcher and waits for them. Start, SeedIdle
+// and WatchFleet do nothing after Stop.
+func (s *Sim) Stop() {
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+}
+
+// Registrations lists the runIds instanceID's agent signalled UD_REG_OK for,
+// in order.
+func (s *Sim) Registrations(instanceID string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.regs[instanceID]...)
+}
+
+// Releases lists the runIds instanceID's agent signalled
+// UD_REMOVE_REG_REMOVE_RUN_OK for, in order.
+func (s *Sim) Releases(instanceID string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.rels[instanceID]...)
+}
+
+// Err is the first error any agent or watcher of the Sim hit (agents retry,
+// so it may have been transient), or nil. Cancellation is not an error, nor
+// is a missing pool table: an agent whose table is gone just stops.
+func (s *Sim) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+func (s *Sim) recordErr(err error) {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return
+	}
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.mu.Unlock()
+}
+
+func (s *Sim) emit(e Event) {
+	s.mu.Lock()
+	switch e.Kind {
+	case EventRegistered:
+		s.regs[e.InstanceID] = append(s.regs[e.InstanceID], e.RunID)
+	case EventReleased:
+		s.rels[e.InstanceID] = append(s.rels[e.InstanceID], e.RunID)
+	}
+	s.mu.Unlock()
+	if s.opts.OnEvent != nil {
+		s.opts.OnEvent(e)
+	}
+}
+
+func (s *Sim) logf(format string, args ...any) {
+	if s.opts.Logf != nil {
+		s.opts.Logf(format, args...)
+	}
+}

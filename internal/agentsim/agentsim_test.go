@@ -1,0 +1,694 @@
+package agentsim_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+var (
+	ddbClient *dynamodb.Client
+	ec2Client *ec2.Client
+	sqsClient *sqs.Client
+)
+
+// TestMain points the tests at the emulator: AWS_ENDPOINT_URL when set, else
+// a moto server on 127.0.0.1:4566 (started when nothing listens there).
+func TestMain(m *testing.M) { os.Exit(runTests(m)) }
+
+func runTests(m *testing.M) int {
+	ctx := context.Background()
+	endpoint, stop, err := emulator.Ensure(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agentsim tests need the AWS emulator:", err)
+		return 1
+	}
+	defer stop()
+	for k, v := range map[string]string{
+		"AWS_ENDPOINT_URL":      endpoint,
+		"AWS_REGION":            "us-east-1",
+		"AWS_ACCESS_KEY_ID":     "test",
+		"AWS_SECRET_ACCESS_KEY": "test",
+	} {
+		if os.Getenv(k) == "" {
+			os.Setenv(k, v)
+		}
+	}
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "loading AWS config:", err)
+		return 1
+	}
+	ddbClient, ec2Client, sqsClient = dynamodb.NewFromConfig(cfg), ec2.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
+	return m.Run()
+}
+
+// Test intervals: short enough for a fast package, low enough load.
+var testOpts = agentsim.Options{
+	HeartbeatInterval: time.Second,
+	WaitInterval:      100 * time.Millisecond,
+	PollInterval:      250 * time.Millisecond,
+	SelfCheckInterval: 500 * time.Millisecond,
+	RegisterDelay:     2 * time.Second,
+}
+
+const class = "large"
+
+// testPool is a throwaway pool: a table and the queue of class "large".
+type testPool struct {
+	name     string
+	queueURL string
+}
+
+func newPool(t *testing.T) testPool {
+	t.Helper()
+	ctx := context.Background()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	p := testPool{name: "agentsim-" + hex.EncodeToString(b)}
+	_, err := ddbClient.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName: aws.String(protocol.TableName(p.name)),
+		KeySchema: []ddbtypes.KeySchemaElement{
+			{AttributeName: aws.String(protocol.AttrPK), KeyType: ddbtypes.KeyTypeHash},
+			{AttributeName: aws.String(protocol.AttrSK), KeyType: ddbtypes.KeyTypeRange},
+		},
+		AttributeDefinitions: []ddbtypes.AttributeDefinition{
+			{AttributeName: aws.String(protocol.AttrPK), AttributeType: ddbtypes.ScalarAttributeTypeS},
+			{AttributeName: aws.String(protocol.AttrSK), AttributeType: ddbtypes.ScalarAttributeTypeS},
+		},
+		BillingMode: ddbtypes.BillingModePayPerRequest,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := sqsClient.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(protocol.QueueName(p.name, class))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.queueURL = aws.ToString(q.QueueUrl)
+	t.Cleanup(func() {
+		var gone *ddbtypes.ResourceNotFoundException
+		if _, err := ddbClient.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(protocol.TableName(p.name))}); err != nil && !errors.As(err, &gone) {
+			t.Errorf("deleting table: %v", err)
+		}
+		if _, err := sqsClient.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(p.queueURL)}); err != nil {
+			t.Errorf("deleting queue: %v", err)
+		}
+		var ids []string
+		for _, inst := range p.instances(t) {
+			if inst.State.Name != ec2types.InstanceStateNameTerminated {
+				ids = append(ids, aws.ToString(inst.InstanceId))
+			}
+		}
+		if len(ids) > 0 {
+			if _, err := ec2Client.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids}); err != nil {
+				t.Errorf("terminating instances: %v", err)
+			}
+		}
+	})
+	return p
+}
+
+// instances lists every instance tagged with the pool.
+func (p testPool) instances(t *testing.T) []ec2types.Instance {
+	t.Helper()
+	out, err := ec2Client.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{
+		Filters: []ec2types.Filter{{Name: aws.String("tag:" + protocol.TagPool), Values: []string{p.name}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []ec2types.Instance
+	for _, r := range out.Reservations {
+		all = append(all, r.Instances...)
+	}
+	return all
+}
+
+// recorder wraps the DynamoDB client and keeps every worker signal written.
+type recorder struct {
+	agentsim.DynamoDBAPI
+	mu      sync.Mutex
+	signals map[string][]string // instance id -> "STATE runId"
+}
+
+func (r *recorder) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	out, err := r.DynamoDBAPI.PutItem(ctx, in, opts...)
+	if err == nil && protocol.StringAttr(in.Item, protocol.AttrPK) == protocol.TypeSignal {
+		s, _ := protocol.SignalFromItem(in.Item)
+		r.mu.Lock()
+		r.signals[s.InstanceID] = append(r.signals[s.InstanceID], s.State+" "+s.RunID)
+		r.mu.Unlock()
+	}
+	return out, err
+}
+
+func (r *recorder) of(id string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.signals[id])
+}
+
+// eventLog collects agent events.
+type eventLog struct {
+	mu     sync.Mutex
+	events []agentsim.Event
+}
+
+func (l *eventLog) add(e agentsim.Event) {
+	l.mu.Lock()
+	l.events = append(l.events, e)
+	l.mu.Unlock()
+}
+
+func (l *eventLog) has(id string, kind agentsim.EventKind) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, e := range l.events {
+		if e.InstanceID == id && e.Kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
+type harness struct {
+	pool   testPool
+	sim    *agentsim.Sim
+	rec    *recorder
+	events *eventLog
+}
+
+// newHarness makes a pool and a Sim for it; cleanup stops the Sim (checking
+// it stops promptly and hit no error) before deleting the pool.
+func newHarness(t *testing.T, opts agentsim.Options) *harness {
+	t.Helper()
+	h := &harness{pool: newPool(t), events: &eventLog{}}
+	h.rec = &recorder{DynamoDBAPI: ddbClient, signals: map[string][]string{}}
+	opts.OnEvent = h.events.add
+	opts.Logf = t.Logf
+	h.sim = agentsim.New(agentsim.Clients{DynamoDB: h.rec, EC2: ec2Client, SQS: sqsClient}, h.pool.name, opts)
+	t.Cleanup(func() {
+		start := time.Now()
+		h.sim.Stop()
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("Stop took %s", d)
+		}
+		if err := h.sim.Err(); err != nil {
+			t.Errorf("agent error: %v", err)
+		}
+	})
+	return h
+}
+
+func (h *harness) seed(t *testing.T, b agentsim.Behavior) string {
+	t.Helper()
+	ids, err := h.sim.SeedIdle(t.Context(), 1, agentsim.SeedSpec{ResourceClass: class, Behavior: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 1 {
+		t.Fatalf("SeedIdle returned %v, want one id", ids)
+	}
+	return ids[0]
+}
+
+func (h *harness) table() *string { return aws.String(protocol.TableName(h.pool.name)) }
+
+func (h *harness) getItem(t *testing.T, typ, id string) map[string]ddbtypes.AttributeValue {
+	t.Helper()
+	out, err := ddbClient.GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName: h.table(), Key: protocol.Key(typ, id), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Item
+}
+
+// signal returns "STATE runId" of the instance's latest signal, or "".
+func (h *harness) signal(t *testing.T, id string) string {
+	t.Helper()
+	item := h.getItem(t, protocol.TypeSignal, id)
+	if item == nil {
+		return ""
+	}
+	s, ok := protocol.SignalFromItem(item)
+	if !ok {
+		t.Fatalf("signal item of %s has no signal: %v", id, item)
+	}
+	if _, err := protocol.ParseTime(s.UpdatedAt); err != nil {
+		t.Fatalf("signal updatedAt: %v", err)
+	}
+	return s.State + " " + s.RunID
+}
+
+// heartbeat returns the heartbeat's updatedAt, or the zero time if none.
+func (h *harness) heartbeat(t *testing.T, id string) time.Time {
+	t.Helper()
+	item := h.getItem(t, protocol.TypeHeartbeat, id)
+	if item == nil {
+		return time.Time{}
+	}
+	if v := protocol.StringAttr(item, protocol.AttrValue); v != protocol.HeartbeatValue {
+		t.Fatalf("heartbeat value %q, want %q", v, protocol.HeartbeatValue)
+	}
+	ts, err := protocol.ParseTime(protocol.StringAttr(item, protocol.AttrUpdatedAt))
+	if err != nil {
+		t.Fatalf("heartbeat updatedAt: %v", err)
+	}
+	return ts
+}
+
+func (h *harness) assertFreshHeartbeat(t *testing.T, id string) time.Time {
+	t.Helper()
+	ts := h.heartbeat(t, id)
+	if ts.IsZero() {
+		t.Fatalf("no heartbeat for %s", id)
+	}
+	// Whole seconds: one interval (1s) plus rounding is about 2s; allow for a
+	// busy emulator, far below the 15s health limit.
+	if age := time.Since(ts); age > 4*time.Second || age < -time.Second {
+		t.Fatalf("heartbeat of %s is %s old", id, age)
+	}
+	return ts
+}
+
+// setRun sets the record's state and runId with a plain UpdateItem.
+func (h *harness) setRun(t *testing.T, id, state, runID string) {
+	t.Helper()
+	_, err := ddbClient.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName:        h.table(),
+		Key:              protocol.Key(protocol.TypeInstance, id),
+		UpdateExpression: aws.String("SET #s = :s, #r = :r"),
+		ExpressionAttributeNames: map[string]string{
+			"#s": protocol.AttrState, "#r": protocol.AttrRunID,
+		},
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{
+			":s": &ddbtypes.AttributeValueMemberS{Value: state},
+			":r": &ddbtypes.AttributeValueMemberS{Value: runID},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (h *harness) setThreshold(t *testing.T, id string, threshold time.Time) {
+	t.Helper()
+	_, err := ddbClient.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName:                 h.table(),
+		Key:                       protocol.Key(protocol.TypeInstance, id),
+		UpdateExpression:          aws.String("SET threshold = :t"),
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":t": &ddbtypes.AttributeValueMemberS{Value: protocol.FormatTime(threshold)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitSignal waits until the instance's latest signal is want.
+func (h *harness) waitSignal(t *testing.T, id, want string, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var got string
+	for time.Since(start) < within {
+		if got = h.signal(t, id); got == want {
+			return time.Since(start)
+		}
+		if err := h.sim.Err(); err != nil {
+			t.Fatalf("agent error while waiting for %q: %v", want, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("signal of %s is %q after %s, want %q (signals written: %v)", id, got, within, want, h.rec.of(id))
+	return 0
+}
+
+// settle checks that get returns want within a second: an agent records what
+// it wrote (and emits its event) only after the write, which the test may
+// already have seen in the table.
+func settle(t *testing.T, what string, get func() []string, want []string) {
+	t.Helper()
+	got := get()
+	for deadline := time.Now().Add(time.Second); !slices.Equal(got, want) && time.Now().Before(deadline); got = get() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: %q, want %q", what, got, want)
+	}
+}
+
+// holdSignal checks that the instance's latest signal stays want for d.
+func (h *harness) holdSignal(t *testing.T, id, want string, d time.Duration) {
+	t.Helper()
+	for start := time.Now(); time.Since(start) < d; time.Sleep(100 * time.Millisecond) {
+		if got := h.signal(t, id); got != want {
+			t.Fatalf("signal of %s became %q, want it to stay %q", id, got, want)
+		}
+	}
+}
+
+func instanceState(t *testing.T, id string) ec2types.InstanceStateName {
+	t.Helper()
+	out, err := ec2Client.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Reservations) != 1 || len(out.Reservations[0].Instances) != 1 {
+		t.Fatalf("DescribeInstances(%s): %d reservations", id, len(out.Reservations))
+	}
+	return out.Reservations[0].Instances[0].State.Name
+}
+
+func TestHealthyLifecycle(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, testOpts)
+	before := time.Now().Truncate(time.Second)
+	ids, err := h.sim.SeedIdle(t.Context(), 1, agentsim.SeedSpec{ResourceClass: class, IdleTimeout: 10 * time.Minute, UsageClass: protocol.UsageSpot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ids[0]
+
+	// The seeded instance, record and message.
+	insts := h.pool.instances(t)
+	if len(insts) != 1 || aws.ToString(insts[0].InstanceId) != id {
+		t.Fatalf("pool instances %v, want just %s", insts, id)
+	}
+	inst := insts[0]
+	if got := aws.ToString(inst.ImageId); got != agentsim.SeedImageID {
+		t.Errorf("image %q", got)
+	}
+	if inst.InstanceType != ec2types.InstanceType(agentsim.DefaultSeedInstanceType) {
+		t.Errorf("instance type %q", inst.InstanceType)
+	}
+	tags := map[string]string{}
+	for _, tg := range inst.Tags {
+		tags[aws.ToString(tg.Key)] = aws.ToString(tg.Value)
+	}
+	if tags[protocol.TagPool] != h.pool.name || tags[protocol.TagAllowSelfTermination] != "true" {
+		t.Errorf("tags %v", tags)
+	}
+	rec, err := protocol.InstanceFromItem(h.getItem(t, protocol.TypeInstance, id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	th, err := protocol.ParseTime(rec.Threshold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != protocol.StateIdle || rec.RunID != "" || rec.ResourceClass != class ||
+		rec.InstanceType != agentsim.DefaultSeedInstanceType || rec.UsageClass != protocol.UsageSpot ||
+		th.Before(before.Add(10*time.Minute)) || th.After(time.Now().Add(10*time.Minute)) {
+		t.Errorf("record %+v", rec)
+	}
+	msgs, err := sqsClient.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(h.pool.queueURL), MaxNumberOfMessages: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs.Messages) != 1 {
+		t.Fatalf("%d queue messages, want 1", len(msgs.Messages))
+	}
+	msg, err := protocol.ParseMessage(aws.ToString(msgs.Messages[0].Body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := protocol.Message{ID: id, ResourceClass: class, InstanceType: agentsim.DefaultSeedInstanceType, CPU: 2, MemoryMiB: 4096, UsageClass: protocol.UsageSpot, Threshold: rec.Threshold}
+	if msg != want {
+		t.Errorf("message %+v, want %+v", msg, want)
+	}
+
+	// Heartbeat: there at once, and kept fresh.
+	first := h.assertFreshHeartbeat(t, id)
+	time.Sleep(2500 * time.Millisecond)
+	if later := h.assertFreshHeartbeat(t, id); !later.After(first) {
+		t.Errorf("heartbeat did not advance: %s then %s", first, later)
+	}
+	if got := h.signal(t, id); got != "" {
+		t.Fatalf("idle agent signalled %q", got)
+	}
+
+	// Claimed: registers; released: confirms; claimed again: registers again.
+	h.setRun(t, id, protocol.StateClaimed, "run-1")
+	h.waitSignal(t, id, "UD_REG_OK run-1", 3*time.Second)
+	h.setRun(t, id, protocol.StateIdle, "")
+	h.waitSignal(t, id, "UD_REMOVE_REG_REMOVE_RUN_OK run-1", 3*time.Second)
+	h.setRun(t, id, protocol.StateClaimed, "run-2")
+	h.waitSignal(t, id, "UD_REG_OK run-2", 3*time.Second)
+	// A runId replaced without an idle in between is a release and a claim.
+	h.setRun(t, id, protocol.StateClaimed, "run-3")
+	h.waitSignal(t, id, "UD_REG_OK run-3", 3*time.Second)
+
+	wantSignals := []string{
+		"UD_REG_OK run-1", "UD_REMOVE_REG_OK run-1", "UD_REMOVE_REG_REMOVE_RUN_OK run-1",
+		"UD_REG_OK run-2", "UD_REMOVE_REG_OK run-2", "UD_REMOVE_REG_REMOVE_RUN_OK run-2",
+		"UD_REG_OK run-3",
+	}
+	settle(t, "signals written", func() []string { return h.rec.of(id) }, wantSignals)
+	settle(t, "Registrations", func() []string { return h.sim.Registrations(id) }, []string{"run-1", "run-2", "run-3"})
+	settle(t, "Releases", func() []string { return h.sim.Releases(id) }, []string{"run-1", "run-2"})
+	if h.sim.Start(t.Context(), id, agentsim.NeverRegisters) {
+		t.Error("Start started a second agent for the same instance")
+	}
+	if instanceState(t, id) != ec2types.InstanceStateNameRunning {
+		t.Error("healthy instance is not running")
+	}
+}
+
+func TestNeverRegisters(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, testOpts)
+	id := h.seed(t, agentsim.NeverRegisters)
+	h.setRun(t, id, protocol.StateClaimed, "run-1")
+	h.holdSignal(t, id, "", 2*time.Second)
+	h.assertFreshHeartbeat(t, id)
+	if got := h.sim.Registrations(id); len(got) != 0 {
+		t.Errorf("Registrations %q", got)
+	}
+}
+
+func TestRegistrationFails(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, testOpts)
+	id := h.seed(t, agentsim.RegistrationFails)
+	h.setRun(t, id, protocol.StateClaimed, "run-1")
+	h.waitSignal(t, id, "UD_REG_FAILED run-1", 3*time.Second)
+	// Released and claimed again: fails again, and never confirms a release
+	// of a run it never registered for.
+	h.setRun(t, id, protocol.StateIdle, "")
+	h.setRun(t, id, protocol.StateClaimed, "run-2")
+	h.waitSignal(t, id, "UD_REG_FAILED run-2", 3*time.Second)
+	settle(t, "signals written", func() []string { return h.rec.of(id) }, []string{"UD_REG_FAILED run-1", "UD_REG_FAILED run-2"})
+	if got := h.sim.Registrations(id); len(got) != 0 {
+		t.Errorf("Registrations %q", got)
+	}
+}
+
+func TestNoHeartbeat(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, testOpts)
+	id := h.seed(t, agentsim.NoHeartbeat)
+	h.setRun(t, id, protocol.StateClaimed, "run-1")
+	h.waitSignal(t, id, "UD_REG_OK run-1", 3*time.Second)
+	time.Sleep(1500 * time.Millisecond) // more than a heartbeat interval
+	if ts := h.heartbeat(t, id); !ts.IsZero() {
+		t.Fatalf("NoHeartbeat agent wrote a heartbeat at %s", ts)
+	}
+}
+
+func TestNeverConfirmsRelease(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, testOpts)
+	id := h.seed(t, agentsim.NeverConfirmsRelease)
+	h.setRun(t, id, protocol.StateClaimed, "run-1")
+	h.waitSignal(t, id, "UD_REG_OK run-1", 3*time.Second)
+	h.setRun(t, id, protocol.StateIdle, "")
+	h.holdSignal(t, id, "UD_REG_OK run-1", 2*time.Second)
+	if !h.events.has(id, agentsim.EventReleaseSilent) {
+		t.Error("no release-unconfirmed event: the agent did not notice the release")
+	}
+	// It does go back to waiting for a run.
+	h.setRun(t, id, protocol.StateClaimed, "run-2")
+	h.waitSignal(t, id, "UD_REG_OK run-2", 3*time.Second)
+	settle(t, "signals written", func() []string { return h.rec.of(id) }, []string{"UD_REG_OK run-1", "UD_REG_OK run-2"})
+	if got := h.sim.Releases(id); len(got) != 0 {
+		t.Errorf("Releases %q", got)
+	}
+}
+
+func TestSlowRegister(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, testOpts) // RegisterDelay 2s
+	id := h.seed(t, agentsim.SlowRegister)
+	start := time.Now()
+	h.setRun(t, id, protocol.StateClaimed, "run-1")
+	h.holdSignal(t, id, "", 1200*time.Millisecond)
+	h.waitSignal(t, id, "UD_REG_OK run-1", 4*time.Second)
+	if took := time.Since(start); took < testOpts.RegisterDelay {
+		t.Errorf("registered after %s, before the delay %s", took, testOpts.RegisterDelay)
+	}
+}
+
+func TestSelfTermination(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, testOpts) // SelfCheckInterval 500ms
+	id := h.seed(t, agentsim.Healthy)
+
+	// Within the minute of grace: lives on.
+	h.setThreshold(t, id, time.Now().Add(-20*time.Second))
+	time.Sleep(1600 * time.Millisecond)
+	if got := instanceState(t, id); got != ec2types.InstanceStateNameRunning {
+		t.Fatalf("instance is %s within a minute past its threshold", got)
+	}
+
+	h.setThreshold(t, id, time.Now().Add(-2*time.Minute))
+	deadline := time.Now().Add(4 * time.Second)
+	for instanceState(t, id) != ec2types.InstanceStateNameTerminated {
+		if time.Now().After(deadline) {
+			t.Fatal("instance not terminated 4s after its threshold + 1 min passed")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for !h.events.has(id, agentsim.EventStopped) {
+		if time.Now().After(deadline) {
+			t.Fatal("agent did not stop after terminating itself")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !h.events.has(id, agentsim.EventSelfTerminated) {
+		t.Error("no self-terminated event")
+	}
+}
+
+func TestStopsWhenRecordTerminated(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, testOpts)
+	id := h.seed(t, agentsim.Healthy)
+	h.setRun(t, id, protocol.StateTerminated, "")
+	deadline := time.Now().Add(3 * time.Second)
+	for !h.events.has(id, agentsim.EventStopped) {
+		if time.Now().After(deadline) {
+			t.Fatal("agent did not stop after its record was terminated")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// It leaves the instance to the reaper.
+	if got := instanceState(t, id); got != ec2types.InstanceStateNameRunning {
+		t.Errorf("instance is %s", got)
+	}
+}
+
+func TestWatchFleet(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, testOpts)
+	var mu sync.Mutex
+	chosen := map[string]agentsim.Behavior{}
+	var indexes []int
+	h.sim.WatchFleet(t.Context(), func(id string, index int) agentsim.Behavior {
+		mu.Lock()
+		defer mu.Unlock()
+		b := agentsim.Healthy
+		if index == 1 {
+			b = agentsim.RegistrationFails
+		}
+		chosen[id] = b
+		indexes = append(indexes, index)
+		return b
+	})
+	seeded := h.seed(t, agentsim.NeverRegisters)
+
+	// What a claim does: CreateFleet (here RunInstances with the fleet's
+	// tags), then a `created` record per instance.
+	run, err := ec2Client.RunInstances(t.Context(), &ec2.RunInstancesInput{
+		ImageId: aws.String(agentsim.SeedImageID), InstanceType: ec2types.InstanceTypeC6iLarge,
+		MinCount: aws.Int32(2), MaxCount: aws.Int32(2),
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{
+			{Key: aws.String(protocol.TagPool), Value: aws.String(h.pool.name)},
+			{Key: aws.String(protocol.TagInitialRunID), Value: aws.String("run-f")},
+			{Key: aws.String(protocol.TagAllowSelfTermination), Value: aws.String("true")},
+		}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fleet []string
+	for _, inst := range run.Instances {
+		id := aws.ToString(inst.InstanceId)
+		fleet = append(fleet, id)
+		now := time.Now()
+		_, err := ddbClient.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: h.table(), Item: protocol.Instance{
+			ID: id, State: protocol.StateCreated, RunID: "run-f", Threshold: protocol.FormatTime(now.Add(10 * time.Minute)),
+			ResourceClass: class, InstanceType: "c6i.large", UsageClass: protocol.UsageOnDemand, UpdatedAt: protocol.FormatTime(now),
+		}.Item()})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range fleet {
+		mu.Lock()
+		b, ok := chosen[id]
+		mu.Unlock()
+		if !ok {
+			// The watcher may not have seen it yet.
+			deadline := time.Now().Add(2 * time.Second)
+			for !ok && time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond)
+				mu.Lock()
+				b, ok = chosen[id]
+				mu.Unlock()
+			}
+			if !ok {
+				t.Fatalf("WatchFleet started no agent for fleet instance %s", id)
+			}
+		}
+		want := "UD_REG_OK run-f"
+		if b == agentsim.RegistrationFails {
+			want = "UD_REG_FAILED run-f"
+		}
+		h.waitSignal(t, id, want, 3*time.Second)
+		settle(t, "signals of "+id+" ("+b.String()+")", func() []string { return h.rec.of(id) }, []string{"UD_OK run-f", want})
+		h.assertFreshHeartbeat(t, id)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if _, ok := chosen[seeded]; ok || len(chosen) != 2 || !slices.Equal(indexes, []int{0, 1}) {
+		t.Errorf("WatchFleet chose %v with indexes %v; want the 2 fleet instances %v only, indexes 0 and 1", chosen, indexes, fleet)
+	}
+}
+
+func TestStopsWhenTableDeleted(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, testOpts)
+	id := h.seed(t, agentsim.Healthy)
+	if _, err := ddbClient.DeleteTable(t.Context(), &dynamodb.DeleteTableInput{TableName: h.table()}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for !h.events.has(id, agentsim.EventStopped) {
+		if time.Now().After(deadline) {
+			t.Fatal("agent did not stop after its pool's table was deleted")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Cleanup checks that Err stayed nil.
+}
