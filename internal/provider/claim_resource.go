@@ -108,10 +108,7 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 			"pool": schema.StringAttribute{
 				Required: true, Description: "Name of the pool; everything else about it is read from the pool's config item, so the pool may be managed in another stack.",
 				PlanModifiers: replace,
-				Validators: []validator.String{
-					stringvalidator.LengthBetween(1, protocol.MaxPoolNameLength),
-					stringvalidator.RegexMatches(namePattern, "may contain only letters, digits, '_' and '-'"),
-				},
+				Validators:    poolNameValidators(),
 			},
 			"run_id": schema.StringAttribute{
 				Optional: true, Computed: true,

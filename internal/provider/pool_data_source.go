@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
-	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
@@ -51,10 +49,7 @@ func (d *poolDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 			"id": computedString("The pool's name."),
 			"name": schema.StringAttribute{
 				Required: true, Description: "Name of the pool.",
-				Validators: []validator.String{
-					stringvalidator.LengthBetween(1, protocol.MaxPoolNameLength),
-					stringvalidator.RegexMatches(namePattern, "may contain only letters, digits, '_' and '-'"),
-				},
+				Validators: poolNameValidators(),
 			},
 			"resource_classes": schema.MapNestedAttribute{
 				Computed: true, Description: "Runner sizes by class name.",

@@ -41,10 +41,7 @@ const (
 	defaultMaxRuntime  = 30 * time.Minute
 )
 
-var (
-	namePattern     = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-	objectAsOptions = basetypes.ObjectAsOptions{}
-)
+var objectAsOptions = basetypes.ObjectAsOptions{}
 
 // NewPoolResource is the ec2runners_pool resource.
 func NewPoolResource() resource.Resource { return &poolResource{} }
@@ -85,10 +82,7 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 				Required:      true,
 				Description:   "Name of the pool, 1-40 characters of `A-Z a-z 0-9 _ -`. The DynamoDB table has this name and each queue is named `<name>-<class>`. Changing it replaces the pool.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
-				Validators: []validator.String{
-					stringvalidator.LengthBetween(1, protocol.MaxPoolNameLength),
-					stringvalidator.RegexMatches(namePattern, "may contain only letters, digits, '_' and '-'"),
-				},
+				Validators:    poolNameValidators(),
 			},
 			"resource_classes": schema.MapNestedAttribute{
 				Optional:    true,
@@ -302,25 +296,33 @@ func (r *poolResource) setStatus(m *poolResourceModel, st *pool.Status) {
 func (r *poolResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan poolResourceModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
 	timeout, d := plan.Timeouts.Create(ctx, 20*time.Minute)
 	resp.Diagnostics.Append(d...)
-	spec, d := r.spec(ctx, plan)
-	resp.Diagnostics.Append(d...)
-	if resp.Diagnostics.HasError() {
+	r.applySpec(ctx, &plan, timeout, "create", r.manager().Create, &resp.Diagnostics)
+	if !resp.Diagnostics.HasError() {
+		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	}
+}
+
+// applySpec runs op (create or update) for the plan within timeout and
+// fills the plan with what exists afterwards.
+func (r *poolResource) applySpec(ctx context.Context, plan *poolResourceModel, timeout time.Duration, verb string, op func(context.Context, pool.Spec) (*pool.Status, error), diags *diag.Diagnostics) {
+	if diags.HasError() {
+		return
+	}
+	spec, d := r.spec(ctx, *plan)
+	diags.Append(d...)
+	if diags.HasError() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	st, err := r.manager().Create(ctx, spec)
+	st, err := op(ctx, spec)
 	if err != nil {
-		resp.Diagnostics.AddError(fmt.Sprintf("Cannot create pool %s", spec.Name), err.Error())
+		diags.AddError(fmt.Sprintf("Cannot %s pool %s", verb, spec.Name), err.Error())
 		return
 	}
-	r.setStatus(&plan, st)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	r.setStatus(plan, st)
 }
 
 func (r *poolResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -345,25 +347,12 @@ func (r *poolResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 func (r *poolResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	var plan poolResourceModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
 	timeout, d := plan.Timeouts.Update(ctx, 20*time.Minute)
 	resp.Diagnostics.Append(d...)
-	spec, d := r.spec(ctx, plan)
-	resp.Diagnostics.Append(d...)
-	if resp.Diagnostics.HasError() {
-		return
+	r.applySpec(ctx, &plan, timeout, "update", r.manager().Update, &resp.Diagnostics)
+	if !resp.Diagnostics.HasError() {
+		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	st, err := r.manager().Update(ctx, spec)
-	if err != nil {
-		resp.Diagnostics.AddError(fmt.Sprintf("Cannot update pool %s", spec.Name), err.Error())
-		return
-	}
-	r.setStatus(&plan, st)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
 func (r *poolResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -13,6 +14,17 @@ import (
 )
 
 var urlPattern = regexp.MustCompile(`^https?://\S+$`)
+
+// namePattern is the character set of pool and resource class names.
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// poolNameValidators check a pool name wherever one is given.
+func poolNameValidators() []validator.String {
+	return []validator.String{
+		stringvalidator.LengthBetween(1, protocol.MaxPoolNameLength),
+		stringvalidator.RegexMatches(namePattern, "may contain only letters, digits, '_' and '-'"),
+	}
+}
 
 // durationValidator accepts Go duration text within [min, max].
 type durationValidator struct{ min, max time.Duration }
