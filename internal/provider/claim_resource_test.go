@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"slices"
@@ -9,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
@@ -210,6 +213,7 @@ func TestAccClaim_neverRegisteringFleetInstanceFailsClaim(t *testing.T) {
 					e.checkRecords(protocol.StateIdle, "", &seeded),
 					e.checkQueueHolds(&seeded),
 					e.checkNoneHeldBy("run-noreg"),
+					e.checkLaunchedTerminated("run-noreg", 1),
 				),
 			},
 		},
@@ -365,5 +369,29 @@ func checkEC2Terminated(ids *[]string) func(*terraform.State) error {
 			}
 		}
 		return nil
+	}
+}
+
+// checkLaunchedTerminated asserts that the fleet launched n instances for a
+// run and that all of them are terminated.
+func (e *claimEnv) checkLaunchedTerminated(runID string, n int) func(*terraform.State) error {
+	return func(*terraform.State) error {
+		out, err := testClients.EC2.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+			{Name: aws.String("tag:" + protocol.TagPool), Values: []string{e.pool}},
+			{Name: aws.String("tag:" + protocol.TagInitialRunID), Values: []string{runID}},
+		}})
+		if err != nil {
+			return err
+		}
+		var ids []string
+		for _, r := range out.Reservations {
+			for _, i := range r.Instances {
+				ids = append(ids, aws.ToString(i.InstanceId))
+			}
+		}
+		if len(ids) != n {
+			return fmt.Errorf("the fleet launched %v for run %s, want %d instance(s)", ids, runID, n)
+		}
+		return checkEC2Terminated(&ids)(nil)
 	}
 }
