@@ -21,6 +21,13 @@ const (
 	createdLifetime = 10 * time.Minute // (none) -> created
 	expiredBy       = 5 * time.Minute  // expire: threshold this far in the past
 	cleanupBudget   = 3 * time.Minute  // rollback after the caller's context ended
+	// A pending claim record refreshed within leaseTimeout belongs to a
+	// live attempt; older, to a crashed one.
+	leaseTimeout  = 30 * time.Second
+	leaseInterval = 10 * time.Second
+	// selectMargin is kept free at the end of a claimed runner's lifetime
+	// for the last conditional writes.
+	selectMargin = 30 * time.Second
 )
 
 // Claimer runs claims against the pools of one AWS account.
@@ -78,8 +85,16 @@ func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
 	if err := a.begin(ctx); err != nil {
 		return nil, err
 	}
+	// Claimed runners must reach running within their protocol lifetime,
+	// the fleet's validation included: stop taking candidates in time.
+	a.selectUntil = c.now().Add(claimedLifetime - selectMargin)
+	if req.FleetFallback && cfg.Fleet != nil {
+		a.selectUntil = a.selectUntil.Add(-req.Timings.FleetValidationWait)
+	}
 	a.pickup = NewPickup(c.SQS, queueURL, wants, c.now, c.log)
+	stopLease := a.keepLease(ctx)
 	res, err := a.run(ctx)
+	stopLease()
 	if err == nil {
 		return res, nil
 	}
@@ -103,11 +118,14 @@ type attempt struct {
 	wants  Wants
 	rec    Record
 	pickup *Pickup
+	// selectUntil: claim workers take no new candidate after it.
+	selectUntil time.Time
 
 	mu       sync.Mutex
 	held     map[string]*held
 	failures []string // runners tried and let go, and why
 	notes    []string // what else went wrong on the way
+	launched int      // instances CreateFleet started
 }
 
 func (a *attempt) hold(inst Instance, state string) {
@@ -141,6 +159,10 @@ func (a *attempt) begin(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if updated, perr := protocol.ParseTime(prev.UpdatedAt); ok && prev.State == recordPending && perr == nil && a.c.now().Sub(updated) < leaseTimeout {
+		return fmt.Errorf("another apply is claiming runners for run %s in pool %s right now (its claim record was refreshed at %s); wait for it to finish, or use another run_id",
+			a.req.RunID, a.req.Pool, prev.UpdatedAt)
+	}
 	if ok && prev.State == recordComplete {
 		return fmt.Errorf("run %s already holds a claim in pool %s; import it (`terraform import <address> %s/%s`) or use another run_id",
 			a.req.RunID, a.req.Pool, a.req.Pool, a.req.RunID)
@@ -152,6 +174,21 @@ func (a *attempt) begin(ctx context.Context) error {
 		}
 	}
 	return a.s.putRecord(ctx, a.rec, false)
+}
+
+// keepLease refreshes the pending claim record until the returned stop is called.
+func (a *attempt) keepLease(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for sleep(ctx, leaseInterval) == nil {
+			if err := a.s.touchRecord(ctx, a.req.RunID, a.rec.Nonce); err != nil && ctx.Err() == nil {
+				a.c.log("refreshing the claim record failed", "error", err.Error())
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 func (a *attempt) run(ctx context.Context) (*Result, error) {
@@ -213,6 +250,10 @@ func (a *attempt) selectWarm(ctx context.Context) ([]Instance, error) {
 // healthy and registered for the run, or the pool is exhausted (ok false).
 func (a *attempt) claimWorker(ctx context.Context) (Instance, bool, error) {
 	for {
+		if a.c.now().After(a.selectUntil) {
+			a.note("stopped taking runners from the pool: the runners already claimed must reach running within %s", claimedLifetime)
+			return Instance{}, false, nil
+		}
 		m, ok, err := a.pickup.Next(ctx)
 		if err != nil || !ok {
 			return Instance{}, false, err
@@ -250,10 +291,11 @@ func (a *attempt) claimWorker(ctx context.Context) (Instance, bool, error) {
 			return Instance{}, false, ctx.Err() // still held: rollback gives it back
 		}
 		a.c.log("claim worker: runner failed its checks", "instance", m.ID, "reason", err.Error())
-		a.drop(m.ID, err.Error()+"; terminated")
-		if err := a.c.discard(ctx, a.s, m.ID, protocol.StateClaimed, a.req.RunID); err != nil {
-			return Instance{}, false, err
+		terminated, derr := a.c.discard(ctx, a.s, m.ID, protocol.StateClaimed, a.req.RunID)
+		if derr != nil {
+			return Instance{}, false, derr // still held: rollback settles it
 		}
+		a.drop(m.ID, discardOutcome(err.Error(), terminated))
 	}
 }
 
@@ -319,14 +361,10 @@ func (a *attempt) rollback(ctx context.Context, cause error) error {
 	if err := a.pickup.Close(ctx); err != nil {
 		cleanupErrs = append(cleanupErrs, err)
 	}
-	var reused, created int
-	ids := make([]string, 0, len(a.held))
-	for id, h := range a.held {
-		ids = append(ids, id)
+	reused := 0
+	for _, h := range a.held {
 		if h.inst.Source == SourcePool {
 			reused++
-		} else {
-			created++
 		}
 	}
 	outcomes, err := a.c.releaseHeld(ctx, a.s, a.cfg, a.req, a.held)
@@ -338,7 +376,7 @@ func (a *attempt) rollback(ctx context.Context, cause error) error {
 	lines := append(append(append([]string{}, a.failures...), a.notes...), outcomes...)
 	sort.Strings(lines)
 	msg := fmt.Sprintf("claim of %d %s runner(s) for run %s in pool %s failed: %v\nreused %d, created %d, failed %d",
-		a.req.InstanceCount, a.req.ResourceClass, a.req.RunID, a.req.Pool, cause, reused, created, len(a.failures))
+		a.req.InstanceCount, a.req.ResourceClass, a.req.RunID, a.req.Pool, cause, reused, a.launched, len(a.failures))
 	if len(lines) > 0 {
 		msg += "\n- " + strings.Join(lines, "\n- ")
 	}

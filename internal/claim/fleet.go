@@ -39,6 +39,9 @@ func (a *attempt) launch(ctx context.Context, n int) ([]Instance, error) {
 			launched = append(launched, Instance{ID: id, InstanceType: string(group.InstanceType), UsageClass: usage, Source: SourceFleet})
 		}
 	}
+	a.mu.Lock()
+	a.launched += len(launched)
+	a.mu.Unlock()
 	// Until an instance has its record, only this function knows of it:
 	// anything that goes wrong terminates the unrecorded ones directly.
 	abandon := func(insts []Instance, cause error) error {
@@ -100,6 +103,7 @@ func (c *Claimer) fleetRequest(ctx context.Context, req Request, cfg protocol.Po
 		for _, t := range types {
 			for _, subnet := range f.SubnetIDs {
 				if len(overrides) == maxOverrides {
+					c.log("explicit fleet request: override limit reached, later instance types left out", "limit", maxOverrides, "types", len(types))
 					break
 				}
 				overrides = append(overrides, ec2types.FleetLaunchTemplateOverridesRequest{SubnetId: aws.String(subnet), InstanceType: ec2types.InstanceType(t)})

@@ -205,7 +205,9 @@ func sendAll(ctx context.Context, client SQSClient, queueURL string, bodies []st
 				return fmt.Errorf("sending %d runner message(s) back to %s failed: %w", len(pending), queueURL, lastErr)
 			}
 			if attempt > 0 {
-				time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+				if err := sleep(ctx, time.Duration(attempt)*200*time.Millisecond); err != nil {
+					return fmt.Errorf("sending %d runner message(s) back to %s: %w", len(pending), queueURL, err)
+				}
 			}
 			entries := make([]sqstypes.SendMessageBatchRequestEntry, len(pending))
 			for i, b := range pending {

@@ -20,6 +20,9 @@ const (
 	recordComplete = "complete" // the claim holds its runners
 )
 
+// attrNonce identifies the attempt that owns a pending record.
+const attrNonce = "nonce"
+
 // attrInstanceIDs is the string set of every instance a claim has taken or
 // launched so far, grown as it goes, so a crashed apply can be cleaned up.
 const attrInstanceIDs = "instanceIds"
@@ -31,6 +34,7 @@ type Record struct {
 	Nonce     string // distinguishes attempts with the same run id (fleet ClientToken)
 	Instances []Instance
 	OwnedIDs  []string
+	UpdatedAt string // a pending record's attempt refreshes it while it runs
 }
 
 type recordDoc struct {
@@ -61,6 +65,7 @@ func (r Record) item(now string) map[string]types.AttributeValue {
 	item := protocol.BaseItem(protocol.TypeClaim, q.RunID, now)
 	item[protocol.AttrValue] = str(string(doc))
 	item[protocol.AttrState] = str(r.State)
+	item[attrNonce] = str(r.Nonce)
 	if len(r.OwnedIDs) > 0 {
 		item[attrInstanceIDs] = &types.AttributeValueMemberSS{Value: r.OwnedIDs}
 	}
@@ -82,7 +87,7 @@ func recordFromItem(pool string, item map[string]types.AttributeValue) (Record, 
 				PollInterval: DefaultTimings().PollInterval,
 			},
 		},
-		State: d.State, Nonce: d.Nonce, Instances: d.Instances,
+		State: d.State, Nonce: d.Nonce, Instances: d.Instances, UpdatedAt: protocol.StringAttr(item, protocol.AttrUpdatedAt),
 	}
 	if ss, ok := item[attrInstanceIDs].(*types.AttributeValueMemberSS); ok {
 		r.OwnedIDs = ss.Value
@@ -136,6 +141,20 @@ func (s *store) addOwned(ctx context.Context, runID string, ids ...string) error
 		return fmt.Errorf("adding %v to claim record %s: %w", ids, runID, err)
 	}
 	return nil
+}
+
+// touchRecord refreshes a pending record's updatedAt while its attempt runs,
+// so that another apply can tell a live attempt from a crashed one.
+func (s *store) touchRecord(ctx context.Context, runID, nonce string) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       protocol.Key(protocol.TypeClaim, runID),
+		UpdateExpression:          aws.String("SET #updatedAt = :now"),
+		ConditionExpression:       aws.String("#nonce = :nonce"),
+		ExpressionAttributeNames:  map[string]string{"#updatedAt": protocol.AttrUpdatedAt, "#nonce": attrNonce},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":now": str(protocol.FormatTime(s.now())), ":nonce": str(nonce)},
+	})
+	return err
 }
 
 func (s *store) deleteRecord(ctx context.Context, runID string) error {

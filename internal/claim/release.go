@@ -110,10 +110,11 @@ func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConf
 
 func (c *Claimer) settle(ctx context.Context, s *store, cfg protocol.PoolConfig, req Request, it settleItem) (string, error) {
 	if it.terminate {
-		if err := c.discard(ctx, s, it.id, it.state, req.RunID); err != nil {
+		terminated, err := c.discard(ctx, s, it.id, it.state, req.RunID)
+		if err != nil {
 			return "", err
 		}
-		return "terminated", nil
+		return discardOutcome("launched for the run", terminated), nil
 	}
 	idleUntil := c.now().Add(time.Duration(cfg.IdleTimeout))
 	err := s.apply(ctx, it.id, transition{
@@ -128,10 +129,11 @@ func (c *Claimer) settle(ctx context.Context, s *store, cfg protocol.PoolConfig,
 		if !ok || r.RunID != req.RunID || r.State == protocol.StateTerminated {
 			return "no longer held by the run", nil
 		}
-		if err := c.discard(ctx, s, it.id, r.State, req.RunID); err != nil {
+		terminated, err := c.discard(ctx, s, it.id, r.State, req.RunID)
+		if err != nil {
 			return "", err
 		}
-		return "its deadline had passed; terminated", nil
+		return discardOutcome("its deadline had passed", terminated), nil
 	}
 	if err != nil {
 		return "", err
@@ -140,10 +142,11 @@ func (c *Claimer) settle(ctx context.Context, s *store, cfg protocol.PoolConfig,
 		if ctx.Err() != nil {
 			return "", fmt.Errorf("idle but not yet back in the queue (it terminates itself after its idle deadline): %w", ctx.Err())
 		}
-		if derr := c.discard(ctx, s, it.id, protocol.StateIdle, ""); derr != nil {
+		terminated, derr := c.discard(ctx, s, it.id, protocol.StateIdle, "")
+		if derr != nil {
 			return "", derr
 		}
-		return fmt.Sprintf("did not confirm its release (%v); terminated", err), nil
+		return discardOutcome(fmt.Sprintf("did not confirm its release (%v)", err), terminated), nil
 	}
 	class := cfg.ResourceClasses[req.ResourceClass]
 	msg := protocol.Message{
@@ -157,22 +160,31 @@ func (c *Claimer) settle(ctx context.Context, s *store, cfg protocol.PoolConfig,
 }
 
 // discard expires an instance the run holds and terminates it. If the run
-// no longer holds it, it is someone else's and is left alone.
-func (c *Claimer) discard(ctx context.Context, s *store, id, state, runID string) error {
+// no longer holds it, it is someone else's and is left alone: terminated
+// then says which happened.
+func (c *Claimer) discard(ctx context.Context, s *store, id, state, runID string) (terminated bool, err error) {
 	now := c.now()
-	err := s.apply(ctx, id, transition{fromState: state, fromRunID: runID, toState: state, toRunID: runID, threshold: now.Add(-expiredBy)})
+	err = s.apply(ctx, id, transition{fromState: state, fromRunID: runID, toState: state, toRunID: runID, threshold: now.Add(-expiredBy)})
 	if errors.Is(err, errConditionFailed) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("expiring: %w", err)
+		return false, fmt.Errorf("expiring: %w", err)
 	}
 	if err := pool.TerminateInstances(ctx, c.EC2, []string{id}); err != nil {
-		return err
+		return false, err
 	}
 	err = s.apply(ctx, id, transition{fromState: state, fromRunID: runID, toState: protocol.StateTerminated, toRunID: runID, threshold: now, deadline: "passed"})
 	if err != nil && !errors.Is(err, errConditionFailed) {
-		return fmt.Errorf("recording termination: %w", err)
+		return true, fmt.Errorf("recording termination: %w", err)
 	}
-	return nil
+	return true, nil
+}
+
+// discardOutcome says what discard did, after why it was called.
+func discardOutcome(why string, terminated bool) string {
+	if terminated {
+		return why + "; terminated"
+	}
+	return why + "; taken over by someone else meanwhile, left alone"
 }

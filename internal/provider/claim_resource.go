@@ -154,10 +154,11 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 				Default:       booldefault.StaticBool(true),
 				PlanModifiers: []planmodifier.Bool{boolplanmodifier.RequiresReplace()},
 			},
-			"heartbeat_max_age":     wait("A runner whose last heartbeat is older is unhealthy.", d.HeartbeatMaxAge, 10*time.Minute),
-			"registration_wait":     wait("How long a warm runner has to register for the run after it is claimed.", d.RegistrationWait, 10*time.Minute),
-			"fleet_validation_wait": wait("How long new instances have to boot, register and heartbeat.", d.FleetValidationWait, time.Hour),
-			"release_wait":          wait("How long a runner has to confirm its release on destroy before it is terminated instead.", d.ReleaseWait, time.Hour),
+			"heartbeat_max_age": wait("A runner whose last heartbeat is older is unhealthy; at most `10m`.", d.HeartbeatMaxAge, 10*time.Minute),
+			"registration_wait": wait("How long a warm runner has to register for the run after it is claimed; at most `1m`.", d.RegistrationWait, time.Minute),
+			// Claimed runners live 5 minutes (PROTOCOL.md) and must outlast the fleet's validation.
+			"fleet_validation_wait": wait("How long new instances have to boot, register and heartbeat; at most `4m`, as warm runners claimed meanwhile must reach `running` within their 5 minute claimed lifetime.", d.FleetValidationWait, 4*time.Minute),
+			"release_wait":          wait("How long a runner has to confirm its release on destroy before it is terminated instead; at most `10m`.", d.ReleaseWait, 10*time.Minute),
 			"label": schema.StringAttribute{
 				Computed: true, Description: "The runners' label, for `runs-on`: the run id.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},

@@ -1,0 +1,83 @@
+package claim
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+// The fake table must reject what DynamoDB rejects, or the claim tests
+// would pass against a table that always says yes.
+func TestFakeTableEvaluatesConditions(t *testing.T) {
+	db := newFakeTable("t")
+	st := &store{db: db, table: "t", now: time.Now}
+	ctx := context.Background()
+	inst := protocol.Instance{ID: "i-1", State: protocol.StateIdle, Threshold: protocol.FormatTime(time.Now().Add(time.Minute))}
+	db.put(inst.Item())
+
+	claim := transition{fromState: protocol.StateIdle, toState: protocol.StateClaimed, toRunID: "r", threshold: time.Now().Add(time.Minute), deadline: "live"}
+	if err := st.apply(ctx, "i-1", claim); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.apply(ctx, "i-1", claim); !errors.Is(err, errConditionFailed) {
+		t.Errorf("second claim: %v, want the condition to fail", err)
+	}
+	if err := st.apply(ctx, "i-missing", claim); !errors.Is(err, errConditionFailed) {
+		t.Errorf("claim of a missing record: %v, want the condition to fail", err)
+	}
+	if db.get(protocol.TypeInstance, "i-missing") != nil {
+		t.Error("a failed conditional update created an item")
+	}
+	// The reaper's condition: threshold < now.
+	reap := transition{fromState: protocol.StateClaimed, fromRunID: "r", toState: protocol.StateTerminated, toRunID: "r", threshold: time.Now(), deadline: "passed"}
+	if err := st.apply(ctx, "i-1", reap); !errors.Is(err, errConditionFailed) {
+		t.Errorf("reaping a live claim: %v, want the condition to fail", err)
+	}
+	if err := st.putCreated(ctx, protocol.Instance{ID: "i-1", State: protocol.StateCreated}); err == nil {
+		t.Error("putCreated over an existing record succeeded")
+	}
+
+	for name, in := range map[string]*dynamodb.UpdateItemInput{
+		"unknown condition": {TableName: aws.String("t"), Key: protocol.Key(protocol.TypeInstance, "i-1"),
+			UpdateExpression: aws.String("ADD #ids :ids"), ConditionExpression: aws.String("attribute_exists(PK)"),
+			ExpressionAttributeNames: map[string]string{"#ids": "x"}, ExpressionAttributeValues: map[string]types.AttributeValue{":ids": &types.AttributeValueMemberSS{Value: []string{"a"}}}},
+		"unknown update": {TableName: aws.String("t"), Key: protocol.Key(protocol.TypeInstance, "i-1"), UpdateExpression: aws.String("REMOVE #ids"),
+			ExpressionAttributeNames: map[string]string{"#ids": "x"}},
+		"unused value": {TableName: aws.String("t"), Key: protocol.Key(protocol.TypeClaim, "r"), UpdateExpression: aws.String("ADD #ids :ids"),
+			ExpressionAttributeNames: map[string]string{"#ids": "x"}, ExpressionAttributeValues: map[string]types.AttributeValue{":ids": &types.AttributeValueMemberSS{Value: []string{"a"}}, ":extra": str("b")}},
+		"other table": {TableName: aws.String("u"), Key: protocol.Key(protocol.TypeClaim, "r"), UpdateExpression: aws.String("ADD #ids :ids"),
+			ExpressionAttributeNames: map[string]string{"#ids": "x"}, ExpressionAttributeValues: map[string]types.AttributeValue{":ids": &types.AttributeValueMemberSS{Value: []string{"a"}}}},
+	} {
+		var ccfErr *types.ConditionalCheckFailedException
+		if _, err := db.UpdateItem(ctx, in); err == nil || errors.As(err, &ccfErr) {
+			t.Errorf("%s: %v, want a hard error", name, err)
+		}
+	}
+
+	// ADD grows a string set, creating the item when missing.
+	if err := st.addOwned(ctx, "r", "i-1", "i-2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.addOwned(ctx, "r", "i-2", "i-3"); err != nil {
+		t.Fatal(err)
+	}
+	if got := render(db.get(protocol.TypeClaim, "r")); !strings.Contains(got, `instanceIds=SS:["i-1" "i-2" "i-3"]`) {
+		t.Errorf("claim item %s", got)
+	}
+
+	db.fail("GetItem", 1, errTransient)
+	if _, _, err := st.instance(ctx, "i-1"); !errors.Is(err, errTransient) {
+		t.Errorf("injected error: %v", err)
+	}
+	if _, ok, err := st.instance(ctx, "i-1"); !ok || err != nil {
+		t.Errorf("second GetItem: %v %v", ok, err)
+	}
+}

@@ -1,0 +1,1205 @@
+package claim
+
+// Hand-written fakes of the AWS clients a claim uses. They are small but
+// real: the table evaluates the exact condition and update expressions the
+// store sends (and rejects any other), the queue honours visibility,
+// MaxNumberOfMessages and DelaySeconds against its own clock, and EC2 filters
+// instance types. Each can be told to fail a given call.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+// errTransient is the generic error injected into fake calls.
+var errTransient = errors.New("injected transient error (throttled)")
+
+// ---------------------------------------------------------------- DynamoDB
+
+type item = map[string]types.AttributeValue
+
+// ddbCall is one recorded call of the fake table.
+type ddbCall struct {
+	op string
+	in any
+}
+
+// fakeTable is one DynamoDB table with the PK/SK key schema.
+type fakeTable struct {
+	name string
+
+	mu     sync.Mutex
+	items  map[string]item // by PK + "|" + SK
+	calls  []ddbCall
+	counts map[string]int
+	// failNth fails the n-th call (1-based) of an operation.
+	failNth map[string]map[int]error
+	// failIf fails a call when it returns non-nil (checked after failNth).
+	failIf func(op string, in any) error
+	// unprocessOnce makes the first BatchGetItem of more than one key
+	// return its last key as unprocessed.
+	unprocessOnce bool
+	// onInstance reacts to a changed instance record (the fake agents);
+	// the items it returns are written at once, under the same lock.
+	onInstance func(old, cur protocol.Instance, existed bool) []item
+}
+
+func newFakeTable(name string) *fakeTable {
+	return &fakeTable{name: name, items: map[string]item{}, counts: map[string]int{}, failNth: map[string]map[int]error{}}
+}
+
+// fail makes the n-th call of op fail with err.
+func (f *fakeTable) fail(op string, n int, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failNth[op] == nil {
+		f.failNth[op] = map[int]error{}
+	}
+	f.failNth[op][n] = err
+}
+
+// enter records a call and returns the injected error, if any. Called with mu held.
+func (f *fakeTable) enter(op string, table *string, in any) error {
+	f.calls = append(f.calls, ddbCall{op, in})
+	f.counts[op]++
+	if err := f.failNth[op][f.counts[op]]; err != nil {
+		return err
+	}
+	if f.failIf != nil {
+		if err := f.failIf(op, in); err != nil {
+			return err
+		}
+	}
+	if table != nil && aws.ToString(table) != f.name {
+		return &types.ResourceNotFoundException{Message: aws.String("Requested resource not found: Table: " + aws.ToString(table) + " not found")}
+	}
+	return nil
+}
+
+func keyString(key item) (string, error) {
+	if len(key) != 2 {
+		return "", fmt.Errorf("fake dynamodb: key must have exactly PK and SK, got %d attributes", len(key))
+	}
+	pk, ok1 := key["PK"].(*types.AttributeValueMemberS)
+	sk, ok2 := key["SK"].(*types.AttributeValueMemberS)
+	if !ok1 || !ok2 || pk.Value == "" || sk.Value == "" {
+		return "", errors.New("fake dynamodb: key needs non-empty string PK and SK")
+	}
+	return pk.Value + "|" + sk.Value, nil
+}
+
+func copyItem(in item) item {
+	if in == nil {
+		return nil
+	}
+	out := make(item, len(in))
+	for k, v := range in {
+		if ss, ok := v.(*types.AttributeValueMemberSS); ok {
+			v = &types.AttributeValueMemberSS{Value: slices.Clone(ss.Value)}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// The only expressions the store may send; anything else is a bug in the
+// code under test (or a change the fake must learn about).
+var (
+	knownConditions = map[string]bool{
+		"#state = :fromState AND #runId = :fromRunId":                       true,
+		"#state = :fromState AND #runId = :fromRunId AND #threshold > :now": true,
+		"#state = :fromState AND #runId = :fromRunId AND #threshold < :now": true,
+		"attribute_not_exists(PK)":                                          true,
+	}
+	knownUpdates = map[string]bool{
+		"SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now": true,
+		"ADD #ids :ids": true,
+	}
+)
+
+// exprEnv resolves names and values of one request and checks that each is
+// used, as DynamoDB does.
+type exprEnv struct {
+	names      map[string]string
+	values     map[string]types.AttributeValue
+	usedNames  map[string]bool
+	usedValues map[string]bool
+}
+
+func newExprEnv(names map[string]string, values map[string]types.AttributeValue) *exprEnv {
+	return &exprEnv{names: names, values: values, usedNames: map[string]bool{}, usedValues: map[string]bool{}}
+}
+
+func (e *exprEnv) name(tok string) (string, error) {
+	if !strings.HasPrefix(tok, "#") {
+		return tok, nil
+	}
+	n, ok := e.names[tok]
+	if !ok {
+		return "", fmt.Errorf("fake dynamodb: ValidationException: undefined attribute name %s", tok)
+	}
+	e.usedNames[tok] = true
+	return n, nil
+}
+
+func (e *exprEnv) value(tok string) (types.AttributeValue, error) {
+	v, ok := e.values[tok]
+	if !ok || !strings.HasPrefix(tok, ":") {
+		return nil, fmt.Errorf("fake dynamodb: ValidationException: undefined attribute value %s", tok)
+	}
+	e.usedValues[tok] = true
+	return v, nil
+}
+
+func (e *exprEnv) checkAllUsed() error {
+	for n := range e.names {
+		if !e.usedNames[n] {
+			return fmt.Errorf("fake dynamodb: ValidationException: unused attribute name %s", n)
+		}
+	}
+	for v := range e.values {
+		if !e.usedValues[v] {
+			return fmt.Errorf("fake dynamodb: ValidationException: unused attribute value %s", v)
+		}
+	}
+	return nil
+}
+
+// evalCondition evaluates one of knownConditions against cur (nil: no item).
+func (e *exprEnv) evalCondition(expr string, cur item) (bool, error) {
+	if !knownConditions[expr] {
+		return false, fmt.Errorf("fake dynamodb: unsupported condition expression %q", expr)
+	}
+	result := true
+	for _, clause := range strings.Split(expr, " AND ") {
+		if inner, ok := strings.CutPrefix(clause, "attribute_not_exists("); ok {
+			n, err := e.name(strings.TrimSuffix(inner, ")"))
+			if err != nil {
+				return false, err
+			}
+			result = result && cur[n] == nil
+			continue
+		}
+		f := strings.Fields(clause)
+		if len(f) != 3 {
+			return false, fmt.Errorf("fake dynamodb: cannot parse %q", clause)
+		}
+		n, err := e.name(f[0])
+		if err != nil {
+			return false, err
+		}
+		v, err := e.value(f[2])
+		if err != nil {
+			return false, err
+		}
+		want, ok := v.(*types.AttributeValueMemberS)
+		if !ok {
+			return false, fmt.Errorf("fake dynamodb: %s is not a string", f[2])
+		}
+		have, ok := cur[n].(*types.AttributeValueMemberS)
+		if !ok { // a missing attribute compares false
+			result = false
+			continue
+		}
+		switch f[1] {
+		case "=":
+			result = result && have.Value == want.Value
+		case "<":
+			result = result && have.Value < want.Value
+		case ">":
+			result = result && have.Value > want.Value
+		default:
+			return false, fmt.Errorf("fake dynamodb: unsupported operator %q", f[1])
+		}
+	}
+	return result, nil
+}
+
+// applyUpdate applies one of knownUpdates to cur.
+func (e *exprEnv) applyUpdate(expr string, cur item) error {
+	if !knownUpdates[expr] {
+		return fmt.Errorf("fake dynamodb: unsupported update expression %q", expr)
+	}
+	if rest, ok := strings.CutPrefix(expr, "SET "); ok {
+		for _, assign := range strings.Split(rest, ", ") {
+			f := strings.Fields(assign)
+			if len(f) != 3 || f[1] != "=" {
+				return fmt.Errorf("fake dynamodb: cannot parse %q", assign)
+			}
+			n, err := e.name(f[0])
+			if err != nil {
+				return err
+			}
+			v, err := e.value(f[2])
+			if err != nil {
+				return err
+			}
+			if n == "PK" || n == "SK" {
+				return errors.New("fake dynamodb: cannot update a key attribute")
+			}
+			cur[n] = v
+		}
+		return nil
+	}
+	f := strings.Fields(strings.TrimPrefix(expr, "ADD "))
+	n, err := e.name(f[0])
+	if err != nil {
+		return err
+	}
+	v, err := e.value(f[1])
+	if err != nil {
+		return err
+	}
+	add, ok := v.(*types.AttributeValueMemberSS)
+	if !ok || len(add.Value) == 0 {
+		return errors.New("fake dynamodb: ADD needs a non-empty string set")
+	}
+	var set []string
+	if old, present := cur[n]; present {
+		oldSS, ok := old.(*types.AttributeValueMemberSS)
+		if !ok {
+			return errors.New("fake dynamodb: ADD to an attribute that is not a string set")
+		}
+		set = slices.Clone(oldSS.Value)
+	}
+	for _, s := range add.Value {
+		if !slices.Contains(set, s) {
+			set = append(set, s)
+		}
+	}
+	cur[n] = &types.AttributeValueMemberSS{Value: set}
+	return nil
+}
+
+func ccf() error {
+	return &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed")}
+}
+
+// written runs the agent hook after an item changed. Called with mu held.
+func (f *fakeTable) written(old, cur item) {
+	if f.onInstance == nil || protocol.StringAttr(cur, "PK") != protocol.TypeInstance {
+		return
+	}
+	curInst, err := protocol.InstanceFromItem(cur)
+	if err != nil {
+		return
+	}
+	var oldInst protocol.Instance
+	if old != nil {
+		oldInst, _ = protocol.InstanceFromItem(old)
+	}
+	for _, it := range f.onInstance(oldInst, curInst, old != nil) {
+		k, _ := keyString(protocol.Key(protocol.StringAttr(it, "PK"), protocol.IdentifierOf(it)))
+		f.items[k] = it
+	}
+}
+
+func (f *fakeTable) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("GetItem", in.TableName, in); err != nil {
+		return nil, err
+	}
+	k, err := keyString(in.Key)
+	if err != nil {
+		return nil, err
+	}
+	return &dynamodb.GetItemOutput{Item: copyItem(f.items[k])}, nil
+}
+
+func (f *fakeTable) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("PutItem", in.TableName, in); err != nil {
+		return nil, err
+	}
+	k, err := keyString(map[string]types.AttributeValue{"PK": in.Item["PK"], "SK": in.Item["SK"]})
+	if err != nil {
+		return nil, err
+	}
+	old := f.items[k]
+	env := newExprEnv(in.ExpressionAttributeNames, in.ExpressionAttributeValues)
+	if in.ConditionExpression != nil {
+		ok, err := env.evalCondition(aws.ToString(in.ConditionExpression), old)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, ccf()
+		}
+	}
+	if err := env.checkAllUsed(); err != nil {
+		return nil, err
+	}
+	f.items[k] = copyItem(in.Item)
+	f.written(old, f.items[k])
+	return &dynamodb.PutItemOutput{}, nil
+}
+
+func (f *fakeTable) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("UpdateItem", in.TableName, in); err != nil {
+		return nil, err
+	}
+	k, err := keyString(in.Key)
+	if err != nil {
+		return nil, err
+	}
+	old := f.items[k]
+	env := newExprEnv(in.ExpressionAttributeNames, in.ExpressionAttributeValues)
+	if in.ConditionExpression != nil {
+		ok, err := env.evalCondition(aws.ToString(in.ConditionExpression), old)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, ccf()
+		}
+	}
+	cur := copyItem(old)
+	if cur == nil { // UpdateItem creates a missing item
+		cur = copyItem(in.Key)
+	}
+	if err := env.applyUpdate(aws.ToString(in.UpdateExpression), cur); err != nil {
+		return nil, err
+	}
+	if err := env.checkAllUsed(); err != nil {
+		return nil, err
+	}
+	f.items[k] = cur
+	f.written(old, cur)
+	return &dynamodb.UpdateItemOutput{}, nil
+}
+
+func (f *fakeTable) DeleteItem(_ context.Context, in *dynamodb.DeleteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("DeleteItem", in.TableName, in); err != nil {
+		return nil, err
+	}
+	if in.ConditionExpression != nil {
+		return nil, errors.New("fake dynamodb: DeleteItem conditions are not supported")
+	}
+	k, err := keyString(in.Key)
+	if err != nil {
+		return nil, err
+	}
+	delete(f.items, k)
+	return &dynamodb.DeleteItemOutput{}, nil
+}
+
+func (f *fakeTable) BatchGetItem(_ context.Context, in *dynamodb.BatchGetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("BatchGetItem", nil, in); err != nil {
+		return nil, err
+	}
+	out := &dynamodb.BatchGetItemOutput{Responses: map[string][]map[string]types.AttributeValue{}}
+	for table, ka := range in.RequestItems {
+		if table != f.name {
+			return nil, &types.ResourceNotFoundException{Message: aws.String("Requested resource not found")}
+		}
+		if len(ka.Keys) == 0 || len(ka.Keys) > 100 {
+			return nil, fmt.Errorf("fake dynamodb: ValidationException: %d keys in one BatchGetItem", len(ka.Keys))
+		}
+		keys := ka.Keys
+		if f.unprocessOnce && len(keys) > 1 {
+			f.unprocessOnce = false
+			out.UnprocessedKeys = map[string]types.KeysAndAttributes{table: {Keys: keys[len(keys)-1:], ConsistentRead: ka.ConsistentRead}}
+			keys = keys[:len(keys)-1]
+		}
+		seen := map[string]bool{}
+		for _, key := range keys {
+			k, err := keyString(key)
+			if err != nil {
+				return nil, err
+			}
+			if seen[k] {
+				return nil, errors.New("fake dynamodb: ValidationException: duplicate key in BatchGetItem")
+			}
+			seen[k] = true
+			if it := f.items[k]; it != nil {
+				out.Responses[table] = append(out.Responses[table], copyItem(it))
+			}
+		}
+	}
+	return out, nil
+}
+
+// put writes an item directly (test setup).
+func (f *fakeTable) put(it item) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k, err := keyString(protocol.Key(protocol.StringAttr(it, "PK"), protocol.IdentifierOf(it)))
+	if err != nil {
+		panic(err)
+	}
+	f.items[k] = copyItem(it)
+}
+
+// get reads an item directly (test assertions); nil when absent.
+func (f *fakeTable) get(typ, id string) item {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k, _ := keyString(protocol.Key(typ, id))
+	return copyItem(f.items[k])
+}
+
+func (f *fakeTable) instance(t *testing.T, id string) protocol.Instance {
+	t.Helper()
+	it := f.get(protocol.TypeInstance, id)
+	if it == nil {
+		t.Fatalf("no instance record %s", id)
+	}
+	inst, err := protocol.InstanceFromItem(it)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inst
+}
+
+// setInstance rewrites fields of an instance record (test setup).
+func (f *fakeTable) setInstance(t *testing.T, id string, change func(*protocol.Instance)) {
+	t.Helper()
+	inst := f.instance(t, id)
+	change(&inst)
+	f.put(inst.Item())
+}
+
+func (f *fakeTable) count(op string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.counts[op]
+}
+
+// updates returns the recorded UpdateItem inputs.
+func (f *fakeTable) updates() []*dynamodb.UpdateItemInput {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*dynamodb.UpdateItemInput
+	for _, c := range f.calls {
+		if in, ok := c.in.(*dynamodb.UpdateItemInput); ok {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// ---------------------------------------------------------------- agents
+
+// behavior is how a fake agent reacts to its instance record.
+type behavior int
+
+const (
+	healthy              behavior = iota
+	staleHeartbeat                // last heartbeat a minute old, writes nothing
+	noHeartbeat                   // never heartbeats, but signals like a healthy one
+	neverRegisters                // heartbeats, never signals for a run
+	registrationFails             // signals UD_REG_FAILED
+	neverConfirmsRelease          // registers, but says nothing on release
+	releasesWrongRun              // confirms a release, but for another run id
+)
+
+// fakeAgents play the agents of PROTOCOL.md through the table: when an
+// instance record gets a run id they register (or not), when it loses one
+// they confirm the release (or not). Writes happen in the same table call
+// that changed the record, so tests are deterministic.
+type fakeAgents struct {
+	mu        sync.Mutex
+	behaviors map[string]behavior
+	// releaseDelay delays the release confirmation (written by a goroutine).
+	releaseDelay time.Duration
+	table        *fakeTable
+	signalled    map[string]time.Time // instance -> when the release was confirmed
+}
+
+func (a *fakeAgents) set(id string, b behavior) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.behaviors[id] = b
+}
+
+func (a *fakeAgents) get(id string) behavior {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.behaviors[id]
+}
+
+func signalItem(id, state, runID string) item {
+	return protocol.Signal{InstanceID: id, State: state, RunID: runID, UpdatedAt: protocol.FormatTime(time.Now())}.Item()
+}
+
+func heartbeatAt(id string, at time.Time) item {
+	return protocol.HeartbeatItem(id, protocol.FormatTime(at))
+}
+
+func (a *fakeAgents) react(old, cur protocol.Instance, existed bool) []item {
+	b := a.get(cur.ID)
+	if cur.State == protocol.StateTerminated {
+		return nil
+	}
+	var out []item
+	if b != staleHeartbeat && b != noHeartbeat {
+		out = append(out, heartbeatAt(cur.ID, time.Now()))
+	}
+	switch {
+	case cur.RunID != "" && (!existed || old.RunID != cur.RunID):
+		switch b {
+		case healthy, noHeartbeat, neverConfirmsRelease, releasesWrongRun:
+			out = append(out, signalItem(cur.ID, protocol.SignalRegistered, cur.RunID))
+		case registrationFails:
+			out = append(out, signalItem(cur.ID, protocol.SignalRegistrationFailed, cur.RunID))
+		}
+	case existed && old.RunID != "" && cur.RunID == "":
+		runID := old.RunID
+		switch b {
+		case neverConfirmsRelease, staleHeartbeat, neverRegisters:
+			return out
+		case releasesWrongRun:
+			runID = "some-other-run"
+		}
+		out = append(out, signalItem(cur.ID, protocol.SignalDeregistered, runID))
+		if a.releaseDelay > 0 {
+			go func() {
+				time.Sleep(a.releaseDelay)
+				a.mu.Lock()
+				a.signalled[cur.ID] = time.Now()
+				a.mu.Unlock()
+				a.table.put(signalItem(cur.ID, protocol.SignalReleased, runID))
+			}()
+			return out
+		}
+		a.mu.Lock()
+		a.signalled[cur.ID] = time.Now()
+		a.mu.Unlock()
+		out = append(out, signalItem(cur.ID, protocol.SignalReleased, runID))
+	}
+	return out
+}
+
+// ---------------------------------------------------------------- SQS
+
+type qmsg struct {
+	msgID, body, receipt string
+	visibleAt            time.Time
+}
+
+type sentEntry struct {
+	body  string
+	delay int32
+	at    time.Time // real time of the call
+}
+
+// fakeQueue is one standard queue with its own clock: received messages are
+// invisible for their visibility timeout, sent ones for their delay.
+type fakeQueue struct {
+	url      string
+	messages []*qmsg
+}
+
+// fakeSQS holds queues by URL and records every call.
+type fakeSQS struct {
+	mu     sync.Mutex
+	clock  time.Time
+	queues map[string]*fakeQueue
+	seq    int
+	// advancePerReceive moves the clock on at every receive (0: never).
+	advancePerReceive time.Duration
+
+	receives []*sqs.ReceiveMessageInput
+	received []string // bodies, in order
+	deletes  []*sqs.DeleteMessageBatchInput
+	sends    []*sqs.SendMessageBatchInput
+	sent     []sentEntry
+
+	counts  map[string]int
+	failNth map[string]map[int]error
+	// failDelete makes DeleteMessageBatch report the entry of a message
+	// with this instance id as failed.
+	failDelete map[string]bool
+	// failSendEntries: this many SendMessageBatch calls report their first
+	// entry as failed.
+	failSendEntries int
+	// receiveHook runs (without the lock) before every receive.
+	receiveHook func(n int, in *sqs.ReceiveMessageInput)
+}
+
+func newFakeSQS(urls ...string) *fakeSQS {
+	s := &fakeSQS{clock: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), queues: map[string]*fakeQueue{},
+		counts: map[string]int{}, failNth: map[string]map[int]error{}, failDelete: map[string]bool{}}
+	for _, u := range urls {
+		s.queues[u] = &fakeQueue{url: u}
+	}
+	return s
+}
+
+func (s *fakeSQS) fail(op string, n int, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failNth[op] == nil {
+		s.failNth[op] = map[int]error{}
+	}
+	s.failNth[op][n] = err
+}
+
+func (s *fakeSQS) enter(op string) error {
+	s.counts[op]++
+	return s.failNth[op][s.counts[op]]
+}
+
+func (s *fakeSQS) queue(url *string) (*fakeQueue, error) {
+	q := s.queues[aws.ToString(url)]
+	if q == nil {
+		return nil, fmt.Errorf("fake sqs: AWS.SimpleQueueService.NonExistentQueue: %s", aws.ToString(url))
+	}
+	return q, nil
+}
+
+// add puts a message in a queue, visible at once (test setup).
+func (s *fakeSQS) add(url, body string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	s.queues[url].messages = append(s.queues[url].messages, &qmsg{msgID: "m" + strconv.Itoa(s.seq), body: body, visibleAt: s.clock})
+}
+
+func (s *fakeSQS) ReceiveMessage(_ context.Context, in *sqs.ReceiveMessageInput, _ ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	s.mu.Lock()
+	hook := s.receiveHook
+	n := len(s.receives) + 1
+	s.mu.Unlock()
+	if hook != nil {
+		hook(n, in)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.receives = append(s.receives, in)
+	if err := s.enter("ReceiveMessage"); err != nil {
+		return nil, err
+	}
+	q, err := s.queue(in.QueueUrl)
+	if err != nil {
+		return nil, err
+	}
+	if in.MaxNumberOfMessages < 1 || in.MaxNumberOfMessages > 10 {
+		return nil, fmt.Errorf("fake sqs: MaxNumberOfMessages %d out of 1-10", in.MaxNumberOfMessages)
+	}
+	if in.WaitTimeSeconds < 0 || in.WaitTimeSeconds > 20 {
+		return nil, fmt.Errorf("fake sqs: WaitTimeSeconds %d out of 0-20", in.WaitTimeSeconds)
+	}
+	s.clock = s.clock.Add(s.advancePerReceive)
+	visible := func() []*qmsg {
+		var v []*qmsg
+		for _, m := range q.messages {
+			if !m.visibleAt.After(s.clock) && len(v) < int(in.MaxNumberOfMessages) {
+				v = append(v, m)
+			}
+		}
+		return v
+	}
+	got := visible()
+	if len(got) == 0 && in.WaitTimeSeconds > 0 {
+		// Long poll: wait (on the fake clock) for the first message to
+		// become visible, at most WaitTimeSeconds.
+		end := s.clock.Add(time.Duration(in.WaitTimeSeconds) * time.Second)
+		next := end
+		for _, m := range q.messages {
+			if m.visibleAt.Before(next) {
+				next = m.visibleAt
+			}
+		}
+		s.clock = next
+		got = visible()
+	}
+	out := &sqs.ReceiveMessageOutput{}
+	for _, m := range got {
+		s.seq++
+		m.receipt = fmt.Sprintf("rh-%s-%d", m.msgID, s.seq)
+		m.visibleAt = s.clock.Add(time.Duration(in.VisibilityTimeout) * time.Second)
+		s.received = append(s.received, m.body)
+		out.Messages = append(out.Messages, sqstypes.Message{MessageId: aws.String(m.msgID), ReceiptHandle: aws.String(m.receipt), Body: aws.String(m.body)})
+	}
+	return out, nil
+}
+
+func checkBatchIDs[T any](entries []T, id func(T) *string) error {
+	if len(entries) == 0 || len(entries) > 10 {
+		return fmt.Errorf("fake sqs: %d entries in a batch", len(entries))
+	}
+	seen := map[string]bool{}
+	for _, e := range entries {
+		i := aws.ToString(id(e))
+		if i == "" || seen[i] {
+			return fmt.Errorf("fake sqs: batch entry id %q empty or repeated", i)
+		}
+		seen[i] = true
+	}
+	return nil
+}
+
+func (s *fakeSQS) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deletes = append(s.deletes, in)
+	if err := s.enter("DeleteMessageBatch"); err != nil {
+		return nil, err
+	}
+	q, err := s.queue(in.QueueUrl)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBatchIDs(in.Entries, func(e sqstypes.DeleteMessageBatchRequestEntry) *string { return e.Id }); err != nil {
+		return nil, err
+	}
+	out := &sqs.DeleteMessageBatchOutput{}
+	for _, e := range in.Entries {
+		idx := slices.IndexFunc(q.messages, func(m *qmsg) bool { return m.receipt != "" && m.receipt == aws.ToString(e.ReceiptHandle) })
+		if idx >= 0 && s.failDelete[bodyID(q.messages[idx].body)] {
+			idx = -1
+		}
+		if idx < 0 {
+			out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("ReceiptHandleIsInvalid"), Message: aws.String("invalid receipt handle")})
+			continue
+		}
+		q.messages = slices.Delete(q.messages, idx, idx+1)
+		out.Successful = append(out.Successful, sqstypes.DeleteMessageBatchResultEntry{Id: e.Id})
+	}
+	return out, nil
+}
+
+func (s *fakeSQS) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sends = append(s.sends, in)
+	if err := s.enter("SendMessageBatch"); err != nil {
+		return nil, err
+	}
+	q, err := s.queue(in.QueueUrl)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBatchIDs(in.Entries, func(e sqstypes.SendMessageBatchRequestEntry) *string { return e.Id }); err != nil {
+		return nil, err
+	}
+	out := &sqs.SendMessageBatchOutput{}
+	for i, e := range in.Entries {
+		if e.DelaySeconds < 0 || e.DelaySeconds > 900 {
+			return nil, fmt.Errorf("fake sqs: DelaySeconds %d", e.DelaySeconds)
+		}
+		if i == 0 && s.failSendEntries > 0 {
+			s.failSendEntries--
+			out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InternalError"), Message: aws.String("injected entry failure")})
+			continue
+		}
+		s.seq++
+		q.messages = append(q.messages, &qmsg{msgID: "m" + strconv.Itoa(s.seq), body: aws.ToString(e.MessageBody), visibleAt: s.clock.Add(time.Duration(e.DelaySeconds) * time.Second)})
+		s.sent = append(s.sent, sentEntry{body: aws.ToString(e.MessageBody), delay: e.DelaySeconds, at: time.Now()})
+		out.Successful = append(out.Successful, sqstypes.SendMessageBatchResultEntry{Id: e.Id, MessageId: aws.String("m" + strconv.Itoa(s.seq))})
+	}
+	return out, nil
+}
+
+// bodyID is the instance id of a message body, or the body when it has none.
+func bodyID(body string) string {
+	m, err := protocol.ParseMessage(body)
+	if err != nil || m.ID == "" {
+		return body
+	}
+	return m.ID
+}
+
+// queued returns the messages in a queue (visible or not), parsed.
+func (s *fakeSQS) queued(t *testing.T, url string) []protocol.Message {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []protocol.Message
+	for _, m := range s.queues[url].messages {
+		pm, err := protocol.ParseMessage(m.body)
+		if err != nil {
+			t.Fatalf("queue %s holds an invalid message %q: %v", url, m.body, err)
+		}
+		out = append(out, pm)
+	}
+	return out
+}
+
+// queuedIDs returns the instance ids (or raw bodies) in a queue, sorted.
+func (s *fakeSQS) queuedIDs(t *testing.T, url string) []string {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	for _, m := range s.queues[url].messages {
+		ids = append(ids, bodyID(m.body))
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func (s *fakeSQS) sentEntries() []sentEntry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.sent)
+}
+
+func (s *fakeSQS) receiveInputs() []*sqs.ReceiveMessageInput {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.receives)
+}
+
+// ---------------------------------------------------------------- EC2
+
+// fakeEC2 launches instant fleets, describes a catalogue of instance types
+// (applying the filters it understands) and records terminations.
+type fakeEC2 struct {
+	mu sync.Mutex
+
+	fleets []*ec2.CreateFleetInput
+	// onFleet runs (under the lock) at every CreateFleet.
+	onFleet func()
+	// shortBy launches this many fewer instances than asked, with an
+	// InsufficientInstanceCapacity error entry.
+	shortBy   int
+	fleetErr  error
+	nextID    int
+	groupSize int // instance ids per CreateFleetInstance entry (AWS groups them)
+
+	catalog       []ec2types.InstanceTypeInfo
+	pageSize      int
+	typeInputs    []*ec2.DescribeInstanceTypesInput
+	ltImage       string // "" : the template has no AMI
+	ltInputs      []*ec2.DescribeLaunchTemplateVersionsInput
+	images        map[string]ec2types.ArchitectureValues
+	imageInputs   []*ec2.DescribeImagesInput
+	terminated    []string
+	terminateErrs map[int]error // n-th TerminateInstances call fails
+	terminateN    int
+}
+
+func (e *fakeEC2) CreateFleet(_ context.Context, in *ec2.CreateFleetInput, _ ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.fleets = append(e.fleets, in)
+	if e.onFleet != nil {
+		e.onFleet()
+	}
+	if e.fleetErr != nil {
+		return nil, e.fleetErr
+	}
+	if in.Type != ec2types.FleetTypeInstant || in.TargetCapacitySpecification == nil || len(in.LaunchTemplateConfigs) != 1 {
+		return nil, errors.New("fake ec2: only single-template instant fleets are supported")
+	}
+	if tok := aws.ToString(in.ClientToken); tok == "" || len(tok) > 64 {
+		return nil, fmt.Errorf("fake ec2: client token %q", tok)
+	}
+	overrides := in.LaunchTemplateConfigs[0].Overrides
+	if len(overrides) == 0 {
+		return nil, errors.New("fake ec2: no overrides")
+	}
+	typ := ec2types.InstanceType("c6i.large")
+	if overrides[0].InstanceType != "" {
+		typ = overrides[0].InstanceType
+	}
+	n := int(aws.ToInt32(in.TargetCapacitySpecification.TotalTargetCapacity)) - e.shortBy
+	out := &ec2.CreateFleetOutput{FleetId: aws.String("fleet-1")}
+	group := max(1, e.groupSize)
+	for i := 0; i < n; i++ {
+		e.nextID++
+		id := fmt.Sprintf("i-f%d", e.nextID)
+		if i%group == 0 {
+			out.Instances = append(out.Instances, ec2types.CreateFleetInstance{InstanceType: typ})
+		}
+		last := &out.Instances[len(out.Instances)-1]
+		last.InstanceIds = append(last.InstanceIds, id)
+	}
+	if e.shortBy > 0 {
+		out.Errors = append(out.Errors, ec2types.CreateFleetError{ErrorCode: aws.String("InsufficientInstanceCapacity"), ErrorMessage: aws.String("not enough capacity")})
+	}
+	return out, nil
+}
+
+func (e *fakeEC2) DescribeInstanceTypes(_ context.Context, in *ec2.DescribeInstanceTypesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.typeInputs = append(e.typeInputs, in)
+	var match []ec2types.InstanceTypeInfo
+	for _, it := range e.catalog {
+		ok := true
+		for _, f := range in.Filters {
+			var have []string
+			switch aws.ToString(f.Name) {
+			case "vcpu-info.default-vcpus":
+				have = []string{strconv.Itoa(int(aws.ToInt32(it.VCpuInfo.DefaultVCpus)))}
+			case "processor-info.supported-architecture":
+				for _, a := range it.ProcessorInfo.SupportedArchitectures {
+					have = append(have, string(a))
+				}
+			case "burstable-performance-supported":
+				have = []string{strconv.FormatBool(aws.ToBool(it.BurstablePerformanceSupported))}
+			default:
+				return nil, fmt.Errorf("fake ec2: unsupported filter %s", aws.ToString(f.Name))
+			}
+			hit := false
+			for _, v := range f.Values {
+				hit = hit || slices.Contains(have, v)
+			}
+			ok = ok && hit
+		}
+		if ok {
+			match = append(match, it)
+		}
+	}
+	start := 0
+	if in.NextToken != nil {
+		start, _ = strconv.Atoi(aws.ToString(in.NextToken))
+	}
+	size := e.pageSize
+	if size == 0 {
+		size = len(match) + 1
+	}
+	end := min(start+size, len(match))
+	out := &ec2.DescribeInstanceTypesOutput{InstanceTypes: match[start:end]}
+	if end < len(match) {
+		out.NextToken = aws.String(strconv.Itoa(end))
+	}
+	return out, nil
+}
+
+func (e *fakeEC2) DescribeLaunchTemplateVersions(_ context.Context, in *ec2.DescribeLaunchTemplateVersionsInput, _ ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplateVersionsOutput, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ltInputs = append(e.ltInputs, in)
+	data := &ec2types.ResponseLaunchTemplateData{}
+	if e.ltImage != "" {
+		data.ImageId = aws.String(e.ltImage)
+	}
+	return &ec2.DescribeLaunchTemplateVersionsOutput{LaunchTemplateVersions: []ec2types.LaunchTemplateVersion{{LaunchTemplateData: data}}}, nil
+}
+
+func (e *fakeEC2) DescribeImages(_ context.Context, in *ec2.DescribeImagesInput, _ ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.imageInputs = append(e.imageInputs, in)
+	out := &ec2.DescribeImagesOutput{}
+	for _, id := range in.ImageIds {
+		if arch, ok := e.images[id]; ok {
+			out.Images = append(out.Images, ec2types.Image{ImageId: aws.String(id), Architecture: arch})
+		}
+	}
+	return out, nil
+}
+
+func (e *fakeEC2) TerminateInstances(_ context.Context, in *ec2.TerminateInstancesInput, _ ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.terminateN++
+	if err := e.terminateErrs[e.terminateN]; err != nil {
+		return nil, err
+	}
+	e.terminated = append(e.terminated, in.InstanceIds...)
+	return &ec2.TerminateInstancesOutput{}, nil
+}
+
+func (e *fakeEC2) terminatedIDs() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ids := slices.Clone(e.terminated)
+	sort.Strings(ids)
+	return ids
+}
+
+func (e *fakeEC2) fleetInputs() []*ec2.CreateFleetInput {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.fleets)
+}
+
+func instanceType(name string, vcpus int32, mib int64, burstable bool, archs ...ec2types.ArchitectureType) ec2types.InstanceTypeInfo {
+	return ec2types.InstanceTypeInfo{
+		InstanceType:                  ec2types.InstanceType(name),
+		VCpuInfo:                      &ec2types.VCpuInfo{DefaultVCpus: aws.Int32(vcpus)},
+		MemoryInfo:                    &ec2types.MemoryInfo{SizeInMiB: aws.Int64(mib)},
+		ProcessorInfo:                 &ec2types.ProcessorInfo{SupportedArchitectures: archs},
+		BurstablePerformanceSupported: aws.Bool(burstable),
+	}
+}
+
+// ---------------------------------------------------------------- fixture
+
+const (
+	testPool   = "testpool"
+	testRun    = "run-1"
+	largeURL   = "https://sqs.test/000000000000/testpool-large"
+	xlargeURL  = "https://sqs.test/000000000000/testpool-xlarge"
+	idleTime   = 20 * time.Minute
+	maxRunTime = time.Hour
+)
+
+func testTimings() Timings {
+	return Timings{
+		HeartbeatMaxAge:     15 * time.Second,
+		RegistrationWait:    300 * time.Millisecond,
+		FleetValidationWait: 500 * time.Millisecond,
+		ReleaseWait:         300 * time.Millisecond,
+		PollInterval:        10 * time.Millisecond,
+	}
+}
+
+// env is a pool in fakes with a Claimer on top.
+type env struct {
+	t      *testing.T
+	db     *fakeTable
+	sqs    *fakeSQS
+	ec2    *fakeEC2
+	agents *fakeAgents
+	cfg    protocol.PoolConfig
+	c      *Claimer
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	db := newFakeTable(testPool)
+	agents := &fakeAgents{behaviors: map[string]behavior{}, table: db, signalled: map[string]time.Time{}}
+	db.onInstance = agents.react
+	e := &env{
+		t: t, db: db, sqs: newFakeSQS(largeURL, xlargeURL), agents: agents,
+		ec2: &fakeEC2{images: map[string]ec2types.ArchitectureValues{}},
+		cfg: protocol.PoolConfig{
+			Name: testPool,
+			ResourceClasses: map[string]protocol.ResourceClass{
+				"large": {CPU: 2, MemoryMiB: 4096}, "xlarge": {CPU: 4, MemoryMiB: 8192},
+			},
+			IdleTimeout: protocol.Duration(idleTime),
+			MaxRuntime:  protocol.Duration(maxRunTime),
+			Fleet: &protocol.FleetConfig{
+				LaunchTemplateID: "lt-0123", LaunchTemplateVersion: "$Latest",
+				SubnetIDs: []string{"subnet-a", "subnet-b"}, InstanceSelection: protocol.SelectionAttributeBased,
+			},
+			QueueURLs: map[string]string{"large": largeURL, "xlarge": xlargeURL},
+		},
+	}
+	e.c = &Claimer{DynamoDB: e.db, SQS: e.sqs, EC2: e.ec2, Log: func(msg string, kv ...any) { t.Log(append([]any{msg}, kv...)...) }}
+	e.writeConfig()
+	return e
+}
+
+func (e *env) writeConfig() { e.db.put(e.cfg.Item(protocol.FormatTime(time.Now()))) }
+
+func (e *env) request(n int) Request {
+	return Request{
+		Pool: testPool, RunID: testRun, InstanceCount: n, ResourceClass: "large", UsageClass: protocol.UsageOnDemand,
+		AllowedTypes: []string{"c*", "m*"}, FleetFallback: true, Timings: testTimings(),
+	}
+}
+
+// idleMessage is the queue message of an idle large runner.
+func idleMessage(id, typ string, until time.Time) protocol.Message {
+	return protocol.Message{ID: id, ResourceClass: "large", InstanceType: typ, CPU: 2, MemoryMiB: 4096, UsageClass: protocol.UsageOnDemand, Threshold: protocol.FormatTime(until)}
+}
+
+// seedIdle puts an idle large runner in the pool: its record, its heartbeat
+// (as its behaviour has it) and its message.
+func (e *env) seedIdle(id string, b behavior) protocol.Message {
+	e.t.Helper()
+	until := time.Now().Add(time.Hour) // distinct from the pool's idle timeout
+	m := idleMessage(id, "c6i.large", until)
+	e.seedRecord(protocol.Instance{ID: id, State: protocol.StateIdle, Threshold: m.Threshold}, b)
+	e.sqs.add(largeURL, m.Body())
+	return m
+}
+
+// seedRecord writes an instance record (large, c6i.large, on-demand by
+// default) and the agent's heartbeat.
+func (e *env) seedRecord(inst protocol.Instance, b behavior) {
+	if inst.ResourceClass == "" {
+		inst.ResourceClass = "large"
+	}
+	if inst.InstanceType == "" {
+		inst.InstanceType = "c6i.large"
+	}
+	if inst.UsageClass == "" {
+		inst.UsageClass = protocol.UsageOnDemand
+	}
+	inst.UpdatedAt = protocol.FormatTime(time.Now())
+	e.agents.set(inst.ID, b)
+	e.db.put(inst.Item())
+	switch b {
+	case noHeartbeat:
+	case staleHeartbeat:
+		e.db.put(heartbeatAt(inst.ID, time.Now().Add(-time.Minute)))
+	default:
+		e.db.put(heartbeatAt(inst.ID, time.Now()))
+	}
+}
+
+// claimRecord reads the claim record of the test run.
+func (e *env) claimRecord() (Record, bool) {
+	e.t.Helper()
+	it := e.db.get(protocol.TypeClaim, testRun)
+	if it == nil {
+		return Record{}, false
+	}
+	r, err := recordFromItem(testPool, it)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r, true
+}
+
+// window is the range a threshold set between two instants plus d may take.
+type window struct{ lo, hi string }
+
+func during(start time.Time, d time.Duration) window {
+	return window{protocol.FormatTime(start.Add(d)), protocol.FormatTime(time.Now().Add(d))}
+}
+
+func (w window) check(t *testing.T, what, got string) {
+	t.Helper()
+	if got < w.lo || got > w.hi {
+		t.Errorf("%s = %s, want within [%s, %s]", what, got, w.lo, w.hi)
+	}
+}
+
+// render prints an item with its values, for comparing items.
+func render(it item) string {
+	keys := make([]string, 0, len(it))
+	for k := range it {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		switch v := it[k].(type) {
+		case *types.AttributeValueMemberS:
+			fmt.Fprintf(&b, "%s=S:%q ", k, v.Value)
+		case *types.AttributeValueMemberSS:
+			fmt.Fprintf(&b, "%s=SS:%q ", k, v.Value)
+		case *types.AttributeValueMemberM:
+			fmt.Fprintf(&b, "%s=M:{%s} ", k, render(v.Value))
+		default:
+			fmt.Fprintf(&b, "%s=%T ", k, v)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,279 @@
+package claim
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+// claimed creates a claim of the given warm runners (all healthy on claim)
+// and then sets each agent's behaviour for the release.
+func (e *env) claimed(t *testing.T, behaviors map[string]behavior) {
+	t.Helper()
+	names := make([]string, 0, len(behaviors))
+	for id := range behaviors {
+		names = append(names, id)
+	}
+	slices.Sort(names)
+	for _, id := range names {
+		e.seedIdle(id, healthy)
+	}
+	if _, err := e.create(len(names)); err != nil {
+		t.Fatal(err)
+	}
+	for id, b := range behaviors {
+		e.agents.set(id, b)
+	}
+}
+
+func (e *env) release() ([]string, error) {
+	return e.c.Release(context.Background(), testPool, testRun)
+}
+
+func TestReleaseGivesRunnerBackAfterConfirmation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.claimed(t, map[string]behavior{"i-1": healthy})
+	e.agents.releaseDelay = 100 * time.Millisecond
+	runningThreshold := e.db.instance(t, "i-1").Threshold
+	start := time.Now()
+	outcomes, err := e.release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(outcomes, []string{"i-1: released to the pool"}) {
+		t.Errorf("outcomes %q", outcomes)
+	}
+	r := e.db.instance(t, "i-1")
+	if r.State != protocol.StateIdle || r.RunID != "" {
+		t.Errorf("i-1 is %s for %q, want idle and unowned", r.State, r.RunID)
+	}
+	during(start, idleTime).check(t, "idle threshold", r.Threshold)
+	q := e.sqs.queued(t, largeURL)
+	want := idleMessage("i-1", "c6i.large", time.Time{})
+	want.Threshold = r.Threshold
+	if len(q) != 1 || q[0] != want {
+		t.Fatalf("queue %+v, want %+v", q, want)
+	}
+	if q[0].Threshold == runningThreshold {
+		t.Error("the message carries the old running threshold")
+	}
+	sent := e.sqs.sentEntries()
+	if len(sent) != 1 || sent[0].delay != 0 {
+		t.Fatalf("sent %+v, want one message without delay", sent)
+	}
+	e.agents.mu.Lock()
+	confirmed, ok := e.agents.signalled["i-1"]
+	e.agents.mu.Unlock()
+	if !ok || sent[0].at.Before(confirmed) {
+		t.Errorf("message sent at %v, before the agent confirmed at %v", sent[0].at, confirmed)
+	}
+	if _, ok := e.claimRecord(); ok {
+		t.Error("the claim record is still there")
+	}
+	if len(e.ec2.terminatedIDs()) != 0 {
+		t.Errorf("terminated %v", e.ec2.terminatedIDs())
+	}
+	// The transition was running -> idle, conditioned on the run and a live deadline.
+	var found bool
+	for _, in := range e.db.updates() {
+		v := in.ExpressionAttributeValues
+		if s(v[":fromState"]) == protocol.StateRunning && s(v[":toState"]) == protocol.StateIdle {
+			found = true
+			if s(v[":fromRunId"]) != testRun || s(v[":toRunId"]) != "" || !strings.HasSuffix(*in.ConditionExpression, "#threshold > :now") {
+				t.Errorf("release write %v / %s", render(v), *in.ConditionExpression)
+			}
+		}
+	}
+	if !found {
+		t.Error("no running -> idle write")
+	}
+
+	// Releasing again does nothing.
+	calls := len(e.sqs.sentEntries())
+	outcomes, err = e.release()
+	if err != nil || outcomes != nil {
+		t.Errorf("second release = %q, %v; want nothing", outcomes, err)
+	}
+	if len(e.sqs.sentEntries()) != calls || len(e.ec2.terminatedIDs()) != 0 {
+		t.Error("second release did something")
+	}
+}
+
+func s(v types.AttributeValue) string {
+	if sv, ok := v.(*types.AttributeValueMemberS); ok {
+		return sv.Value
+	}
+	return ""
+}
+
+// A runner whose agent does not confirm its release (or confirms another
+// run's) is expired and terminated, and never goes back to the queue.
+func TestReleaseTerminatesRunnerThatDoesNotConfirm(t *testing.T) {
+	for _, b := range []behavior{neverConfirmsRelease, releasesWrongRun} {
+		t.Run(b.String(), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.claimed(t, map[string]behavior{"i-1": b, "i-2": healthy})
+			outcomes, err := e.release()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(outcomes) != 2 || !strings.HasPrefix(outcomes[0], "i-1: did not confirm its release (no UD_REMOVE_REG_REMOVE_RUN_OK for run run-1") ||
+				!strings.HasSuffix(outcomes[0], "terminated") || outcomes[1] != "i-2: released to the pool" {
+				t.Errorf("outcomes %q", outcomes)
+			}
+			if got := e.ec2.terminatedIDs(); !slices.Equal(got, []string{"i-1"}) {
+				t.Errorf("terminated %v", got)
+			}
+			if r := e.db.instance(t, "i-1"); r.State != protocol.StateTerminated {
+				t.Errorf("i-1 is %s", r.State)
+			}
+			if ids := e.sqs.queuedIDs(t, largeURL); !slices.Equal(ids, []string{"i-2"}) {
+				t.Errorf("queue holds %v, want only i-2", ids)
+			}
+			if _, ok := e.claimRecord(); ok {
+				t.Error("the claim record is still there")
+			}
+		})
+	}
+}
+
+func (b behavior) String() string {
+	return [...]string{"healthy", "stale-heartbeat", "no-heartbeat", "never-registers", "registration-fails", "never-confirms-release", "releases-wrong-run"}[b]
+}
+
+func TestReleaseTerminatesRunnerWhoseRuntimeRanOut(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.claimed(t, map[string]behavior{"i-1": healthy})
+	e.db.setInstance(t, "i-1", func(r *protocol.Instance) { r.Threshold = protocol.FormatTime(time.Now().Add(-time.Second)) })
+	outcomes, err := e.release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(outcomes, []string{"i-1: its deadline had passed; terminated"}) {
+		t.Errorf("outcomes %q", outcomes)
+	}
+	if got := e.ec2.terminatedIDs(); !slices.Equal(got, []string{"i-1"}) {
+		t.Errorf("terminated %v", got)
+	}
+	if r := e.db.instance(t, "i-1"); r.State != protocol.StateTerminated || r.RunID != testRun {
+		t.Errorf("i-1 is %s for %q", r.State, r.RunID)
+	}
+	if ids := e.sqs.queuedIDs(t, largeURL); len(ids) != 0 {
+		t.Errorf("queue holds %v", ids)
+	}
+}
+
+// Instances now owned by someone else are left alone, whether the record
+// says so up front or changes just before the release write.
+func TestReleaseLeavesOtherRunsInstancesAlone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.claimed(t, map[string]behavior{"i-1": healthy, "i-2": healthy, "i-3": healthy})
+	e.db.setInstance(t, "i-1", func(r *protocol.Instance) { r.RunID = "other-run" })
+	e.db.setInstance(t, "i-2", func(r *protocol.Instance) { r.State, r.RunID = protocol.StateIdle, "" })
+	// i-3 is taken by another run between the read and the write.
+	e.db.failIf = func(op string, in any) error {
+		if u, ok := in.(*dynamodb.UpdateItemInput); ok && s(u.Key["SK"]) == "ID#i-3" && s(u.ExpressionAttributeValues[":toState"]) == protocol.StateIdle {
+			k, _ := keyString(u.Key)
+			inst, _ := protocol.InstanceFromItem(e.db.items[k])
+			inst.State, inst.RunID = protocol.StateClaimed, "other-run"
+			e.db.items[k] = inst.Item() // failIf runs under the table's lock
+		}
+		return nil
+	}
+	before := map[string]string{}
+	for _, id := range []string{"i-1", "i-2"} {
+		before[id] = render(e.db.get(protocol.TypeInstance, id))
+	}
+	outcomes, err := e.release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"i-1: no longer held by the run", "i-2: no longer held by the run", "i-3: no longer held by the run"}
+	slices.Sort(outcomes)
+	if !slices.Equal(outcomes, want) {
+		t.Errorf("outcomes %q, want %q", outcomes, want)
+	}
+	for id, b := range before {
+		if after := render(e.db.get(protocol.TypeInstance, id)); after != b {
+			t.Errorf("%s changed: %s -> %s", id, b, after)
+		}
+	}
+	if r := e.db.instance(t, "i-3"); r.State != protocol.StateClaimed || r.RunID != "other-run" {
+		t.Errorf("i-3 is %s for %q", r.State, r.RunID)
+	}
+	if len(e.ec2.terminatedIDs()) != 0 || len(e.sqs.sentEntries()) != 0 {
+		t.Errorf("terminated %v, sent %v", e.ec2.terminatedIDs(), e.sqs.sentEntries())
+	}
+	if _, ok := e.claimRecord(); ok {
+		t.Error("the claim record is still there")
+	}
+}
+
+// A release that fails part-way keeps the claim record, so a retried
+// destroy releases the rest.
+func TestReleaseRetryAfterError(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.claimed(t, map[string]behavior{"i-1": healthy, "i-2": healthy})
+	failed := false
+	e.db.failIf = func(op string, in any) error {
+		if u, ok := in.(*dynamodb.UpdateItemInput); ok && !failed && s(u.Key["SK"]) == "ID#i-2" && s(u.ExpressionAttributeValues[":toState"]) == protocol.StateIdle {
+			failed = true
+			return errTransient
+		}
+		return nil
+	}
+	outcomes, err := e.release()
+	if err == nil || !strings.Contains(err.Error(), "instance i-2") || !strings.Contains(err.Error(), errTransient.Error()) {
+		t.Fatalf("error %v, want i-2's failure", err)
+	}
+	if !slices.Equal(outcomes, []string{"i-1: released to the pool"}) {
+		t.Errorf("outcomes %q", outcomes)
+	}
+	if _, ok := e.claimRecord(); !ok {
+		t.Fatal("the claim record is gone after a failed release")
+	}
+	outcomes, err = e.release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(outcomes, []string{"i-1: no longer held by the run", "i-2: released to the pool"}) {
+		t.Errorf("retry outcomes %q", outcomes)
+	}
+	if ids := e.sqs.queuedIDs(t, largeURL); !slices.Equal(ids, []string{"i-1", "i-2"}) {
+		t.Errorf("queue holds %v, want each once", ids)
+	}
+	if _, ok := e.claimRecord(); ok {
+		t.Error("the claim record is still there")
+	}
+}
+
+func TestReleaseOfMissingClaimOrPool(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, p := range []string{testPool, "nopool"} {
+		outcomes, err := e.c.Release(context.Background(), p, "never-claimed")
+		if err != nil || outcomes != nil {
+			t.Errorf("Release in %s = %q, %v; want nothing", p, outcomes, err)
+		}
+	}
+	if len(e.sqs.sentEntries()) != 0 || len(e.ec2.terminatedIDs()) != 0 || e.db.count("UpdateItem") != 0 {
+		t.Error("releasing nothing did something")
+	}
+	// Other errors are reported.
+	e.db.fail("GetItem", e.db.count("GetItem")+1, errTransient)
+	if _, err := e.c.Release(context.Background(), testPool, "x"); err == nil {
+		t.Error("a read error was swallowed")
+	}
+}
