@@ -92,9 +92,10 @@ func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
 		a.selectUntil = a.selectUntil.Add(-req.Timings.FleetValidationWait)
 	}
 	a.pickup = NewPickup(c.SQS, queueURL, wants, c.now, c.log)
-	stopLease := a.keepLease(ctx)
+	// The lease outlives the caller's context: a rollback is still the attempt.
+	stopLease := a.keepLease(context.WithoutCancel(ctx))
+	defer stopLease()
 	res, err := a.run(ctx)
-	stopLease()
 	if err == nil {
 		return res, nil
 	}
@@ -156,22 +157,20 @@ func (a *attempt) begin(ctx context.Context) error {
 		return err
 	}
 	prev, ok, err := a.s.readRecord(ctx, a.req.Pool, a.req.RunID)
-	if err != nil {
-		return err
+	if err != nil || !ok {
+		return errors.Join(err, a.s.putRecord(ctx, a.rec, true)) // gone meanwhile: try once more
 	}
-	if updated, perr := protocol.ParseTime(prev.UpdatedAt); ok && prev.State == recordPending && perr == nil && a.c.now().Sub(updated) < leaseTimeout {
-		return fmt.Errorf("another apply is claiming runners for run %s in pool %s right now (its claim record was refreshed at %s); wait for it to finish, or use another run_id",
-			a.req.RunID, a.req.Pool, prev.UpdatedAt)
-	}
-	if ok && prev.State == recordComplete {
+	if prev.State == recordComplete {
 		return fmt.Errorf("run %s already holds a claim in pool %s; import it (`terraform import <address> %s/%s`) or use another run_id",
 			a.req.RunID, a.req.Pool, a.req.Pool, a.req.RunID)
 	}
-	if ok {
-		a.c.log("cleaning up a crashed claim attempt", "run", a.req.RunID, "instances", prev.OwnedIDs)
-		if _, err := a.c.releaseAll(ctx, a.s, a.cfg, prev.Request, prev.OwnedIDs); err != nil {
-			return fmt.Errorf("cleaning up the crashed earlier attempt of run %s: %w", a.req.RunID, err)
-		}
+	if refreshed, err := protocol.ParseTime(prev.UpdatedAt); err == nil && a.c.now().Sub(refreshed) < leaseTimeout {
+		return fmt.Errorf("another apply is claiming runners for run %s in pool %s right now (its claim record was refreshed at %s); wait for it to finish, or use another run_id",
+			a.req.RunID, a.req.Pool, prev.UpdatedAt)
+	}
+	a.c.log("cleaning up a crashed claim attempt", "run", a.req.RunID, "instances", prev.OwnedIDs)
+	if _, err := a.c.releaseAll(ctx, a.s, a.cfg, prev.Request, prev.OwnedIDs); err != nil {
+		return fmt.Errorf("cleaning up the crashed earlier attempt of run %s: %w", a.req.RunID, err)
 	}
 	return a.s.putRecord(ctx, a.rec, false)
 }
