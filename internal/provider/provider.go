@@ -5,6 +5,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -156,6 +157,17 @@ func (p *ec2runnersProvider) Schema(_ context.Context, _ provider.SchemaRequest,
 func (p *ec2runnersProvider) Configure(ctx context.Context, req provider.ConfigureRequest, resp *provider.ConfigureResponse) {
 	var m providerModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	for name, v := range map[string]interface{ IsUnknown() bool }{
+		"region": m.Region, "profile": m.Profile, "access_key": m.AccessKey, "secret_key": m.SecretKey, "token": m.Token,
+	} {
+		if v.IsUnknown() {
+			resp.Diagnostics.AddAttributeError(path.Root(name), "Unknown provider setting",
+				fmt.Sprintf("Attribute %s must be known when Terraform plans: it cannot depend on a resource that is not created yet.", name))
+		}
+	}
 	if resp.Diagnostics.HasError() {
 		return
 	}
