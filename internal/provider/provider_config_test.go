@@ -93,3 +93,22 @@ data "ec2runners_pool" "test" { name = "any" }`,
 		}},
 	})
 }
+
+// TestAccProvider_unknownRegion: a region that is only known after apply is
+// refused instead of silently falling back to the default chain.
+func TestAccProvider_unknownRegion(t *testing.T) {
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviders,
+		Steps: []resource.TestStep{{
+			Config: `
+resource "terraform_data" "region" {
+  input = "us-east-1"
+}
+provider "ec2runners" {
+  region = terraform_data.region.output
+}
+data "ec2runners_pool" "test" { name = "any" }`,
+			ExpectError: regexp.MustCompile(wrapped(`Attribute region must be known when Terraform plans`)),
+		}},
+	})
+}
