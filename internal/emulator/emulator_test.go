@@ -8,10 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -135,56 +132,6 @@ func TestConditionalUpdateHasOneWinner(t *testing.T) {
 		if got := attrS(item, "owner"); got != winners[0] {
 			t.Fatalf("trial %d: owner = %q, want winner %q", trial, got, winners[0])
 		}
-	}
-}
-
-// TestLastUserStopsServer checks the hand-off between users of one server:
-// only the last stop ends it, even when the first user started it.
-func TestLastUserStopsServer(t *testing.T) {
-	if os.Getenv("AWS_ENDPOINT_URL") != "" {
-		t.Skip("AWS_ENDPOINT_URL is set: no local server is started")
-	}
-	if !haveLocks {
-		t.Skip("no file locks on this platform")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	saved := listenAddr
-	listenAddr = addr
-	defer func() { listenAddr = saved }()
-	t.Cleanup(func() { // lock files for this one-off port
-		base := filepath.Join(os.TempDir(), "ec2runners-emulator-"+strings.ReplaceAll(addr, ":", "-"))
-		os.Remove(base + ".users.lock")
-		os.Remove(base + ".start.lock")
-	})
-
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	ep1, stop1, err := Ensure(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop1()
-	ep2, stop2, err := Ensure(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop2()
-	if want := "http://" + addr; ep1 != want || ep2 != want {
-		t.Fatalf("endpoints %q, %q; want %q", ep1, ep2, want)
-	}
-
-	stop1() // the starter leaves first
-	if !answers(addr) {
-		t.Fatal("server stopped while a second user still holds it")
-	}
-	stop2()
-	if answers(addr) {
-		t.Fatal("server still answers after the last user stopped")
 	}
 }
 

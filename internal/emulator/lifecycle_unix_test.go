@@ -1,0 +1,58 @@
+//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
+
+package emulator
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestLastUserStopsServer checks the hand-off between users of one server:
+// only the last stop ends it, even when the first user started it.
+func TestLastUserStopsServer(t *testing.T) {
+	t.Setenv("AWS_ENDPOINT_URL", "") // this test is about the local server, even when others use a LocalStack
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	saved := listenAddr
+	listenAddr = addr
+	defer func() { listenAddr = saved }()
+	t.Cleanup(func() { // lock files for this one-off port
+		base := filepath.Join(os.TempDir(), "ec2runners-emulator-"+strings.ReplaceAll(addr, ":", "-"))
+		os.Remove(base + ".users.lock")
+		os.Remove(base + ".start.lock")
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ep1, stop1, err := Ensure(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop1()
+	ep2, stop2, err := Ensure(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop2()
+	if want := "http://" + addr; ep1 != want || ep2 != want {
+		t.Fatalf("endpoints %q, %q; want %q", ep1, ep2, want)
+	}
+
+	stop1() // the starter leaves first
+	if !answers(addr) {
+		t.Fatal("server stopped while a second user still holds it")
+	}
+	stop2()
+	if answers(addr) {
+		t.Fatal("server still answers after the last user stopped")
+	}
+}
