@@ -22,14 +22,7 @@ func TestAccClaim_invalidInput(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			resource.ParallelTest(t, resource.TestCase{
-				ProtoV6ProviderFactories: testProviders,
-				Steps: []resource.TestStep{{
-					Config:      "resource \"ec2runners_claim\" \"test\" {\n  pool = \"ok\"\n  " + tc.args + "\n}",
-					PlanOnly:    true,
-					ExpectError: regexp.MustCompile(wrapped(tc.want)),
-				}},
-			})
+			expectPlanError(t, "resource \"ec2runners_claim\" \"test\" {\n  pool = \"ok\"\n  "+tc.args+"\n}", tc.want)
 		})
 	}
 }

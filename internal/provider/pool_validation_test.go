@@ -119,16 +119,21 @@ fleet = {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			resource.ParallelTest(t, resource.TestCase{
-				ProtoV6ProviderFactories: testProviders,
-				Steps: []resource.TestStep{{
-					Config:      "resource \"ec2runners_pool\" \"test\" {\n" + tc.config + "\n}",
-					PlanOnly:    true,
-					ExpectError: regexp.MustCompile(wrapped(tc.want)),
-				}},
-			})
+			expectPlanError(t, "resource \"ec2runners_pool\" \"test\" {\n"+tc.config+"\n}", tc.want)
 		})
 	}
+}
+
+// expectPlanError plans config and expects an error matching pattern.
+func expectPlanError(t *testing.T, config, pattern string) {
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviders,
+		Steps: []resource.TestStep{{
+			Config:      config,
+			PlanOnly:    true,
+			ExpectError: regexp.MustCompile(wrapped(pattern)),
+		}},
+	})
 }
 
 // wrapped lets each space of a pattern match any run of white space, as
