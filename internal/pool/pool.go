@@ -226,15 +226,10 @@ func (m *Manager) Delete(ctx context.Context, name string, force bool) error {
 			return err
 		}
 	}
-	for class := range cfg.ResourceClasses {
-		url, err := m.queueURL(ctx, name, class)
-		if err != nil {
+	// The config item records every queue; a missing one is skipped.
+	for _, url := range cfg.QueueURLs {
+		if err := m.deleteQueue(ctx, url); err != nil {
 			return err
-		}
-		if url != "" {
-			if err := m.deleteQueue(ctx, url); err != nil {
-				return err
-			}
 		}
 	}
 	return m.deleteTable(ctx, name)
