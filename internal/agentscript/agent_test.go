@@ -1,0 +1,406 @@
+package agentscript_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript/scripttest"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+const (
+	region = "us-east-1"
+	class  = "large"
+	owner  = "octo"
+	repo   = "app"
+)
+
+var (
+	endpoint string
+	clients  struct {
+		ddb *dynamodb.Client
+		sqs *sqs.Client
+		ec2 *ec2.Client
+	}
+)
+
+func TestMain(m *testing.M) { os.Exit(runTests(m)) }
+
+func runTests(m *testing.M) int {
+	ctx := context.Background()
+	ep, stop, err := emulator.Ensure(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agent script tests need the AWS emulator:", err)
+		return 1
+	}
+	defer stop()
+	endpoint = ep
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(region), config.WithBaseEndpoint(ep),
+		config.WithCredentialsProvider(aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: "test", SecretAccessKey: "test"}, nil
+		})))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	clients.ddb, clients.sqs, clients.ec2 = dynamodb.NewFromConfig(cfg), sqs.NewFromConfig(cfg), ec2.NewFromConfig(cfg)
+	return m.Run()
+}
+
+// fixture is one pool with one instance in EC2 whose agent is the script.
+type fixture struct {
+	t          *testing.T
+	env        *scripttest.Env
+	pool       string
+	instanceID string
+	queueURL   string
+	claimer    *claim.Claimer
+}
+
+func newFixture(t *testing.T, tags map[string]string) *fixture {
+	t.Parallel()
+	ctx := context.Background()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	f := &fixture{t: t, env: scripttest.NewEnv(t, endpoint, region), pool: "agent-" + hex.EncodeToString(b)}
+	m := &pool.Manager{DynamoDB: clients.ddb, SQS: clients.sqs, EC2: clients.ec2}
+	st, err := m.Create(ctx, pool.Spec{
+		Name:            f.pool,
+		ResourceClasses: map[string]protocol.ResourceClass{class: {CPU: 2, MemoryMiB: 4096}},
+		IdleTimeout:     10 * time.Minute, MaxRuntime: 30 * time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := m.Delete(context.Background(), f.pool, true); err != nil {
+			t.Errorf("deleting the pool: %v", err)
+		}
+	})
+	f.queueURL = st.QueueURLs[class]
+	ec2Tags := []ec2types.Tag{
+		{Key: aws.String(protocol.TagPool), Value: aws.String(f.pool)},
+		{Key: aws.String(protocol.TagAllowSelfTermination), Value: aws.String("true")},
+	}
+	for k, v := range tags {
+		ec2Tags = append(ec2Tags, ec2types.Tag{Key: aws.String(k), Value: aws.String(v)})
+	}
+	run, err := clients.ec2.RunInstances(ctx, &ec2.RunInstancesInput{
+		ImageId: aws.String("ami-12c6146b"), InstanceType: ec2types.InstanceTypeC5Large, MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: ec2Tags}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.instanceID = aws.ToString(run.Instances[0].InstanceId)
+	f.claimer = &claim.Claimer{DynamoDB: clients.ddb, SQS: clients.sqs, EC2: clients.ec2}
+	return f
+}
+
+// putTokens writes the pool's token item as the provider would, with tokens
+// the stub GitHub issued for target.
+func (f *fixture) putTokens(target string) {
+	reg, regExp := f.env.GitHub.IssueToken("registration-token", target)
+	rem, remExp := f.env.GitHub.IssueToken("remove-token", target)
+	item := protocol.RegistrationToken{Target: target, Token: reg, ExpiresAt: regExp, RemoveToken: rem, RemoveExpiresAt: remExp, FetchedAt: time.Now()}.Item()
+	if _, err := clients.ddb.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(f.pool), Item: item}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// putRecord writes the instance's record; an idle one also gets its message.
+func (f *fixture) putRecord(state, runID string, threshold time.Time) {
+	ctx := context.Background()
+	rec := protocol.Instance{
+		ID: f.instanceID, State: state, RunID: runID, Threshold: protocol.FormatTime(threshold),
+		ResourceClass: class, InstanceType: "c5.large", UsageClass: protocol.UsageOnDemand, UpdatedAt: protocol.FormatTime(time.Now()),
+	}
+	if _, err := clients.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(f.pool), Item: rec.Item()}); err != nil {
+		f.t.Fatal(err)
+	}
+	if state != protocol.StateIdle {
+		return
+	}
+	msg := protocol.Message{ID: f.instanceID, ResourceClass: class, InstanceType: "c5.large", CPU: 2, MemoryMiB: 4096, UsageClass: protocol.UsageOnDemand, Threshold: rec.Threshold}
+	if _, err := clients.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(f.queueURL), MessageBody: aws.String(msg.Body())}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) start(o agentscript.Options, tags map[string]string) *scripttest.Agent {
+	return scripttest.StartAgent(f.t, o, scripttest.NewIMDS(f.t, f.instanceID, tags))
+}
+
+func (f *fixture) get(typ string) map[string]string {
+	out, err := clients.ddb.GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName: aws.String(f.pool), Key: protocol.Key(typ, f.instanceID), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	got := map[string]string{"updatedAt": protocol.StringAttr(out.Item, protocol.AttrUpdatedAt)}
+	if s, ok := protocol.SignalFromItem(out.Item); ok {
+		got["state"], got["runId"] = s.State, s.RunID
+	}
+	return got
+}
+
+// eventually polls cond every 100ms until it holds or the time is up.
+func (f *fixture) eventually(within time.Duration, what string, cond func() bool) {
+	f.t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("not within %s: %s", within, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (f *fixture) waitSignal(state, runID string, within time.Duration) {
+	f.t.Helper()
+	f.eventually(within, fmt.Sprintf("signal %s for run %s (last: %v)", state, runID, f.get(protocol.TypeSignal)), func() bool {
+		s := f.get(protocol.TypeSignal)
+		return s["state"] == state && s["runId"] == runID
+	})
+}
+
+// checkSignatures asserts that every AWS request the agent made carried a
+// signature AWS would accept, and that the named calls happened.
+func (f *fixture) checkSignatures(calls ...string) {
+	f.t.Helper()
+	if fails := f.env.Proxy.Failures(); len(fails) > 0 {
+		f.t.Errorf("%d requests with a bad signature, first: %s", len(fails), fails[0])
+	}
+	verified := f.env.Proxy.Verified()
+	for _, c := range calls {
+		if verified[c] == 0 {
+			f.t.Errorf("no signed %s request seen (verified: %v)", c, verified)
+		}
+	}
+}
+
+func (f *fixture) claim(runID string) (*claim.Result, error) {
+	return f.claimer.Create(context.Background(), claim.Request{
+		Pool: f.pool, RunID: runID, InstanceCount: 1, ResourceClass: class, UsageClass: protocol.UsageOnDemand, AllowedTypes: []string{"*"}, Timings: claim.DefaultTimings(),
+	})
+}
+
+// A warm runner served by the real script: heartbeats, then for each claim a
+// registration under the run id, and on release the runner stopped, removed
+// from GitHub and the instance back in the queue for the next claim.
+func TestAgent_servesClaimsAndReleases(t *testing.T) {
+	f := newFixture(t, nil)
+	f.putTokens(owner + "/" + repo)
+	f.putRecord(protocol.StateIdle, "", time.Now().Add(10*time.Minute))
+	f.start(f.env.Options(t, f.pool, owner, repo), nil)
+
+	// Heartbeats every interval (1s here): at least 4 distinct ones in 6s.
+	beats := map[string]bool{}
+	f.eventually(6*time.Second, fmt.Sprintf("4 heartbeats, saw %v", beats), func() bool {
+		if ts := f.get(protocol.TypeHeartbeat)["updatedAt"]; ts != "" {
+			beats[ts] = true
+		}
+		return len(beats) >= 4
+	})
+
+	for _, runID := range []string{"run-1", "run-2"} {
+		res, err := f.claim(runID)
+		if err != nil {
+			t.Fatalf("claim %s: %v", runID, err)
+		}
+		if len(res.Instances) != 1 || res.Instances[0].ID != f.instanceID || res.Reused != 1 {
+			t.Fatalf("claim %s = %+v, want the warm instance %s", runID, res, f.instanceID)
+		}
+		f.waitSignal(protocol.SignalRegistered, runID, time.Second)
+		f.eventually(5*time.Second, "the runner online with label "+runID, func() bool {
+			r, ok := f.env.GitHub.Runners()[f.instanceID]
+			return ok && r.Labels == runID && r.Target == owner+"/"+repo && r.Running
+		})
+
+		outcomes, err := f.claimer.Release(context.Background(), f.pool, runID)
+		if err != nil {
+			t.Fatalf("release %s: %v (%v)", runID, err, outcomes)
+		}
+		f.waitSignal(protocol.SignalReleased, runID, time.Second)
+		if r, registered := f.env.GitHub.Runners()[f.instanceID]; registered {
+			t.Fatalf("after release of %s the runner is still registered: %+v", runID, r)
+		}
+	}
+	want := []string{"register " + f.instanceID + " run-1", "run " + f.instanceID, "stop " + f.instanceID, "remove " + f.instanceID}
+	want = append(want, strings.ReplaceAll(strings.Join(want, "\n"), "run-1", "run-2"))
+	got := strings.Join(f.env.GitHub.Events(), "\n")
+	if wantAll := strings.Join(want[:4], "\n") + "\n" + want[4]; got != wantAll {
+		t.Errorf("GitHub saw:\n%s\nwant:\n%s", got, wantAll)
+	}
+	msgs, err := clients.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(f.queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+	if err != nil || len(msgs.Messages) != 1 || !strings.Contains(aws.ToString(msgs.Messages[0].Body), f.instanceID) {
+		t.Errorf("queue after the last release: %v, %v; want the instance's message", msgs, err)
+	}
+	f.checkSignatures("dynamodb PutItem", "dynamodb GetItem")
+}
+
+// A fresh fleet instance: the pre-runner script runs once and UD_OK is
+// signalled for the InitialRunId tag, then it registers for that run at
+// organization level, as the claim's created record asks.
+func TestAgent_fleetInstanceRegistersForInitialRun(t *testing.T) {
+	tags := map[string]string{protocol.TagInitialRunID: "run-0"}
+	f := newFixture(t, tags)
+	f.putTokens(owner)
+	f.putRecord(protocol.StateCreated, "run-0", time.Now().Add(10*time.Minute))
+	o := f.env.Options(t, f.pool, owner, "")
+	marker := filepath.Join(t.TempDir(), "pre-runner-ran")
+	o.PreRunnerScript = "echo ran >> " + marker
+	a := f.start(o, tags)
+	f.waitSignal(protocol.SignalRegistered, "run-0", 20*time.Second)
+	if r := f.env.GitHub.Runners()[f.instanceID]; r.Target != owner || r.Labels != "run-0" {
+		t.Errorf("runner = %+v, want organization %s with label run-0", r, owner)
+	}
+	if b, err := os.ReadFile(marker); err != nil || string(b) != "ran\n" {
+		t.Errorf("pre-runner script output %q, %v; want it run once", b, err)
+	}
+	if !strings.Contains(a.Output(), "signal UD_OK for run run-0") {
+		t.Errorf("no UD_OK for run-0 in the agent's log:\n%s", a.Output())
+	}
+	f.checkSignatures("dynamodb PutItem", "dynamodb GetItem")
+}
+
+// A failing pre-runner script signals UD_FAILED and the instance goes
+// silent: no more heartbeats, no registration.
+func TestAgent_preRunnerFailureSignalsUDFailed(t *testing.T) {
+	tags := map[string]string{protocol.TagInitialRunID: "run-0"}
+	f := newFixture(t, tags)
+	f.putTokens(owner + "/" + repo)
+	f.putRecord(protocol.StateCreated, "run-0", time.Now().Add(10*time.Minute))
+	o := f.env.Options(t, f.pool, owner, repo)
+	o.PreRunnerScript = "echo provisioning failed >&2; exit 3"
+	f.start(o, tags)
+	f.waitSignal(protocol.SignalUserDataFailed, "run-0", 20*time.Second)
+	last := f.get(protocol.TypeHeartbeat)["updatedAt"]
+	time.Sleep(3 * time.Second)
+	if now := f.get(protocol.TypeHeartbeat)["updatedAt"]; now != last {
+		t.Errorf("heartbeat went on after UD_FAILED: %s -> %s", last, now)
+	}
+	if s := f.get(protocol.TypeSignal); s["state"] != protocol.SignalUserDataFailed {
+		t.Errorf("signal = %v, want UD_FAILED to stay the last", s)
+	}
+	if n := len(f.env.GitHub.Runners()); n != 0 {
+		t.Errorf("%d runners registered after UD_FAILED", n)
+	}
+}
+
+// Past its threshold (plus the minute of grace) the instance terminates
+// itself in EC2, and the agent ends.
+func TestAgent_terminatesItselfPastThreshold(t *testing.T) {
+	f := newFixture(t, nil)
+	f.putRecord(protocol.StateIdle, "", time.Now().Add(-2*time.Minute))
+	a := f.start(f.env.Options(t, f.pool, owner, repo), nil)
+	f.eventually(15*time.Second, "the instance terminated in EC2", func() bool {
+		out, err := clients.ec2.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{InstanceIds: []string{f.instanceID}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := out.Reservations[0].Instances[0].State.Name
+		return st == ec2types.InstanceStateNameTerminated || st == ec2types.InstanceStateNameShuttingDown
+	})
+	select {
+	case <-a.Done():
+	case <-time.After(5 * time.Second):
+		t.Error("the agent did not end after terminating its instance")
+	}
+	f.checkSignatures("ec2 TerminateInstances")
+}
+
+// A registration GitHub refuses, or one without a token in the pool,
+// signals UD_REG_FAILED, which fails the claim at once.
+func TestAgent_registrationFailureSignalsUDRegFailed(t *testing.T) {
+	for _, tc := range []struct {
+		name, log string
+		setup     func(*fixture)
+	}{
+		{"refused", "config.sh failed", func(f *fixture) {
+			f.putTokens(owner + "/" + repo)
+			f.env.GitHub.RefuseRegistrations(true)
+		}},
+		{"noToken", "configure the provider's github block", func(*fixture) {}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			tc.setup(f)
+			f.putRecord(protocol.StateIdle, "", time.Now().Add(10*time.Minute))
+			a := f.start(f.env.Options(t, f.pool, owner, repo), nil)
+			f.eventually(6*time.Second, "a first heartbeat", func() bool { return f.get(protocol.TypeHeartbeat)["updatedAt"] != "" })
+			_, err := f.claim("run-1")
+			if err == nil || !strings.Contains(err.Error(), protocol.SignalRegistrationFailed) {
+				t.Fatalf("claim error = %v, want one naming %s", err, protocol.SignalRegistrationFailed)
+			}
+			if !strings.Contains(a.Output(), tc.log) {
+				t.Errorf("agent log lacks %q:\n%s", tc.log, a.Output())
+			}
+			if slices.ContainsFunc(f.env.GitHub.Events(), func(e string) bool { return strings.HasPrefix(e, "register ") }) {
+				t.Errorf("a runner got registered: %v", f.env.GitHub.Events())
+			}
+		})
+	}
+}
+
+// As user data, the script installs itself as a systemd service and starts it.
+func TestAgent_installsSystemdService(t *testing.T) {
+	t.Parallel()
+	env := scripttest.NewEnv(t, endpoint, region)
+	o := env.Options(t, "ci-runners", owner, repo)
+	script, err := agentscript.Render(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	userData := filepath.Join(dir, "user-data")
+	calls := filepath.Join(dir, "systemctl.calls")
+	if err := os.WriteFile(userData, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(o.SystemdDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "systemctl"), []byte("#!/bin/sh\necho \"$*\" >> "+calls+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := scripttest.Command(userData)
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("user data: %v\n%s", err, out)
+	}
+	if installed, err := os.ReadFile(o.AgentPath); err != nil || string(installed) != script {
+		t.Errorf("installed agent differs from the user data (%v)", err)
+	}
+	unit, err := os.ReadFile(filepath.Join(o.SystemdDir, "ec2runners-agent.service"))
+	if err != nil || !strings.Contains(string(unit), "ExecStart="+o.AgentPath+" run\n") || !strings.Contains(string(unit), "Restart=always") {
+		t.Errorf("unit file = %q, %v", unit, err)
+	}
+	if got, _ := os.ReadFile(calls); string(got) != "daemon-reload\nenable --now ec2runners-agent.service\n" {
+		t.Errorf("systemctl calls = %q", got)
+	}
+}

@@ -1,0 +1,74 @@
+// Package scripttest runs the real agent script (internal/agentscript) on
+// this machine for tests: a stand-in for the instance metadata service, a
+// stub GitHub (REST API for tokens, web side for the stub runner, and the
+// runner tarball), a proxy that checks every AWS request's SigV4 signature
+// before passing it to the emulator, and the agent process itself.
+package scripttest
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Credentials the metadata service hands out; the proxy verifies signatures
+// with them. The secret has '/' and '+' like real ones.
+const (
+	AccessKeyID     = "ASIATESTAGENT00001"
+	SecretAccessKey = "agent/secret+key/0123456789abcdefghijklmn"
+	SessionToken    = "IQoJb3JpZ2luX2VjEOb//////////wEaCXVzLWVhc3QtMSJHMEUCIQ+test="
+	imdsToken       = "imds-session-token"
+	instanceRole    = "ec2runners-agent"
+)
+
+// IMDS is a stand-in for the instance metadata service of one instance. It
+// insists on IMDSv2: every GET needs the session token from PUT /latest/api/token.
+type IMDS struct {
+	URL string
+}
+
+// NewIMDS serves the metadata of instanceID with the given instance tags.
+func NewIMDS(t testing.TB, instanceID string, tags map[string]string) *IMDS {
+	creds, _ := json.Marshal(map[string]string{
+		"Code": "Success", "Type": "AWS-HMAC", "LastUpdated": time.Now().UTC().Format(time.RFC3339),
+		"AccessKeyId": AccessKeyID, "SecretAccessKey": SecretAccessKey, "Token": SessionToken,
+		"Expiration": time.Now().Add(6 * time.Hour).UTC().Format(time.RFC3339),
+	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && r.URL.Path == "/latest/api/token" {
+			if r.Header.Get("X-aws-ec2-metadata-token-ttl-seconds") == "" {
+				http.Error(w, "missing TTL", http.StatusBadRequest)
+				return
+			}
+			_, _ = w.Write([]byte(imdsToken))
+			return
+		}
+		if r.Method != http.MethodGet || r.Header.Get("X-aws-ec2-metadata-token") != imdsToken {
+			http.Error(w, "IMDSv2 session token required", http.StatusUnauthorized)
+			return
+		}
+		path := strings.TrimPrefix(r.URL.Path, "/latest/meta-data/")
+		switch {
+		case path == "instance-id":
+			_, _ = w.Write([]byte(instanceID))
+		case path == "iam/security-credentials/":
+			_, _ = w.Write([]byte(instanceRole))
+		case path == "iam/security-credentials/"+instanceRole:
+			_, _ = w.Write(creds)
+		case strings.HasPrefix(path, "tags/instance/"):
+			v, ok := tags[strings.TrimPrefix(path, "tags/instance/")]
+			if !ok {
+				http.NotFound(w, r)
+				return
+			}
+			_, _ = w.Write([]byte(v))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return &IMDS{URL: srv.URL}
+}
