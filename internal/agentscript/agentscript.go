@@ -166,7 +166,7 @@ func seconds(d, fallback time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
 }
 
-// shellQuote quotes s for bash: single quotes, each ' written as '\''.
+// shellQuote quotes s for bash: single quotes, each ' written as '\”.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
