@@ -166,7 +166,8 @@ func seconds(d, fallback time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
 }
 
-// shellQuote quotes s for bash: single quotes, each ' written as '\”.
+// shellQuote quotes s for bash: in single quotes, each single quote in s
+// closing the quotes, escaped, and reopening them.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
