@@ -68,9 +68,7 @@ const (
 var (
 	versionPattern = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`)
 	// UserPattern is what useradd accepts on both Amazon Linux and Ubuntu.
-	UserPattern  = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
-	ownerPattern = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
-	repoPattern  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`)
+	UserPattern = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 )
 
 // Validate reports the first invalid setting, naming it.
@@ -84,8 +82,8 @@ func (o Options) Validate() error {
 	check(protocol.ValidatePoolName(o.Pool) == nil, "pool: %q is not a pool name (1-40 characters of A-Z a-z 0-9 _ -)", o.Pool)
 	check(o.Region != "", "region: required")
 	check(isHTTPURL(o.GitHubURL), "github_url: %q is not an http(s) URL", o.GitHubURL)
-	check(ownerPattern.MatchString(o.GitHubOwner), "github_owner: %q is not a GitHub user or organization name", o.GitHubOwner)
-	check(o.GitHubRepository == "" || repoPattern.MatchString(o.GitHubRepository), "github_repository: %q is not a repository name", o.GitHubRepository)
+	check(protocol.GitHubOwnerPattern.MatchString(o.GitHubOwner), "github_owner: %q is not a GitHub user or organization name", o.GitHubOwner)
+	check(o.GitHubRepository == "" || protocol.GitHubRepositoryPattern.MatchString(o.GitHubRepository), "github_repository: %q is not a repository name", o.GitHubRepository)
 	check(versionPattern.MatchString(o.RunnerVersion), "runner_version: %q is not a version like %s", o.RunnerVersion, DefaultRunnerVersion)
 	check(o.RunnerDownloadURL == "" || isHTTPURL(o.RunnerDownloadURL), "runner_download_url: %q is not an http(s) URL", o.RunnerDownloadURL)
 	check(UserPattern.MatchString(o.RunnerUser), "runner_user: %q is not a user name (lower-case letters, digits, _ and -)", o.RunnerUser)

@@ -35,6 +35,7 @@ type Claimer struct {
 	DynamoDB DynamoDBClient
 	SQS      SQSClient
 	EC2      EC2Client
+	Tokens   TokenSource      // nil: GitHub tokens are maintained elsewhere
 	Now      func() time.Time // nil: time.Now
 	Log      Logger           // nil: no logging
 }
@@ -80,7 +81,12 @@ func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
 	if queueURL == "" {
 		return nil, fmt.Errorf("pool %s has no queue for resource class %q; apply the pool to re-create it", req.Pool, req.ResourceClass)
 	}
-	a := &attempt{c: c, s: c.store(req.Pool), req: req, cfg: cfg, wants: wants, held: map[string]*held{}}
+	s := c.store(req.Pool)
+	// Before any runner learns the run id: it registers at once.
+	if err := c.ensureTokens(ctx, s, cfg); err != nil {
+		return nil, err
+	}
+	a := &attempt{c: c, s: s, req: req, cfg: cfg, wants: wants, held: map[string]*held{}}
 	a.rec = Record{Request: req, State: recordPending, Nonce: newNonce()}
 	if err := a.begin(ctx); err != nil {
 		return nil, err

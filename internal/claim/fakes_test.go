@@ -128,6 +128,7 @@ var (
 		"#state = :fromState AND #runId = :fromRunId AND #threshold > :now": true,
 		"#state = :fromState AND #runId = :fromRunId AND #threshold < :now": true,
 		"attribute_not_exists(PK)":                                          true,
+		"#updatedAt = :prev":                                                true,
 	}
 	knownUpdates = map[string]bool{
 		"SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now": true,

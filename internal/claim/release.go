@@ -27,6 +27,11 @@ func (c *Claimer) Release(ctx context.Context, poolName, runID string) ([]string
 	if err != nil {
 		return nil, err
 	}
+	// The agents deregister with the removal token. Without a valid one
+	// they cannot, and are terminated instead: never block a release.
+	if err := c.ensureTokens(ctx, s, cfg); err != nil {
+		c.log("releasing without fresh GitHub tokens: runners that cannot deregister are terminated", "error", err.Error())
+	}
 	outcomes, err := c.releaseAll(ctx, s, cfg, rec.Request, rec.OwnedIDs)
 	if err != nil {
 		return outcomes, err // the record stays: a retried destroy picks up the rest

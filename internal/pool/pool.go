@@ -18,6 +18,7 @@ type Spec struct {
 	IdleTimeout     time.Duration
 	MaxRuntime      time.Duration
 	Fleet           *protocol.FleetConfig
+	GitHub          *protocol.GitHubTarget
 	Tags            map[string]string // already merged with provider default tags
 	ForceDestroy    bool
 }
@@ -30,6 +31,7 @@ func (s Spec) config(queueURLs map[string]string) protocol.PoolConfig {
 		MaxRuntime:      protocol.Duration(s.MaxRuntime),
 		Fleet:           s.Fleet,
 		QueueURLs:       queueURLs,
+		GitHub:          s.GitHub,
 	}
 }
 

@@ -14,6 +14,12 @@ const (
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
+// GitHub's rules for user and organization names, and for repository names.
+var (
+	GitHubOwnerPattern      = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
+	GitHubRepositoryPattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`)
+)
+
 // ValidatePoolName reports why name cannot name a pool, or nil.
 func ValidatePoolName(name string) error {
 	if len(name) == 0 || len(name) > MaxPoolNameLength {

@@ -38,6 +38,22 @@ type PoolConfig struct {
 	MaxRuntime      Duration                 `json:"maxRuntime"`
 	Fleet           *FleetConfig             `json:"fleet,omitempty"`
 	QueueURLs       map[string]string        `json:"queueUrls"`
+	GitHub          *GitHubTarget            `json:"github,omitempty"`
+}
+
+// GitHubTarget is where a pool's runners register: a repository, or an
+// organization when Repository is empty.
+type GitHubTarget struct {
+	Owner      string `json:"owner"`
+	Repository string `json:"repository,omitempty"`
+}
+
+// String is "owner/repository", or "owner" for an organization.
+func (t GitHubTarget) String() string {
+	if t.Repository == "" {
+		return t.Owner
+	}
+	return t.Owner + "/" + t.Repository
 }
 
 // Duration is a time.Duration written as Go duration text ("7m0s") in JSON.

@@ -28,6 +28,8 @@ type poolDataSourceModel struct {
 	IdleTimeout     types.String `tfsdk:"idle_timeout"`
 	MaxRuntime      types.String `tfsdk:"max_runtime"`
 	Fleet           types.Object `tfsdk:"fleet"`
+	GitHubOwner     types.String `tfsdk:"github_owner"`
+	GitHubRepo      types.String `tfsdk:"github_repository"`
 	TableName       types.String `tfsdk:"table_name"`
 	TableARN        types.String `tfsdk:"table_arn"`
 	QueueURLs       types.Map    `tfsdk:"queue_urls"`
@@ -70,9 +72,11 @@ func (d *poolDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 					"instance_selection":      computedString("`attribute-based` or `explicit`."),
 				},
 			},
-			"table_name": computedString("Name of the DynamoDB table."),
-			"table_arn":  computedString("ARN of the DynamoDB table."),
-			"queue_urls": schema.MapAttribute{Computed: true, ElementType: types.StringType, Description: "URL of each class's SQS queue."},
+			"github_owner":      computedString("GitHub user or organization the runners register with; null when the pool records none."),
+			"github_repository": computedString("Repository the runners register with; null for organization runners."),
+			"table_name":        computedString("Name of the DynamoDB table."),
+			"table_arn":         computedString("ARN of the DynamoDB table."),
+			"queue_urls":        schema.MapAttribute{Computed: true, ElementType: types.StringType, Description: "URL of each class's SQS queue."},
 			"idle_messages": schema.MapAttribute{
 				Computed: true, ElementType: types.Int64Type,
 				Description: "Approximate number of visible idle-runner messages in each class's queue.",
@@ -116,6 +120,7 @@ func (d *poolDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 	m.IdleTimeout = types.StringValue(protocol.FormatDuration(time.Duration(cfg.IdleTimeout)))
 	m.MaxRuntime = types.StringValue(protocol.FormatDuration(time.Duration(cfg.MaxRuntime)))
 	m.Fleet = fleetValue(cfg.Fleet)
+	m.GitHubOwner, m.GitHubRepo = githubTargetValues(cfg.GitHub)
 	m.TableName = types.StringValue(protocol.TableName(name))
 	m.TableARN = types.StringValue(st.TableARN)
 	m.QueueURLs = stringMapValue(st.QueueURLs)

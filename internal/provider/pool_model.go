@@ -139,3 +139,11 @@ func ownTags(all, defaults map[string]string, prior types.Map) types.Map {
 	}
 	return stringMapValue(own)
 }
+
+// githubTargetValues are the github_owner and github_repository attributes.
+func githubTargetValues(t *protocol.GitHubTarget) (owner, repository types.String) {
+	if t == nil {
+		return types.StringNull(), types.StringNull()
+	}
+	return types.StringValue(t.Owner), optionalString(t.Repository)
+}

@@ -55,6 +55,8 @@ type poolResourceModel struct {
 	IdleTimeout     types.String   `tfsdk:"idle_timeout"`
 	MaxRuntime      types.String   `tfsdk:"max_runtime"`
 	Fleet           types.Object   `tfsdk:"fleet"`
+	GitHubOwner     types.String   `tfsdk:"github_owner"`
+	GitHubRepo      types.String   `tfsdk:"github_repository"`
 	Tags            types.Map      `tfsdk:"tags"`
 	TagsAll         types.Map      `tfsdk:"tags_all"`
 	ForceDestroy    types.Bool     `tfsdk:"force_destroy"`
@@ -145,6 +147,19 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 						Default:     stringdefault.StaticString(protocol.SelectionAttributeBased),
 						Validators:  []validator.String{stringvalidator.OneOf(protocol.SelectionAttributeBased, protocol.SelectionExplicit)},
 					},
+				},
+			},
+			"github_owner": schema.StringAttribute{
+				Optional:    true,
+				Description: "GitHub user or organization the pool's runners register with. With it, and the provider's `github` block, every claim makes sure the pool holds registration and removal tokens for the agents. Without it, the pool's token item is left to whoever maintains it.",
+				Validators:  []validator.String{stringvalidator.RegexMatches(protocol.GitHubOwnerPattern, "must be a GitHub user or organization name: 1-39 letters, digits or '-', not starting with '-'")},
+			},
+			"github_repository": schema.StringAttribute{
+				Optional:    true,
+				Description: "Repository of `github_owner` the runners register with. Without it they register at organization level.",
+				Validators: []validator.String{
+					stringvalidator.RegexMatches(protocol.GitHubRepositoryPattern, "must be a repository name: 1-100 letters, digits, '_', '.' or '-'"),
+					stringvalidator.AlsoRequires(path.MatchRoot("github_owner")),
 				},
 			},
 			"tags": schema.MapAttribute{
@@ -269,6 +284,9 @@ func (r *poolResource) spec(ctx context.Context, m poolResourceModel) (pool.Spec
 	spec.Fleet, d = fleetFromValue(ctx, m.Fleet)
 	diags.Append(d...)
 	diags.Append(m.TagsAll.ElementsAs(ctx, &spec.Tags, false)...)
+	if owner := m.GitHubOwner.ValueString(); owner != "" {
+		spec.GitHub = &protocol.GitHubTarget{Owner: owner, Repository: m.GitHubRepo.ValueString()}
+	}
 	return spec, diags
 }
 
@@ -282,6 +300,7 @@ func (r *poolResource) setStatus(m *poolResourceModel, st *pool.Status) {
 	m.IdleTimeout = durationValue(m.IdleTimeout, time.Duration(cfg.IdleTimeout))
 	m.MaxRuntime = durationValue(m.MaxRuntime, time.Duration(cfg.MaxRuntime))
 	m.Fleet = fleetValue(cfg.Fleet)
+	m.GitHubOwner, m.GitHubRepo = githubTargetValues(cfg.GitHub)
 	m.TagsAll = stringMapValue(st.Tags)
 	m.Tags = ownTags(st.Tags, r.defaultTags(), m.Tags)
 	if m.ForceDestroy.IsNull() {
