@@ -29,18 +29,14 @@ import (
 
 const (
 	region = "us-east-1"
-	class  = "large"
+	class  = scripttest.SeedClass
 	owner  = "octo"
 	repo   = "app"
 )
 
 var (
 	endpoint string
-	clients  struct {
-		ddb *dynamodb.Client
-		sqs *sqs.Client
-		ec2 *ec2.Client
-	}
+	clients  scripttest.Clients
 )
 
 func TestMain(m *testing.M) { os.Exit(runTests(m)) }
@@ -62,7 +58,7 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	clients.ddb, clients.sqs, clients.ec2 = dynamodb.NewFromConfig(cfg), sqs.NewFromConfig(cfg), ec2.NewFromConfig(cfg)
+	clients = scripttest.Clients{DynamoDB: dynamodb.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg), EC2: ec2.NewFromConfig(cfg)}
 	return m.Run()
 }
 
@@ -82,7 +78,7 @@ func newFixture(t *testing.T, tags map[string]string) *fixture {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	f := &fixture{t: t, env: scripttest.NewEnv(t, endpoint, region), pool: "agent-" + hex.EncodeToString(b)}
-	m := &pool.Manager{DynamoDB: clients.ddb, SQS: clients.sqs, EC2: clients.ec2}
+	m := &pool.Manager{DynamoDB: clients.DynamoDB, SQS: clients.SQS, EC2: clients.EC2}
 	st, err := m.Create(ctx, pool.Spec{
 		Name:            f.pool,
 		ResourceClasses: map[string]protocol.ResourceClass{class: {CPU: 2, MemoryMiB: 4096}},
@@ -97,22 +93,10 @@ func newFixture(t *testing.T, tags map[string]string) *fixture {
 		}
 	})
 	f.queueURL = st.QueueURLs[class]
-	ec2Tags := []ec2types.Tag{
-		{Key: aws.String(protocol.TagPool), Value: aws.String(f.pool)},
-		{Key: aws.String(protocol.TagAllowSelfTermination), Value: aws.String("true")},
-	}
-	for k, v := range tags {
-		ec2Tags = append(ec2Tags, ec2types.Tag{Key: aws.String(k), Value: aws.String(v)})
-	}
-	run, err := clients.ec2.RunInstances(ctx, &ec2.RunInstancesInput{
-		ImageId: aws.String("ami-12c6146b"), InstanceType: ec2types.InstanceTypeC5Large, MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
-		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: ec2Tags}},
-	})
-	if err != nil {
+	if f.instanceID, err = scripttest.LaunchInstance(ctx, clients, f.pool, tags); err != nil {
 		t.Fatal(err)
 	}
-	f.instanceID = aws.ToString(run.Instances[0].InstanceId)
-	f.claimer = &claim.Claimer{DynamoDB: clients.ddb, SQS: clients.sqs, EC2: clients.ec2}
+	f.claimer = &claim.Claimer{DynamoDB: clients.DynamoDB, SQS: clients.SQS, EC2: clients.EC2}
 	return f
 }
 
@@ -122,26 +106,13 @@ func (f *fixture) putTokens(target string) {
 	reg, regExp := f.env.GitHub.IssueToken("registration-token", target)
 	rem, remExp := f.env.GitHub.IssueToken("remove-token", target)
 	item := protocol.RegistrationToken{Target: target, Token: reg, ExpiresAt: regExp, RemoveToken: rem, RemoveExpiresAt: remExp, FetchedAt: time.Now()}.Item()
-	if _, err := clients.ddb.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(f.pool), Item: item}); err != nil {
+	if _, err := clients.DynamoDB.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(f.pool), Item: item}); err != nil {
 		f.t.Fatal(err)
 	}
 }
 
-// putRecord writes the instance's record; an idle one also gets its message.
 func (f *fixture) putRecord(state, runID string, threshold time.Time) {
-	ctx := context.Background()
-	rec := protocol.Instance{
-		ID: f.instanceID, State: state, RunID: runID, Threshold: protocol.FormatTime(threshold),
-		ResourceClass: class, InstanceType: "c5.large", UsageClass: protocol.UsageOnDemand, UpdatedAt: protocol.FormatTime(time.Now()),
-	}
-	if _, err := clients.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(f.pool), Item: rec.Item()}); err != nil {
-		f.t.Fatal(err)
-	}
-	if state != protocol.StateIdle {
-		return
-	}
-	msg := protocol.Message{ID: f.instanceID, ResourceClass: class, InstanceType: "c5.large", CPU: 2, MemoryMiB: 4096, UsageClass: protocol.UsageOnDemand, Threshold: rec.Threshold}
-	if _, err := clients.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(f.queueURL), MessageBody: aws.String(msg.Body())}); err != nil {
+	if err := scripttest.PutRecord(context.Background(), clients, f.pool, f.queueURL, f.instanceID, state, runID, threshold); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -151,7 +122,7 @@ func (f *fixture) start(o agentscript.Options, tags map[string]string) *scriptte
 }
 
 func (f *fixture) get(typ string) map[string]string {
-	out, err := clients.ddb.GetItem(context.Background(), &dynamodb.GetItemInput{
+	out, err := clients.DynamoDB.GetItem(context.Background(), &dynamodb.GetItemInput{
 		TableName: aws.String(f.pool), Key: protocol.Key(typ, f.instanceID), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
@@ -252,7 +223,7 @@ func TestAgent_servesClaimsAndReleases(t *testing.T) {
 	if wantAll := strings.Join(want[:4], "\n") + "\n" + want[4]; got != wantAll {
 		t.Errorf("GitHub saw:\n%s\nwant:\n%s", got, wantAll)
 	}
-	msgs, err := clients.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(f.queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+	msgs, err := clients.SQS.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(f.queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
 	if err != nil || len(msgs.Messages) != 1 || !strings.Contains(aws.ToString(msgs.Messages[0].Body), f.instanceID) {
 		t.Errorf("queue after the last release: %v, %v; want the instance's message", msgs, err)
 	}
@@ -315,7 +286,7 @@ func TestAgent_terminatesItselfPastThreshold(t *testing.T) {
 	f.putRecord(protocol.StateIdle, "", time.Now().Add(-2*time.Minute))
 	a := f.start(f.env.Options(t, f.pool, owner, repo), nil)
 	f.eventually(15*time.Second, "the instance terminated in EC2", func() bool {
-		out, err := clients.ec2.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{InstanceIds: []string{f.instanceID}})
+		out, err := clients.EC2.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{InstanceIds: []string{f.instanceID}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -38,10 +38,10 @@ type appAuth struct {
 
 func newAppAuth(cfg AppAuth) (*appAuth, error) {
 	if cfg.AppID <= 0 {
-		return nil, fmt.Errorf("github.app.app_id: must be a positive number, got %d", cfg.AppID)
+		return nil, fmt.Errorf("github.app_id: must be a positive number, got %d", cfg.AppID)
 	}
 	if cfg.InstallationID <= 0 {
-		return nil, fmt.Errorf("github.app.installation_id: must be a positive number, got %d", cfg.InstallationID)
+		return nil, fmt.Errorf("github.installation_id: must be a positive number, got %d", cfg.InstallationID)
 	}
 	key, err := parsePrivateKey(cfg.PrivateKeyPEM)
 	if err != nil {
@@ -51,7 +51,7 @@ func newAppAuth(cfg AppAuth) (*appAuth, error) {
 }
 
 func parsePrivateKey(text string) (*rsa.PrivateKey, error) {
-	const notRSA = "github.app.private_key: not a PEM-encoded RSA private key"
+	const notRSA = "github.private_key: not a PEM-encoded RSA private key"
 	block, _ := pem.Decode([]byte(text))
 	if block == nil {
 		return nil, errors.New(notRSA)

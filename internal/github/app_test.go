@@ -208,7 +208,7 @@ func TestAppAuthExchangeError(t *testing.T) {
 	for _, want := range []string{
 		"create a registration token for repository octo/app: create an installation access token for GitHub App 123 (installation 42): HTTP 401 Unauthorized",
 		"'Issued at' claim",
-		"check github.app.app_id and github.app.private_key",
+		"check github.app_id and github.private_key",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("err = %q, want it to contain %q", msg, want)

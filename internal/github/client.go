@@ -86,9 +86,9 @@ type Client struct {
 func New(cfg Config) (*Client, error) {
 	switch {
 	case cfg.Token != "" && cfg.App != nil:
-		return nil, errors.New("github: both github.token and github.app are set; set exactly one")
+		return nil, errors.New("github: both github.token and github.app_id are set; set exactly one")
 	case cfg.Token == "" && cfg.App == nil:
-		return nil, errors.New("github: neither github.token nor github.app is set; set exactly one")
+		return nil, errors.New("github: neither github.token nor github.app_id is set; set exactly one")
 	}
 	base, err := parseBaseURL(cfg.BaseURL)
 	if err != nil {

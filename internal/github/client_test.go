@@ -115,14 +115,14 @@ func TestNewValidation(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{"both credentials", Config{Token: pat, App: app(1, 2, key)}, "both github.token and github.app are set"},
-		{"no credential", Config{}, "neither github.token nor github.app is set"},
-		{"zero app id", Config{App: app(0, 2, key)}, "github.app.app_id: must be a positive number, got 0"},
-		{"negative installation id", Config{App: app(1, -2, key)}, "github.app.installation_id: must be a positive number, got -2"},
-		{"not PEM", Config{App: app(1, 2, "-----BEGIN nonsense")}, "github.app.private_key: not a PEM-encoded RSA private key"},
-		{"wrong PEM type", Config{App: app(1, 2, strings.ReplaceAll(key, "RSA PRIVATE KEY", "CERTIFICATE"))}, `github.app.private_key: not a PEM-encoded RSA private key: found a "CERTIFICATE" PEM block`},
-		{"corrupt PKCS#1", Config{App: app(1, 2, strings.ReplaceAll(key, "RSA PRIVATE KEY", "PRIVATE KEY"))}, "github.app.private_key: not a PEM-encoded RSA private key: x509"},
-		{"ECDSA PKCS#8", Config{App: app(1, 2, pkcs8PEM(t, ecdsaKey(t)))}, "github.app.private_key: not a PEM-encoded RSA private key: the PKCS#8 key is a *ecdsa.PrivateKey"},
+		{"both credentials", Config{Token: pat, App: app(1, 2, key)}, "both github.token and github.app_id are set"},
+		{"no credential", Config{}, "neither github.token nor github.app_id is set"},
+		{"zero app id", Config{App: app(0, 2, key)}, "github.app_id: must be a positive number, got 0"},
+		{"negative installation id", Config{App: app(1, -2, key)}, "github.installation_id: must be a positive number, got -2"},
+		{"not PEM", Config{App: app(1, 2, "-----BEGIN nonsense")}, "github.private_key: not a PEM-encoded RSA private key"},
+		{"wrong PEM type", Config{App: app(1, 2, strings.ReplaceAll(key, "RSA PRIVATE KEY", "CERTIFICATE"))}, `github.private_key: not a PEM-encoded RSA private key: found a "CERTIFICATE" PEM block`},
+		{"corrupt PKCS#1", Config{App: app(1, 2, strings.ReplaceAll(key, "RSA PRIVATE KEY", "PRIVATE KEY"))}, "github.private_key: not a PEM-encoded RSA private key: x509"},
+		{"ECDSA PKCS#8", Config{App: app(1, 2, pkcs8PEM(t, ecdsaKey(t)))}, "github.private_key: not a PEM-encoded RSA private key: the PKCS#8 key is a *ecdsa.PrivateKey"},
 		{"base URL scheme", Config{Token: pat, BaseURL: "ftp://github.example.com"}, "github.base_url:"},
 		{"base URL without host", Config{Token: pat, BaseURL: "https:///api/v3"}, "github.base_url:"},
 		{"base URL not a URL", Config{Token: pat, BaseURL: "github.example.com/api/v3"}, "github.base_url:"},

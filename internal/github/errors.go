@@ -117,11 +117,11 @@ func targetHint(t Target, status int) string {
 func installationHint(a *appAuth, status int) string {
 	switch status {
 	case http.StatusUnauthorized:
-		return "GitHub rejected the App's JWT: check github.app.app_id and github.app.private_key, and that this machine's clock is correct"
+		return "GitHub rejected the App's JWT: check github.app_id and github.private_key, and that this machine's clock is correct"
 	case http.StatusForbidden:
 		return fmt.Sprintf("GitHub App %d may not create tokens for installation %d; is the installation suspended?", a.appID, a.installationID)
 	case http.StatusNotFound:
-		return fmt.Sprintf("GitHub App %d has no installation %d; check github.app.installation_id", a.appID, a.installationID)
+		return fmt.Sprintf("GitHub App %d has no installation %d; check github.installation_id", a.appID, a.installationID)
 	}
 	return ""
 }

@@ -198,13 +198,17 @@ func (r *claimResource) Configure(_ context.Context, req resource.ConfigureReque
 
 func (r *claimResource) claimer(ctx context.Context) *claim.Claimer {
 	c := r.data.clients
-	return &claim.Claimer{DynamoDB: c.DynamoDB, SQS: c.SQS, EC2: c.EC2, Log: func(msg string, kv ...any) {
+	cl := &claim.Claimer{DynamoDB: c.DynamoDB, SQS: c.SQS, EC2: c.EC2, Log: func(msg string, kv ...any) {
 		fields := map[string]any{}
 		for i := 0; i+1 < len(kv); i += 2 {
 			fields[fmt.Sprint(kv[i])] = kv[i+1]
 		}
 		tflog.Debug(ctx, msg, fields)
 	}}
+	if r.data.github != nil { // a nil *github.Client would be a non-nil TokenSource
+		cl.Tokens = r.data.github
+	}
+	return cl
 }
 
 // ModifyPlan checks the claim against its pool at plan time when the pool

@@ -152,13 +152,13 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 			"github_owner": schema.StringAttribute{
 				Optional:    true,
 				Description: "GitHub user or organization the pool's runners register with. With it, and the provider's `github` block, every claim makes sure the pool holds registration and removal tokens for the agents. Without it, the pool's token item is left to whoever maintains it.",
-				Validators:  []validator.String{stringvalidator.RegexMatches(protocol.GitHubOwnerPattern, "must be a GitHub user or organization name: 1-39 letters, digits or '-', not starting with '-'")},
+				Validators:  []validator.String{githubOwnerValidator()},
 			},
 			"github_repository": schema.StringAttribute{
 				Optional:    true,
 				Description: "Repository of `github_owner` the runners register with. Without it they register at organization level.",
 				Validators: []validator.String{
-					stringvalidator.RegexMatches(protocol.GitHubRepositoryPattern, "must be a repository name: 1-100 letters, digits, '_', '.' or '-'"),
+					githubRepositoryValidator(),
 					stringvalidator.AlsoRequires(path.MatchRoot("github_owner")),
 				},
 			},

@@ -132,6 +132,7 @@ resource "ec2runners_pool" "test" {
   resource_classes = { large = { cpu = 2, memory_mib = 4096 } }
   idle_timeout     = "5m"
   tags             = { env = "test" }
+  github_owner     = "octo"
   fleet = {
     launch_template_id = "lt-0123456789abcdef0"
     subnet_ids         = ["subnet-a"]
@@ -392,4 +393,59 @@ func checkInstancesTerminated(ids ...string) error {
 		}
 	}
 	return nil
+}
+
+// The GitHub target is recorded in the pool config, where claims find it,
+// and changes in place.
+func TestAccPool_githubTarget(t *testing.T) {
+	name := randomName("acc-github")
+	config := func(target string) string {
+		return fmt.Sprintf(`
+resource "ec2runners_pool" "test" {
+  name             = %q
+  resource_classes = { large = { cpu = 2, memory_mib = 4096 } }
+  %s
+}
+
+data "ec2runners_pool" "test" {
+  name = ec2runners_pool.test.name
+}`, name, target)
+	}
+	target := func(want *protocol.GitHubTarget) resource.TestCheckFunc {
+		return checkPoolConfig(name, func(cfg protocol.PoolConfig) error {
+			if (cfg.GitHub == nil) != (want == nil) || (want != nil && *cfg.GitHub != *want) {
+				return fmt.Errorf("pool config GitHub target %+v, want %+v", cfg.GitHub, want)
+			}
+			return nil
+		})
+	}
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviders,
+		CheckDestroy:             checkPoolDestroyed,
+		Steps: []resource.TestStep{
+			{
+				Config: config(`github_owner = "octo"
+  github_repository = "app"`),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("data.ec2runners_pool.test", tfjsonpath.New("github_owner"), knownvalue.StringExact("octo")),
+					statecheck.ExpectKnownValue("data.ec2runners_pool.test", tfjsonpath.New("github_repository"), knownvalue.StringExact("app")),
+				},
+				Check: target(&protocol.GitHubTarget{Owner: "octo", Repository: "app"}),
+			},
+			{
+				Config: config(`github_owner = "octo-org"`),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("ec2runners_pool.test", plancheck.ResourceActionUpdate),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("ec2runners_pool.test", tfjsonpath.New("github_repository"), knownvalue.Null()),
+				},
+				Check: target(&protocol.GitHubTarget{Owner: "octo-org"}),
+			},
+			{
+				Config: config(""),
+				Check:  target(nil),
+			},
+		},
+	})
 }

@@ -116,6 +116,25 @@ fleet = {
 }`,
 			want: `Attribute fleet.launch_template_version must be a version number, \$Default or\s+\$Latest`,
 		},
+		"bad GitHub owner": {
+			config: `
+name         = "ok"
+github_owner = "-octo"`,
+			want: `Attribute github_owner must be a GitHub user or organization name`,
+		},
+		"bad GitHub repository": {
+			config: `
+name              = "ok"
+github_owner      = "octo"
+github_repository = "octo/app"`,
+			want: `Attribute github_repository must be a repository name`,
+		},
+		"repository without owner": {
+			config: `
+name              = "ok"
+github_repository = "app"`,
+			want: `Attribute "github_owner" must be specified when "github_repository" is\s+specified`,
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

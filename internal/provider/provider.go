@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsconfig"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 )
 
 var _ provider.Provider = (*ec2runnersProvider)(nil)
@@ -37,6 +38,7 @@ func New(version string) func() provider.Provider {
 type providerData struct {
 	clients     *awsconfig.Clients
 	defaultTags map[string]string
+	github      *github.Client // nil: no GitHub credentials
 }
 
 type providerModel struct {
@@ -62,6 +64,7 @@ type providerModel struct {
 	DefaultTags *struct {
 		Tags types.Map `tfsdk:"tags"`
 	} `tfsdk:"default_tags"`
+	GitHub *githubModel `tfsdk:"github"`
 }
 
 func (p *ec2runnersProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
@@ -144,6 +147,7 @@ func (p *ec2runnersProvider) Schema(_ context.Context, _ provider.SchemaRequest,
 					"ec2":      endpoint("EC2"),
 				},
 			},
+			"github": githubBlock(),
 			"default_tags": schema.SingleNestedBlock{
 				Description: "Tags applied to every taggable resource the provider creates; a resource's own `tags` win on conflicts.",
 				Attributes: map[string]schema.Attribute{
@@ -199,6 +203,12 @@ func (p *ec2runnersProvider) Configure(ctx context.Context, req provider.Configu
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	gh, d := m.GitHub.client()
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	data.github = gh
 	clients, err := awsconfig.New(ctx, opts)
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot configure the ec2runners provider", err.Error())
@@ -214,5 +224,5 @@ func (p *ec2runnersProvider) Resources(context.Context) []func() resource.Resour
 }
 
 func (p *ec2runnersProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return []func() datasource.DataSource{NewPoolDataSource}
+	return []func() datasource.DataSource{NewPoolDataSource, NewRunnerScriptDataSource}
 }

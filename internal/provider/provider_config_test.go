@@ -1,6 +1,10 @@
 package provider
 
 import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -109,6 +113,81 @@ provider "ec2runners" {
 }
 data "ec2runners_pool" "test" { name = "any" }`,
 			ExpectError: regexp.MustCompile(wrapped(`Attribute region must be known when Terraform plans`)),
+		}},
+	})
+}
+
+func TestAccProvider_githubSettingsInvalid(t *testing.T) {
+	const dataSource = `
+data "ec2runners_runner_script" "test" {
+  pool         = "ci"
+  github_owner = "octo"
+}`
+	for name, tc := range map[string]struct{ block, want string }{
+		"token and app": {
+			`token = "ghp_x"
+    app_id = 1
+    installation_id = 2
+    private_key = "key"`,
+			`Attribute "github.app_id" cannot be specified when "github.token" is specified`,
+		},
+		"app without key": {
+			`app_id = 1
+    installation_id = 2`,
+			`Attribute "github.private_key" must be specified when "github.app_id" is\s+specified`,
+		},
+		"app id zero": {
+			`app_id = 0
+    installation_id = 2
+    private_key = "key"`,
+			`Attribute github.app_id value must be at least 1`,
+		},
+		"key not PEM": {
+			`app_id = 1
+    installation_id = 2
+    private_key = "not a key"`,
+			`github.private_key: not a PEM-encoded RSA private key`,
+		},
+		"bad base URL": {
+			`token = "ghp_x"
+    base_url = "api.github.com"`,
+			`Attribute github.base_url must be an http:// or https:// URL`,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			expectPlanError(t, "provider \"ec2runners\" {\n  github {\n    "+tc.block+"\n  }\n}\n"+dataSource, tc.want)
+		})
+	}
+}
+
+// A GitHub App with a valid key configures; its tokens are fetched only by claims.
+func TestAccProvider_githubApp(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviders,
+		Steps: []resource.TestStep{{
+			Config: fmt.Sprintf(`
+provider "ec2runners" {
+  github {
+    app_id          = 12345
+    installation_id = 678
+    private_key     = %q
+    base_url        = "https://ghe.example.com/api/v3"
+  }
+}
+
+data "ec2runners_runner_script" "test" {
+  pool         = "ci"
+  github_owner = "octo"
+  github_url   = "https://ghe.example.com"
+}`, pemKey),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.ec2runners_runner_script.test", tfjsonpath.New("github_url"), knownvalue.StringExact("https://ghe.example.com")),
+			},
 		}},
 	})
 }

@@ -88,3 +88,11 @@ type resourceClassModel struct {
 func (c resourceClassModel) toProtocol() protocol.ResourceClass {
 	return protocol.ResourceClass{CPU: int(c.CPU.ValueInt64()), MemoryMiB: int(c.MemoryMiB.ValueInt64())}
 }
+
+func githubOwnerValidator() validator.String {
+	return stringvalidator.RegexMatches(protocol.GitHubOwnerPattern, "must be a GitHub user or organization name: 1-39 letters, digits or '-', not starting with '-'")
+}
+
+func githubRepositoryValidator() validator.String {
+	return stringvalidator.RegexMatches(protocol.GitHubRepositoryPattern, "must be a repository name: 1-100 letters, digits, '_', '.' or '-'")
+}

@@ -1,0 +1,163 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript/scripttest"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+// The runner is served by the real agent script (run by bash on this
+// machine, with a stand-in metadata service, a stub GitHub and the stub
+// runner), and the provider fetches its GitHub tokens from the stub's REST
+// API: the claim registers the runner under the run id, the destroy removes
+// it from GitHub and puts the instance back in the pool. No token reaches
+// the state or the logs. The credentials come from GITHUB_TOKEN and
+// GITHUB_API_URL, as in a GitHub Actions job.
+func TestAccClaim_realAgent(t *testing.T) {
+	e := newClaimEnv(t, "acc-agent")
+	gh := scripttest.NewEnv(t, os.Getenv("AWS_ENDPOINT_URL"), testClients.Region)
+	clients := scripttest.Clients{DynamoDB: testClients.DynamoDB, SQS: testClients.SQS, EC2: testClients.EC2}
+	logPath := filepath.Join(t.TempDir(), "terraform.log")
+	t.Setenv("TF_ACC_LOG_PATH", logPath)
+	t.Setenv("TF_LOG", "DEBUG")
+
+	// From the environment, so that the test's configuration (which the
+	// test framework logs) holds no secret either.
+	t.Setenv("GITHUB_TOKEN", gh.GitHub.APIKey)
+	t.Setenv("GITHUB_API_URL", gh.GitHub.URL)
+	poolConfig := strings.Replace(e.poolConfig(), "force_destroy", "github_owner      = \"octo\"\n  github_repository = \"app\"\n  force_destroy", 1)
+	var instanceID string
+	var ids []string // instanceID, for the shared checks
+	startAgent := func(*terraform.State) error {
+		ctx := context.Background()
+		id, err := scripttest.LaunchInstance(ctx, clients, e.pool, nil)
+		if err != nil {
+			return err
+		}
+		instanceID, ids = id, []string{id}
+		queue, err := testClients.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(protocol.QueueName(e.pool, scripttest.SeedClass))})
+		if err != nil {
+			return err
+		}
+		if err := scripttest.PutRecord(ctx, clients, e.pool, aws.ToString(queue.QueueUrl), id, protocol.StateIdle, "", time.Now().Add(10*time.Minute)); err != nil {
+			return err
+		}
+		scripttest.StartAgent(t, gh.Options(t, e.pool, "octo", "app"), scripttest.NewIMDS(t, id, nil))
+		// A warm runner is healthy when claimed: wait for its first heartbeat.
+		return waitFor(10*time.Second, "the agent's first heartbeat", func() bool {
+			out, err := testClients.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(e.pool), Key: protocol.Key(protocol.TypeHeartbeat, id)})
+			return err == nil && out.Item != nil
+		})
+	}
+	runner := func(check func(r scripttest.Runner, registered bool) error) func(*terraform.State) error {
+		return func(*terraform.State) error {
+			r, ok := gh.GitHub.Runners()[instanceID]
+			return check(r, ok)
+		}
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviders,
+		Steps: []resource.TestStep{
+			{Config: poolConfig, Check: startAgent},
+			{
+				Config: poolConfig + e.claimConfig("test", `
+  run_id         = "run-agent"
+  fleet_fallback = false`),
+				Check: resource.ComposeTestCheckFunc(
+					resource.TestCheckResourceAttrPtr("ec2runners_claim.test", "instance_ids.0", &instanceID),
+					e.checkRecords(protocol.StateRunning, "run-agent", &ids),
+					runner(func(r scripttest.Runner, registered bool) error {
+						if !registered || r.Labels != "run-agent" || r.Target != "octo/app" {
+							return fmt.Errorf("GitHub runner %+v (registered %v), want octo/app labelled run-agent", r, registered)
+						}
+						return nil
+					}),
+					func(*terraform.State) error {
+						if calls := gh.GitHub.APICalls(); !slices.Equal(calls, []string{"registration-token octo/app", "remove-token octo/app"}) {
+							return fmt.Errorf("GitHub API calls %v, want one registration and one remove token", calls)
+						}
+						return nil
+					},
+					noSecretsIn(gh.GitHub),
+				),
+			},
+			{
+				Config: poolConfig,
+				Check: resource.ComposeTestCheckFunc(
+					runner(func(r scripttest.Runner, registered bool) error {
+						if registered {
+							return fmt.Errorf("runner %+v still registered on GitHub after release", r)
+						}
+						return nil
+					}),
+					func(*terraform.State) error {
+						want := []string{"register " + instanceID + " run-agent", "run " + instanceID, "stop " + instanceID, "remove " + instanceID}
+						if got := gh.GitHub.Events(); !slices.Equal(got, want) {
+							return fmt.Errorf("GitHub saw %v, want %v", got, want)
+						}
+						return nil
+					},
+					e.checkRecords(protocol.StateIdle, "", &ids),
+					e.checkQueueHolds(&ids),
+				),
+			},
+		},
+	})
+	logs, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatalf("reading the provider's logs: %v", err)
+	}
+	if !strings.Contains(string(logs), "refreshed GitHub runner tokens") {
+		t.Fatal("the provider's debug logs were not captured; the secrets check below would prove nothing")
+	}
+	for _, secret := range append(gh.GitHub.IssuedTokens(), gh.GitHub.APIKey) {
+		if i := strings.Index(string(logs), secret); i >= 0 {
+			line := string(logs)[strings.LastIndex(string(logs[:i]), "\n")+1:]
+			line, _, _ = strings.Cut(line, "\n")
+			t.Errorf("a GitHub token appears in the logs: %.300s", strings.ReplaceAll(line, secret, "<SECRET>"))
+		}
+	}
+}
+
+// noSecretsIn fails when any issued token or the API credential is in the
+// Terraform state.
+func noSecretsIn(g *scripttest.GitHub) func(*terraform.State) error {
+	return func(s *terraform.State) error {
+		secrets := append(g.IssuedTokens(), g.APIKey)
+		for addr, rs := range s.RootModule().Resources {
+			for k, v := range rs.Primary.Attributes {
+				for _, secret := range secrets {
+					if strings.Contains(v, secret) {
+						return fmt.Errorf("state attribute %s.%s holds a GitHub token", addr, k)
+					}
+				}
+			}
+		}
+		return nil
+	}
+}
+
+func waitFor(within time.Duration, what string, cond func() bool) error {
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not within %s: %s", within, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+package provider
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
+)
+
+// githubModel is the provider's github block.
+type githubModel struct {
+	Token          types.String `tfsdk:"token"`
+	AppID          types.Int64  `tfsdk:"app_id"`
+	InstallationID types.Int64  `tfsdk:"installation_id"`
+	PrivateKey     types.String `tfsdk:"private_key"`
+	BaseURL        types.String `tfsdk:"base_url"`
+}
+
+func githubBlock() schema.SingleNestedBlock {
+	app := func(name string) path.Expression { return path.MatchRelative().AtParent().AtName(name) }
+	return schema.SingleNestedBlock{
+		Description: "GitHub credentials for the runner registration and removal tokens that claims keep in pools with a `github_owner`. Either `token` or the three GitHub App settings. Tokens are never written to state or logs.",
+		Attributes: map[string]schema.Attribute{
+			"token": schema.StringAttribute{
+				Optional: true, Sensitive: true,
+				Description: "Token allowed to manage self-hosted runners: a fine-grained token with the repository permission \"Administration\" (read and write) or the organization permission \"Self-hosted runners\" (read and write); or a classic token with `repo` / `admin:org`. Default: `GITHUB_TOKEN`.",
+				Validators:  []validator.String{stringvalidator.ConflictsWith(app("app_id"), app("installation_id"), app("private_key"))},
+			},
+			"app_id": schema.Int64Attribute{
+				Optional: true, Description: "ID of a GitHub App with the same permissions; set with `installation_id` and `private_key`. Default: `GITHUB_APP_ID`.",
+				Validators: []validator.Int64{int64validator.AtLeast(1), int64validator.AlsoRequires(app("installation_id"), app("private_key"))},
+			},
+			"installation_id": schema.Int64Attribute{
+				Optional: true, Description: "ID of the App's installation on the owner. Default: `GITHUB_APP_INSTALLATION_ID`.",
+				Validators: []validator.Int64{int64validator.AtLeast(1), int64validator.AlsoRequires(app("app_id"))},
+			},
+			"private_key": schema.StringAttribute{
+				Optional: true, Sensitive: true, Description: "The App's private key, PEM (PKCS#1 or PKCS#8). Default: `GITHUB_APP_PRIVATE_KEY`.",
+				Validators: []validator.String{stringvalidator.AlsoRequires(app("app_id"))},
+			},
+			"base_url": schema.StringAttribute{
+				Optional: true, Description: "GitHub REST API root; `https://HOST/api/v3` for GitHub Enterprise Server. Default: `GITHUB_API_URL` (set in GitHub Actions jobs), then `https://api.github.com`.",
+				Validators: []validator.String{stringvalidator.RegexMatches(urlPattern, "must be an http:// or https:// URL")},
+			},
+		},
+	}
+}
+
+// client builds the GitHub client from the block and the environment; nil
+// when neither gives credentials.
+func (m *githubModel) client() (*github.Client, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	if m == nil {
+		m = &githubModel{}
+	}
+	for name, unknown := range map[string]bool{
+		"token": m.Token.IsUnknown(), "app_id": m.AppID.IsUnknown(), "installation_id": m.InstallationID.IsUnknown(),
+		"private_key": m.PrivateKey.IsUnknown(), "base_url": m.BaseURL.IsUnknown(),
+	} {
+		if unknown {
+			diags.AddAttributeError(path.Root("github").AtName(name), "Unknown provider setting",
+				fmt.Sprintf("Attribute github.%s must be known when Terraform plans: it cannot depend on a resource that is not created yet.", name))
+		}
+	}
+	if diags.HasError() {
+		return nil, diags
+	}
+	cfg := github.Config{BaseURL: firstSet(m.BaseURL.ValueString(), os.Getenv("GITHUB_API_URL"))}
+	appID, installationID := m.AppID.ValueInt64(), m.InstallationID.ValueInt64()
+	key := m.PrivateKey.ValueString()
+	configuredApp := appID != 0
+	if !configuredApp && m.Token.ValueString() == "" && os.Getenv("GITHUB_APP_ID") != "" {
+		var err error
+		if appID, err = strconv.ParseInt(os.Getenv("GITHUB_APP_ID"), 10, 64); err != nil {
+			diags.AddError("Invalid GITHUB_APP_ID", "GITHUB_APP_ID must be a number.")
+		}
+		if installationID, err = strconv.ParseInt(os.Getenv("GITHUB_APP_INSTALLATION_ID"), 10, 64); err != nil {
+			diags.AddError("Invalid GITHUB_APP_INSTALLATION_ID", "GITHUB_APP_INSTALLATION_ID must be a number when GITHUB_APP_ID is set.")
+		}
+		key = os.Getenv("GITHUB_APP_PRIVATE_KEY")
+		configuredApp = !diags.HasError()
+	}
+	switch {
+	case diags.HasError():
+		return nil, diags
+	case configuredApp:
+		cfg.App = &github.AppAuth{AppID: appID, InstallationID: installationID, PrivateKeyPEM: key}
+	default:
+		cfg.Token = firstSet(m.Token.ValueString(), os.Getenv("GITHUB_TOKEN"))
+		if cfg.Token == "" {
+			return nil, nil
+		}
+	}
+	c, err := github.New(cfg)
+	if err != nil {
+		diags.AddAttributeError(path.Root("github"), "Invalid GitHub settings", err.Error())
+		return nil, diags
+	}
+	return c, diags
+}
+
+func firstSet(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,146 @@
+package provider
+
+import (
+	"context"
+	"encoding/base64"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+var _ datasource.DataSourceWithConfigure = (*runnerScriptDataSource)(nil)
+
+// NewRunnerScriptDataSource is the ec2runners_runner_script data source.
+func NewRunnerScriptDataSource() datasource.DataSource { return &runnerScriptDataSource{} }
+
+type runnerScriptDataSource struct{ data *providerData }
+
+type runnerScriptModel struct {
+	ID                types.String `tfsdk:"id"`
+	Pool              types.String `tfsdk:"pool"`
+	Region            types.String `tfsdk:"region"`
+	GitHubURL         types.String `tfsdk:"github_url"`
+	GitHubOwner       types.String `tfsdk:"github_owner"`
+	GitHubRepository  types.String `tfsdk:"github_repository"`
+	RunnerVersion     types.String `tfsdk:"runner_version"`
+	RunnerDownloadURL types.String `tfsdk:"runner_download_url"`
+	RunnerUser        types.String `tfsdk:"runner_user"`
+	PreRunnerScript   types.String `tfsdk:"pre_runner_script"`
+	HeartbeatInterval types.String `tfsdk:"heartbeat_interval"`
+	Content           types.String `tfsdk:"content"`
+	ContentBase64     types.String `tfsdk:"content_base64"`
+}
+
+const (
+	defaultGitHubURL  = "https://github.com"
+	defaultRunnerUser = "runner"
+)
+
+func (d *runnerScriptDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_runner_script"
+}
+
+func (d *runnerScriptDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		Description: "Renders the user data of the pool's launch template: the agent that keeps each runner instance in the pool. As user data it installs itself as the systemd service `ec2runners-agent`, which heartbeats, terminates the instance past its deadline, registers a GitHub runner labelled with each claim's run id, and deregisters it on release. It needs only bash, curl, openssl, coreutils, util-linux and systemd (stock Amazon Linux 2023 and Ubuntu), IMDSv2 with instance tags in metadata, and an instance profile allowed to read and write the pool's table and terminate its own instance. Nothing is read from AWS: the script is computed from the arguments.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{Computed: true, Description: "The pool's name."},
+			"pool": schema.StringAttribute{
+				Required: true, Description: "Name of the pool the instances serve.",
+				Validators: poolNameValidators(),
+			},
+			"region": schema.StringAttribute{
+				Optional: true, Computed: true, Description: "Region of the pool. Default: the provider's.",
+				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`), "must be an AWS region such as eu-west-1")},
+			},
+			"github_url": schema.StringAttribute{
+				Optional: true, Computed: true, Description: "Web URL of GitHub, or of a GitHub Enterprise Server. Default `" + defaultGitHubURL + "`.",
+				Validators: []validator.String{stringvalidator.RegexMatches(urlPattern, "must be an http:// or https:// URL")},
+			},
+			"github_owner": schema.StringAttribute{
+				Required: true, Description: "User or organization the runners register with; the pool's `github_owner`.",
+				Validators: []validator.String{githubOwnerValidator()},
+			},
+			"github_repository": schema.StringAttribute{
+				Optional: true, Description: "Repository the runners register with; without it, at organization level.",
+				Validators: []validator.String{githubRepositoryValidator()},
+			},
+			"runner_version": schema.StringAttribute{
+				Optional: true, Computed: true, Description: "actions/runner release to install at boot (the runner then keeps itself up to date). Default `" + agentscript.DefaultRunnerVersion + "`.",
+				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`), "must be a release version such as "+agentscript.DefaultRunnerVersion)},
+			},
+			"runner_download_url": schema.StringAttribute{
+				Optional: true, Description: "Where to download the runner tarball instead of GitHub's releases, e.g. a mirror for instances without internet access.",
+				Validators: []validator.String{stringvalidator.RegexMatches(urlPattern, "must be an http:// or https:// URL")},
+			},
+			"runner_user": schema.StringAttribute{
+				Optional: true, Computed: true, Description: "Unprivileged user the runner runs as; created if missing. Default `" + defaultRunnerUser + "`.",
+				Validators: []validator.String{stringvalidator.RegexMatches(agentscript.UserPattern, "must be a user name: up to 32 lower-case letters, digits, '_' or '-', starting with a letter or '_'")},
+			},
+			"pre_runner_script": schema.StringAttribute{
+				Optional: true, Description: "Script run once per instance, as root, after the runner is installed and before it serves a claim (install tools, warm caches). With a `#!` line it runs with that interpreter, otherwise with bash. Its failure signals `UD_FAILED` and the instance is given up.",
+			},
+			"heartbeat_interval": schema.StringAttribute{
+				Optional: true, Computed: true, Description: "How often the agent writes its heartbeat, `1s` to `10s`; claims call a runner unhealthy after 15s without one. Default `5s`.",
+				Validators: []validator.String{durationBetween(time.Second, 10*time.Second)},
+			},
+			"content":        schema.StringAttribute{Computed: true, Description: "The script."},
+			"content_base64": schema.StringAttribute{Computed: true, Description: "The script, base64-encoded, for `aws_launch_template.user_data`."},
+		},
+	}
+}
+
+func (d *runnerScriptDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
+	d.data = configuredData(req.ProviderData, &resp.Diagnostics)
+}
+
+func (d *runnerScriptDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	var m runnerScriptModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	setDefault := func(v *types.String, fallback string) {
+		if v.IsNull() {
+			*v = types.StringValue(fallback)
+		}
+	}
+	setDefault(&m.Region, d.data.clients.Region)
+	setDefault(&m.GitHubURL, defaultGitHubURL)
+	setDefault(&m.RunnerVersion, agentscript.DefaultRunnerVersion)
+	setDefault(&m.RunnerUser, defaultRunnerUser)
+	setDefault(&m.HeartbeatInterval, protocol.FormatDuration(agentscript.DefaultHeartbeatInterval))
+	heartbeat, _ := time.ParseDuration(m.HeartbeatInterval.ValueString()) // validated
+	script, err := agentscript.Render(agentscript.Options{
+		Pool:              m.Pool.ValueString(),
+		Region:            m.Region.ValueString(),
+		GitHubURL:         m.GitHubURL.ValueString(),
+		GitHubOwner:       m.GitHubOwner.ValueString(),
+		GitHubRepository:  m.GitHubRepository.ValueString(),
+		RunnerVersion:     m.RunnerVersion.ValueString(),
+		RunnerDownloadURL: m.RunnerDownloadURL.ValueString(),
+		RunnerUser:        m.RunnerUser.ValueString(),
+		PreRunnerScript:   m.PreRunnerScript.ValueString(),
+		HeartbeatInterval: heartbeat,
+	})
+	if err != nil {
+		// Render names the setting first: "github_url: ...".
+		name, _, _ := strings.Cut(err.Error(), ":")
+		resp.Diagnostics.AddAttributeError(path.Root(name), "Cannot render the runner script", err.Error())
+		return
+	}
+	m.ID = m.Pool
+	m.Content = types.StringValue(script)
+	m.ContentBase64 = types.StringValue(base64.StdEncoding.EncodeToString([]byte(script)))
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
