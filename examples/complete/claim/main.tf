@@ -1,0 +1,108 @@
+# The runners of ONE workflow run: the claim job applies this root module,
+# the build jobs run on the label it outputs, and the release job destroys it
+# (../workflow.yml). Only the ec2runners provider is needed: everything about
+# the pool is read from the pool's table, by its name.
+terraform {
+  required_version = ">= 1.11"
+
+  required_providers {
+    ec2runners = {
+      source = "ec2runners/ec2runners"
+    }
+  }
+
+  # The claim job creates the claim and the release job, on another machine,
+  # destroys it: the state must survive in between, in a backend both jobs
+  # reach. The workflow gives each run its own state with
+  #   terraform init -backend-config="key=ec2runners/claims/<run id>/terraform.tfstate"
+  # (concurrent runs must never share one).
+  # backend "s3" {
+  #   bucket       = "acme-terraform-state"
+  #   region       = "eu-west-1"
+  #   use_lockfile = true
+  # }
+}
+
+# AWS region and credentials come from the environment, e.g. the CI role
+# assumed by aws-actions/configure-aws-credentials (AWS_REGION and the role's
+# keys).
+provider "ec2runners" {
+  # Claims and releases keep the pool's GitHub registration and removal
+  # tokens fresh (GitHub's expire after an hour), so they need credentials
+  # that may create them, as the pool stack does.
+  github {
+    # Null falls back to the GITHUB_TOKEN environment variable.
+    token = var.github_token
+
+    # Or a GitHub App installed on the owner:
+    # app_id          = 123456
+    # installation_id = 45678901
+    # private_key     = var.github_app_private_key
+  }
+}
+
+variable "pool" {
+  description = "Name of the pool to claim from (the pool stack's pool_name output)."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_-]{1,40}$", var.pool))
+    error_message = "The pool name must be 1-40 characters of A-Z, a-z, 0-9, '_' and '-'."
+  }
+}
+
+variable "run_id" {
+  description = "The runners' label, unique per workflow run and attempt, e.g. \"<github.run_id>-<github.run_attempt>\"."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$", var.run_id))
+    error_message = "The run ID must be 1-100 characters of letters, digits, '_', '.' and '-', starting with a letter or digit."
+  }
+}
+
+variable "instance_count" {
+  description = "How many runners the run's jobs need at once."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.instance_count >= 1 && var.instance_count <= 100 && floor(var.instance_count) == var.instance_count
+    error_message = "The instance count must be a whole number from 1 to 100."
+  }
+}
+
+variable "resource_class" {
+  description = "Size of the runners: a resource class of the pool (by default large, xlarge, 2xlarge, ... 16xlarge)."
+  type        = string
+  default     = "large"
+}
+
+variable "github_token" {
+  description = "GitHub token that may create runner registration tokens for the pool's repository or organization (not the workflow's own GITHUB_TOKEN, which may not). Null: the GITHUB_TOKEN environment variable."
+  type        = string
+  default     = null
+  sensitive   = true
+}
+
+resource "ec2runners_claim" "this" {
+  pool           = var.pool
+  run_id         = var.run_id
+  instance_count = var.instance_count
+  resource_class = var.resource_class
+
+  # Instance type patterns (* is the only wildcard); these are the defaults.
+  allowed_instance_types = ["c*", "m*", "r*"]
+  usage_class            = "on-demand" # or "spot": cheaper, may be reclaimed
+  # max_runtime          = "1h"        # default: the pool's max_runtime
+
+  timeouts {
+    create = "10m" # fresh instances must boot, register and heartbeat
+    delete = "5m"  # each runner confirms its release within release_wait (2m)
+  }
+}
+
+output "runs_on" {
+  description = "The label the run's jobs use: runs-on: <runs_on>."
+  value       = ec2runners_claim.this.label
+}

@@ -1,0 +1,168 @@
+# A warm pool of self-hosted GitHub Actions runners on real AWS: the runners'
+# launch template and the agent script it boots, the pool (DynamoDB table and
+# SQS queues), and the IAM roles of the runners and of the CI workflow that
+# claims them (iam.tf). Workflows claim runners with the root module in
+# claim/ (see workflow.yml).
+
+provider "aws" {
+  region = var.region
+
+  default_tags {
+    tags = var.tags
+  }
+}
+
+provider "ec2runners" {
+  region = var.region
+
+  default_tags {
+    tags = var.tags
+  }
+
+  # GitHub credentials for the runners' registration and removal tokens,
+  # which the provider keeps in the pool's table for the agents. Claims need
+  # them too (claim/main.tf).
+  github {
+    # Null falls back to the GITHUB_TOKEN environment variable.
+    token    = var.github_token
+    base_url = "https://api.github.com" # GitHub Enterprise Server: https://<host>/api/v3
+
+    # Or, instead of a token, a GitHub App installed on the owner with the
+    # same permissions (recommended for organizations):
+    # app_id          = 123456
+    # installation_id = 45678901
+    # private_key     = file("${path.root}/github-app.private-key.pem")
+  }
+}
+
+data "aws_caller_identity" "current" {}
+
+data "aws_partition" "current" {}
+
+# The latest Amazon Linux 2023 for x86_64, unless ami_id pins an image.
+data "aws_ssm_parameter" "al2023" {
+  count = var.ami_id == null ? 1 : 0
+
+  name = "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"
+}
+
+locals {
+  # The pool's name comes from the variable, not from ec2runners_pool: the
+  # runner script, the launch template and the IAM policies need it before
+  # the pool exists, and the pool depends on the launch template.
+  pool = var.pool_name
+
+  runner_user = "runner"
+
+  ami_id = var.ami_id != null ? var.ami_id : one(data.aws_ssm_parameter.al2023[*].insecure_value)
+
+  account_id = data.aws_caller_identity.current.account_id
+  partition  = data.aws_partition.current.partition
+  table_arn  = "arn:${local.partition}:dynamodb:${var.region}:${local.account_id}:table/${local.pool}"
+}
+
+# The runner agent: a bash script run as user data at boot. It heartbeats,
+# waits until a claim gives its instance a run id, registers the GitHub runner
+# with that run id as its only label, and deregisters on release; it
+# terminates its instance once its deadline has passed.
+data "ec2runners_runner_script" "this" {
+  pool              = local.pool
+  region            = var.region
+  github_url        = "https://github.com"
+  github_owner      = var.github_owner
+  github_repository = var.github_repository
+  runner_user       = local.runner_user
+  # runner_version  = "2.329.0" # default: the provider's; the runner then updates itself
+
+  # Runs once per instance, as root, after the agent has installed the GitHub
+  # runner (and created its user), before the runner registers: install what
+  # your jobs need. Keep it short, every fresh runner waits for it.
+  pre_runner_script = <<-EOT
+    dnf install -y --setopt=install_weak_deps=False git docker
+    systemctl enable --now docker
+    usermod -aG docker ${local.runner_user}
+  EOT
+}
+
+resource "aws_launch_template" "runner" {
+  name_prefix = "${local.pool}-runner-"
+  description = "GitHub Actions runners of the ec2runners pool ${local.pool}"
+
+  image_id = local.ami_id
+  # No instance type: the claims' fleet requests choose it per resource class
+  # (vCPUs, memory and allowed instance types).
+
+  user_data              = data.ec2runners_runner_script.this.content_base64
+  vpc_security_group_ids = var.security_group_ids
+
+  iam_instance_profile {
+    arn = aws_iam_instance_profile.runner.arn
+  }
+
+  metadata_options {
+    http_endpoint               = "enabled"
+    http_tokens                 = "required" # IMDSv2 only
+    http_put_response_hop_limit = 1          # containers in jobs cannot reach the instance's credentials
+    instance_metadata_tags      = "enabled"  # the agent reads its InitialRunId tag from IMDS
+  }
+
+  block_device_mappings {
+    device_name = "/dev/xvda" # the root device of Amazon Linux 2023
+
+    ebs {
+      volume_type           = "gp3"
+      volume_size           = var.root_volume_size
+      encrypted             = true
+      delete_on_termination = true
+    }
+  }
+
+  # Claims launch with the version the pool names (latest_version below);
+  # keeping the default version current helps anyone launching by hand.
+  update_default_version = true
+
+  tag_specifications {
+    resource_type = "instance"
+    tags          = merge(var.tags, { Name = "${local.pool}-runner" })
+  }
+
+  tag_specifications {
+    resource_type = "volume"
+    tags          = merge(var.tags, { Name = "${local.pool}-runner" })
+  }
+
+  lifecycle {
+    create_before_destroy = true
+  }
+}
+
+resource "ec2runners_pool" "this" {
+  name = local.pool
+
+  # Where the runners register: the repository's runners, or the
+  # organization's when github_repository is null.
+  github_owner      = var.github_owner
+  github_repository = var.github_repository
+
+  idle_timeout = var.idle_timeout
+  max_runtime  = var.max_runtime
+
+  fleet = {
+    launch_template_id = aws_launch_template.runner.id
+    # A new template version (a new AMI, a changed script) updates the pool;
+    # runners already warm keep theirs until they expire.
+    launch_template_version = tostring(aws_launch_template.runner.latest_version)
+    subnet_ids              = var.subnet_ids
+    instance_selection      = "attribute-based"
+  }
+
+  tags = var.tags
+
+  # Without force_destroy, destroying the pool fails while runners are still
+  # in it: release the claims and let the idle runners expire first (see
+  # README.md), or set it to true to terminate them.
+  force_destroy = false
+
+  # The runners' permissions must exist before the first claim launches one.
+  depends_on = [aws_iam_role_policy.runner]
+}

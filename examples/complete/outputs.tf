@@ -1,0 +1,39 @@
+output "pool_name" {
+  description = "Name of the pool, for the claims' `pool` (claim/, TF_VAR_pool in workflow.yml)."
+  value       = ec2runners_pool.this.name
+}
+
+output "ci_role_arn" {
+  description = "Role the CI workflow assumes with GitHub OIDC to claim runners (role-to-assume in workflow.yml)."
+  value       = aws_iam_role.ci.arn
+}
+
+output "runner_role_arn" {
+  description = "Role of the runner instances."
+  value       = aws_iam_role.runner.arn
+}
+
+output "launch_template_id" {
+  description = "Launch template of the runners."
+  value       = aws_launch_template.runner.id
+}
+
+output "launch_template_version" {
+  description = "Launch template version the pool launches."
+  value       = ec2runners_pool.this.fleet.launch_template_version
+}
+
+output "ami_id" {
+  description = "AMI of the runners."
+  value       = local.ami_id
+}
+
+output "table_arn" {
+  description = "ARN of the pool's DynamoDB table."
+  value       = ec2runners_pool.this.table_arn
+}
+
+output "queue_urls" {
+  description = "URL of each resource class's SQS queue."
+  value       = ec2runners_pool.this.queue_urls
+}

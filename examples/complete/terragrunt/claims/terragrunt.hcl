@@ -1,0 +1,54 @@
+# One workflow run's claim, applied by the run's claim job and destroyed by
+# its release job:
+#   CLAIM_RUN_ID="$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT" terragrunt apply
+#   CLAIM_RUN_ID="$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT" terragrunt destroy
+# with the AWS credentials of the CI role, and GitHub credentials in
+# TF_VAR_github_token (claims keep the pool's registration tokens fresh).
+include "root" {
+  path   = find_in_parent_folders("root.hcl")
+  expose = true
+}
+
+locals {
+  # Outside a workflow run (plan, validate, run --all): "local".
+  run_id = get_env("CLAIM_RUN_ID", "local")
+}
+
+terraform {
+  source = "${get_terragrunt_dir()}/../../claim"
+}
+
+# One state per run: concurrent runs never share (or lock) one state, and
+# the release job finds the claim job's. Replaces the root's remote_state.
+remote_state {
+  backend = "s3"
+  # The pool unit has created the bucket; the CI role may only use objects
+  # under ec2runners/claims/, not check or change the bucket's settings.
+  disable_init = true
+
+  generate = {
+    path      = "backend.tf"
+    if_exists = "overwrite_terragrunt"
+  }
+
+  config = merge(include.root.locals.state_config, {
+    key = "ec2runners/claims/${local.run_id}/terraform.tfstate"
+  })
+}
+
+dependency "pool" {
+  config_path = "../pool"
+
+  # Until the pool is applied, plan and validate use this name.
+  mock_outputs = {
+    pool_name = "ci-runners"
+  }
+  mock_outputs_allowed_terraform_commands = ["init", "validate", "plan"]
+}
+
+inputs = {
+  pool           = dependency.pool.outputs.pool_name
+  run_id         = local.run_id
+  instance_count = 2
+  resource_class = "large"
+}
