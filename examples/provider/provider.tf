@@ -8,6 +8,14 @@ provider "ec2runners" {
       ManagedBy = "terraform"
     }
   }
+
+  # For pools with a github_owner: claims fetch the runners' registration
+  # and removal tokens. A token (or GITHUB_TOKEN), or a GitHub App.
+  github {
+    app_id          = 123456
+    installation_id = 45678901
+    private_key     = file("github-app.pem")
+  }
 }
 
 # Against LocalStack (or any emulator on port 4566):

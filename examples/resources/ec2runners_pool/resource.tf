@@ -8,6 +8,11 @@ resource "ec2runners_pool" "ci" {
     "2xlarge" = { cpu = 8, memory_mib = 16384 }
   }
 
+  # Where the runners register; claims keep the registration tokens fresh
+  # with the provider's github credentials.
+  github_owner      = "octo-org"
+  github_repository = "app"
+
   idle_timeout = "10m"
   max_runtime  = "45m"
 
