@@ -126,9 +126,11 @@ ddb() { aws_post dynamodb "$DYNAMODB_URL" 'application/x-amz-json-1.0' "$2" "Dyn
 
 key_json() { printf '{"PK":{"S":"%s"},"SK":{"S":"ID#%s"}}' "$1" "$2"; }
 
-# put_item TYPE ID VALUE: writes the item of TYPE and ID with VALUE (DynamoDB JSON).
+# put_item TYPE ID VALUE: writes the item of TYPE and ID with VALUE (DynamoDB
+# JSON), and a TTL a day ahead, so the table forgets the item once the agent is gone.
 put_item() {
-	ddb PutItem "{\"TableName\":\"$POOL\",\"Item\":{\"PK\":{\"S\":\"$1\"},\"SK\":{\"S\":\"ID#$2\"},\"entityType\":{\"S\":\"${1#TYPE#}\"},\"identifier\":{\"S\":\"$2\"},\"updatedAt\":{\"S\":\"$(now_ts)\"},\"value\":$3}}"
+	local expires=$(($(date +%s) + 86400))
+	ddb PutItem "{\"TableName\":\"$POOL\",\"Item\":{\"PK\":{\"S\":\"$1\"},\"SK\":{\"S\":\"ID#$2\"},\"entityType\":{\"S\":\"${1#TYPE#}\"},\"identifier\":{\"S\":\"$2\"},\"updatedAt\":{\"S\":\"$(now_ts)\"},\"expiresAt\":{\"N\":\"$expires\"},\"value\":$3}}"
 }
 
 heartbeat() { put_item 'TYPE#HEARTBEAT' "$INSTANCE_ID" '{"S":"PING"}'; }

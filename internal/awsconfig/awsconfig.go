@@ -6,9 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
@@ -54,6 +58,22 @@ type Clients struct {
 	DynamoDB *dynamodb.Client
 	SQS      *sqs.Client
 	EC2      *ec2.Client
+}
+
+// DefaultMaxAttempts: enough to ride out throttling and 5xx bursts; the
+// resource's timeout bounds the whole operation anyway.
+const DefaultMaxAttempts = 10
+
+// newRetryer retries throttling, 5xx and connection errors with jittered
+// exponential backoff (at most 5 s between attempts), never conditional-check
+// failures (not retryable in the SDK). The client-side retry quota is off:
+// under a burst of faults it would fail calls that time would heal.
+func newRetryer(attempts int) aws.Retryer {
+	return retry.NewStandard(func(so *retry.StandardOptions) {
+		so.MaxAttempts = attempts
+		so.MaxBackoff = 5 * time.Second
+		so.RateLimiter = ratelimit.None
+	})
 }
 
 // ErrNoRegion is returned when no setting names a region.
@@ -103,9 +123,14 @@ func Load(ctx context.Context, o Options) (aws.Config, error) {
 		}
 		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(o.AccessKey, o.SecretKey, o.Token)))
 	}
-	if o.MaxRetries > 0 {
-		opts = append(opts, config.WithRetryMaxAttempts(o.MaxRetries))
+	attempts := o.MaxRetries
+	if attempts == 0 {
+		attempts = DefaultMaxAttempts
+		if v, err := strconv.Atoi(os.Getenv("AWS_MAX_ATTEMPTS")); err == nil && v > 0 {
+			attempts = v
+		}
 	}
+	opts = append(opts, config.WithRetryer(func() aws.Retryer { return newRetryer(attempts) }))
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("loading AWS configuration: %w", err)

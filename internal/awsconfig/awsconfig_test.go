@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 )
 
 // isolate hides the machine's AWS settings from a test.
@@ -87,13 +89,35 @@ func TestSharedCredentialsFile(t *testing.T) {
 }
 
 func TestMaxRetries(t *testing.T) {
-	isolate(t)
-	cfg, err := Load(context.Background(), Options{Region: "us-east-1", MaxRetries: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := cfg.RetryMaxAttempts; got != 7 {
-		t.Fatalf("RetryMaxAttempts = %d, want 7", got)
+	for _, tc := range []struct {
+		name    string
+		setting int
+		env     string
+		want    int
+	}{
+		{"setting", 7, "3", 7},
+		{"environment", 0, "4", 4},
+		{"default", 0, "", DefaultMaxAttempts},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			isolate(t)
+			t.Setenv("AWS_MAX_ATTEMPTS", tc.env)
+			cfg, err := Load(context.Background(), Options{Region: "us-east-1", MaxRetries: tc.setting})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := cfg.Retryer()
+			if got := r.MaxAttempts(); got != tc.want {
+				t.Fatalf("MaxAttempts = %d, want %d", got, tc.want)
+			}
+			// Throttling is retried; a failed condition is not.
+			if !r.IsErrorRetryable(&smithy.GenericAPIError{Code: "ThrottlingException"}) {
+				t.Error("throttling is not retried")
+			}
+			if r.IsErrorRetryable(&ddbtypes.ConditionalCheckFailedException{}) {
+				t.Error("a conditional-check failure is retried")
+			}
+		})
 	}
 }
 

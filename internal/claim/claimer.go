@@ -37,6 +37,9 @@ type Claimer struct {
 	EC2      EC2Client
 	Tokens   TokenSource      // nil: GitHub tokens are maintained elsewhere
 	Now      func() time.Time // nil: time.Now
+	// ReapInterval: Create and Release reap the pool at most this often
+	// (0: DefaultReapInterval; negative: never).
+	ReapInterval time.Duration
 	Log      Logger           // nil: no logging
 }
 
@@ -82,6 +85,9 @@ func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
 		return nil, fmt.Errorf("pool %s has no queue for resource class %q; apply the pool to re-create it", req.Pool, req.ResourceClass)
 	}
 	s := c.store(req.Pool)
+	// Reaping overlaps the claim's own waits; it is bounded, and its
+	// failures only logged.
+	defer c.reapAlongside(ctx, req.Pool)()
 	// Before any runner learns the run id: it registers at once.
 	if err := c.ensureTokens(ctx, s, cfg); err != nil {
 		return nil, err
@@ -108,6 +114,19 @@ func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
 	cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBudget)
 	defer cancel()
 	return nil, a.rollback(cleanup, err)
+}
+
+// reapAlongside starts an opportunistic reap and returns the func that
+// waits for it.
+func (c *Claimer) reapAlongside(ctx context.Context, poolName string) (wait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if _, _, err := c.ReapIfDue(context.WithoutCancel(ctx), poolName, c.ReapInterval); err != nil {
+			c.log("reaping failed", "pool", poolName, "error", err.Error())
+		}
+	}()
+	return func() { <-done }
 }
 
 // held is an instance the attempt owns, and the state it put it in.

@@ -27,8 +27,14 @@ func TestFakeTableEvaluatesConditions(t *testing.T) {
 	if err := st.apply(ctx, "i-1", claim); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.apply(ctx, "i-1", claim); !errors.Is(err, errConditionFailed) {
+	other := claim
+	other.toRunID = "r2"
+	if err := st.apply(ctx, "i-1", other); !errors.Is(err, errConditionFailed) {
 		t.Errorf("second claim: %v, want the condition to fail", err)
+	}
+	// A retry of a write that went through (its response lost) is no lost race.
+	if err := st.apply(ctx, "i-1", claim); err != nil {
+		t.Errorf("retried claim: %v, want it recognised as already applied", err)
 	}
 	if err := st.apply(ctx, "i-missing", claim); !errors.Is(err, errConditionFailed) {
 		t.Errorf("claim of a missing record: %v, want the condition to fail", err)

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -60,6 +61,8 @@ type fakeTable struct {
 	// onInstance reacts to a changed instance record (the fake agents);
 	// the items it returns are written at once, under the same lock.
 	onInstance func(old, cur protocol.Instance, existed bool) []item
+	// queryPage is Query's page size (0: everything in one page).
+	queryPage int
 }
 
 func newFakeTable(name string) *fakeTable {
@@ -129,10 +132,13 @@ var (
 		"#state = :fromState AND #runId = :fromRunId AND #threshold < :now": true,
 		"attribute_not_exists(PK)":                                          true,
 		"#updatedAt = :prev":                                                true,
+		"attribute_not_exists(PK) OR #updatedAt < :cutoff":                  true,
 	}
 	knownUpdates = map[string]bool{
-		"SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now": true,
-		"ADD #ids :ids": true,
+		"SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now":                          true,
+		"SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now, #expiresAt = :expiresAt": true,
+		"ADD #ids :ids":         true,
+		"SET #updatedAt = :now": true,
 	}
 )
 
@@ -189,6 +195,22 @@ func (e *exprEnv) evalCondition(expr string, cur item) (bool, error) {
 	if !knownConditions[expr] {
 		return false, fmt.Errorf("fake dynamodb: unsupported condition expression %q", expr)
 	}
+	if alternatives := strings.Split(expr, " OR "); len(alternatives) > 1 {
+		result := false
+		for _, a := range alternatives {
+			ok, err := e.evalAnd(a, cur)
+			if err != nil {
+				return false, err
+			}
+			result = result || ok
+		}
+		return result, nil
+	}
+	return e.evalAnd(expr, cur)
+}
+
+// evalAnd evaluates a conjunction of comparisons and attribute_not_exists.
+func (e *exprEnv) evalAnd(expr string, cur item) (bool, error) {
 	result := true
 	for _, clause := range strings.Split(expr, " AND ") {
 		if inner, ok := strings.CutPrefix(clause, "attribute_not_exists("); ok {
@@ -373,7 +395,11 @@ func (f *fakeTable) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, 
 			return nil, err
 		}
 		if !ok {
-			return nil, ccf()
+			e := ccf().(*types.ConditionalCheckFailedException)
+			if in.ReturnValuesOnConditionCheckFailure == types.ReturnValuesOnConditionCheckFailureAllOld {
+				e.Item = copyItem(old)
+			}
+			return nil, e
 		}
 	}
 	cur := copyItem(old)
@@ -447,6 +473,47 @@ func (f *fakeTable) BatchGetItem(_ context.Context, in *dynamodb.BatchGetItemInp
 }
 
 // put writes an item directly (test setup).
+// Query supports the one key condition the code uses (#pk = :pk), pages of
+// queryPage items in sort key order, and ExclusiveStartKey.
+func (f *fakeTable) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("Query", in.TableName, in); err != nil {
+		return nil, err
+	}
+	if aws.ToString(in.KeyConditionExpression) != "#pk = :pk" || in.ExpressionAttributeNames["#pk"] != "PK" {
+		return nil, fmt.Errorf("fake dynamodb: unsupported key condition %q", aws.ToString(in.KeyConditionExpression))
+	}
+	pk, ok := in.ExpressionAttributeValues[":pk"].(*types.AttributeValueMemberS)
+	if !ok {
+		return nil, errors.New("fake dynamodb: :pk is not a string")
+	}
+	var keys []string
+	for k := range f.items {
+		if strings.HasPrefix(k, pk.Value+"|") {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	if in.ExclusiveStartKey != nil {
+		start, err := keyString(in.ExclusiveStartKey)
+		if err != nil {
+			return nil, err
+		}
+		keys = slices.DeleteFunc(keys, func(k string) bool { return k <= start })
+	}
+	out := &dynamodb.QueryOutput{}
+	if f.queryPage > 0 && len(keys) > f.queryPage {
+		keys = keys[:f.queryPage]
+		last := f.items[keys[len(keys)-1]]
+		out.LastEvaluatedKey = map[string]types.AttributeValue{"PK": last["PK"], "SK": last["SK"]}
+	}
+	for _, k := range keys {
+		out.Items = append(out.Items, copyItem(f.items[k]))
+	}
+	return out, nil
+}
+
 func (f *fakeTable) put(it item) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -876,6 +943,10 @@ func (s *fakeSQS) receiveInputs() []*sqs.ReceiveMessageInput {
 type fakeEC2 struct {
 	mu sync.Mutex
 
+	// live are the instances EC2 runs, with their launch times: fleet
+	// launches add to it, terminations remove from it.
+	live map[string]time.Time
+
 	fleets []*ec2.CreateFleetInput
 	// onFleet runs (under the lock) at every CreateFleet.
 	onFleet func()
@@ -928,6 +999,7 @@ func (e *fakeEC2) CreateFleet(_ context.Context, in *ec2.CreateFleetInput, _ ...
 	for i := 0; i < n; i++ {
 		e.nextID++
 		id := fmt.Sprintf("i-f%d", e.nextID)
+		e.launchLocked(id, time.Now())
 		if i%group == 0 {
 			out.Instances = append(out.Instances, ec2types.CreateFleetInstance{InstanceType: typ})
 		}
@@ -1019,7 +1091,44 @@ func (e *fakeEC2) TerminateInstances(_ context.Context, in *ec2.TerminateInstanc
 		return nil, err
 	}
 	e.terminated = append(e.terminated, in.InstanceIds...)
+	for _, id := range in.InstanceIds {
+		delete(e.live, id)
+	}
 	return &ec2.TerminateInstancesOutput{}, nil
+}
+
+// launch adds an instance EC2 runs, as if launched at at.
+func (e *fakeEC2) launch(id string, at time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.launchLocked(id, at)
+}
+
+func (e *fakeEC2) launchLocked(id string, at time.Time) {
+	if e.live == nil {
+		e.live = map[string]time.Time{}
+	}
+	e.live[id] = at
+}
+
+// DescribeInstances lists the live instances; every fake instance belongs
+// to the test pool, so only the filters' presence is checked.
+func (e *fakeEC2) DescribeInstances(_ context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var tagged, live bool
+	for _, f := range in.Filters {
+		tagged = tagged || (aws.ToString(f.Name) == "tag:"+protocol.TagPool && slices.Equal(f.Values, []string{testPool}))
+		live = live || aws.ToString(f.Name) == "instance-state-name"
+	}
+	if !tagged || !live {
+		return nil, errors.New("fake ec2: DescribeInstances without the pool tag and state filters")
+	}
+	var r ec2types.Reservation
+	for _, id := range slices.Sorted(maps.Keys(e.live)) {
+		r.Instances = append(r.Instances, ec2types.Instance{InstanceId: aws.String(id), LaunchTime: aws.Time(e.live[id]), State: &ec2types.InstanceState{Name: ec2types.InstanceStateNameRunning}})
+	}
+	return &ec2.DescribeInstancesOutput{Reservations: []ec2types.Reservation{r}}, nil
 }
 
 func (e *fakeEC2) terminatedIDs() []string {
@@ -1100,7 +1209,8 @@ func newEnv(t *testing.T) *env {
 			QueueURLs: map[string]string{"large": largeURL, "xlarge": xlargeURL},
 		},
 	}
-	e.c = &Claimer{DynamoDB: e.db, SQS: e.sqs, EC2: e.ec2, Log: func(msg string, kv ...any) { t.Log(append([]any{msg}, kv...)...) }}
+	// Reaping has tests of its own; the others see only the claim's work.
+	e.c = &Claimer{DynamoDB: e.db, SQS: e.sqs, EC2: e.ec2, ReapInterval: -1, Log: func(msg string, kv ...any) { t.Log(append([]any{msg}, kv...)...) }}
 	e.writeConfig()
 	return e
 }

@@ -43,29 +43,50 @@ func (s *store) apply(ctx context.Context, id string, t transition) error {
 	case "passed":
 		cond += " AND #threshold < :now"
 	}
+	update := "SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now"
+	names := map[string]string{
+		"#state": protocol.AttrState, "#runId": protocol.AttrRunID,
+		"#threshold": protocol.AttrThreshold, "#updatedAt": protocol.AttrUpdatedAt,
+	}
+	values := map[string]types.AttributeValue{
+		":fromState": str(t.fromState), ":fromRunId": str(t.fromRunID),
+		":toState": str(t.toState), ":toRunId": str(t.toRunID),
+		":threshold": str(protocol.FormatTime(t.threshold)), ":now": str(now),
+	}
+	if t.toState == protocol.StateTerminated { // the table forgets it after a while
+		update += ", #expiresAt = :expiresAt"
+		names["#expiresAt"] = protocol.AttrExpiresAt
+		values[":expiresAt"] = protocol.ExpiresAt(s.now())
+	}
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           aws.String(s.table),
-		Key:                 protocol.Key(protocol.TypeInstance, id),
-		UpdateExpression:    aws.String("SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now"),
-		ConditionExpression: aws.String(cond),
-		ExpressionAttributeNames: map[string]string{
-			"#state": protocol.AttrState, "#runId": protocol.AttrRunID,
-			"#threshold": protocol.AttrThreshold, "#updatedAt": protocol.AttrUpdatedAt,
-		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":fromState": str(t.fromState), ":fromRunId": str(t.fromRunID),
-			":toState": str(t.toState), ":toRunId": str(t.toRunID),
-			":threshold": str(protocol.FormatTime(t.threshold)), ":now": str(now),
-		},
+		TableName:                           aws.String(s.table),
+		Key:                                 protocol.Key(protocol.TypeInstance, id),
+		UpdateExpression:                    aws.String(update),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
+		if alreadyApplied(ccf.Item, t) {
+			return nil
+		}
 		return fmt.Errorf("%s -> %s: %w", t.fromState, t.toState, errConditionFailed)
 	}
 	if err != nil {
 		return fmt.Errorf("%s -> %s: %w", t.fromState, t.toState, err)
 	}
 	return nil
+}
+
+// alreadyApplied tells a lost race from our own write whose response was
+// lost and whose retry then failed the condition: the record already holds
+// exactly what the transition writes.
+func alreadyApplied(old map[string]types.AttributeValue, t transition) bool {
+	return old != nil && protocol.StringAttr(old, protocol.AttrState) == t.toState &&
+		protocol.StringAttr(old, protocol.AttrRunID) == t.toRunID &&
+		protocol.StringAttr(old, protocol.AttrThreshold) == protocol.FormatTime(t.threshold)
 }
 
 func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }

@@ -52,6 +52,7 @@ type fakeDynamo struct {
 	exists bool
 	items  map[string]map[string]types.AttributeValue // by PK + "|" + SK
 	tags   map[string]string
+	ttl    string // the TTL attribute, "" while TTL is off
 }
 
 func newFakeDynamo(log *callLog, name string) *fakeDynamo {
@@ -208,6 +209,31 @@ func (f *fakeDynamo) ListTagsOfResource(_ context.Context, in *dynamodb.ListTags
 		tags = append(tags, types.Tag{Key: aws.String(k), Value: aws.String(f.tags[k])})
 	}
 	return &dynamodb.ListTagsOfResourceOutput{Tags: tags}, nil
+}
+
+func (f *fakeDynamo) DescribeTimeToLive(_ context.Context, in *dynamodb.DescribeTimeToLiveInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error) {
+	f.log.add("DescribeTimeToLive %s", aws.ToString(in.TableName))
+	if aws.ToString(in.TableName) != f.name || !f.exists {
+		return nil, &types.ResourceNotFoundException{Message: aws.String("no such table")}
+	}
+	d := &types.TimeToLiveDescription{TimeToLiveStatus: types.TimeToLiveStatusDisabled}
+	if f.ttl != "" {
+		d = &types.TimeToLiveDescription{TimeToLiveStatus: types.TimeToLiveStatusEnabled, AttributeName: aws.String(f.ttl)}
+	}
+	return &dynamodb.DescribeTimeToLiveOutput{TimeToLiveDescription: d}, nil
+}
+
+// UpdateTimeToLive fails, as DynamoDB does, when TTL is already on.
+func (f *fakeDynamo) UpdateTimeToLive(_ context.Context, in *dynamodb.UpdateTimeToLiveInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error) {
+	f.log.add("UpdateTimeToLive %s %s", aws.ToString(in.TableName), aws.ToString(in.TimeToLiveSpecification.AttributeName))
+	if aws.ToString(in.TableName) != f.name || !f.exists {
+		return nil, &types.ResourceNotFoundException{Message: aws.String("no such table")}
+	}
+	if f.ttl != "" {
+		return nil, errors.New("ValidationException: TimeToLive is already enabled")
+	}
+	f.ttl = aws.ToString(in.TimeToLiveSpecification.AttributeName)
+	return &dynamodb.UpdateTimeToLiveOutput{}, nil
 }
 
 // fakeQueue is one SQS queue; the message counts are what

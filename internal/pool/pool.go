@@ -66,6 +66,9 @@ func (m *Manager) Create(ctx context.Context, spec Spec) (*Status, error) {
 	if _, err := m.createTable(ctx, spec.Name, spec.Tags); err != nil {
 		return nil, rollback(err) // the table may exist yet never have become active
 	}
+	if err := m.ensureTTL(ctx, spec.Name); err != nil {
+		return nil, rollback(err)
+	}
 	for class := range spec.ResourceClasses {
 		url, err := m.createQueue(ctx, spec.Name, class, spec.Tags)
 		if err != nil {
@@ -164,6 +167,9 @@ func (m *Manager) Update(ctx context.Context, spec Spec) (*Status, error) {
 		urls[class] = url
 	}
 	if err := m.syncTableTags(ctx, cur.TableARN, spec.Tags); err != nil {
+		return nil, err
+	}
+	if err := m.ensureTTL(ctx, spec.Name); err != nil { // pools created before TTL was used
 		return nil, err
 	}
 	if err := m.putConfig(ctx, spec.config(urls), now); err != nil {

@@ -382,3 +382,21 @@ func TestUpdateMissingPool(t *testing.T) {
 		t.Errorf("mutating calls %q", m)
 	}
 }
+
+// Pools created before the table had a TTL get one at their next update,
+// and only once.
+func TestUpdateEnablesTTLOnce(t *testing.T) {
+	f := newFixture(t, "ci", twoClasses)
+	spec := Spec{Name: "ci", ResourceClasses: twoClasses}
+	for i := range 2 {
+		if _, err := f.m.Update(context.Background(), spec); err != nil {
+			t.Fatalf("Update %d: %v", i, err)
+		}
+	}
+	if f.db.ttl != protocol.AttrExpiresAt {
+		t.Errorf("TTL attribute %q, want %q", f.db.ttl, protocol.AttrExpiresAt)
+	}
+	if n := strings.Count(strings.Join(f.log.calls, "\n"), "UpdateTimeToLive"); n != 1 {
+		t.Errorf("UpdateTimeToLive called %d times, want once", n)
+	}
+}

@@ -40,6 +40,27 @@ func (m *Manager) createTable(ctx context.Context, name string, tags map[string]
 	return aws.ToString(out.TableDescription.TableArn), nil
 }
 
+// ensureTTL turns on the table's TTL on protocol.AttrExpiresAt, so that
+// terminated records and the items of gone agents do not pile up.
+func (m *Manager) ensureTTL(ctx context.Context, name string) error {
+	out, err := m.DynamoDB.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(protocol.TableName(name))})
+	if err != nil {
+		return fmt.Errorf("reading the TTL setting of table %s: %w", name, err)
+	}
+	if d := out.TimeToLiveDescription; d != nil && aws.ToString(d.AttributeName) == protocol.AttrExpiresAt &&
+		(d.TimeToLiveStatus == types.TimeToLiveStatusEnabled || d.TimeToLiveStatus == types.TimeToLiveStatusEnabling) {
+		return nil
+	}
+	_, err = m.DynamoDB.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName:               aws.String(protocol.TableName(name)),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(protocol.AttrExpiresAt), Enabled: aws.Bool(true)},
+	})
+	if err != nil {
+		return fmt.Errorf("enabling TTL on table %s: %w", name, err)
+	}
+	return nil
+}
+
 // describeTable returns the table's ARN, or ErrNotFound.
 func (m *Manager) describeTable(ctx context.Context, name string) (string, error) {
 	out, err := m.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(protocol.TableName(name))})

@@ -179,6 +179,10 @@ func TestSignalItemRoundTrip(t *testing.T) {
 			t.Errorf("%+v: value = %v, want %v", in, got, want)
 		}
 		delete(item, "value")
+		if ttl, ok := item[AttrExpiresAt].(*types.AttributeValueMemberN); !ok || ttl.Value != "1780401600" {
+			t.Errorf("%+v: expiresAt = %v, want N 1780401600 (a day later)", in, item[AttrExpiresAt])
+		}
+		delete(item, AttrExpiresAt)
 		want := map[string]string{"PK": "TYPE#WS", "SK": "ID#" + in.InstanceID, "entityType": "WS", "identifier": in.InstanceID, "updatedAt": in.UpdatedAt}
 		if got := sAttrs(t, item); !reflect.DeepEqual(got, want) {
 			t.Errorf("%+v: item = %v, want %v", in, got, want)
@@ -217,7 +221,13 @@ func TestSignalFromItemWithoutSignal(t *testing.T) {
 }
 
 func TestHeartbeatItem(t *testing.T) {
-	got := sAttrs(t, HeartbeatItem("i-0abc", "2026-06-01T12:00:05Z"))
+	item := HeartbeatItem("i-0abc", "2026-06-01T12:00:05Z")
+	// The TTL: a day after the heartbeat, so a gone agent's item expires.
+	if ttl, ok := item[AttrExpiresAt].(*types.AttributeValueMemberN); !ok || ttl.Value != "1780401605" {
+		t.Errorf("expiresAt = %v, want N 1780401605", item[AttrExpiresAt])
+	}
+	delete(item, AttrExpiresAt)
+	got := sAttrs(t, item)
 	want := map[string]string{
 		"PK": "TYPE#HEARTBEAT", "SK": "ID#i-0abc", "entityType": "HEARTBEAT", "identifier": "i-0abc",
 		"updatedAt": "2026-06-01T12:00:05Z", "value": "PING",

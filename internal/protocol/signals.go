@@ -1,6 +1,10 @@
 package protocol
 
-import "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+import (
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
 
 // Worker signals written by the agent.
 const (
@@ -27,6 +31,9 @@ type Signal struct {
 // Item renders the signal as a table item.
 func (s Signal) Item() map[string]types.AttributeValue {
 	item := BaseItem(TypeSignal, s.InstanceID, s.UpdatedAt)
+	if t, err := ParseTime(s.UpdatedAt); err == nil {
+		item[AttrExpiresAt] = ExpiresAt(t)
+	}
 	item[AttrValue] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
 		signalValueState: &types.AttributeValueMemberS{Value: s.State},
 		signalValueRunID: &types.AttributeValueMemberS{Value: s.RunID},
@@ -34,10 +41,11 @@ func (s Signal) Item() map[string]types.AttributeValue {
 	return item
 }
 
-// SignalFromItem reads a worker signal item; ok is false when item holds none.
+// SignalFromItem reads a worker signal item; ok is false when item holds
+// none, or is not a signal item (PK TYPE#WS, SK ID#<instance-id>).
 func SignalFromItem(item map[string]types.AttributeValue) (s Signal, ok bool) {
 	value, isMap := item[AttrValue].(*types.AttributeValueMemberM)
-	if !isMap {
+	if !isMap || StringAttr(item, AttrPK) != TypeSignal || !strings.HasPrefix(StringAttr(item, AttrSK), "ID#") || IdentifierOf(item) == "" {
 		return Signal{}, false
 	}
 	s = Signal{
@@ -52,6 +60,9 @@ func SignalFromItem(item map[string]types.AttributeValue) (s Signal, ok bool) {
 // HeartbeatItem is the heartbeat an agent writes every few seconds.
 func HeartbeatItem(instanceID, now string) map[string]types.AttributeValue {
 	item := BaseItem(TypeHeartbeat, instanceID, now)
+	if t, err := ParseTime(now); err == nil {
+		item[AttrExpiresAt] = ExpiresAt(t)
+	}
 	item[AttrValue] = &types.AttributeValueMemberS{Value: HeartbeatValue}
 	return item
 }

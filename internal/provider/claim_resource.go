@@ -198,13 +198,7 @@ func (r *claimResource) Configure(_ context.Context, req resource.ConfigureReque
 
 func (r *claimResource) claimer(ctx context.Context) *claim.Claimer {
 	c := r.data.clients
-	cl := &claim.Claimer{DynamoDB: c.DynamoDB, SQS: c.SQS, EC2: c.EC2, Log: func(msg string, kv ...any) {
-		fields := map[string]any{}
-		for i := 0; i+1 < len(kv); i += 2 {
-			fields[fmt.Sprint(kv[i])] = kv[i+1]
-		}
-		tflog.Debug(ctx, msg, fields)
-	}}
+	cl := &claim.Claimer{DynamoDB: c.DynamoDB, SQS: c.SQS, EC2: c.EC2, Log: tflogAdapter(ctx)}
 	if r.data.github != nil { // a nil *github.Client would be a non-nil TokenSource
 		cl.Tokens = r.data.github
 	}
@@ -417,4 +411,15 @@ func newRunID() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b) // never fails
 	return "run-" + hex.EncodeToString(b)
+}
+
+// tflogAdapter logs the pool logic's key-value messages at debug level.
+func tflogAdapter(ctx context.Context) claim.Logger {
+	return func(msg string, kv ...any) {
+		fields := map[string]any{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			fields[fmt.Sprint(kv[i])] = kv[i+1]
+		}
+		tflog.Debug(ctx, msg, fields)
+	}
 }

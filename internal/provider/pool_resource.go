@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"time"
 
@@ -24,7 +25,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -99,11 +102,11 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"cpu": schema.Int64Attribute{
 						Required: true, Description: "vCPUs of the class's runners.",
-						Validators: []validator.Int64{int64validator.AtLeast(1)},
+						Validators: []validator.Int64{int64validator.Between(1, math.MaxInt32)}, // EC2 takes int32
 					},
 					"memory_mib": schema.Int64Attribute{
 						Required: true, Description: "Minimum memory of the class's runners, in MiB.",
-						Validators: []validator.Int64{int64validator.AtLeast(1)},
+						Validators: []validator.Int64{int64validator.Between(1, math.MaxInt32)},
 					},
 				}},
 			},
@@ -125,10 +128,11 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 				Attributes: map[string]schema.Attribute{
 					"launch_template_id": schema.StringAttribute{
 						Optional: true, Description: "ID of the launch template of the runners. Exactly one of `launch_template_id` and `launch_template_name` is required.",
-						Validators: []validator.String{stringvalidator.ExactlyOneOf(path.MatchRelative().AtParent().AtName("launch_template_name"))},
+						Validators: []validator.String{stringvalidator.ExactlyOneOf(path.MatchRelative().AtParent().AtName("launch_template_name")), launchTemplateIDValidator()},
 					},
 					"launch_template_name": schema.StringAttribute{
 						Optional: true, Description: "Name of the launch template of the runners.",
+						Validators: []validator.String{launchTemplateNameValidator()},
 					},
 					"launch_template_version": schema.StringAttribute{
 						Optional: true, Computed: true,
@@ -139,7 +143,7 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 					"subnet_ids": schema.ListAttribute{
 						Required: true, ElementType: types.StringType,
 						Description: "Subnets to launch in, ideally one per availability zone: each becomes a fleet override, widening the capacity pools.",
-						Validators:  []validator.List{listvalidator.SizeAtLeast(1), listvalidator.UniqueValues()},
+						Validators:  []validator.List{listvalidator.SizeAtLeast(1), uniqueStrings{}, listvalidator.ValueStringsAre(subnetIDValidator())},
 					},
 					"instance_selection": schema.StringAttribute{
 						Optional: true, Computed: true,
@@ -165,6 +169,7 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 			"tags": schema.MapAttribute{
 				Optional: true, ElementType: types.StringType,
 				Description: "Tags of the table and the queues, over the provider's `default_tags`.",
+				Validators:  []validator.Map{tagsValidator{}},
 			},
 			"tags_all": schema.MapAttribute{
 				Computed: true, ElementType: types.StringType,
@@ -361,6 +366,21 @@ func (r *poolResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 	}
 	r.setStatus(&state, st)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+	r.reap(ctx, st.Config.Name)
+}
+
+// reap cleans the pool up while Terraform looks at it anyway: a pool in use
+// stays clean without a cron. Bounded; failures are only logged.
+func (r *poolResource) reap(ctx context.Context, name string) {
+	c := r.data.clients
+	reaper := &claim.Claimer{DynamoDB: c.DynamoDB, SQS: c.SQS, EC2: c.EC2, Log: tflogAdapter(ctx)}
+	res, ran, err := reaper.ReapIfDue(ctx, name, claim.DefaultReapInterval)
+	switch {
+	case err != nil:
+		tflog.Warn(ctx, "reaping the pool failed", map[string]any{"pool": name, "error": err.Error()})
+	case ran:
+		tflog.Debug(ctx, "reaped the pool", map[string]any{"pool": name, "expired": len(res.Expired), "orphans": len(res.Orphans)})
+	}
 }
 
 func (r *poolResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {

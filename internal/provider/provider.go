@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -86,20 +87,24 @@ func (p *ec2runnersProvider) Schema(_ context.Context, _ provider.SchemaRequest,
 			"region": schema.StringAttribute{
 				Optional:    true,
 				Description: "AWS region. Default: `AWS_REGION`, then the profile's region. Required from one of them.",
+				Validators:  []validator.String{regionValidator()},
 			},
 			"profile": schema.StringAttribute{
 				Optional:    true,
 				Description: "Named profile of the shared configuration files. Default: `AWS_PROFILE`, then `default`.",
+				Validators:  []validator.String{stringvalidator.LengthAtLeast(1)},
 			},
 			"shared_config_files": schema.ListAttribute{
 				ElementType: types.StringType,
 				Optional:    true,
 				Description: "Shared config files to read instead of `~/.aws/config`.",
+				Validators:  []validator.List{listvalidator.ValueStringsAre(stringvalidator.LengthAtLeast(1))},
 			},
 			"shared_credentials_files": schema.ListAttribute{
 				ElementType: types.StringType,
 				Optional:    true,
 				Description: "Shared credentials files to read instead of `~/.aws/credentials`.",
+				Validators:  []validator.List{listvalidator.ValueStringsAre(stringvalidator.LengthAtLeast(1))},
 			},
 			"access_key": schema.StringAttribute{
 				Optional:    true,
@@ -121,7 +126,7 @@ func (p *ec2runnersProvider) Schema(_ context.Context, _ provider.SchemaRequest,
 			},
 			"max_retries": schema.Int64Attribute{
 				Optional:    true,
-				Description: "Maximum attempts of each AWS API call, retries included. Default: the SDK's (3, or `AWS_MAX_ATTEMPTS`).",
+				Description: "Maximum attempts of each AWS API call, retries included. Default: `AWS_MAX_ATTEMPTS`, else 10. Throttling, 5xx and connection errors are retried with backoff within the operation's timeout; failed conditions never are.",
 				Validators:  []validator.Int64{int64validator.AtLeast(1)},
 			},
 		},
@@ -129,9 +134,12 @@ func (p *ec2runnersProvider) Schema(_ context.Context, _ provider.SchemaRequest,
 			"assume_role": schema.SingleNestedBlock{
 				Description: "Role to assume with the base credentials.",
 				Attributes: map[string]schema.Attribute{
-					"role_arn":     schema.StringAttribute{Optional: true, Description: "ARN of the role to assume. Required when the block is present."},
-					"session_name": schema.StringAttribute{Optional: true, Description: "Session name of the assumed role."},
-					"external_id":  schema.StringAttribute{Optional: true, Description: "External ID the role's trust policy requires."},
+					"role_arn": schema.StringAttribute{Optional: true, Description: "ARN of the role to assume. Required when the block is present.",
+						Validators: []validator.String{roleARNValidator()}},
+					"session_name": schema.StringAttribute{Optional: true, Description: "Session name of the assumed role.",
+						Validators: []validator.String{sessionNameValidator()}},
+					"external_id": schema.StringAttribute{Optional: true, Description: "External ID the role's trust policy requires.",
+						Validators: externalIDValidators()},
 					"duration": schema.StringAttribute{
 						Optional:    true,
 						Description: "Session duration as a Go duration, `15m` to `12h`. Default: 15m.",
@@ -151,7 +159,8 @@ func (p *ec2runnersProvider) Schema(_ context.Context, _ provider.SchemaRequest,
 			"default_tags": schema.SingleNestedBlock{
 				Description: "Tags applied to every taggable resource the provider creates; a resource's own `tags` win on conflicts.",
 				Attributes: map[string]schema.Attribute{
-					"tags": schema.MapAttribute{ElementType: types.StringType, Optional: true, Description: "Tags to apply."},
+					"tags": schema.MapAttribute{ElementType: types.StringType, Optional: true, Description: "Tags to apply.",
+						Validators: []validator.Map{tagsValidator{}}},
 				},
 			},
 		},

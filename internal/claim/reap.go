@@ -1,0 +1,251 @@
+package claim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+const (
+	// DefaultReapInterval: a pool is reaped at most this often, by whichever
+	// claim, release or pool read comes first.
+	DefaultReapInterval = time.Minute
+	// reapBudget bounds one opportunistic reap.
+	reapBudget = 20 * time.Second
+	// orphanGrace: an instance may run this long without a live record. A
+	// claim writes the record right after CreateFleet returns; the created
+	// state lives as long.
+	orphanGrace = createdLifetime
+	// staleClaimAge: a pending claim record this old belongs to an attempt
+	// that crashed and was never retried.
+	staleClaimAge = time.Hour
+	reaperLeaseID = "reaper"
+)
+
+// ReapResult says what a reap did.
+type ReapResult struct {
+	Expired       []string // records past their threshold, now terminated
+	Orphans       []string // instances without a live record, terminated
+	Vanished      []string // live records whose instance is gone from EC2
+	StaleClaims   []string // pending claim records of crashed attempts, deleted
+	CorruptItems  []string // records that could not be read, skipped
+	TerminateFail error    // instances marked terminated whose termination failed (the next reap retries them as orphans)
+}
+
+// Empty tells whether the reap found nothing to do.
+func (r ReapResult) Empty() bool {
+	return len(r.Expired)+len(r.Orphans)+len(r.Vanished)+len(r.StaleClaims)+len(r.CorruptItems) == 0 && r.TerminateFail == nil
+}
+
+// ReapIfDue reaps the pool unless another caller did within interval
+// (a lease item in the table decides), bounded by reapBudget. ran is false
+// when it was not due.
+func (c *Claimer) ReapIfDue(ctx context.Context, poolName string, interval time.Duration) (res ReapResult, ran bool, err error) {
+	if interval < 0 {
+		return ReapResult{}, false, nil
+	}
+	if interval == 0 {
+		interval = DefaultReapInterval
+	}
+	ctx, cancel := context.WithTimeout(ctx, reapBudget)
+	defer cancel()
+	s := c.store(poolName)
+	due, err := s.takeReaperLease(ctx, interval)
+	if err != nil || !due {
+		return ReapResult{}, false, ignoreMissingPool(err)
+	}
+	res, err = c.Reap(ctx, poolName)
+	return res, true, err
+}
+
+// takeReaperLease records this reap, unless one ran within interval.
+func (s *store) takeReaperLease(ctx context.Context, interval time.Duration) (bool, error) {
+	now := s.now()
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       protocol.Key(protocol.TypeMetadata, reaperLeaseID),
+		UpdateExpression:          aws.String("SET #updatedAt = :now"),
+		ConditionExpression:       aws.String("attribute_not_exists(PK) OR #updatedAt < :cutoff"),
+		ExpressionAttributeNames:  map[string]string{"#updatedAt": protocol.AttrUpdatedAt},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":now": str(protocol.FormatTime(now)), ":cutoff": str(protocol.FormatTime(now.Add(-interval)))},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Reap cleans the pool up, as PROTOCOL.md's reaper: records past their
+// threshold, in any state but terminated, move to terminated (state, run id
+// and threshold < now in one conditional write) and their instances are
+// terminated in batches; instances tagged for the pool without a live
+// record are terminated after a grace period; live records whose instance
+// EC2 no longer runs are expired and terminated; pending claim records of
+// attempts that crashed long ago are deleted once nothing they list is
+// alive. Corrupt items are skipped and reported.
+func (c *Claimer) Reap(ctx context.Context, poolName string) (ReapResult, error) {
+	s := c.store(poolName)
+	var res ReapResult
+	records, corrupt, err := s.allInstances(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.CorruptItems = corrupt
+	now := c.now()
+	var doomed []string
+	live := map[string]protocol.Instance{}
+	for _, r := range records {
+		if r.State == protocol.StateTerminated {
+			continue
+		}
+		threshold, err := protocol.ParseTime(r.Threshold)
+		if err != nil || threshold.After(now) || threshold.Equal(now) {
+			live[r.ID] = r
+			continue
+		}
+		err = s.apply(ctx, r.ID, transition{fromState: r.State, fromRunID: r.RunID, toState: protocol.StateTerminated, toRunID: r.RunID, threshold: now, deadline: "passed"})
+		switch {
+		case err == nil:
+			res.Expired = append(res.Expired, r.ID)
+			doomed = append(doomed, r.ID)
+		case errors.Is(err, errConditionFailed): // revived meanwhile: not ours to reap
+		default:
+			return res, fmt.Errorf("reaping %s: %w", r.ID, err)
+		}
+	}
+	running, err := c.poolInstances(ctx, poolName)
+	if err != nil {
+		return res, err
+	}
+	for id, launched := range running {
+		if _, ok := live[id]; !ok && !slices.Contains(res.Expired, id) && now.Sub(launched) > orphanGrace {
+			res.Orphans = append(res.Orphans, id)
+			doomed = append(doomed, id)
+		}
+	}
+	for id, r := range live {
+		updated, err := protocol.ParseTime(r.UpdatedAt)
+		if _, runs := running[id]; runs || err != nil || now.Sub(updated) <= orphanGrace {
+			continue
+		}
+		// Reclaimed spot capacity, or terminated outside the pool.
+		terminated, err := c.discard(ctx, s, id, r.State, r.RunID)
+		if err != nil {
+			return res, fmt.Errorf("recording that %s is gone: %w", id, err)
+		}
+		if terminated {
+			res.Vanished = append(res.Vanished, id)
+		}
+	}
+	sort.Strings(doomed)
+	res.TerminateFail = pool.TerminateInstances(ctx, c.EC2, doomed)
+	res.StaleClaims, err = c.reapStaleClaims(ctx, s, live, running, now)
+	if !res.Empty() {
+		c.log("reaped pool", "pool", poolName, "expired", res.Expired, "orphans", res.Orphans, "vanished", res.Vanished,
+			"stale_claims", res.StaleClaims, "corrupt", res.CorruptItems, "terminate_error", fmt.Sprint(res.TerminateFail))
+	}
+	return res, err
+}
+
+// allInstances reads every instance record, page by page, skipping (and
+// naming) corrupt ones.
+func (s *store) allInstances(ctx context.Context) ([]protocol.Instance, []string, error) {
+	var out []protocol.Instance
+	var corrupt []string
+	err := s.queryType(ctx, protocol.TypeInstance, func(item map[string]types.AttributeValue) {
+		inst, err := protocol.InstanceFromItem(item)
+		if err != nil {
+			corrupt = append(corrupt, fmt.Sprintf("%s: %v", protocol.StringAttr(item, protocol.AttrSK), err))
+			return
+		}
+		out = append(out, inst)
+	})
+	return out, corrupt, err
+}
+
+// queryType calls fn for every item of one type, following pages.
+func (s *store) queryType(ctx context.Context, typ string, fn func(map[string]types.AttributeValue)) error {
+	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		KeyConditionExpression:    aws.String("#pk = :pk"),
+		ExpressionAttributeNames:  map[string]string{"#pk": protocol.AttrPK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(typ)},
+		ConsistentRead:            aws.Bool(true),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("reading %s items: %w", typ, err)
+		}
+		for _, item := range page.Items {
+			fn(item)
+		}
+	}
+	return nil
+}
+
+// poolInstances are the instances tagged for the pool that EC2 has not
+// terminated, with their launch times.
+func (c *Claimer) poolInstances(ctx context.Context, poolName string) (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	p := ec2.NewDescribeInstancesPaginator(c.EC2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag:" + protocol.TagPool), Values: []string{poolName}},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}},
+	}})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("listing the pool's instances: %w", err)
+		}
+		for _, r := range page.Reservations {
+			for _, inst := range r.Instances {
+				out[aws.ToString(inst.InstanceId)] = aws.ToTime(inst.LaunchTime)
+			}
+		}
+	}
+	return out, nil
+}
+
+// reapStaleClaims deletes pending claim records whose attempt stopped
+// refreshing them long ago and whose instances are all gone.
+func (c *Claimer) reapStaleClaims(ctx context.Context, s *store, live map[string]protocol.Instance, running map[string]time.Time, now time.Time) ([]string, error) {
+	var stale []string
+	err := s.queryType(ctx, protocol.TypeClaim, func(item map[string]types.AttributeValue) {
+		r, err := recordFromItem(s.table, item)
+		updated, terr := protocol.ParseTime(r.UpdatedAt)
+		if err != nil || terr != nil || r.State != recordPending || now.Sub(updated) < staleClaimAge {
+			return
+		}
+		for _, id := range r.OwnedIDs {
+			if _, ok := live[id]; ok {
+				return
+			}
+			if _, ok := running[id]; ok {
+				return
+			}
+		}
+		stale = append(stale, r.Request.RunID)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, runID := range stale {
+		if err := s.deleteRecord(ctx, runID); err != nil {
+			return nil, err
+		}
+	}
+	return stale, nil
+}

@@ -1,0 +1,241 @@
+package claim
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+// putRecord writes an instance record as it stands, updated at updated.
+func (e *env) putRecord(id, state, runID string, threshold, updated time.Time) {
+	inst := protocol.Instance{ID: id, State: state, RunID: runID, Threshold: protocol.FormatTime(threshold),
+		ResourceClass: "large", InstanceType: "c6i.large", UsageClass: protocol.UsageOnDemand, UpdatedAt: protocol.FormatTime(updated)}
+	e.db.put(inst.Item())
+}
+
+func (e *env) reap() ReapResult {
+	e.t.Helper()
+	res, err := e.c.Reap(context.Background(), testPool)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return res
+}
+
+func sorted(ids []string) []string { return slices.Sorted(slices.Values(ids)) }
+
+func TestReapTerminatesExpiredRecordsOfEveryState(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	now := time.Now()
+	past, future := now.Add(-time.Minute), now.Add(time.Hour)
+	e.putRecord("i-created", protocol.StateCreated, "run-1", past, now)
+	e.putRecord("i-running", protocol.StateRunning, "run-2", past, now)
+	e.putRecord("i-idle", protocol.StateIdle, "", past, now)
+	e.putRecord("i-claimed", protocol.StateClaimed, "run-3", past, now)
+	e.putRecord("i-live", protocol.StateIdle, "", future, now)
+	e.putRecord("i-gone", protocol.StateTerminated, "", past, now)
+	for _, id := range []string{"i-created", "i-running", "i-idle", "i-claimed", "i-live"} {
+		e.ec2.launch(id, now.Add(-time.Hour))
+	}
+	res := e.reap()
+	want := []string{"i-claimed", "i-created", "i-idle", "i-running"}
+	if got := sorted(res.Expired); !slices.Equal(got, want) {
+		t.Errorf("expired %v, want %v", got, want)
+	}
+	if got := e.ec2.terminatedIDs(); !slices.Equal(got, want) {
+		t.Errorf("terminated in EC2 %v, want %v", got, want)
+	}
+	if n := e.db.count("TerminateInstances"); n != 0 {
+		t.Fatalf("the table saw %d TerminateInstances calls", n)
+	}
+	e.ec2.mu.Lock()
+	calls := e.ec2.terminateN
+	e.ec2.mu.Unlock()
+	if calls != 1 {
+		t.Errorf("%d TerminateInstances calls, want one batch", calls)
+	}
+	for _, id := range want {
+		it := e.db.get(protocol.TypeInstance, id)
+		r := e.db.instance(t, id)
+		if r.State != protocol.StateTerminated {
+			t.Errorf("%s is %s, want terminated", id, r.State)
+		}
+		if _, ok := it[protocol.AttrExpiresAt].(*types.AttributeValueMemberN); !ok {
+			t.Errorf("%s has no TTL: %v", id, it[protocol.AttrExpiresAt])
+		}
+	}
+	if r := e.db.instance(t, "i-live"); r.State != protocol.StateIdle {
+		t.Errorf("the live runner was touched: %+v", r)
+	}
+	if !e.reap().Empty() {
+		t.Error("a second reap found work again")
+	}
+}
+
+// A record revived between the reaper's read and its write (the condition
+// fails) is someone else's: it is neither marked nor terminated.
+func TestReapLeavesRecordsThatChangedMeanwhile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	now := time.Now()
+	e.putRecord("i-1", protocol.StateIdle, "", now.Add(-time.Minute), now)
+	e.putRecord("i-2", protocol.StateIdle, "", now.Add(-time.Minute), now)
+	e.ec2.launch("i-1", now)
+	e.ec2.launch("i-2", now)
+	e.db.failIf = func(op string, in any) error {
+		if u, ok := in.(*dynamodb.UpdateItemInput); ok && protocol.IdentifierOf(u.Key) == "i-2" {
+			return ccf()
+		}
+		return nil
+	}
+	res := e.reap()
+	if !slices.Equal(res.Expired, []string{"i-1"}) || !slices.Equal(e.ec2.terminatedIDs(), []string{"i-1"}) {
+		t.Errorf("expired %v, terminated %v; want only i-1", res.Expired, e.ec2.terminatedIDs())
+	}
+}
+
+func TestReapTerminatesOrphansAfterGrace(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	now := time.Now()
+	e.ec2.launch("i-orphan", now.Add(-orphanGrace-time.Minute))
+	e.ec2.launch("i-booting", now.Add(-time.Minute))
+	e.ec2.launch("i-tracked", now.Add(-time.Hour))
+	e.putRecord("i-tracked", protocol.StateIdle, "", now.Add(time.Hour), now)
+	e.ec2.launch("i-reaped-earlier", now.Add(-time.Hour)) // its termination failed last time
+	e.putRecord("i-reaped-earlier", protocol.StateTerminated, "", now.Add(-time.Minute), now)
+	res := e.reap()
+	want := []string{"i-orphan", "i-reaped-earlier"}
+	if got := sorted(res.Orphans); !slices.Equal(got, want) {
+		t.Errorf("orphans %v, want %v", got, want)
+	}
+	if got := e.ec2.terminatedIDs(); !slices.Equal(got, want) {
+		t.Errorf("terminated %v, want %v", got, want)
+	}
+}
+
+// A live record whose instance EC2 no longer runs (a reclaimed spot
+// instance) is expired and terminated, once it is older than the grace.
+func TestReapRecordsVanishedInstances(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	now := time.Now()
+	e.putRecord("i-vanished", protocol.StateIdle, "", now.Add(time.Hour), now.Add(-orphanGrace-time.Minute))
+	e.putRecord("i-new", protocol.StateCreated, "run-1", now.Add(time.Hour), now.Add(-time.Minute))
+	res := e.reap()
+	if !slices.Equal(res.Vanished, []string{"i-vanished"}) {
+		t.Errorf("vanished %v, want [i-vanished]", res.Vanished)
+	}
+	if r := e.db.instance(t, "i-vanished"); r.State != protocol.StateTerminated {
+		t.Errorf("i-vanished is %s, want terminated", r.State)
+	}
+	if r := e.db.instance(t, "i-new"); r.State != protocol.StateCreated {
+		t.Errorf("i-new (within the grace) is %s, want created", r.State)
+	}
+}
+
+func TestReapSkipsCorruptRecordsAndPaginates(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.db.queryPage = 2
+	now := time.Now()
+	for _, id := range []string{"i-1", "i-2", "i-3", "i-4", "i-5"} {
+		e.putRecord(id, protocol.StateIdle, "", now.Add(-time.Minute), now)
+		e.ec2.launch(id, now)
+	}
+	bad := protocol.BaseItem(protocol.TypeInstance, "i-bad", protocol.FormatTime(now))
+	bad[protocol.AttrState] = &types.AttributeValueMemberN{Value: "7"}
+	e.db.put(bad)
+	res := e.reap()
+	if len(res.Expired) != 5 {
+		t.Errorf("expired %v, want all five across pages", res.Expired)
+	}
+	if len(res.CorruptItems) != 1 || !strings.Contains(res.CorruptItems[0], "ID#i-bad") {
+		t.Errorf("corrupt items %v, want i-bad named", res.CorruptItems)
+	}
+}
+
+func TestReapDeletesStalePendingClaimRecords(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	now := time.Now()
+	old := now.Add(-staleClaimAge - time.Minute)
+	e.ec2.launch("i-alive", now.Add(-time.Hour))
+	e.putRecord("i-alive", protocol.StateClaimed, "run-alive", now.Add(time.Minute), now)
+	for runID, c := range map[string]struct {
+		state string
+		ids   []string
+	}{
+		"run-stale":    {recordPending, []string{"i-gone"}},
+		"run-alive":    {recordPending, []string{"i-alive"}},
+		"run-complete": {recordComplete, []string{"i-gone"}},
+	} {
+		r := Record{Request: Request{Pool: testPool, RunID: runID, InstanceCount: 1, ResourceClass: "large"}, State: c.state, Nonce: "n", OwnedIDs: c.ids}
+		item := r.item(protocol.FormatTime(old))
+		e.db.put(item)
+	}
+	res := e.reap()
+	if !slices.Equal(res.StaleClaims, []string{"run-stale"}) {
+		t.Errorf("stale claims %v, want [run-stale]", res.StaleClaims)
+	}
+	for runID, want := range map[string]bool{"run-stale": false, "run-alive": true, "run-complete": true} {
+		if got := e.db.get(protocol.TypeClaim, runID) != nil; got != want {
+			t.Errorf("claim record %s exists = %v, want %v", runID, got, want)
+		}
+	}
+}
+
+func TestReapIfDueRunsOncePerInterval(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	now := time.Now()
+	e.c.Now = func() time.Time { return now }
+	ctx := context.Background()
+	for i, tc := range []struct {
+		advance  time.Duration
+		interval time.Duration
+		want     bool
+	}{
+		{0, time.Minute, true},
+		{30 * time.Second, time.Minute, false},
+		{31 * time.Second, time.Minute, true},
+		{time.Hour, -1, false},
+	} {
+		now = now.Add(tc.advance)
+		if _, ran, err := e.c.ReapIfDue(ctx, testPool, tc.interval); err != nil || ran != tc.want {
+			t.Errorf("call %d: ran %v (%v), want %v", i, ran, err, tc.want)
+		}
+	}
+}
+
+// Claims and releases reap the pool they use, at most once per interval.
+func TestCreateAndReleaseReapThePool(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.c.ReapInterval = 0
+	now := time.Now()
+	e.putRecord("i-expired", protocol.StateIdle, "", now.Add(-time.Minute), now)
+	e.seedIdle("i-1", healthy)
+	if _, err := e.create(1); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.db.instance(t, "i-expired"); r.State != protocol.StateTerminated {
+		t.Errorf("after a claim, the expired runner is %s, want terminated", r.State)
+	}
+	e.putRecord("i-expired-2", protocol.StateIdle, "", now.Add(-time.Minute), now)
+	e.db.put(protocol.BaseItem(protocol.TypeMetadata, reaperLeaseID, protocol.FormatTime(now.Add(-2*DefaultReapInterval))))
+	if _, err := e.release(); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.db.instance(t, "i-expired-2"); r.State != protocol.StateTerminated {
+		t.Errorf("after a release, the expired runner is %s, want terminated", r.State)
+	}
+}

@@ -1,0 +1,403 @@
+// Package faultproxy puts a fault-injecting HTTP proxy between AWS SDK clients
+// and an AWS endpoint (the emulator), so tests can see how code behaves when
+// AWS throttles, fails, or loses a request or its response.
+//
+// Point a client's BaseEndpoint at Proxy.URL. Every request is identified by
+// service ("dynamodb", "sqs", "ec2") and API action, then, by the rules in
+// force, either forwarded as is or given one fault:
+//
+//   - Throttle and ServerError answer with the error the service itself sends,
+//     so the SDK's retryer classifies it as it would AWS's;
+//   - DropBefore closes the connection without forwarding: AWS never saw it;
+//   - DropAfter forwards the request (it takes effect), then closes the
+//     connection instead of answering: the client cannot know it succeeded;
+//   - Latency waits before forwarding.
+//
+// Which requests get a fault is drawn from a seeded generator, so a run with
+// the same seed and the same sequence of requests injects the same faults.
+package faultproxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Kind is a kind of fault. The zero value, None, is no fault.
+type Kind int
+
+const (
+	None        Kind = iota
+	Throttle         // the service's throttling error
+	ServerError      // HTTP 500 with the service's internal error
+	DropBefore       // connection closed, request not forwarded
+	DropAfter        // request forwarded, then connection closed unanswered
+	Latency          // Rule.Delay added before forwarding
+)
+
+func (k Kind) String() string {
+	switch k {
+	case None:
+		return "None"
+	case Throttle:
+		return "Throttle"
+	case ServerError:
+		return "ServerError"
+	case DropBefore:
+		return "DropBefore"
+	case DropAfter:
+		return "DropAfter"
+	case Latency:
+		return "Latency"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Rule injects Kind into a fraction Rate (0..1) of the requests for Service
+// ("" = any) and Action ("" = any). Delay is the Latency rule's delay.
+type Rule struct {
+	Service string
+	Action  string
+	Kind    Kind
+	Rate    float64
+	Delay   time.Duration
+}
+
+// Request is what a hook learns about a request before it is acted on.
+type Request struct {
+	Seq     int    // 1 for the proxy's first request, in order of arrival
+	Service string // "dynamodb", "sqs", "ec2", another signing name, or "" if unknown
+	Action  string // e.g. "UpdateItem", "ReceiveMessage", "CreateFleet"
+	Fault   Kind   // the fault about to be injected, None if forwarded as is
+	Body    []byte // the request body; do not modify
+}
+
+// Op is a service and action.
+type Op struct{ Service, Action string }
+
+func (o Op) String() string { return o.Service + " " + o.Action }
+
+// Fault is a kind of fault injected into an Op.
+type Fault struct {
+	Op
+	Kind Kind
+}
+
+func (f Fault) String() string { return f.Op.String() + " " + f.Kind.String() }
+
+// Stats counts requests by Op and injected faults by Op and Kind.
+type Stats struct {
+	Requests map[Op]int
+	Faults   map[Fault]int
+}
+
+// TotalFaults counts the injected faults of kind k (None: of any kind).
+func (s Stats) TotalFaults(k Kind) int {
+	n := 0
+	for f, c := range s.Faults {
+		if k == None || f.Kind == k {
+			n += c
+		}
+	}
+	return n
+}
+
+// String lists the counts in a stable order, for logs.
+func (s Stats) String() string {
+	var b strings.Builder
+	for _, op := range slices.SortedFunc(maps.Keys(s.Requests), func(a, b Op) int {
+		return strings.Compare(a.String(), b.String())
+	}) {
+		fmt.Fprintf(&b, "%s: %d", op, s.Requests[op])
+		for k := Throttle; k <= Latency; k++ {
+			if n := s.Faults[Fault{op, k}]; n > 0 {
+				fmt.Fprintf(&b, " %s=%d", k, n)
+			}
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Proxy is a running fault-injecting proxy. Its methods are safe for
+// concurrent use.
+type Proxy struct {
+	URL string // http://127.0.0.1:port, for the clients' BaseEndpoint
+
+	srv       *http.Server
+	forward   *httputil.ReverseProxy // forwards and answers
+	forwardNR *httputil.ReverseProxy // forwards, then drops the answer (DropAfter)
+	done      chan struct{}          // closed by Close, ends Latency waits
+	closeOnce sync.Once
+
+	mu     sync.Mutex
+	rng    *rand.Rand
+	rules  []Rule
+	paused bool
+	hook   func(Request)
+	seq    int
+	stats  Stats
+}
+
+// errDropAfter makes the DropAfter reverse proxy hand its response to the
+// error handler, which drops it.
+var errDropAfter = errors.New("faultproxy: response dropped")
+
+// New starts a proxy on a loopback port that forwards to target (e.g. the
+// emulator's endpoint) and draws its faults from seed. It injects nothing
+// until SetRules. Close it when done.
+func New(target string, seed uint64) (*Proxy, error) {
+	u, err := url.Parse(target)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return nil, fmt.Errorf("faultproxy: bad target %q", target)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("faultproxy: %w", err)
+	}
+	p := &Proxy{
+		URL:   "http://" + ln.Addr().String(),
+		done:  make(chan struct{}),
+		rng:   rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		stats: Stats{Requests: map[Op]int{}, Faults: map[Fault]int{}},
+	}
+	// The emulator closes every connection anyway; no pool to go stale.
+	transport := &http.Transport{DisableKeepAlives: true, Proxy: nil}
+	rewrite := func(pr *httputil.ProxyRequest) {
+		pr.SetURL(u)
+		// Keep the Host the client signed (SigV4 signs it), so a proxy or
+		// endpoint that checks signatures still accepts the request.
+		pr.Out.Host = pr.In.Host
+	}
+	p.forward = &httputil.ReverseProxy{Rewrite: rewrite, Transport: transport}
+	p.forwardNR = &httputil.ReverseProxy{
+		Rewrite:   rewrite,
+		Transport: transport,
+		ModifyResponse: func(resp *http.Response) error {
+			// Read the whole answer: the target has done its work.
+			io.Copy(io.Discard, resp.Body)
+			return errDropAfter
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if !errors.Is(err, errDropAfter) {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			hangUp(w)
+		},
+	}
+	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
+	go p.srv.Serve(ln)
+	return p, nil
+}
+
+// Close stops the proxy and closes its connections. Hooks still blocked are
+// the caller's to release.
+func (p *Proxy) Close() {
+	p.closeOnce.Do(func() { close(p.done) })
+	p.srv.Close()
+}
+
+// SetRules replaces the rules. For each request the matching rules are tried
+// in order, each with its own draw; the first that fires gives the fault.
+func (p *Proxy) SetRules(rules ...Rule) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rules = slices.Clone(rules)
+}
+
+// Pause stops (true) or resumes (false) fault injection, e.g. around a test's
+// setup and its final audit. Requests are still counted and hooked, and no
+// draws are made while paused.
+func (p *Proxy) Pause(paused bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.paused = paused
+}
+
+// OnRequest sets the hook (nil: none) called for every request, after the
+// fault is chosen and before anything is forwarded or answered. The hook may
+// block: the request waits (in flight for its client) until it returns, while
+// other requests proceed, so it must be safe for concurrent calls.
+//
+// Forwarding does not depend on the client staying connected: a request the
+// proxy has received reaches the target even if its client dies meanwhile
+// (as a request AWS has received is carried out), unless its fault is
+// DropBefore. So a hook that kills the client and then returns simulates a
+// crash after the call took effect, and with a DropBefore rule, before.
+func (p *Proxy) OnRequest(hook func(Request)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.hook = hook
+}
+
+// Stats returns a copy of the counters.
+func (p *Proxy) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return Stats{Requests: maps.Clone(p.stats.Requests), Faults: maps.Clone(p.stats.Faults)}
+}
+
+// ServeHTTP handles one request from a client.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	service, action := identify(r, body)
+
+	req, rule, hook := p.decide(service, action, body)
+	if hook != nil {
+		hook(req)
+	}
+	// Detached from the client: see OnRequest.
+	r = r.WithContext(context.WithoutCancel(r.Context()))
+	switch rule.Kind {
+	case Throttle, ServerError:
+		writeError(w, service, rule.Kind)
+	case DropBefore:
+		hangUp(w)
+	case DropAfter:
+		p.forwardNR.ServeHTTP(w, r)
+	case Latency:
+		t := time.NewTimer(rule.Delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-p.done:
+		}
+		p.forward.ServeHTTP(w, r)
+	default:
+		p.forward.ServeHTTP(w, r)
+	}
+}
+
+// decide numbers the request, draws its fault and counts it, under one lock
+// so that the draws follow the order of arrival.
+func (p *Proxy) decide(service, action string, body []byte) (Request, Rule, func(Request)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seq++
+	op := Op{service, action}
+	p.stats.Requests[op]++
+	var fired Rule
+	// Unidentified requests (e.g. the emulator's own /moto-api/) never fail.
+	if !p.paused && service != "" {
+		for _, rule := range p.rules {
+			if (rule.Service == "" || rule.Service == service) &&
+				(rule.Action == "" || rule.Action == action) &&
+				rule.Kind != None && p.rng.Float64() < rule.Rate {
+				fired = rule
+				p.stats.Faults[Fault{op, rule.Kind}]++
+				break
+			}
+		}
+	}
+	return Request{Seq: p.seq, Service: service, Action: action, Fault: fired.Kind, Body: body}, fired, p.hook
+}
+
+// identify names a request's service and action: from X-Amz-Target for the
+// JSON protocols (DynamoDB, SQS), else from the form's Action (EC2's query
+// protocol); the service falls back to the SigV4 credential scope.
+func identify(r *http.Request, body []byte) (service, action string) {
+	if target := r.Header.Get("X-Amz-Target"); target != "" {
+		prefix, name, _ := strings.Cut(target, ".")
+		action = name
+		switch {
+		case strings.HasPrefix(prefix, "DynamoDB_"):
+			service = "dynamodb"
+		case prefix == "AmazonSQS":
+			service = "sqs"
+		}
+	} else if strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+		if form, err := url.ParseQuery(string(body)); err == nil {
+			action = form.Get("Action")
+		}
+	}
+	if service == "" && action != "" {
+		service = signingName(r.Header.Get("Authorization"))
+	}
+	return service, action
+}
+
+// signingName reads the service from "AWS4-HMAC-SHA256
+// Credential=AKID/20260101/us-east-1/ec2/aws4_request, ...".
+func signingName(auth string) string {
+	_, cred, ok := strings.Cut(auth, "Credential=")
+	if !ok {
+		return ""
+	}
+	cred, _, _ = strings.Cut(cred, ",")
+	parts := strings.Split(strings.TrimSpace(cred), "/")
+	if len(parts) != 5 {
+		return ""
+	}
+	return parts[3]
+}
+
+// hangUp closes the client's connection without a response.
+func hangUp(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler) // not hijackable (HTTP/2): abort the stream
+	}
+	conn.Close()
+}
+
+// writeError answers as the service does when throttled or failing. The SDK
+// classifies errors by code: every throttle code used here is in
+// aws/retry.DefaultThrottleErrorCodes, and HTTP 500 is retryable by status.
+func writeError(w http.ResponseWriter, service string, kind Kind) {
+	reqID := fmt.Sprintf("faultproxy-%016x", rand.Uint64())
+	jsonError := func(status int, typ, queryErr, msg string) {
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		w.Header().Set("X-Amzn-Requestid", reqID)
+		if queryErr != "" {
+			// SQS's JSON protocol is query-compatible: the SDK takes the
+			// code from this header.
+			w.Header().Set("X-Amzn-Query-Error", queryErr)
+		}
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `{"__type":%q,"message":%q}`, typ, msg)
+	}
+	throttle := kind == Throttle
+	switch service {
+	case "dynamodb":
+		if throttle {
+			jsonError(400, "com.amazonaws.dynamodb.v20120810#ThrottlingException", "", "Rate of requests exceeds the allowed throughput.")
+		} else {
+			jsonError(500, "com.amazonaws.dynamodb.v20120810#InternalServerError", "", "Internal server error")
+		}
+	case "sqs":
+		if throttle {
+			jsonError(400, "com.amazonaws.sqs#RequestThrottled", "RequestThrottled;Sender", "Request is throttled.")
+		} else {
+			jsonError(500, "com.amazonaws.sqs#InternalError", "InternalError;Receiver", "We encountered an internal error. Please try again.")
+		}
+	default: // EC2's query protocol (also used for any other service)
+		code, msg, status := "InternalError", "An internal error has occurred.", 500
+		if throttle {
+			code, msg, status = "RequestLimitExceeded", "Request limit exceeded.", 503
+		}
+		w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>`+"\n"+
+			`<Response><Errors><Error><Code>%s</Code><Message>%s</Message></Error></Errors><RequestID>%s</RequestID></Response>`,
+			code, msg, reqID)
+	}
+}
