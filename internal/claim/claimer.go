@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -94,8 +95,8 @@ func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
 	}
 	a := &attempt{c: c, s: s, req: req, cfg: cfg, wants: wants, held: map[string]*held{}}
 	a.rec = Record{Request: req, State: recordPending, Nonce: newNonce()}
-	if err := a.begin(ctx); err != nil {
-		return nil, err
+	if adopted, err := a.begin(ctx); err != nil || adopted != nil {
+		return adopted, err
 	}
 	// Claimed runners must reach running within their protocol lifetime,
 	// the fleet's validation included: stop taking candidates in time.
@@ -176,28 +177,58 @@ func (a *attempt) note(format string, args ...any) {
 // begin writes the claim record before anything else, so a crash can be
 // found and cleaned up. A pending record left by a crashed attempt of the
 // same run is cleaned up first; a complete one is someone's live claim.
-func (a *attempt) begin(ctx context.Context) error {
-	err := a.s.putRecord(ctx, a.rec, true)
-	if !errors.Is(err, errConditionFailed) {
-		return err
+func (a *attempt) begin(ctx context.Context) (*Result, error) {
+	for {
+		err := a.s.putRecord(ctx, a.rec, true)
+		if !errors.Is(err, errConditionFailed) {
+			return nil, err
+		}
+		prev, ok, err := a.s.readRecord(ctx, a.req.Pool, a.req.RunID)
+		switch {
+		case err != nil:
+			return nil, err
+		case !ok:
+			continue // gone meanwhile
+		case prev.Nonce == a.rec.Nonce:
+			return nil, nil // our own write, its response lost
+		case prev.State == recordComplete && sameClaim(prev.Request, a.req):
+			// An apply that crashed after the claim was complete: adopt it.
+			a.c.log("adopting the complete claim of an earlier apply", "run", a.req.RunID, "instances", prev.OwnedIDs)
+			res := &Result{Instances: prev.Instances}
+			for _, inst := range prev.Instances {
+				if inst.Source == SourceFleet {
+					res.Created++
+				} else {
+					res.Reused++
+				}
+			}
+			return res, nil
+		case prev.State == recordComplete:
+			return nil, fmt.Errorf("run %s already holds a different claim in pool %s; import it (`terraform import <address> %s/%s`) or use another run_id",
+				a.req.RunID, a.req.Pool, a.req.Pool, a.req.RunID)
+		}
+		refreshed, perr := protocol.ParseTime(prev.UpdatedAt)
+		if perr == nil && a.c.now().Sub(refreshed) < leaseTimeout {
+			// A live attempt (another apply), or one that was killed less
+			// than a lease ago: wait for it to finish or for its lease to lapse.
+			a.c.log("waiting for another attempt's claim record", "run", a.req.RunID, "refreshed", prev.UpdatedAt)
+			if err := sleep(ctx, leaseInterval/4); err != nil {
+				return nil, fmt.Errorf("another apply is claiming runners for run %s in pool %s (its claim record was refreshed at %s): %w", a.req.RunID, a.req.Pool, prev.UpdatedAt, err)
+			}
+			continue
+		}
+		a.c.log("cleaning up a crashed claim attempt", "run", a.req.RunID, "instances", prev.OwnedIDs)
+		if _, err := a.c.releaseAll(ctx, a.s, a.cfg, prev.Request, prev.OwnedIDs); err != nil {
+			return nil, fmt.Errorf("cleaning up the crashed earlier attempt of run %s: %w", a.req.RunID, err)
+		}
+		return nil, a.s.putRecord(ctx, a.rec, false)
 	}
-	prev, ok, err := a.s.readRecord(ctx, a.req.Pool, a.req.RunID)
-	if err != nil || !ok {
-		return errors.Join(err, a.s.putRecord(ctx, a.rec, true)) // gone meanwhile: try once more
-	}
-	if prev.State == recordComplete {
-		return fmt.Errorf("run %s already holds a claim in pool %s; import it (`terraform import <address> %s/%s`) or use another run_id",
-			a.req.RunID, a.req.Pool, a.req.Pool, a.req.RunID)
-	}
-	if refreshed, err := protocol.ParseTime(prev.UpdatedAt); err == nil && a.c.now().Sub(refreshed) < leaseTimeout {
-		return fmt.Errorf("another apply is claiming runners for run %s in pool %s right now (its claim record was refreshed at %s); wait for it to finish, or use another run_id",
-			a.req.RunID, a.req.Pool, prev.UpdatedAt)
-	}
-	a.c.log("cleaning up a crashed claim attempt", "run", a.req.RunID, "instances", prev.OwnedIDs)
-	if _, err := a.c.releaseAll(ctx, a.s, a.cfg, prev.Request, prev.OwnedIDs); err != nil {
-		return fmt.Errorf("cleaning up the crashed earlier attempt of run %s: %w", a.req.RunID, err)
-	}
-	return a.s.putRecord(ctx, a.rec, false)
+}
+
+// sameClaim tells whether a recorded claim asked for what req asks.
+func sameClaim(a, b Request) bool {
+	return a.InstanceCount == b.InstanceCount && a.ResourceClass == b.ResourceClass && a.UsageClass == b.UsageClass &&
+		slices.Equal(a.AllowedTypes, b.AllowedTypes)
 }
 
 // keepLease refreshes the pending claim record until the returned stop is called.

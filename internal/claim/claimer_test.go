@@ -608,7 +608,8 @@ func TestCreateCleansUpCrashedAttempt(t *testing.T) {
 	}
 }
 
-func TestCreateRefusesCompleteClaimOfSameRun(t *testing.T) {
+// A complete claim of the same run asking for something else is refused.
+func TestCreateRefusesDifferentCompleteClaimOfSameRun(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.seedIdle("i-1", healthy)
@@ -617,8 +618,8 @@ func TestCreateRefusesCompleteClaimOfSameRun(t *testing.T) {
 	}
 	before := e.db.get(protocol.TypeClaim, testRun)
 	e.seedIdle("i-2", healthy)
-	_, err := e.create(1)
-	if err == nil || !strings.Contains(err.Error(), "already holds a claim") || !strings.Contains(err.Error(), "terraform import") {
+	_, err := e.create(2)
+	if err == nil || !strings.Contains(err.Error(), "already holds a different claim") || !strings.Contains(err.Error(), "terraform import") {
 		t.Fatalf("error %v, want the run's claim reported", err)
 	}
 	if after := e.db.get(protocol.TypeClaim, testRun); render(after) != render(before) {
@@ -629,6 +630,29 @@ func TestCreateRefusesCompleteClaimOfSameRun(t *testing.T) {
 	}
 	if r := e.db.instance(t, "i-2"); r.State != protocol.StateIdle {
 		t.Errorf("i-2 is %s", r.State)
+	}
+}
+
+// An apply killed after its claim was complete, but before Terraform saved
+// it, is re-run: the same claim is adopted, nothing more is taken.
+func TestCreateAdoptsCompleteClaimOfSameRequest(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.seedIdle("i-1", healthy)
+	first, err := e.create(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.seedIdle("i-2", healthy)
+	again, err := e.create(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Instances) != 1 || again.Instances[0] != first.Instances[0] {
+		t.Errorf("second Create = %+v, want the first's %+v", again.Instances, first.Instances)
+	}
+	if r := e.db.instance(t, "i-2"); r.State != protocol.StateIdle {
+		t.Errorf("i-2 is %s: taken by an adopted claim", r.State)
 	}
 }
 
@@ -764,8 +788,9 @@ func TestCreateCancelledDuringFleetValidation(t *testing.T) {
 }
 
 // A pending record still refreshed by its attempt belongs to a live apply of
-// the same run: it is left alone and the second apply fails.
-func TestCreateRefusesWhileAnotherAttemptRuns(t *testing.T) {
+// the same run (or one killed less than a lease ago): the second apply
+// waits, leaving it alone, until its context ends...
+func TestCreateWaitsWhileAnotherAttemptRuns(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	future := protocol.FormatTime(time.Now().Add(time.Minute))
@@ -773,11 +798,33 @@ func TestCreateRefusesWhileAnotherAttemptRuns(t *testing.T) {
 	live := Record{Request: e.request(1), State: recordPending, Nonce: "livenonce", OwnedIDs: []string{"i-9"}}
 	e.db.put(live.item(protocol.FormatTime(time.Now())))
 
-	_, err := e.create(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err := e.c.Create(ctx, e.request(1))
 	if err == nil || !strings.Contains(err.Error(), "another apply is claiming runners for run "+testRun) {
 		t.Fatalf("err = %v, want a refusal naming the run", err)
 	}
 	if r := e.db.instance(t, "i-9"); r.State != protocol.StateClaimed || r.RunID != testRun {
 		t.Errorf("the live attempt's i-9 was touched: %+v", r)
+	}
+}
+
+// ...or until the other attempt completes the same claim, which it adopts.
+func TestCreateAdoptsClaimCompletedWhileWaiting(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	future := protocol.FormatTime(time.Now().Add(time.Minute))
+	e.seedRecord(protocol.Instance{ID: "i-9", State: protocol.StateRunning, RunID: testRun, Threshold: future}, healthy)
+	live := Record{Request: e.request(1), State: recordPending, Nonce: "livenonce", OwnedIDs: []string{"i-9"}}
+	e.db.put(live.item(protocol.FormatTime(time.Now())))
+	go func() {
+		time.Sleep(time.Second)
+		done := live
+		done.State, done.Instances = recordComplete, []Instance{{ID: "i-9", InstanceType: "c6i.large", UsageClass: protocol.UsageOnDemand, Source: SourcePool}}
+		e.db.put(done.item(protocol.FormatTime(time.Now())))
+	}()
+	res, err := e.create(1)
+	if err != nil || len(res.Instances) != 1 || res.Instances[0].ID != "i-9" {
+		t.Fatalf("Create = %+v, %v; want the completed claim of i-9", res, err)
 	}
 }
