@@ -1,0 +1,209 @@
+// Package audit checks a pool's invariants from the outside, as the
+// fault-injection tests need them: every instance record is owned by
+// exactly one live claim, or idle with a message in its queue, or
+// terminated; no message names an instance that is not idle; no running
+// EC2 instance tagged for the pool is untracked. It reads the table, the
+// queues and EC2, and changes nothing (messages it peeks at are made
+// visible again at once).
+package audit
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+// Clients read the pool; use ones that talk to AWS directly, not through
+// a fault-injecting proxy.
+type Clients struct {
+	DynamoDB *dynamodb.Client
+	SQS      *sqs.Client
+	EC2      *ec2.Client
+}
+
+// Report is what the audit found.
+type Report struct {
+	Violations []string
+	// Counts of records by state, and of messages.
+	States   map[string]int
+	Messages int
+	// Duplicates are idle instances with more than one message (a retried
+	// send): harmless, the extra one is dropped when received.
+	Duplicates []string
+}
+
+// OK tells whether every invariant holds.
+func (r Report) OK() bool { return len(r.Violations) == 0 }
+
+func (r Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "states %v, %d messages, %d duplicates", r.States, r.Messages, len(r.Duplicates))
+	for _, v := range r.Violations {
+		b.WriteString("\n  violation: " + v)
+	}
+	return b.String()
+}
+
+// Pool audits the named pool. Call it at rest: no claim or release running,
+// requeue delays over.
+func Pool(ctx context.Context, c Clients, poolName string) (Report, error) {
+	rep := Report{States: map[string]int{}}
+	records, err := pool.ListInstances(ctx, c.DynamoDB, poolName)
+	if err != nil {
+		return rep, err
+	}
+	owners, err := claimOwners(ctx, c.DynamoDB, poolName)
+	if err != nil {
+		return rep, err
+	}
+	cfg, err := pool.ReadConfig(ctx, c.DynamoDB, poolName)
+	if err != nil {
+		return rep, err
+	}
+	messages := map[string]int{}
+	for _, url := range cfg.QueueURLs {
+		if err := peek(ctx, c.SQS, url, func(m protocol.Message) { messages[m.ID]++; rep.Messages++ }); err != nil {
+			return rep, err
+		}
+	}
+	running, err := liveInstances(ctx, c.EC2, poolName)
+	if err != nil {
+		return rep, err
+	}
+	violate := func(format string, args ...any) { rep.Violations = append(rep.Violations, fmt.Sprintf(format, args...)) }
+	byID := map[string]protocol.Instance{}
+	for _, r := range records {
+		byID[r.ID] = r
+		rep.States[r.State]++
+		switch r.State {
+		case protocol.StateTerminated:
+			if running[r.ID] {
+				violate("%s is terminated in the table but runs in EC2", r.ID)
+			}
+		case protocol.StateIdle:
+			if r.RunID != "" {
+				violate("%s is idle but owned by run %s", r.ID, r.RunID)
+			}
+			switch n := messages[r.ID]; {
+			case n == 0:
+				violate("%s is idle without a message: no claim can find it", r.ID)
+			case n > 1:
+				rep.Duplicates = append(rep.Duplicates, r.ID)
+			}
+		default: // created, claimed, running
+			if n := len(owners[r.ID]); n != 1 || owners[r.ID][0] != r.RunID {
+				violate("%s is %s for run %q but is listed by the claim records of %v", r.ID, r.State, r.RunID, owners[r.ID])
+			}
+		}
+	}
+	for id := range messages {
+		if r, ok := byID[id]; ok && r.State != protocol.StateIdle && r.State != protocol.StateTerminated {
+			violate("a message names %s, which is %s", id, r.State)
+		}
+	}
+	for id := range running {
+		if _, ok := byID[id]; !ok {
+			violate("%s runs in EC2 with the pool's tag but has no record", id)
+		}
+	}
+	sort.Strings(rep.Violations)
+	return rep, nil
+}
+
+// claimOwners maps instance ids to the runs whose claim records list them.
+func claimOwners(ctx context.Context, db *dynamodb.Client, poolName string) (map[string][]string, error) {
+	owners := map[string][]string{}
+	p := dynamodb.NewQueryPaginator(db, &dynamodb.QueryInput{
+		TableName:                 aws.String(protocol.TableName(poolName)),
+		KeyConditionExpression:    aws.String("PK = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: protocol.TypeClaim}},
+		ConsistentRead:            aws.Bool(true),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, item := range page.Items {
+			ids, _ := item["instanceIds"].(*types.AttributeValueMemberSS)
+			if ids == nil {
+				continue
+			}
+			for _, id := range ids.Value {
+				owners[id] = append(owners[id], protocol.IdentifierOf(item))
+			}
+		}
+	}
+	for id := range owners {
+		slices.Sort(owners[id])
+	}
+	return owners, nil
+}
+
+// peek receives every message of a queue and makes them visible again.
+func peek(ctx context.Context, q *sqs.Client, url string, fn func(protocol.Message)) error {
+	var handles []sqstypes.ChangeMessageVisibilityBatchRequestEntry
+	seen := map[string]bool{}
+	for empty := 0; empty < 1; {
+		out, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: 30, WaitTimeSeconds: 1})
+		if err != nil {
+			return err
+		}
+		if len(out.Messages) == 0 {
+			empty++
+			continue
+		}
+		for _, m := range out.Messages {
+			if seen[aws.ToString(m.MessageId)] {
+				continue
+			}
+			seen[aws.ToString(m.MessageId)] = true
+			if msg, err := protocol.ParseMessage(aws.ToString(m.Body)); err == nil {
+				fn(msg)
+			}
+			handles = append(handles, sqstypes.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(len(handles))), ReceiptHandle: m.ReceiptHandle})
+		}
+	}
+	for start := 0; start < len(handles); start += 10 {
+		// A zero VisibilityTimeout is sent here (ReceiveMessage drops it).
+		if _, err := q.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(url), Entries: handles[start:min(start+10, len(handles))]}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// liveInstances are the pool's tagged instances EC2 has not terminated.
+func liveInstances(ctx context.Context, c *ec2.Client, poolName string) (map[string]bool, error) {
+	out := map[string]bool{}
+	p := ec2.NewDescribeInstancesPaginator(c, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag:" + protocol.TagPool), Values: []string{poolName}},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}},
+	}})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range page.Reservations {
+			for _, i := range r.Instances {
+				out[aws.ToString(i.InstanceId)] = true
+			}
+		}
+	}
+	return out, nil
+}

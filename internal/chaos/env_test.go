@@ -1,0 +1,155 @@
+package chaos
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/audit"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsconfig"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/faultproxy"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+const region = "us-east-1"
+
+var (
+	endpoint string
+	direct   *awsconfig.Clients // straight to the emulator: setup, agents, audits
+)
+
+func TestMain(m *testing.M) { os.Exit(runTests(m)) }
+
+func runTests(m *testing.M) int {
+	ctx := context.Background()
+	ep, stop, err := emulator.Ensure(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos tests need the AWS emulator:", err)
+		return 1
+	}
+	defer stop()
+	endpoint = ep
+	direct, err = clientsFor(ctx, ep)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// clientsFor builds the provider's own clients (its retry policy included)
+// for an endpoint.
+func clientsFor(ctx context.Context, url string) (*awsconfig.Clients, error) {
+	return awsconfig.New(ctx, awsconfig.Options{
+		Region: region, AccessKey: "test", SecretKey: "test",
+		Endpoints: awsconfig.Endpoints{SQS: url, DynamoDB: url, EC2: url},
+	})
+}
+
+// world is one test's pool with a fleet, simulated agents for its
+// instances, and a fault-injecting proxy in front of the emulator.
+type world struct {
+	t      *testing.T
+	pool   string
+	proxy  *faultproxy.Proxy
+	faulty *awsconfig.Clients // through the proxy: what the provider uses
+	sim    *agentsim.Sim
+}
+
+func newWorld(t *testing.T, prefix string, seed uint64) *world {
+	t.Helper()
+	ctx := context.Background()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	w := &world{t: t, pool: prefix + "-" + hex.EncodeToString(b)}
+	var err error
+	if w.proxy, err = faultproxy.New(endpoint, seed); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.proxy.Close)
+	if w.faulty, err = clientsFor(ctx, w.proxy.URL); err != nil {
+		t.Fatal(err)
+	}
+	lt, err := direct.EC2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
+		LaunchTemplateName: aws.String(w.pool),
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String("ami-12c6146b")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subnets, err := direct.EC2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{})
+	if err != nil || len(subnets.Subnets) == 0 {
+		t.Fatalf("subnets: %v", err)
+	}
+	m := &pool.Manager{DynamoDB: direct.DynamoDB, SQS: direct.SQS, EC2: direct.EC2}
+	if _, err := m.Create(ctx, pool.Spec{
+		Name:            w.pool,
+		ResourceClasses: map[string]protocol.ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}},
+		IdleTimeout:     30 * time.Minute, MaxRuntime: 30 * time.Minute,
+		Fleet: &protocol.FleetConfig{
+			LaunchTemplateID: aws.ToString(lt.LaunchTemplate.LaunchTemplateId), LaunchTemplateVersion: "$Default",
+			SubnetIDs: []string{aws.ToString(subnets.Subnets[0].SubnetId)}, InstanceSelection: protocol.SelectionExplicit,
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	w.sim = agentsim.New(agentsim.Clients{DynamoDB: direct.DynamoDB, EC2: direct.EC2, SQS: direct.SQS}, w.pool, agentsim.Options{
+		HeartbeatInterval: time.Second, PollInterval: 250 * time.Millisecond, SelfCheckInterval: 5 * time.Second, Logf: t.Logf,
+	})
+	w.sim.WatchFleet(ctx, func(string, int) agentsim.Behavior { return agentsim.Healthy })
+	t.Cleanup(func() {
+		w.sim.Stop()
+		if err := m.Delete(context.Background(), w.pool, true); err != nil {
+			t.Errorf("deleting the pool: %v", err)
+		}
+		_, _ = direct.EC2.DeleteLaunchTemplate(context.Background(), &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplate.LaunchTemplateId})
+	})
+	return w
+}
+
+// seed puts n healthy idle runners in the pool.
+func (w *world) seed(n int) []string {
+	w.t.Helper()
+	ids, err := w.sim.SeedIdle(context.Background(), n, agentsim.SeedSpec{ResourceClass: "large", IdleTimeout: 30 * time.Minute})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return ids
+}
+
+// tenPercent injects faults into about one request in ten, of every kind,
+// into every service and action.
+var tenPercent = []faultproxy.Rule{
+	{Kind: faultproxy.Throttle, Rate: 0.04},
+	{Kind: faultproxy.ServerError, Rate: 0.03},
+	{Kind: faultproxy.DropBefore, Rate: 0.015},
+	{Kind: faultproxy.DropAfter, Rate: 0.015},
+}
+
+// audit checks the pool's invariants with faults paused, once requeued
+// messages are visible again.
+func (w *world) audit(when string) {
+	w.t.Helper()
+	w.proxy.Pause(true)
+	defer w.proxy.Pause(false)
+	time.Sleep(2500 * time.Millisecond) // requeue delays (2s)
+	rep, err := audit.Pool(context.Background(), audit.Clients{DynamoDB: direct.DynamoDB, SQS: direct.SQS, EC2: direct.EC2}, w.pool)
+	if err != nil {
+		w.t.Fatalf("audit %s: %v", when, err)
+	}
+	w.t.Logf("audit %s: %s", when, rep)
+	if !rep.OK() {
+		w.t.Errorf("audit %s: invariants broken: %s", when, rep)
+	}
+}

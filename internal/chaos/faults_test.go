@@ -1,0 +1,102 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+func (w *world) claimer() *claim.Claimer {
+	return &claim.Claimer{DynamoDB: w.faulty.DynamoDB, SQS: w.faulty.SQS, EC2: w.faulty.EC2, Log: func(msg string, kv ...any) { w.t.Log(append([]any{msg}, kv...)...) }}
+}
+
+func request(pool, runID string, n int) claim.Request {
+	t := claim.DefaultTimings()
+	t.FleetValidationWait = 60 * time.Second
+	return claim.Request{Pool: pool, RunID: runID, InstanceCount: n, ResourceClass: "large", UsageClass: protocol.UsageOnDemand,
+		AllowedTypes: []string{"*"}, FleetFallback: true, Timings: t}
+}
+
+// Claims (warm and from the fleet) and releases, one after the other,
+// with about 10% of all AWS requests failing: every claim and release
+// succeeds through retries, and the pool's invariants hold after each.
+func TestFaults_claimsAndReleasesUnderTenPercent(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "chaos-seq", 1)
+	w.seed(3)
+	w.proxy.SetRules(tenPercent...)
+	c := w.claimer()
+	ctx := context.Background()
+	for round, n := range []int{2, 4, 3, 2} { // the 4 needs the fleet
+		runID := fmt.Sprintf("run-%d", round)
+		started := time.Now()
+		res, err := c.Create(ctx, request(w.pool, runID, n))
+		if err != nil {
+			t.Fatalf("claim %s: %v", runID, err)
+		}
+		t.Logf("claim %s: reused %d, created %d in %s", runID, res.Reused, res.Created, time.Since(started))
+		if round == 0 {
+			w.audit("after claim " + runID)
+		}
+		started = time.Now()
+		if outcomes, err := c.Release(ctx, w.pool, runID); err != nil {
+			t.Fatalf("release %s: %v (%v)", runID, err, outcomes)
+		}
+		t.Logf("release %s in %s", runID, time.Since(started))
+		w.audit("after release " + runID)
+	}
+	st := w.proxy.Stats()
+	t.Logf("faults: %s", st)
+	if st.TotalFaults(0) < 5 {
+		t.Errorf("only %d faults injected: the scenario tested little", st.TotalFaults(0))
+	}
+}
+
+// Concurrent claims competing for few warm runners, under faults: no
+// runner is owned twice, every claim holds what it asked for, and after
+// the releases the pool is whole.
+func TestFaults_concurrentClaimsUnderTenPercent(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "chaos-conc", 2)
+	w.seed(3) // 6 wanted: some from the fleet
+	w.proxy.SetRules(tenPercent...)
+	c := w.claimer()
+	ctx := context.Background()
+	const claims = 3
+	var wg sync.WaitGroup
+	results := make([]*claim.Result, claims)
+	errs := make([]error, claims)
+	for i := range claims {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = c.Create(ctx, request(w.pool, fmt.Sprintf("run-c%d", i), 2))
+		}()
+	}
+	wg.Wait()
+	owner := map[string]int{}
+	for i, res := range results {
+		if errs[i] != nil {
+			t.Fatalf("claim %d: %v", i, errs[i])
+		}
+		for _, inst := range res.Instances {
+			if prev, taken := owner[inst.ID]; taken {
+				t.Errorf("%s is held by claims %d and %d", inst.ID, prev, i)
+			}
+			owner[inst.ID] = i
+		}
+	}
+	w.audit("after the concurrent claims")
+	for i := range claims {
+		if outcomes, err := c.Release(ctx, w.pool, fmt.Sprintf("run-c%d", i)); err != nil {
+			t.Fatalf("release %d: %v (%v)", i, err, outcomes)
+		}
+	}
+	w.audit("after the releases")
+	t.Logf("faults: %s", w.proxy.Stats())
+}
