@@ -41,7 +41,7 @@ type Claimer struct {
 	// ReapInterval: Create and Release reap the pool at most this often
 	// (0: DefaultReapInterval; negative: never).
 	ReapInterval time.Duration
-	Log      Logger           // nil: no logging
+	Log          Logger // nil: no logging
 }
 
 func (c *Claimer) now() time.Time {
@@ -58,7 +58,7 @@ func (c *Claimer) log(msg string, keyvals ...any) {
 }
 
 func (c *Claimer) store(poolName string) *store {
-	return &store{db: c.DynamoDB, table: protocol.TableName(poolName), now: c.now}
+	return &store{db: c.DynamoDB, table: protocol.TableName(poolName), now: c.now, log: c.log}
 }
 
 // Result is a fulfilled claim.

@@ -18,7 +18,7 @@ import (
 // would pass against a table that always says yes.
 func TestFakeTableEvaluatesConditions(t *testing.T) {
 	db := newFakeTable("t")
-	st := &store{db: db, table: "t", now: time.Now}
+	st := &store{db: db, table: "t", now: time.Now, log: func(string, ...any) {}}
 	ctx := context.Background()
 	inst := protocol.Instance{ID: "i-1", State: protocol.StateIdle, Threshold: protocol.FormatTime(time.Now().Add(time.Minute))}
 	db.put(inst.Item())

@@ -699,6 +699,8 @@ type fakeSQS struct {
 	sends    []*sqs.SendMessageBatchInput
 	sent     []sentEntry
 
+	visibilityChanges []*sqs.ChangeMessageVisibilityBatchInput
+
 	counts  map[string]int
 	failNth map[string]map[int]error
 	// failDelete makes DeleteMessageBatch report the entry of a message
@@ -822,6 +824,39 @@ func checkBatchIDs[T any](entries []T, id func(T) *string) error {
 		seen[i] = true
 	}
 	return nil
+}
+
+// ChangeMessageVisibilityBatch sets when received messages become visible.
+func (s *fakeSQS) ChangeMessageVisibilityBatch(_ context.Context, in *sqs.ChangeMessageVisibilityBatchInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.visibilityChanges = append(s.visibilityChanges, in)
+	if err := s.enter("ChangeMessageVisibilityBatch"); err != nil {
+		return nil, err
+	}
+	q, err := s.queue(in.QueueUrl)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBatchIDs(in.Entries, func(e sqstypes.ChangeMessageVisibilityBatchRequestEntry) *string { return e.Id }); err != nil {
+		return nil, err
+	}
+	out := &sqs.ChangeMessageVisibilityBatchOutput{}
+	for _, e := range in.Entries {
+		found := false
+		for _, m := range q.messages {
+			if m.receipt != "" && m.receipt == aws.ToString(e.ReceiptHandle) {
+				m.visibleAt = s.clock.Add(time.Duration(e.VisibilityTimeout) * time.Second)
+				found = true
+			}
+		}
+		if found {
+			out.Successful = append(out.Successful, sqstypes.ChangeMessageVisibilityBatchResultEntry{Id: e.Id})
+		} else {
+			out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("ReceiptHandleIsInvalid"), Message: aws.String("no such receipt handle"), SenderFault: true})
+		}
+	}
+	return out, nil
 }
 
 func (s *fakeSQS) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,23 +19,28 @@ import (
 
 const (
 	// sightingLimit: an id seen this many times means the claim is cycling
-	// through runners it cannot use (the seeds' tolerance of 5).
+	// through runners it cannot use (the seeds' tolerance of 5). Mismatches
+	// stay hidden until Close, so only duplicate messages can trip it.
 	sightingLimit = 5
-	// requeueDelay keeps a mismatch out of this claim's next receives.
-	requeueDelay = 2
-	// receiveVisibility hides a received message until it is deleted; if
-	// the process dies in between, SQS hands it out again.
-	receiveVisibility = 30
+	// batchSize is SQS's most messages per receive, delete or send.
+	batchSize = 10
+	// receiveVisibility hides a received message from other claims while
+	// this one holds it: a mismatch until Close, a candidate until it is
+	// deleted. If the process dies, SQS hands them out again after it.
+	receiveVisibility = 120
 	// confirmWait is the long poll that confirms an empty queue: a short
 	// poll samples only some SQS servers and can miss a few messages.
 	confirmWait = 1
 )
 
 // Pickup is the Pickup Manager of one claim: it receives the pool's idle
-// runner messages, deletes them at once, classifies them, and hands the
-// suitable ones to the claim's workers. Every message it receives is either
-// handed out, sent back to the queue, or discarded because it can never be
-// valid.
+// runner messages ten at a time, classifies them, and hands the suitable ones
+// to the claim's workers. Mismatches are not deleted and sent again: they
+// stay invisible until Close makes them visible again, so this claim looks
+// at each message once, other claims see them as soon as it is done, and a
+// crash loses none (SQS shows them again when their visibility ends).
+// Every message it receives is handed out (and deleted), made visible
+// again, or deleted because it can never be valid.
 type Pickup struct {
 	sqs      SQSClient
 	queueURL string
@@ -42,13 +48,21 @@ type Pickup struct {
 	now      func() time.Time
 	log      Logger
 
-	waiting atomic.Int32 // workers inside Next: how many messages to ask for
+	waiting atomic.Int32 // workers inside Next: how many runners are needed
 
 	mu        sync.Mutex
-	ready     []protocol.Message // accepted, not yet handed out
+	ready     []candidate // accepted, not yet handed out
+	held      []*string   // receipt handles of mismatches, visible again at Close
 	sightings map[string]int
 	exhausted bool
 	stats     PickupStats
+}
+
+// candidate is an accepted message; deleted once it is about to be handed out.
+type candidate struct {
+	m       protocol.Message
+	handle  *string
+	deleted bool
 }
 
 // PickupStats count what the Pickup Manager did.
@@ -68,25 +82,40 @@ func (p *Pickup) Next(ctx context.Context) (m protocol.Message, ok bool, err err
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	defer p.waiting.Add(-1)
-	for len(p.ready) == 0 && !p.exhausted {
-		if err := p.fetch(ctx); err != nil {
-			return protocol.Message{}, false, err
+	for {
+		for len(p.ready) == 0 && !p.exhausted {
+			if err := p.fetch(ctx); err != nil {
+				return protocol.Message{}, false, err
+			}
 		}
+		if len(p.ready) == 0 {
+			return protocol.Message{}, false, nil
+		}
+		if !p.ready[0].deleted {
+			// Delete it with the ones the other waiting workers take next.
+			if err := p.deleteReady(ctx, max(1, int(p.waiting.Load()))); err != nil {
+				return protocol.Message{}, false, err
+			}
+		}
+		c := p.ready[0]
+		p.ready = p.ready[1:]
+		if c.deleted {
+			return c.m, true, nil
+		} // not deleted: SQS refused; it stays in the queue for others
 	}
-	if len(p.ready) == 0 {
-		return protocol.Message{}, false, nil
-	}
-	m, p.ready = p.ready[0], p.ready[1:]
-	return m, true, nil
 }
 
-// fetch receives one batch, as many messages as workers are waiting (so
-// concurrent claims do not hoard each other's runners), and sorts it.
+// fetch receives one batch and sorts it: discards are deleted, mismatches
+// held, candidates kept for the workers. It asks for as many messages as
+// the waiting workers need at the share of suitable runners seen so far:
+// few when most runners fit (others claims find the rest), ten when most
+// do not (the fewest calls per message).
 func (p *Pickup) fetch(ctx context.Context) error {
-	want := int32(min(10, max(1, int(p.waiting.Load()))))
+	fit := float64(p.stats.Accepted+1) / float64(p.stats.Received+1)
+	want := int32(min(batchSize, int(math.Ceil(float64(max(1, p.waiting.Load()))/fit))))
 	out, err := p.receive(ctx, want, 0)
 	if err == nil && len(out) == 0 {
-		out, err = p.receive(ctx, want, confirmWait)
+		out, err = p.receive(ctx, batchSize, confirmWait)
 	}
 	if err != nil {
 		return err
@@ -96,15 +125,10 @@ func (p *Pickup) fetch(ctx context.Context) error {
 		p.log("pickup: queue empty", "received", p.stats.Received)
 		return nil
 	}
-	deleted, err := p.deleteAll(ctx, out)
-	if err != nil {
-		return err
-	}
-	var requeue []string
-	for _, msg := range deleted {
+	var discard []*string
+	for _, msg := range out {
 		p.stats.Received++
-		body := aws.ToString(msg.Body)
-		m, verdict, reason := Classify(body, p.wants, p.now())
+		m, verdict, reason := Classify(aws.ToString(msg.Body), p.wants, p.now())
 		if verdict != Discard {
 			p.sightings[m.ID]++
 			if p.sightings[m.ID] >= sightingLimit {
@@ -114,17 +138,19 @@ func (p *Pickup) fetch(ctx context.Context) error {
 		switch verdict {
 		case Discard:
 			p.stats.Discarded++
+			discard = append(discard, msg.ReceiptHandle)
 			p.log("pickup: discarded message", "reason", reason)
 		case Requeue:
 			p.stats.Requeued++
-			requeue = append(requeue, body)
-			p.log("pickup: requeued runner", "instance", m.ID, "reason", reason)
+			p.held = append(p.held, msg.ReceiptHandle)
+			p.log("pickup: held back runner", "instance", m.ID, "reason", reason)
 		case Accept:
 			p.stats.Accepted++
-			p.ready = append(p.ready, m)
+			p.ready = append(p.ready, candidate{m: m, handle: msg.ReceiptHandle})
 		}
 	}
-	return sendAll(ctx, p.sqs, p.queueURL, requeue, requeueDelay)
+	_, err = p.deleteHandles(ctx, discard)
+	return err
 }
 
 func (p *Pickup) receive(ctx context.Context, n int32, wait int32) ([]sqstypes.Message, error) {
@@ -140,23 +166,65 @@ func (p *Pickup) receive(ctx context.Context, n int32, wait int32) ([]sqstypes.M
 	return out.Messages, nil
 }
 
-// deleteAll deletes a received batch and returns the messages deleted; one
-// SQS did not delete stays in the queue for others, so it is not used here.
-func (p *Pickup) deleteAll(ctx context.Context, msgs []sqstypes.Message) ([]sqstypes.Message, error) {
-	entries := make([]sqstypes.DeleteMessageBatchRequestEntry, len(msgs))
-	for i, m := range msgs {
-		entries[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
+// deleteReady deletes the first n undeleted candidates in one batch and
+// marks those SQS deleted.
+func (p *Pickup) deleteReady(ctx context.Context, n int) error {
+	var idx []int
+	var handles []*string
+	for i := 0; i < len(p.ready) && len(idx) < min(n, batchSize); i++ {
+		if !p.ready[i].deleted {
+			idx = append(idx, i)
+			handles = append(handles, p.ready[i].handle)
+		}
 	}
-	out, err := p.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(p.queueURL), Entries: entries})
+	ok, err := p.deleteHandles(ctx, handles)
 	if err != nil {
-		return nil, fmt.Errorf("deleting received messages from %s: %w", p.queueURL, err)
+		return err
 	}
-	var deleted []sqstypes.Message
-	for _, ok := range out.Successful {
-		i, _ := strconv.Atoi(aws.ToString(ok.Id))
-		deleted = append(deleted, msgs[i])
+	for j, i := range idx {
+		p.ready[i].deleted = ok[j]
 	}
-	return deleted, nil
+	return nil
+}
+
+// deleteHandles deletes messages in batches and reports which were deleted.
+func (p *Pickup) deleteHandles(ctx context.Context, handles []*string) ([]bool, error) {
+	ok := make([]bool, len(handles))
+	for start := 0; start < len(handles); start += batchSize {
+		chunk := handles[start:min(start+batchSize, len(handles))]
+		entries := make([]sqstypes.DeleteMessageBatchRequestEntry, len(chunk))
+		for i, h := range chunk {
+			entries[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(start + i)), ReceiptHandle: h}
+		}
+		out, err := p.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(p.queueURL), Entries: entries})
+		if err != nil {
+			return nil, fmt.Errorf("deleting received messages from %s: %w", p.queueURL, err)
+		}
+		for _, s := range out.Successful {
+			i, _ := strconv.Atoi(aws.ToString(s.Id))
+			ok[i] = true
+		}
+	}
+	return ok, nil
+}
+
+// makeVisible ends the invisibility of held messages. A failure only logs:
+// their visibility timeout ends anyway.
+func (p *Pickup) makeVisible(ctx context.Context, handles []*string) {
+	for start := 0; start < len(handles); start += batchSize {
+		chunk := handles[start:min(start+batchSize, len(handles))]
+		entries := make([]sqstypes.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
+		for i, h := range chunk {
+			entries[i] = sqstypes.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: h, VisibilityTimeout: 0}
+		}
+		out, err := p.sqs.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(p.queueURL), Entries: entries})
+		if err == nil && len(out.Failed) > 0 {
+			err = errors.New(aws.ToString(out.Failed[0].Message))
+		}
+		if err != nil {
+			p.log("pickup: runners stay hidden until their visibility timeout", "count", len(chunk), "error", err.Error())
+		}
+	}
 }
 
 // Return sends runners back to the queue at once: the surplus a claim did
@@ -172,16 +240,28 @@ func (p *Pickup) Return(ctx context.Context, msgs ...protocol.Message) error {
 	return sendAll(ctx, p.sqs, p.queueURL, bodies, 0)
 }
 
-// Close returns every runner received but not handed out.
+// Close makes every runner received but not handed out available again:
+// held mismatches and undeleted candidates become visible, candidates
+// already deleted are sent again.
 func (p *Pickup) Close(ctx context.Context) error {
 	p.mu.Lock()
-	surplus := p.ready
-	p.ready, p.exhausted = nil, true
+	handles := p.held
+	var resend []protocol.Message
+	for _, c := range p.ready {
+		if c.deleted {
+			resend = append(resend, c.m)
+		} else {
+			handles = append(handles, c.handle)
+			p.stats.Returned++
+		}
+	}
+	p.ready, p.held, p.exhausted = nil, nil, true
 	p.mu.Unlock()
-	if len(surplus) == 0 {
+	p.makeVisible(ctx, handles)
+	if len(resend) == 0 {
 		return nil
 	}
-	return p.Return(ctx, surplus...)
+	return p.Return(ctx, resend...)
 }
 
 // Stats reports what the Pickup Manager did so far.

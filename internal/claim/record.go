@@ -74,8 +74,19 @@ func (r Record) item(now string) map[string]types.AttributeValue {
 
 func recordFromItem(pool string, item map[string]types.AttributeValue) (Record, error) {
 	var d recordDoc
+	invalid := func(why error) (Record, error) {
+		return Record{}, fmt.Errorf("claim record %s is not valid: %w", protocol.IdentifierOf(item), why)
+	}
 	if err := json.Unmarshal([]byte(protocol.StringAttr(item, protocol.AttrValue)), &d); err != nil {
-		return Record{}, fmt.Errorf("claim record %s is not valid: %w", protocol.IdentifierOf(item), err)
+		return invalid(err)
+	}
+	if d.ResourceClass == "" || d.InstanceCount < 1 {
+		return invalid(fmt.Errorf("its document names no resource class or instance count"))
+	}
+	ids, isSet := item[attrInstanceIDs].(*types.AttributeValueMemberSS)
+	if item[attrInstanceIDs] != nil && !isSet {
+		// What it owns is unknown: releasing it as empty would leak runners.
+		return invalid(fmt.Errorf("%s is not a string set", attrInstanceIDs))
 	}
 	r := Record{
 		Request: Request{
@@ -89,8 +100,8 @@ func recordFromItem(pool string, item map[string]types.AttributeValue) (Record, 
 		},
 		State: d.State, Nonce: d.Nonce, Instances: d.Instances, UpdatedAt: protocol.StringAttr(item, protocol.AttrUpdatedAt),
 	}
-	if ss, ok := item[attrInstanceIDs].(*types.AttributeValueMemberSS); ok {
-		r.OwnedIDs = ss.Value
+	if isSet {
+		r.OwnedIDs = ids.Value
 	}
 	return r, nil
 }

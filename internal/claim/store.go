@@ -22,6 +22,7 @@ type store struct {
 	db    DynamoDBClient
 	table string
 	now   func() time.Time
+	log   func(msg string, keyvals ...any)
 }
 
 // transition is one row of PROTOCOL.md's state table: a conditional write
@@ -126,7 +127,10 @@ func (s *store) instances(ctx context.Context, ids []string) (map[string]protoco
 	for _, item := range items {
 		inst, err := protocol.InstanceFromItem(item)
 		if err != nil {
-			return nil, err
+			// Treated as missing: the others are settled, this one is
+			// left to the reaper once its threshold passes.
+			s.log("skipping a corrupt instance record", "item", protocol.StringAttr(item, protocol.AttrSK), "error", err.Error())
+			continue
 		}
 		out[inst.ID] = inst
 	}

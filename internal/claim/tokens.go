@@ -38,7 +38,7 @@ func (c *Claimer) ensureTokens(ctx context.Context, s *store, cfg protocol.PoolC
 		return nil
 	}
 	target := cfg.GitHub.String()
-	cur, found, err := s.readTokens(ctx)
+	cur, version, found, err := s.readTokens(ctx)
 	if err != nil {
 		return err
 	}
@@ -64,7 +64,7 @@ func (c *Claimer) ensureTokens(ctx context.Context, s *store, cfg protocol.PoolC
 		return fmt.Errorf("cannot get runner registration tokens for %s: %w", target, err)
 	}
 	next.FetchedAt = now
-	if err := s.putTokens(ctx, next, cur, found); err != nil && !errors.Is(err, errConditionFailed) {
+	if err := s.putTokens(ctx, next, version, found); err != nil && !errors.Is(err, errConditionFailed) {
 		return err
 	} // a failed condition: another claim refreshed them just now
 	c.log("refreshed GitHub runner tokens", "target", target, "expires_at", protocol.FormatTime(next.ExpiresAt))
@@ -87,28 +87,30 @@ func (c *Claimer) fetchTokens(ctx context.Context, t protocol.GitHubTarget) (pro
 	}, nil
 }
 
-func (s *store) readTokens(ctx context.Context) (protocol.RegistrationToken, bool, error) {
+// readTokens reads the token item and its version (its updatedAt, whoever
+// wrote it), for the conditional replacement.
+func (s *store) readTokens(ctx context.Context) (tok protocol.RegistrationToken, version string, found bool, err error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.table), Key: protocol.Key(protocol.TypeMetadata, protocol.RegistrationTokenID), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil || out.Item == nil {
-		return protocol.RegistrationToken{}, false, err
+		return protocol.RegistrationToken{}, "", false, err
 	}
-	t, err := protocol.RegistrationTokenFromItem(out.Item)
+	tok, err = protocol.RegistrationTokenFromItem(out.Item)
 	if err != nil {
-		return protocol.RegistrationToken{}, false, nil // corrupt: replaced like a missing one
+		return protocol.RegistrationToken{}, "", false, nil // corrupt: replaced like a missing one
 	}
-	return t, true, nil
+	return tok, protocol.StringAttr(out.Item, protocol.AttrUpdatedAt), true, nil
 }
 
-// putTokens replaces the item only if it is still the one read (prev), so
+// putTokens replaces the item only if it is still the version read, so
 // concurrent claims do not overwrite each other's fresher tokens.
-func (s *store) putTokens(ctx context.Context, next, prev protocol.RegistrationToken, found bool) error {
+func (s *store) putTokens(ctx context.Context, next protocol.RegistrationToken, version string, found bool) error {
 	in := &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: next.Item()}
 	if found {
 		in.ConditionExpression = aws.String("#updatedAt = :prev")
 		in.ExpressionAttributeNames = map[string]string{"#updatedAt": protocol.AttrUpdatedAt}
-		in.ExpressionAttributeValues = map[string]types.AttributeValue{":prev": str(protocol.FormatTime(prev.FetchedAt))}
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":prev": str(version)}
 	}
 	_, err := s.db.PutItem(ctx, in)
 	var ccf *types.ConditionalCheckFailedException

@@ -71,7 +71,9 @@ func InstanceFromItem(item map[string]types.AttributeValue) (Instance, error) {
 		UsageClass:    StringAttr(item, AttrUsageClass),
 		UpdatedAt:     StringAttr(item, AttrUpdatedAt),
 	}
-	if StringAttr(item, AttrPK) != TypeInstance || inst.ID == "" || inst.State == "" {
+	// The sort key must be ID#<id>: a record under another key is not the
+	// one conditional writes to Key(TypeInstance, id) would change.
+	if StringAttr(item, AttrPK) != TypeInstance || StringAttr(item, AttrSK) != "ID#"+inst.ID || inst.ID == "" || inst.State == "" {
 		return Instance{}, fmt.Errorf("not an instance record: PK %q, SK %q, state %q", StringAttr(item, AttrPK), StringAttr(item, AttrSK), inst.State)
 	}
 	return inst, nil

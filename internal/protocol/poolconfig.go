@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -83,11 +84,88 @@ func (c PoolConfig) Item(now string) map[string]types.AttributeValue {
 	return item
 }
 
-// PoolConfigFromItem reads the pool config item.
+// PoolConfigFromItem reads the pool config item. A document that cannot be
+// a pool's settings is an error rather than a zero or half-read config: not
+// a JSON object, an invalid name or invalid resource classes, a negative
+// duration, an unusable fleet or GitHub target.
 func PoolConfigFromItem(item map[string]types.AttributeValue) (PoolConfig, error) {
+	value, ok := item[AttrValue].(*types.AttributeValueMemberS)
+	if !ok {
+		return PoolConfig{}, fmt.Errorf("pool config item is not valid: its %s attribute is %s, want a string holding a JSON document", AttrValue, describeAttr(item[AttrValue]))
+	}
 	var c PoolConfig
-	if err := json.Unmarshal([]byte(StringAttr(item, AttrValue)), &c); err != nil {
+	if err := json.Unmarshal([]byte(value.Value), &c); err != nil {
+		return PoolConfig{}, fmt.Errorf("pool config item is not valid: %w", err)
+	}
+	if err := c.validate(); err != nil {
 		return PoolConfig{}, fmt.Errorf("pool config item is not valid: %w", err)
 	}
 	return c, nil
+}
+
+// validate checks what a claim relies on; queue URLs are not checked, as a
+// claim reports a missing queue itself.
+func (c PoolConfig) validate() error {
+	if err := ValidatePoolName(c.Name); err != nil {
+		return err
+	}
+	if err := ValidateResourceClasses(c.ResourceClasses); err != nil {
+		return err
+	}
+	for _, class := range SortedClassNames(c.ResourceClasses) {
+		if err := ValidateClassName(c.Name, class); err != nil {
+			return err
+		}
+	}
+	if c.IdleTimeout < 0 || c.MaxRuntime < 0 {
+		return fmt.Errorf("idleTimeout %s and maxRuntime %s must not be negative", time.Duration(c.IdleTimeout), time.Duration(c.MaxRuntime))
+	}
+	if f := c.Fleet; f != nil {
+		switch {
+		case (f.LaunchTemplateID == "") == (f.LaunchTemplateName == ""):
+			return fmt.Errorf("fleet needs exactly one of launchTemplateId and launchTemplateName, got %q and %q", f.LaunchTemplateID, f.LaunchTemplateName)
+		case f.LaunchTemplateVersion == "":
+			return fmt.Errorf("fleet has no launchTemplateVersion")
+		case len(f.SubnetIDs) == 0 || slices.Contains(f.SubnetIDs, ""):
+			return fmt.Errorf("fleet needs non-empty subnetIds, got %q", f.SubnetIDs)
+		case f.InstanceSelection != SelectionAttributeBased && f.InstanceSelection != SelectionExplicit:
+			return fmt.Errorf("fleet instanceSelection %q is not %q or %q", f.InstanceSelection, SelectionAttributeBased, SelectionExplicit)
+		}
+	}
+	if g := c.GitHub; g != nil {
+		if !GitHubOwnerPattern.MatchString(g.Owner) || (g.Repository != "" && !GitHubRepositoryPattern.MatchString(g.Repository)) {
+			return fmt.Errorf("github target %q is not a GitHub owner or owner/repository", g.String())
+		}
+	}
+	return nil
+}
+
+// describeAttr names the type of an attribute value, for errors about corrupt items.
+func describeAttr(v types.AttributeValue) string {
+	switch v.(type) {
+	case nil:
+		return "absent"
+	case *types.AttributeValueMemberS:
+		return "a string"
+	case *types.AttributeValueMemberN:
+		return "a number"
+	case *types.AttributeValueMemberB:
+		return "binary"
+	case *types.AttributeValueMemberBOOL:
+		return "a boolean"
+	case *types.AttributeValueMemberNULL:
+		return "null"
+	case *types.AttributeValueMemberM:
+		return "a map"
+	case *types.AttributeValueMemberL:
+		return "a list"
+	case *types.AttributeValueMemberSS:
+		return "a string set"
+	case *types.AttributeValueMemberNS:
+		return "a number set"
+	case *types.AttributeValueMemberBS:
+		return "a binary set"
+	default:
+		return fmt.Sprintf("of type %T", v)
+	}
 }

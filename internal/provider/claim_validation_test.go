@@ -2,6 +2,7 @@ package provider
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -19,10 +20,44 @@ func TestAccClaim_invalidInput(t *testing.T) {
 		"no type patterns":      {`allowed_instance_types = []`, `Attribute allowed_instance_types list must contain at least 1 elements`},
 		"bad max runtime":       {`max_runtime = "forever"`, `Attribute max_runtime must be a duration`},
 		"bad registration wait": {`registration_wait = "0s"`, `Attribute registration_wait must be a duration such as .90s., .7m. or .1h30m., from 1s`},
+
+		"bad pool":                         {`pool = "my pool"`, `Attribute pool may contain only letters, digits, '_' and '-', got: my pool`},
+		"empty pool":                       {`pool = ""`, `Attribute pool string length must be between 1 and 40, got: 0`},
+		"pool name too long":               {`pool = "` + strings.Repeat("p", 41) + `"`, `Attribute pool string length must be between 1 and 40, got: 41`},
+		"negative instances":               {`instance_count = -1`, `Attribute instance_count value must be between 1 and 100, got: -1`},
+		"instances not a number":           {`instance_count = "two"`, `Inappropriate value for attribute "instance_count": a number is required`},
+		"fractional instances":             {`instance_count = 1.5`, `(?s)instance_count = 1.5.*is not an integer`},
+		"bad resource class":               {`resource_class = "x large"`, `Attribute resource_class may contain only letters, digits, '_' and '-', got: x large`},
+		"empty resource class":             {`resource_class = ""`, `Attribute resource_class may contain only letters, digits, '_' and '-', got: `},
+		"upper-case usage class":           {`usage_class = "SPOT"`, `Attribute usage_class value must be one of: \["on-demand" "spot"\], got: "SPOT"`},
+		"empty run id":                     {`run_id = ""`, `Attribute run_id must be 1-100 characters of letters, digits, '_', '.' and '-', starting with a letter or digit`},
+		"run id too long":                  {`run_id = "` + strings.Repeat("r", 101) + `"`, `Attribute run_id must be 1-100 characters of letters, digits`},
+		"run id starting with a dot":       {`run_id = ".run-1"`, `Attribute run_id must be 1-100 characters of letters, digits, '_', '.' and '-', starting with a letter or digit, got: .run-1`},
+		"run id with a slash":              {`run_id = "pool/run"`, `Attribute run_id must be 1-100 characters of letters, digits`},
+		"empty type pattern":               {`allowed_instance_types = ["c*", ""]`, `Attribute allowed_instance_types\[1\] must be an instance type pattern of letters, digits, '.', '-' and '\*'`},
+		"regexp type pattern":              {`allowed_instance_types = ["c6i.(large|xlarge)"]`, `Attribute allowed_instance_types\[0\] must be an instance type pattern of letters, digits, '.', '-' and '\*', got: c6i.\(large\|xlarge\)`},
+		"type patterns not a list":         {`allowed_instance_types = "c*"`, `Inappropriate value for attribute "allowed_instance_types": list of string required`},
+		"max runtime too long":             {`max_runtime = "200h"`, `Attribute max_runtime must be a duration such as .90s., .7m. or .1h30m., from 1m to 168h, got "200h"`},
+		"max runtime too short":            {`max_runtime = "59s"`, `Attribute max_runtime must be a duration such as .90s., .7m. or .1h30m., from 1m to 168h, got "59s"`},
+		"fleet_fallback not a bool":        {`fleet_fallback = "sometimes"`, `Inappropriate value for attribute "fleet_fallback": a bool is required`},
+		"heartbeat max age too long":       {`heartbeat_max_age = "11m"`, `Attribute heartbeat_max_age must be a duration such as .90s., .7m. or .1h30m., from 1s to 10m, got "11m"`},
+		"heartbeat max age not a duration": {`heartbeat_max_age = "15"`, `Attribute heartbeat_max_age must be a duration such as .90s., .7m. or .1h30m., from 1s to 10m, got "15"`},
+		"registration wait too long":       {`registration_wait = "2m"`, `Attribute registration_wait must be a duration such as .90s., .7m. or .1h30m., from 1s to 1m, got "2m"`},
+		"fleet validation wait too long":   {`fleet_validation_wait = "5m"`, `Attribute fleet_validation_wait must be a duration such as .90s., .7m. or .1h30m., from 1s to 4m, got "5m"`},
+		"fleet validation wait zero":       {`fleet_validation_wait = "0s"`, `Attribute fleet_validation_wait must be a duration such as .90s., .7m. or .1h30m., from 1s to 4m, got "0s"`},
+		"negative release wait":            {`release_wait = "-1s"`, `Attribute release_wait must be a duration such as .90s., .7m. or .1h30m., from 1s to 10m, got "-1s"`},
+		"release wait too long":            {`release_wait = "1h"`, `Attribute release_wait must be a duration such as .90s., .7m. or .1h30m., from 1s to 10m, got "1h"`},
+		"bad delete timeout": {"timeouts {\n    delete = \"later\"\n  }",
+			`(?s)Invalid Attribute Value Time Duration.*delete = "later".*"later" must be a string containing a sequence of decimal numbers, each with optional fraction and a unit suffix`},
+		"read-only label": {`label = "run-1"`, `(?s)Invalid Configuration for Read-Only Attribute.*label = "run-1"`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			expectPlanError(t, "resource \"ec2runners_claim\" \"test\" {\n  pool = \"ok\"\n  "+tc.args+"\n}", tc.want)
+			body := tc.args
+			if !strings.HasPrefix(body, "pool ") {
+				body = "pool = \"ok\"\n  " + body
+			}
+			expectPlanError(t, "resource \"ec2runners_claim\" \"test\" {\n  "+body+"\n}", tc.want)
 		})
 	}
 }

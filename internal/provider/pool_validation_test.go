@@ -129,6 +129,188 @@ github_owner      = "octo"
 github_repository = "octo/app"`,
 			want: `Attribute github_repository must be a repository name`,
 		},
+		"empty name": {
+			config: `name = ""`,
+			want:   `Attribute name string length must be between 1 and 40, got: 0`,
+		},
+		"name with a slash": {
+			config: `name = "ci/runners"`,
+			want:   `Attribute name may contain only letters, digits, '_' and '-', got: ci/runners`,
+		},
+		"zero memory": {
+			config: `
+name             = "ok"
+resource_classes = { a = { cpu = 2, memory_mib = 0 } }`,
+			want: `Attribute resource_classes: resource class "a": cpu and memory_mib must be positive, got cpu 2, memory_mib 0`,
+		},
+		"negative cpu": {
+			config: `
+name             = "ok"
+resource_classes = { a = { cpu = -2, memory_mib = 4096 } }`,
+			want: `Attribute resource_classes: resource class "a": cpu and memory_mib must be positive, got cpu -2`,
+		},
+		"cpu beyond int32": {
+			config: `
+name             = "ok"
+resource_classes = { a = { cpu = 4294967298, memory_mib = 4096 } }`,
+			want: `Attribute resource_classes\["a"\].cpu value must be between 1 and 2147483647, got: 4294967298`,
+		},
+		"memory beyond int32": {
+			config: `
+name             = "ok"
+resource_classes = { a = { cpu = 2, memory_mib = 2147483648 } }`,
+			want: `Attribute resource_classes\["a"\].memory_mib value must be between 1 and 2147483647, got: 2147483648`,
+		},
+		"class without cpu": {
+			config: `
+name             = "ok"
+resource_classes = { a = { memory_mib = 4096 } }`,
+			want: `Inappropriate value for attribute "resource_classes": element "a": attribute "cpu" is required`,
+		},
+		"cpu not a number": {
+			config: `
+name             = "ok"
+resource_classes = { a = { cpu = "two", memory_mib = 4096 } }`,
+			want: `Inappropriate value for attribute "resource_classes": a number is required`,
+		},
+		"fractional cpu": {
+			config: `
+name             = "ok"
+resource_classes = { a = { cpu = 1.5, memory_mib = 4096 } }`,
+			want: `(?s)cpu = 1.5.*is not an integer`,
+		},
+		"empty class name": {
+			config: `
+name             = "ok"
+resource_classes = { "" = { cpu = 2, memory_mib = 4096 } }`,
+			want: `resource_classes.*may contain only letters, digits`,
+		},
+		"idle timeout too long": {
+			config: `
+name         = "ok"
+idle_timeout = "200h"`,
+			want: `Attribute idle_timeout must be a duration such as .90s., .7m. or .1h30m., from 1m to 168h, got "200h"`,
+		},
+		"negative max runtime": {
+			config: `
+name        = "ok"
+max_runtime = "-5m"`,
+			want: `Attribute max_runtime must be a duration such as .90s., .7m. or .1h30m., from 1m to 168h, got "-5m"`,
+		},
+		"max runtime without unit": {
+			config: `
+name        = "ok"
+max_runtime = "30"`,
+			want: `Attribute max_runtime must be a duration such as .90s., .7m. or .1h30m., from 1m to 168h, got "30"`,
+		},
+		"bad launch template id": {
+			config: `
+name  = "ok"
+fleet = {
+  launch_template_id = "runners"
+  subnet_ids         = ["subnet-1"]
+}`,
+			want: `Attribute fleet.launch_template_id must be a launch template ID such as lt-0123456789abcdef0, got: runners`,
+		},
+		"bad launch template name": {
+			config: `
+name  = "ok"
+fleet = {
+  launch_template_name = "my runners"
+  subnet_ids           = ["subnet-1"]
+}`,
+			want: `Attribute fleet.launch_template_name must be a launch template name: 3-128 letters, digits and \( \) . - / _, got: my runners`,
+		},
+		"bad subnet id": {
+			config: `
+name  = "ok"
+fleet = {
+  launch_template_name = "runners"
+  subnet_ids           = ["subnet-1", "sn-2"]
+}`,
+			want: `Attribute fleet.subnet_ids\[1\] must be a subnet ID such as subnet-0a1b2c3d, got: sn-2`,
+		},
+		"duplicate subnets": {
+			config: `
+name  = "ok"
+fleet = {
+  launch_template_name = "runners"
+  subnet_ids           = ["subnet-1", "subnet-1"]
+}`,
+			want: `Attribute fleet.subnet_ids lists "subnet-1" more than once; each value may appear only once`,
+		},
+		"empty launch template version": {
+			config: `
+name  = "ok"
+fleet = {
+  launch_template_name    = "runners"
+  launch_template_version = ""
+  subnet_ids              = ["subnet-1"]
+}`,
+			want: `Attribute fleet.launch_template_version must be a version number, \$Default or\s+\$Latest`,
+		},
+		"empty GitHub owner": {
+			config: `
+name         = "ok"
+github_owner = ""`,
+			want: `Attribute github_owner must be a GitHub user or organization name`,
+		},
+		"GitHub owner too long": {
+			config: `
+name         = "ok"
+github_owner = "` + strings.Repeat("o", 40) + `"`,
+			want: `Attribute github_owner must be a GitHub user or organization name: 1-39`,
+		},
+		"reserved tag key": {
+			config: `
+name = "ok"
+tags = { "aws:team" = "ci" }`,
+			want: `Attribute tags: tag key "aws:team" starts with aws:, which AWS reserves; tag keys must be 1-128 characters and values at most 256`,
+		},
+		"tag key with a bad character": {
+			config: `
+name = "ok"
+tags = { "team!" = "ci" }`,
+			want: `Attribute tags: tag key "team!" has a character AWS does not allow; tag keys must be 1-128 characters and values at most 256, of letters, digits, spaces and _ . : / = \+ - @`,
+		},
+		"tag key too long": {
+			config: `
+name = "ok"
+tags = { "` + strings.Repeat("k", 129) + `" = "ci" }`,
+			want: `Attribute tags: tag key "k+" is 129 characters long; tag keys must be 1-128 characters`,
+		},
+		"tag value too long": {
+			config: `
+name = "ok"
+tags = { team = "` + strings.Repeat("v", 257) + `" }`,
+			want: `Attribute tags: the value of tag "team" is 257 characters long; tag keys must be 1-128 characters and values at most 256`,
+		},
+		"null tag value": {
+			config: `
+name = "ok"
+tags = { team = null }`,
+			want: `Attribute tags: tag "team" has a null value`,
+		},
+		"force_destroy not a bool": {
+			config: `
+name          = "ok"
+force_destroy = "maybe"`,
+			want: `Inappropriate value for attribute "force_destroy": a bool is required`,
+		},
+		"bad create timeout": {
+			config: `
+name = "ok"
+timeouts {
+  create = "soon"
+}`,
+			want: `(?s)Invalid Attribute Value Time Duration.*create = "soon".*"soon" must be a string containing a sequence of decimal numbers, each with optional fraction and a unit suffix`,
+		},
+		"read-only table_name": {
+			config: `
+name       = "ok"
+table_name = "other"`,
+			want: `(?s)Invalid Configuration for Read-Only Attribute.*table_name`,
+		},
 		"repository without owner": {
 			config: `
 name              = "ok"

@@ -148,6 +148,42 @@ data "ec2runners_runner_script" "test" {
     private_key = "not a key"`,
 			`github.private_key: not a PEM-encoded RSA private key`,
 		},
+		"installation id zero": {
+			`app_id = 1
+    installation_id = 0
+    private_key = "key"`,
+			`Attribute github.installation_id value must be at least 1, got: 0`,
+		},
+		"negative app id": {
+			`app_id = -1
+    installation_id = 2
+    private_key = "key"`,
+			`Attribute github.app_id value must be at least 1, got: -1`,
+		},
+		"app id not a number": {
+			`app_id = "my-app"
+    installation_id = 2
+    private_key = "key"`,
+			`Inappropriate value for attribute "app_id": a number is required`,
+		},
+		"key without app": {
+			`private_key = "key"`,
+			`Attribute "github.app_id" must be specified when "github.private_key" is\s+specified`,
+		},
+		"installation without app": {
+			`installation_id = 2`,
+			`Attribute "github.app_id" must be specified when "github.installation_id"\s+is specified`,
+		},
+		"app without installation": {
+			`app_id = 1
+    private_key = "key"`,
+			`Attribute "github.installation_id" must be specified when "github.app_id" is\s+specified`,
+		},
+		"base URL without scheme": {
+			`token = "ghp_x"
+    base_url = "ghe.example.com/api/v3"`,
+			`Attribute github.base_url must be an http:// or https:// URL, got:\s+ghe.example.com/api/v3`,
+		},
 		"bad base URL": {
 			`token = "ghp_x"
     base_url = "api.github.com"`,

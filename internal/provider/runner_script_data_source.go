@@ -61,7 +61,7 @@ func (d *runnerScriptDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 			},
 			"region": schema.StringAttribute{
 				Optional: true, Computed: true, Description: "Region of the pool. Default: the provider's.",
-				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`), "must be an AWS region such as eu-west-1")},
+				Validators: []validator.String{regionValidator()},
 			},
 			"github_url": schema.StringAttribute{
 				Optional: true, Computed: true, Description: "Web URL of GitHub, or of a GitHub Enterprise Server. Default `" + defaultGitHubURL + "`.",

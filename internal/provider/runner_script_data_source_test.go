@@ -68,6 +68,23 @@ func TestAccRunnerScriptDataSource_invalidInput(t *testing.T) {
 		"bad download URL":   {`runner_download_url = "s3://bucket/runner.tgz"`, `Attribute runner_download_url must be an http:// or https:// URL`},
 		"bad user":           {`runner_user = "Runner"`, `Attribute runner_user must be a user name`},
 		"heartbeat too slow": {`heartbeat_interval = "30s"`, `Attribute heartbeat_interval must be a duration such as .90s., .7m. or .1h30m., from 1s to 10s`},
+
+		"empty pool":                 {`pool = ""`, `Attribute pool string length must be between 1 and 40, got: 0`},
+		"empty region":               {`region = ""`, `Attribute region must be an AWS region such as eu-west-1, got: `},
+		"region with a zone":         {`region = "eu-west-1a"`, `Attribute region must be an AWS region such as eu-west-1, got: eu-west-1a`},
+		"URL without host":           {`github_url = "https://"`, `Attribute github_url must be an http:// or https:// URL, got: https://`},
+		"empty owner":                {`github_owner = ""`, `Attribute github_owner must be a GitHub user or organization name: 1-39 letters, digits or '-', not starting with '-', got: `},
+		"owner too long":             {`github_owner = "` + strings.Repeat("o", 40) + `"`, `Attribute github_owner must be a GitHub user or organization name: 1-39`},
+		"repository too long":        {`github_repository = "` + strings.Repeat("r", 101) + `"`, `Attribute github_repository must be a repository name: 1-100 letters, digits, '_', '.' or '-'`},
+		"empty repository":           {`github_repository = ""`, `Attribute github_repository must be a repository name: 1-100 letters`},
+		"version with v":             {`runner_version = "v2.300.0"`, `Attribute runner_version must be a release version such as [0-9.]+, got: v2.300.0`},
+		"empty download URL":         {`runner_download_url = ""`, `Attribute runner_download_url must be an http:// or https:// URL, got: `},
+		"user too long":              {`runner_user = "` + strings.Repeat("u", 33) + `"`, `Attribute runner_user must be a user name: up to 32 lower-case letters, digits, '_' or '-', starting with a letter or '_'`},
+		"user starting with a digit": {`runner_user = "1runner"`, `Attribute runner_user must be a user name: up to 32 lower-case letters, digits, '_' or '-', starting with a letter or '_', got: 1runner`},
+		"heartbeat too fast":         {`heartbeat_interval = "500ms"`, `Attribute heartbeat_interval must be a duration such as .90s., .7m. or .1h30m., from 1s to 10s, got "500ms"`},
+		"heartbeat without unit":     {`heartbeat_interval = "5"`, `Attribute heartbeat_interval must be a duration such as .90s., .7m. or .1h30m., from 1s to 10s, got "5"`},
+		"script not a string":        {`pre_runner_script = ["dnf install -y git"]`, `Inappropriate value for attribute "pre_runner_script": string required`},
+		"read-only content":          {`content = "#!/bin/bash"`, `(?s)Invalid Configuration for Read-Only Attribute.*content = "#!/bin/bash"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			args := map[string]string{"pool": `pool = "ci"`, "github_owner": `github_owner = "octo"`}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
@@ -95,4 +97,129 @@ func githubOwnerValidator() validator.String {
 
 func githubRepositoryValidator() validator.String {
 	return stringvalidator.RegexMatches(protocol.GitHubRepositoryPattern, "must be a repository name: 1-100 letters, digits, '_', '.' or '-'")
+}
+
+// awsRegionPattern matches AWS region names: eu-west-1, us-gov-west-1, ap-southeast-2.
+var awsRegionPattern = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
+
+func regionValidator() validator.String {
+	return stringvalidator.RegexMatches(awsRegionPattern, "must be an AWS region such as eu-west-1")
+}
+
+// IAM's rules for what assume_role passes to STS.
+var (
+	roleARNPattern     = regexp.MustCompile(`^arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,576}$`)
+	sessionNamePattern = regexp.MustCompile(`^[\w+=,.@-]{2,64}$`)
+	externalIDPattern  = regexp.MustCompile(`^[\w+=,.@:/-]*$`) // RE2 repeats at most 1000 times: the length is checked apart
+)
+
+func roleARNValidator() validator.String {
+	return stringvalidator.RegexMatches(roleARNPattern, "must be an IAM role ARN such as arn:aws:iam::123456789012:role/ci")
+}
+
+func sessionNameValidator() validator.String {
+	return stringvalidator.RegexMatches(sessionNamePattern, "must be 2-64 characters of letters, digits and + = , . @ _ -")
+}
+
+func externalIDValidators() []validator.String {
+	return []validator.String{
+		stringvalidator.LengthBetween(2, 1224),
+		stringvalidator.RegexMatches(externalIDPattern, "must be 2-1224 characters of letters, digits and + = , . @ : / _ -"),
+	}
+}
+
+// EC2's identifiers and names of what a pool's fleet launches from.
+var (
+	launchTemplateIDPattern   = regexp.MustCompile(`^lt-[0-9a-f]+$`)
+	launchTemplateNamePattern = regexp.MustCompile(`^[A-Za-z0-9().\-/_]{3,128}$`)
+	subnetIDPattern           = regexp.MustCompile(`^subnet-[0-9a-f]+$`)
+)
+
+func launchTemplateIDValidator() validator.String {
+	return stringvalidator.RegexMatches(launchTemplateIDPattern, "must be a launch template ID such as lt-0123456789abcdef0")
+}
+
+func launchTemplateNameValidator() validator.String {
+	return stringvalidator.RegexMatches(launchTemplateNamePattern, "must be a launch template name: 3-128 letters, digits and ( ) . - / _")
+}
+
+func subnetIDValidator() validator.String {
+	return stringvalidator.RegexMatches(subnetIDPattern, "must be a subnet ID such as subnet-0a1b2c3d")
+}
+
+// uniqueStrings refuses a list that holds a value twice, naming the
+// attribute and the value (the framework's UniqueValues names neither the
+// attribute nor, for nested attributes, the line).
+type uniqueStrings struct{}
+
+func (uniqueStrings) Description(context.Context) string { return "each value may appear only once" }
+
+func (v uniqueStrings) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (v uniqueStrings) ValidateList(ctx context.Context, req validator.ListRequest, resp *validator.ListResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	seen := map[string]bool{}
+	for _, elem := range req.ConfigValue.Elements() {
+		s, ok := elem.(types.String)
+		if !ok || s.IsNull() || s.IsUnknown() {
+			continue
+		}
+		if seen[s.ValueString()] {
+			resp.Diagnostics.AddAttributeError(req.Path, "Duplicate value",
+				fmt.Sprintf("Attribute %s lists %q more than once; %s.", req.Path, s.ValueString(), v.Description(ctx)))
+			return
+		}
+		seen[s.ValueString()] = true
+	}
+}
+
+// tagCharPattern is the character set AWS allows in tags across services
+// (DynamoDB and SQS among them).
+var tagCharPattern = regexp.MustCompile(`^[\p{L}\p{Z}\p{N}_.:/=+\-@]*$`)
+
+const (
+	maxTagKeyLength   = 128
+	maxTagValueLength = 256
+)
+
+// tagsValidator checks tags against AWS's rules, which DynamoDB and SQS
+// would otherwise enforce half-way through an apply.
+type tagsValidator struct{}
+
+func (tagsValidator) Description(context.Context) string {
+	return fmt.Sprintf("tag keys must be 1-%d characters and values at most %d, of letters, digits, spaces and _ . : / = + - @; keys must not start with aws:", maxTagKeyLength, maxTagValueLength)
+}
+
+func (v tagsValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (v tagsValidator) ValidateMap(ctx context.Context, req validator.MapRequest, resp *validator.MapResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	for key, elem := range req.ConfigValue.Elements() {
+		var problem string
+		value, _ := elem.(types.String)
+		switch n := utf8.RuneCountInString(key); {
+		case n < 1 || n > maxTagKeyLength:
+			problem = fmt.Sprintf("tag key %q is %d characters long", key, n)
+		case strings.HasPrefix(strings.ToLower(key), "aws:"):
+			problem = fmt.Sprintf("tag key %q starts with aws:, which AWS reserves", key)
+		case !tagCharPattern.MatchString(key):
+			problem = fmt.Sprintf("tag key %q has a character AWS does not allow", key)
+		case value.IsUnknown():
+			continue
+		case value.IsNull():
+			problem = fmt.Sprintf("tag %q has a null value", key)
+		case utf8.RuneCountInString(value.ValueString()) > maxTagValueLength:
+			problem = fmt.Sprintf("the value of tag %q is %d characters long", key, utf8.RuneCountInString(value.ValueString()))
+		case !tagCharPattern.MatchString(value.ValueString()):
+			problem = fmt.Sprintf("the value of tag %q has a character AWS does not allow", key)
+		}
+		if problem != "" {
+			resp.Diagnostics.AddAttributeError(req.Path.AtMapKey(key), "Invalid tag",
+				fmt.Sprintf("Attribute %s: %s; %s.", req.Path, problem, v.Description(ctx)))
+		}
+	}
 }
