@@ -84,7 +84,9 @@ func Pool(ctx context.Context, c Clients, poolName string) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	violate := func(format string, args ...any) { rep.Violations = append(rep.Violations, fmt.Sprintf(format, args...)) }
+	violate := func(format string, args ...any) {
+		rep.Violations = append(rep.Violations, fmt.Sprintf(format, args...))
+	}
 	byID := map[string]protocol.Instance{}
 	for _, r := range records {
 		byID[r.ID] = r

@@ -191,7 +191,7 @@ func (a *attempt) begin(ctx context.Context) (*Result, error) {
 			continue // gone meanwhile
 		case prev.Nonce == a.rec.Nonce:
 			return nil, nil // our own write, its response lost
-		case prev.State == recordComplete && sameClaim(prev.Request, a.req):
+		case prev.State == recordComplete && sameClaim(prev.Request, a.req) && a.stillHeld(ctx, prev):
 			// An apply that crashed after the claim was complete: adopt it.
 			a.c.log("adopting the complete claim of an earlier apply", "run", a.req.RunID, "instances", prev.OwnedIDs)
 			res := &Result{Instances: prev.Instances}
@@ -203,12 +203,15 @@ func (a *attempt) begin(ctx context.Context) (*Result, error) {
 				}
 			}
 			return res, nil
+		case prev.State == recordComplete && sameClaim(prev.Request, a.req):
+			// Its runners are gone or given back (a destroy that died):
+			// finish that release below and claim anew.
 		case prev.State == recordComplete:
 			return nil, fmt.Errorf("run %s already holds a different claim in pool %s; import it (`terraform import <address> %s/%s`) or use another run_id",
 				a.req.RunID, a.req.Pool, a.req.Pool, a.req.RunID)
 		}
 		refreshed, perr := protocol.ParseTime(prev.UpdatedAt)
-		if perr == nil && a.c.now().Sub(refreshed) < leaseTimeout {
+		if prev.State == recordPending && perr == nil && a.c.now().Sub(refreshed) < leaseTimeout {
 			// A live attempt (another apply), or one that was killed less
 			// than a lease ago: wait for it to finish or for its lease to lapse.
 			a.c.log("waiting for another attempt's claim record", "run", a.req.RunID, "refreshed", prev.UpdatedAt)
@@ -223,6 +226,21 @@ func (a *attempt) begin(ctx context.Context) (*Result, error) {
 		}
 		return nil, a.s.putRecord(ctx, a.rec, false)
 	}
+}
+
+// stillHeld tells whether every runner of a complete claim is still
+// running for it, as a claim that can be adopted must be.
+func (a *attempt) stillHeld(ctx context.Context, rec Record) bool {
+	records, err := a.s.instances(ctx, rec.OwnedIDs)
+	if err != nil {
+		return false
+	}
+	for _, id := range rec.OwnedIDs {
+		if r, ok := records[id]; !ok || r.State != protocol.StateRunning || r.RunID != rec.Request.RunID {
+			return false
+		}
+	}
+	return len(rec.OwnedIDs) > 0
 }
 
 // sameClaim tells whether a recorded claim asked for what req asks.

@@ -828,3 +828,55 @@ func TestCreateAdoptsClaimCompletedWhileWaiting(t *testing.T) {
 		t.Fatalf("Create = %+v, %v; want the completed claim of i-9", res, err)
 	}
 }
+
+// A complete claim whose runners are no longer held (a destroy that died
+// mid-release) is not adopted: its release is finished and the run claims anew.
+func TestCreateDoesNotAdoptClaimWhoseRunnersAreGone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.seedIdle("i-1", healthy)
+	if _, err := e.create(1); err != nil {
+		t.Fatal(err)
+	}
+	idleUntil := protocol.FormatTime(time.Now().Add(idleTime))
+	e.db.setInstance(t, "i-1", func(r *protocol.Instance) { r.State, r.RunID, r.Threshold = protocol.StateIdle, "", idleUntil })
+	e.db.put(signalItem("i-1", protocol.SignalReleased, testRun))
+	e.agents.set("i-1", healthy)
+	res, err := e.create(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Instances) != 1 {
+		t.Fatalf("result %+v", res)
+	}
+	if r := e.db.instance(t, res.Instances[0].ID); r.State != protocol.StateRunning || r.RunID != testRun {
+		t.Errorf("%s is %s for %q, want running for the run", r.ID, r.State, r.RunID)
+	}
+}
+
+// A created record already there with this run's id is our own write whose
+// response was lost (the retry then fails its condition): recording the
+// launch succeeds.
+func TestCreateRecordsLaunchIdempotently(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	lost := false
+	e.db.failIf = func(op string, in any) error {
+		p, ok := in.(*dynamodb.PutItemInput)
+		if !ok || lost || s(p.Item["PK"]) != protocol.TypeInstance {
+			return nil
+		}
+		lost = true // the write happens, its answer is lost, the SDK retries
+		k, _ := keyString(map[string]types.AttributeValue{"PK": p.Item["PK"], "SK": p.Item["SK"]})
+		e.db.items[k] = copyItem(p.Item)
+		e.db.written(nil, e.db.items[k])
+		return &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed"), Item: copyItem(p.Item)}
+	}
+	res, err := e.create(1)
+	if err != nil {
+		t.Fatalf("Create = %v", err)
+	}
+	if !lost || res.Created != 1 || res.Instances[0].ID != "i-f1" {
+		t.Errorf("result %+v (lost answer staged: %v), want i-f1 launched", res, lost)
+	}
+}

@@ -138,6 +138,7 @@ var (
 		"SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now":                          true,
 		"SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now, #expiresAt = :expiresAt": true,
 		"ADD #ids :ids":         true,
+		"DELETE #ids :ids":      true,
 		"SET #updatedAt = :now": true,
 	}
 )
@@ -282,6 +283,29 @@ func (e *exprEnv) applyUpdate(expr string, cur item) error {
 		}
 		return nil
 	}
+	if rest, ok := strings.CutPrefix(expr, "DELETE "); ok {
+		f := strings.Fields(rest)
+		n, err := e.name(f[0])
+		if err != nil {
+			return err
+		}
+		v, err := e.value(f[1])
+		if err != nil {
+			return err
+		}
+		del, ok := v.(*types.AttributeValueMemberSS)
+		old, present := cur[n].(*types.AttributeValueMemberSS)
+		if !ok || !present {
+			return nil // deleting from a missing set does nothing
+		}
+		set := slices.DeleteFunc(slices.Clone(old.Value), func(id string) bool { return slices.Contains(del.Value, id) })
+		if len(set) == 0 {
+			delete(cur, n) // DynamoDB removes an emptied set
+		} else {
+			cur[n] = &types.AttributeValueMemberSS{Value: set}
+		}
+		return nil
+	}
 	f := strings.Fields(strings.TrimPrefix(expr, "ADD "))
 	n, err := e.name(f[0])
 	if err != nil {
@@ -366,7 +390,11 @@ func (f *fakeTable) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...f
 			return nil, err
 		}
 		if !ok {
-			return nil, ccf()
+			e := ccf().(*types.ConditionalCheckFailedException)
+			if in.ReturnValuesOnConditionCheckFailure == types.ReturnValuesOnConditionCheckFailureAllOld {
+				e.Item = copyItem(old)
+			}
+			return nil, e
 		}
 	}
 	if err := env.checkAllUsed(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -17,6 +18,10 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
+
+// launchBudget bounds a launch and its bookkeeping, which run to the end
+// even when the claim is cancelled.
+const launchBudget = 2 * time.Minute
 
 // maxOverrides bounds an explicit request; AWS takes up to 300 overrides.
 const maxOverrides = 300
@@ -28,6 +33,10 @@ func (a *attempt) launch(ctx context.Context, n int) ([]Instance, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Once asked for, instances are recorded whatever the caller does
+	// meanwhile (Ctrl-C): a cancelled CreateFleet would launch them unseen.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), launchBudget)
+	defer cancel()
 	out, err := a.c.EC2.CreateFleet(ctx, in)
 	if err != nil {
 		return nil, fmt.Errorf("CreateFleet: %w", err)

@@ -154,6 +154,22 @@ func (s *store) addOwned(ctx context.Context, runID string, ids ...string) error
 	return nil
 }
 
+// dropOwned removes a settled instance from the record, so that a release
+// retried after a crash does not settle it twice.
+func (s *store) dropOwned(ctx context.Context, runID, id string) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       protocol.Key(protocol.TypeClaim, runID),
+		UpdateExpression:          aws.String("DELETE #ids :ids"),
+		ExpressionAttributeNames:  map[string]string{"#ids": attrInstanceIDs},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":ids": &types.AttributeValueMemberSS{Value: []string{id}}},
+	})
+	if err != nil {
+		return fmt.Errorf("removing %s from claim record %s: %w", id, runID, err)
+	}
+	return nil
+}
+
 // touchRecord refreshes a pending record's updatedAt while its attempt runs,
 // so that another apply can tell a live attempt from a crashed one.
 func (s *store) touchRecord(ctx context.Context, runID, nonce string) error {

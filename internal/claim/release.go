@@ -52,6 +52,8 @@ func ignoreMissingPool(err error) error {
 type settleItem struct {
 	id, state, instanceType, usageClass string
 	terminate                           bool
+	// resumeUntil: already idle until then, its message maybe not sent.
+	resumeUntil string
 }
 
 // releaseAll settles the instances of ids still held by req's run, as their
@@ -67,6 +69,18 @@ func (c *Claimer) releaseAll(ctx context.Context, s *store, cfg protocol.PoolCon
 	for _, id := range ids {
 		r, ok := records[id]
 		switch {
+		case ok && r.State == protocol.StateIdle && r.RunID == "":
+			// Given back by an earlier release of this run that died before
+			// sending its message, if no run took it since.
+			st, err := s.agent(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			if st.signal.RunID != req.RunID {
+				outcomes = append(outcomes, id+": no longer held by the run")
+				continue
+			}
+			items = append(items, settleItem{id: id, state: r.State, instanceType: r.InstanceType, usageClass: r.UsageClass, resumeUntil: r.Threshold})
 		case !ok || r.RunID != req.RunID || r.State == protocol.StateTerminated || r.State == protocol.StateIdle:
 			outcomes = append(outcomes, id+": no longer held by the run")
 		default:
@@ -100,6 +114,9 @@ func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConf
 		go func() {
 			defer wg.Done()
 			outcome, err := c.settle(ctx, s, cfg, req, it)
+			if err == nil {
+				err = s.dropOwned(ctx, req.RunID, it.id)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -123,10 +140,17 @@ func (c *Claimer) settle(ctx context.Context, s *store, cfg protocol.PoolConfig,
 		return discardOutcome("launched for the run", terminated), nil
 	}
 	idleUntil := c.now().Add(time.Duration(cfg.IdleTimeout))
-	err := s.apply(ctx, it.id, transition{
-		fromState: it.state, fromRunID: req.RunID, toState: protocol.StateIdle, toRunID: "",
-		threshold: idleUntil, deadline: "live",
-	})
+	var err error
+	if it.resumeUntil != "" {
+		if idleUntil, err = protocol.ParseTime(it.resumeUntil); err != nil {
+			return "", err
+		}
+	} else {
+		err = s.apply(ctx, it.id, transition{
+			fromState: it.state, fromRunID: req.RunID, toState: protocol.StateIdle, toRunID: "",
+			threshold: idleUntil, deadline: "live",
+		})
+	}
 	if errors.Is(err, errConditionFailed) {
 		r, ok, err := s.instance(ctx, it.id)
 		if err != nil {

@@ -95,10 +95,16 @@ func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Va
 // putCreated records a freshly launched instance; the item must not exist.
 func (s *store) putCreated(ctx context.Context, inst protocol.Instance) error {
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:           aws.String(s.table),
-		Item:                inst.Item(),
-		ConditionExpression: aws.String("attribute_not_exists(PK)"),
+		TableName:                           aws.String(s.table),
+		Item:                                inst.Item(),
+		ConditionExpression:                 aws.String("attribute_not_exists(PK)"),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) && ccf.Item != nil && protocol.StringAttr(ccf.Item, protocol.AttrState) == inst.State &&
+		protocol.StringAttr(ccf.Item, protocol.AttrRunID) == inst.RunID {
+		return nil // our own write, its response lost and retried
+	}
 	if err != nil {
 		return fmt.Errorf("recording created instance %s: %w", inst.ID, err)
 	}

@@ -315,10 +315,12 @@ func (r *claimResource) Read(ctx context.Context, req resource.ReadRequest, resp
 		resp.Diagnostics.AddError(fmt.Sprintf("Cannot read claim %s", state.ID.ValueString()), err.Error())
 		return
 	}
-	if !ok || len(live) == 0 {
+	if !ok {
 		resp.State.RemoveResource(ctx)
 		return
 	}
+	// A record without live runners stays: destroy still has a release to
+	// finish, and apply replaces the claim (ModifyPlan).
 	q := rec.Request
 	state.ID = types.StringValue(q.Pool + "/" + q.RunID)
 	state.Label = types.StringValue(q.RunID)
