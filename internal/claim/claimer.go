@@ -224,6 +224,9 @@ func (a *attempt) begin(ctx context.Context) (*Result, error) {
 		if _, err := a.c.releaseAll(ctx, a.s, a.cfg, prev.Request, prev.OwnedIDs); err != nil {
 			return nil, fmt.Errorf("cleaning up the crashed earlier attempt of run %s: %w", a.req.RunID, err)
 		}
+		if _, err := a.c.terminateUnrecorded(ctx, a.s, a.req.Pool, a.req.RunID); err != nil {
+			return nil, fmt.Errorf("cleaning up the crashed earlier attempt of run %s: %w", a.req.RunID, err)
+		}
 		return nil, a.s.putRecord(ctx, a.rec, false)
 	}
 }

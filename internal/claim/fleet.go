@@ -39,6 +39,10 @@ func (a *attempt) launch(ctx context.Context, n int) ([]Instance, error) {
 	defer cancel()
 	out, err := a.c.EC2.CreateFleet(ctx, in)
 	if err != nil {
+		// It may have launched instances whose ids never came back.
+		if _, terr := a.c.terminateUnrecorded(ctx, a.s, a.req.Pool, a.req.RunID); terr != nil {
+			err = fmt.Errorf("%w; and: %v", err, terr)
+		}
 		return nil, fmt.Errorf("CreateFleet: %w", err)
 	}
 	usage := a.req.UsageClass

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -318,6 +319,22 @@ func TestCreateFleetAPIError(t *testing.T) {
 	}
 	if len(e.ec2.terminatedIDs()) != 0 {
 		t.Errorf("terminated %v", e.ec2.terminatedIDs())
+	}
+	e.assertNothingHeld(t)
+}
+
+// A CreateFleet whose answer never arrives may still have launched: the
+// run's tagged instances without a record are found and terminated.
+func TestFleetLostAnswerTerminatesWhatItLaunched(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.ec2.onFleet = func() { e.ec2.launchLocked("i-lost", time.Now()) }
+	e.ec2.fleetErr = errTransient
+	if _, err := e.create(1); err == nil {
+		t.Fatal("Create succeeded without its fleet")
+	}
+	if got := e.ec2.terminatedIDs(); !slices.Contains(got, "i-lost") {
+		t.Errorf("terminated %v, want the unrecorded i-lost", got)
 	}
 	e.assertNothingHeld(t)
 }

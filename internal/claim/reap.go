@@ -219,6 +219,43 @@ func (c *Claimer) poolInstances(ctx context.Context, poolName string) (map[strin
 	return out, nil
 }
 
+// terminateUnrecorded terminates the instances a run's fleet requests
+// launched (tagged InitialRunId) that have no record: a CreateFleet whose
+// answer never arrived, or an attempt killed before it recorded them.
+func (c *Claimer) terminateUnrecorded(ctx context.Context, s *store, poolName, runID string) ([]string, error) {
+	var ids []string
+	p := ec2.NewDescribeInstancesPaginator(c.EC2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag:" + protocol.TagPool), Values: []string{poolName}},
+		{Name: aws.String("tag:" + protocol.TagInitialRunID), Values: []string{runID}},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}},
+	}})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("looking for unrecorded instances of run %s: %w", runID, err)
+		}
+		for _, r := range page.Reservations {
+			for _, inst := range r.Instances {
+				ids = append(ids, aws.ToString(inst.InstanceId))
+			}
+		}
+	}
+	records, err := s.instances(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	var unrecorded []string
+	for _, id := range ids {
+		if _, ok := records[id]; !ok {
+			unrecorded = append(unrecorded, id)
+		}
+	}
+	if len(unrecorded) > 0 {
+		c.log("terminating unrecorded instances of the run", "run", runID, "instances", unrecorded)
+	}
+	return unrecorded, pool.TerminateInstances(ctx, c.EC2, unrecorded)
+}
+
 // reapStaleClaims deletes pending claim records whose attempt stopped
 // refreshing them long ago and whose instances are all gone.
 func (c *Claimer) reapStaleClaims(ctx context.Context, s *store, live map[string]protocol.Instance, running map[string]time.Time, now time.Time) ([]string, error) {
