@@ -70,8 +70,11 @@ type PickupStats struct {
 	Received, Discarded, Requeued, Accepted, Returned int
 }
 
-// NewPickup makes the Pickup Manager of one claim.
+// NewPickup makes the Pickup Manager of one claim; log may be nil.
 func NewPickup(client SQSClient, queueURL string, w Wants, now func() time.Time, log Logger) *Pickup {
+	if log == nil {
+		log = func(string, ...any) {}
+	}
 	return &Pickup{sqs: client, queueURL: queueURL, wants: w, now: now, log: log, sightings: map[string]int{}}
 }
 
