@@ -19,7 +19,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -80,7 +79,7 @@ func Pool(ctx context.Context, c Clients, poolName string) (Report, error) {
 			return rep, err
 		}
 	}
-	running, err := liveInstances(ctx, c.EC2, poolName)
+	running, err := pool.LiveInstances(ctx, c.EC2, poolName)
 	if err != nil {
 		return rep, err
 	}
@@ -93,7 +92,7 @@ func Pool(ctx context.Context, c Clients, poolName string) (Report, error) {
 		rep.States[r.State]++
 		switch r.State {
 		case protocol.StateTerminated:
-			if running[r.ID] {
+			if _, runs := running[r.ID]; runs {
 				violate("%s is terminated in the table but runs in EC2", r.ID)
 			}
 		case protocol.StateIdle:
@@ -187,25 +186,4 @@ func peek(ctx context.Context, q *sqs.Client, url string, fn func(protocol.Messa
 		}
 	}
 	return nil
-}
-
-// liveInstances are the pool's tagged instances EC2 has not terminated.
-func liveInstances(ctx context.Context, c *ec2.Client, poolName string) (map[string]bool, error) {
-	out := map[string]bool{}
-	p := ec2.NewDescribeInstancesPaginator(c, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-		{Name: aws.String("tag:" + protocol.TagPool), Values: []string{poolName}},
-		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}},
-	}})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range page.Reservations {
-			for _, i := range r.Instances {
-				out[aws.ToString(i.InstanceId)] = true
-			}
-		}
-	}
-	return out, nil
 }

@@ -58,8 +58,9 @@ func TestFaults_claimsAndReleasesUnderTenPercent(t *testing.T) {
 }
 
 // Concurrent claims competing for few warm runners, under faults: no
-// runner is owned twice, every claim holds what it asked for, and after
-// the releases the pool is whole.
+// runner is owned twice, every claim that succeeds holds what it asked
+// for, one that fails leaves nothing behind, and after the releases the
+// pool is whole.
 func TestFaults_concurrentClaimsUnderTenPercent(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "chaos-conc", 2)
@@ -79,11 +80,17 @@ func TestFaults_concurrentClaimsUnderTenPercent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	// Racing claims under faults may fail (all or nothing: a failed claim
+	// gives back what it took); what must hold is that no runner is owned
+	// twice and that the pool is whole.
 	owner := map[string]int{}
+	succeeded := 0
 	for i, res := range results {
 		if errs[i] != nil {
-			t.Fatalf("claim %d: %v", i, errs[i])
+			t.Logf("claim %d failed and rolled back: %v", i, errs[i])
+			continue
 		}
+		succeeded++
 		for _, inst := range res.Instances {
 			if prev, taken := owner[inst.ID]; taken {
 				t.Errorf("%s is held by claims %d and %d", inst.ID, prev, i)
@@ -91,8 +98,14 @@ func TestFaults_concurrentClaimsUnderTenPercent(t *testing.T) {
 			owner[inst.ID] = i
 		}
 	}
+	if succeeded == 0 {
+		t.Fatal("no claim succeeded")
+	}
 	w.audit("after the concurrent claims")
 	for i := range claims {
+		if errs[i] != nil {
+			continue
+		}
 		if outcomes, err := c.Release(ctx, w.pool, fmt.Sprintf("run-c%d", i)); err != nil {
 			t.Fatalf("release %d: %v (%v)", i, err, outcomes)
 		}

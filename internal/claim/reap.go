@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -11,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
@@ -126,7 +126,7 @@ func (c *Claimer) Reap(ctx context.Context, poolName string) (ReapResult, error)
 			return res, fmt.Errorf("reaping %s: %w", r.ID, err)
 		}
 	}
-	running, err := c.poolInstances(ctx, poolName)
+	running, err := pool.LiveInstances(ctx, c.EC2, poolName)
 	if err != nil {
 		return res, err
 	}
@@ -197,49 +197,15 @@ func (s *store) queryType(ctx context.Context, typ string, fn func(map[string]ty
 	return nil
 }
 
-// poolInstances are the instances tagged for the pool that EC2 has not
-// terminated, with their launch times.
-func (c *Claimer) poolInstances(ctx context.Context, poolName string) (map[string]time.Time, error) {
-	out := map[string]time.Time{}
-	p := ec2.NewDescribeInstancesPaginator(c.EC2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-		{Name: aws.String("tag:" + protocol.TagPool), Values: []string{poolName}},
-		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}},
-	}})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("listing the pool's instances: %w", err)
-		}
-		for _, r := range page.Reservations {
-			for _, inst := range r.Instances {
-				out[aws.ToString(inst.InstanceId)] = aws.ToTime(inst.LaunchTime)
-			}
-		}
-	}
-	return out, nil
-}
-
 // terminateUnrecorded terminates the instances a run's fleet requests
 // launched (tagged InitialRunId) that have no record: a CreateFleet whose
 // answer never arrived, or an attempt killed before it recorded them.
 func (c *Claimer) terminateUnrecorded(ctx context.Context, s *store, poolName, runID string) ([]string, error) {
-	var ids []string
-	p := ec2.NewDescribeInstancesPaginator(c.EC2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-		{Name: aws.String("tag:" + protocol.TagPool), Values: []string{poolName}},
-		{Name: aws.String("tag:" + protocol.TagInitialRunID), Values: []string{runID}},
-		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}},
-	}})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("looking for unrecorded instances of run %s: %w", runID, err)
-		}
-		for _, r := range page.Reservations {
-			for _, inst := range r.Instances {
-				ids = append(ids, aws.ToString(inst.InstanceId))
-			}
-		}
+	launched, err := pool.LiveInstances(ctx, c.EC2, poolName, ec2types.Filter{Name: aws.String("tag:" + protocol.TagInitialRunID), Values: []string{runID}})
+	if err != nil {
+		return nil, fmt.Errorf("looking for unrecorded instances of run %s: %w", runID, err)
 	}
+	ids := slices.Sorted(maps.Keys(launched))
 	records, err := s.instances(ctx, ids)
 	if err != nil {
 		return nil, err

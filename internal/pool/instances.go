@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -138,4 +139,32 @@ func (m *Manager) forceTerminate(ctx context.Context, pool string, insts []proto
 		}
 	}
 	return nil
+}
+
+// InstanceDescriber lists EC2 instances.
+type InstanceDescriber interface {
+	DescribeInstances(context.Context, *ec2.DescribeInstancesInput, ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
+}
+
+// LiveInstances are the instances tagged for the pool that EC2 has not
+// terminated, with their launch times; more filters narrow them down.
+func LiveInstances(ctx context.Context, client InstanceDescriber, pool string, more ...ec2types.Filter) (map[string]time.Time, error) {
+	filters := append([]ec2types.Filter{
+		{Name: aws.String("tag:" + protocol.TagPool), Values: []string{pool}},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}},
+	}, more...)
+	out := map[string]time.Time{}
+	p := ec2.NewDescribeInstancesPaginator(client, &ec2.DescribeInstancesInput{Filters: filters})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("listing the instances of pool %s: %w", pool, err)
+		}
+		for _, r := range page.Reservations {
+			for _, inst := range r.Instances {
+				out[aws.ToString(inst.InstanceId)] = aws.ToTime(inst.LaunchTime)
+			}
+		}
+	}
+	return out, nil
 }
