@@ -6,6 +6,7 @@
 package agentscript
 
 import (
+	"cmp"
 	_ "embed"
 	"encoding/base64"
 	"errors"
@@ -106,10 +107,7 @@ func Render(o Options) (string, error) {
 		target += "/" + o.GitHubRepository
 	}
 	awsURL := func(service string) string {
-		if o.AWSEndpointURL != "" {
-			return o.AWSEndpointURL
-		}
-		return "https://" + service + "." + o.Region + ".amazonaws.com"
+		return cmp.Or(o.AWSEndpointURL, "https://"+service+"."+o.Region+".amazonaws.com")
 	}
 	settings := []struct{ name, value string }{
 		{"POOL", o.Pool},
@@ -119,17 +117,17 @@ func Render(o Options) (string, error) {
 		{"RUNNER_VERSION", o.RunnerVersion},
 		{"RUNNER_DOWNLOAD_URL", o.RunnerDownloadURL},
 		{"RUNNER_USER", o.RunnerUser},
-		{"RUNNER_DIR", or(o.RunnerDir, "/opt/ec2runners/runner")},
-		{"STATE_DIR", or(o.StateDir, "/var/lib/ec2runners")},
-		{"AGENT_PATH", or(o.AgentPath, "/usr/local/sbin/ec2runners-agent")},
-		{"SYSTEMD_DIR", or(o.SystemdDir, "/etc/systemd/system")},
+		{"RUNNER_DIR", cmp.Or(o.RunnerDir, "/opt/ec2runners/runner")},
+		{"STATE_DIR", cmp.Or(o.StateDir, "/var/lib/ec2runners")},
+		{"AGENT_PATH", cmp.Or(o.AgentPath, "/usr/local/sbin/ec2runners-agent")},
+		{"SYSTEMD_DIR", cmp.Or(o.SystemdDir, "/etc/systemd/system")},
 		{"HEARTBEAT_INTERVAL", seconds(o.HeartbeatInterval, DefaultHeartbeatInterval)},
 		{"SELF_CHECK_INTERVAL", seconds(o.SelfCheckInterval, defaultSelfCheck)},
 		{"CLAIM_POLL_INTERVAL", seconds(o.ClaimPollInterval, defaultClaimPoll)},
 		{"RELEASE_POLL_INTERVAL", seconds(o.ReleasePollInterval, defaultReleasePoll)},
 		{"SELF_TERMINATION_GRACE", seconds(0, selfTerminationGrace)},
 		{"ORPHAN_TIMEOUT", seconds(o.OrphanTimeout, defaultOrphanTimeout)},
-		{"IMDS_URL", or(o.IMDSURL, "http://169.254.169.254")},
+		{"IMDS_URL", cmp.Or(o.IMDSURL, "http://169.254.169.254")},
 		{"DYNAMODB_URL", awsURL("dynamodb")},
 		{"EC2_URL", awsURL("ec2")},
 		// Base64, so that any script text survives quoting.
@@ -143,13 +141,6 @@ func Render(o Options) (string, error) {
 	b.WriteString("\n")
 	b.WriteString(body)
 	return b.String(), nil
-}
-
-func or(v, fallback string) string {
-	if v != "" {
-		return v
-	}
-	return fallback
 }
 
 // seconds writes d (or fallback when d is 0) as seconds for sleep and

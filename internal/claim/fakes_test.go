@@ -712,6 +712,11 @@ type fakeQueue struct {
 	messages []*qmsg
 }
 
+// byReceipt is the index of the message last received with handle h, or -1.
+func (q *fakeQueue) byReceipt(h *string) int {
+	return slices.IndexFunc(q.messages, func(m *qmsg) bool { return m.receipt != "" && m.receipt == aws.ToString(h) })
+}
+
 // fakeSQS holds queues by URL and records every call.
 type fakeSQS struct {
 	mu     sync.Mutex
@@ -871,14 +876,8 @@ func (s *fakeSQS) ChangeMessageVisibilityBatch(_ context.Context, in *sqs.Change
 	}
 	out := &sqs.ChangeMessageVisibilityBatchOutput{}
 	for _, e := range in.Entries {
-		found := false
-		for _, m := range q.messages {
-			if m.receipt != "" && m.receipt == aws.ToString(e.ReceiptHandle) {
-				m.visibleAt = s.clock.Add(time.Duration(e.VisibilityTimeout) * time.Second)
-				found = true
-			}
-		}
-		if found {
+		if idx := q.byReceipt(e.ReceiptHandle); idx >= 0 {
+			q.messages[idx].visibleAt = s.clock.Add(time.Duration(e.VisibilityTimeout) * time.Second)
 			out.Successful = append(out.Successful, sqstypes.ChangeMessageVisibilityBatchResultEntry{Id: e.Id})
 		} else {
 			out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("ReceiptHandleIsInvalid"), Message: aws.String("no such receipt handle"), SenderFault: true})
@@ -903,7 +902,7 @@ func (s *fakeSQS) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageBat
 	}
 	out := &sqs.DeleteMessageBatchOutput{}
 	for _, e := range in.Entries {
-		idx := slices.IndexFunc(q.messages, func(m *qmsg) bool { return m.receipt != "" && m.receipt == aws.ToString(e.ReceiptHandle) })
+		idx := q.byReceipt(e.ReceiptHandle)
 		if idx >= 0 && s.failDelete[bodyID(q.messages[idx].body)] {
 			idx = -1
 		}

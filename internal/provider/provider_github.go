@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"strconv"
@@ -74,7 +75,7 @@ func (m *githubModel) client() (*github.Client, diag.Diagnostics) {
 	if diags.HasError() {
 		return nil, diags
 	}
-	cfg := github.Config{BaseURL: firstSet(m.BaseURL.ValueString(), os.Getenv("GITHUB_API_URL"))}
+	cfg := github.Config{BaseURL: cmp.Or(m.BaseURL.ValueString(), os.Getenv("GITHUB_API_URL"))}
 	appID, installationID := m.AppID.ValueInt64(), m.InstallationID.ValueInt64()
 	key := m.PrivateKey.ValueString()
 	configuredApp := appID != 0
@@ -95,7 +96,7 @@ func (m *githubModel) client() (*github.Client, diag.Diagnostics) {
 	case configuredApp:
 		cfg.App = &github.AppAuth{AppID: appID, InstallationID: installationID, PrivateKeyPEM: key}
 	default:
-		cfg.Token = firstSet(m.Token.ValueString(), os.Getenv("GITHUB_TOKEN"))
+		cfg.Token = cmp.Or(m.Token.ValueString(), os.Getenv("GITHUB_TOKEN"))
 		if cfg.Token == "" {
 			return nil, nil
 		}
@@ -106,13 +107,4 @@ func (m *githubModel) client() (*github.Client, diag.Diagnostics) {
 		return nil, diags
 	}
 	return c, diags
-}
-
-func firstSet(values ...string) string {
-	for _, v := range values {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
