@@ -85,27 +85,23 @@ func (p *Pickup) Next(ctx context.Context) (m protocol.Message, ok bool, err err
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	defer p.waiting.Add(-1)
-	for {
-		for len(p.ready) == 0 && !p.exhausted {
-			if err := p.fetch(ctx); err != nil {
-				return protocol.Message{}, false, err
-			}
+	for len(p.ready) == 0 && !p.exhausted {
+		if err := p.fetch(ctx); err != nil {
+			return protocol.Message{}, false, err
 		}
-		if len(p.ready) == 0 {
-			return protocol.Message{}, false, nil
-		}
-		if !p.ready[0].deleted {
-			// Delete it with the ones the other waiting workers take next.
-			if err := p.deleteReady(ctx, max(1, int(p.waiting.Load()))); err != nil {
-				return protocol.Message{}, false, err
-			}
-		}
-		c := p.ready[0]
-		p.ready = p.ready[1:]
-		if c.deleted {
-			return c.m, true, nil
-		} // not deleted: SQS refused; it stays in the queue for others
 	}
+	if len(p.ready) == 0 {
+		return protocol.Message{}, false, nil
+	}
+	if !p.ready[0].deleted {
+		// Delete it with the ones the other waiting workers take next.
+		if err := p.deleteReady(ctx, max(1, int(p.waiting.Load()))); err != nil {
+			return protocol.Message{}, false, err
+		}
+	}
+	c := p.ready[0]
+	p.ready = p.ready[1:]
+	return c.m, true, nil
 }
 
 // fetch receives one batch and sorts it: discards are deleted, mismatches
@@ -169,8 +165,11 @@ func (p *Pickup) receive(ctx context.Context, n int32, wait int32) ([]sqstypes.M
 	return out.Messages, nil
 }
 
-// deleteReady deletes the first n undeleted candidates in one batch and
-// marks those SQS deleted.
+// deleteReady deletes the first n undeleted candidates in one batch. A
+// failed entry may still have been deleted (a retried batch whose first
+// answer was lost fails on a handle already used), so the candidate is
+// handed out anyway: the conditional claim decides, and a message left
+// behind is a stale one, dropped by whoever receives it.
 func (p *Pickup) deleteReady(ctx context.Context, n int) error {
 	var idx []int
 	var handles []*string
@@ -185,7 +184,10 @@ func (p *Pickup) deleteReady(ctx context.Context, n int) error {
 		return err
 	}
 	for j, i := range idx {
-		p.ready[i].deleted = ok[j]
+		p.ready[i].deleted = true
+		if !ok[j] {
+			p.log("pickup: SQS did not confirm deleting a runner's message", "instance", p.ready[i].m.ID)
+		}
 	}
 	return nil
 }
