@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,6 +10,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -38,30 +42,10 @@ func TestConditionalUpdateHasOneWinner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stop()
+	t.Cleanup(stop) // after the tables' cleanup
 
 	d := &ddb{endpoint: endpoint, client: &http.Client{Timeout: 30 * time.Second}}
-	table := "emulator-test-" + randomHex(6)
-	if _, err := d.call(ctx, "CreateTable", map[string]any{
-		"TableName":   table,
-		"BillingMode": "PAY_PER_REQUEST",
-		"AttributeDefinitions": []map[string]string{
-			{"AttributeName": "PK", "AttributeType": "S"},
-			{"AttributeName": "SK", "AttributeType": "S"},
-		},
-		"KeySchema": []map[string]string{
-			{"AttributeName": "PK", "KeyType": "HASH"},
-			{"AttributeName": "SK", "KeyType": "RANGE"},
-		},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if _, err := d.call(context.Background(), "DeleteTable", map[string]any{"TableName": table}); err != nil {
-			t.Errorf("deleting table: %v", err)
-		}
-	}()
-	waitActive(ctx, t, d, table)
+	table := d.newTable(ctx, t)
 
 	key := map[string]any{"PK": s("runner"), "SK": s("slot")}
 	const trials, racers = 20, 20
@@ -133,6 +117,126 @@ func TestConditionalUpdateHasOneWinner(t *testing.T) {
 			t.Fatalf("trial %d: owner = %q, want winner %q", trial, got, winners[0])
 		}
 	}
+}
+
+// TestTransactionRollsBack: a cancelled transaction changes nothing, and a
+// committed one everything (the emulator backs tables up for a rollback
+// differently from plain moto).
+func TestTransactionRollsBack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	endpoint, stop, err := Ensure(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop) // after the tables' cleanup
+	d := &ddb{endpoint: endpoint, client: &http.Client{Timeout: 30 * time.Second}}
+	table := d.newTable(ctx, t)
+	keys := []map[string]any{{"PK": s("item"), "SK": s("a")}, {"PK": s("item"), "SK": s("b")}, {"PK": s("item"), "SK": s("c")}}
+	for _, k := range keys {
+		if _, err := d.call(ctx, "PutItem", map[string]any{"TableName": table, "Item": map[string]any{"PK": k["PK"], "SK": k["SK"], "v": s("0")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	transact := func(lastCondition string) error {
+		var items []map[string]any
+		for i, k := range keys {
+			u := map[string]any{
+				"TableName": table, "Key": k, "UpdateExpression": "SET v = :one",
+				"ExpressionAttributeValues": map[string]any{":one": s("1")},
+			}
+			if i == len(keys)-1 && lastCondition != "" {
+				u["ConditionExpression"] = "v = :want"
+				u["ExpressionAttributeValues"].(map[string]any)[":want"] = s(lastCondition)
+			}
+			items = append(items, map[string]any{"Update": u})
+		}
+		_, err := d.call(ctx, "TransactWriteItems", map[string]any{"TransactItems": items})
+		return err
+	}
+	values := func() string {
+		var got []string
+		for _, k := range keys {
+			out, err := d.call(ctx, "GetItem", map[string]any{"TableName": table, "Key": k, "ConsistentRead": true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			item, _ := out["Item"].(map[string]any)
+			got = append(got, attrS(item, "v"))
+		}
+		return strings.Join(got, ",")
+	}
+	if err := transact("5"); !isType(err, "TransactionCanceledException") {
+		t.Fatalf("transaction with a failing condition: %v, want TransactionCanceledException", err)
+	}
+	if got := values(); got != "0,0,0" {
+		t.Errorf("after a cancelled transaction: %s, want 0,0,0", got)
+	}
+	if err := transact("0"); err != nil {
+		t.Fatal(err)
+	}
+	if got := values(); got != "1,1,1" {
+		t.Errorf("after a committed transaction: %s, want 1,1,1", got)
+	}
+}
+
+// TestRetentionCheck: the emulator's own retention check (see
+// serialized_moto.py) still keeps messages past the queue's retention
+// period from being handed out.
+func TestRetentionCheck(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "serialized_moto.py"), serverScript, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const check = `
+import serialized_moto
+serialized_moto.check_retention_directly()
+from moto.sqs.models import sqs_backends
+backend = sqs_backends["000000000000"]["us-east-1"]
+backend.create_queue("retention", MessageRetentionPeriod="60")
+fresh = backend.send_message("retention", "fresh")
+old = backend.send_message("retention", "old")
+old.sent_timestamp -= 61 * 1000
+print(backend.is_message_valid_based_on_retention_period("retention", fresh),
+      backend.is_message_valid_based_on_retention_period("retention", old))
+`
+	cmd := exec.Command(cmp.Or(os.Getenv("EC2RUNNERS_PYTHON"), "python3"), "-c", check)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+dir, "MOTO_ACCOUNT_ID=000000000000")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "True False" {
+		t.Errorf("valid (fresh, past retention) = %s, want True False", got)
+	}
+}
+
+// newTable creates a PK/SK table, deleted when the test ends.
+func (d *ddb) newTable(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	table := "emulator-test-" + randomHex(6)
+	if _, err := d.call(ctx, "CreateTable", map[string]any{
+		"TableName":   table,
+		"BillingMode": "PAY_PER_REQUEST",
+		"AttributeDefinitions": []map[string]string{
+			{"AttributeName": "PK", "AttributeType": "S"},
+			{"AttributeName": "SK", "AttributeType": "S"},
+		},
+		"KeySchema": []map[string]string{
+			{"AttributeName": "PK", "KeyType": "HASH"},
+			{"AttributeName": "SK", "KeyType": "RANGE"},
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := d.call(context.Background(), "DeleteTable", map[string]any{"TableName": table}); err != nil {
+			t.Errorf("deleting table: %v", err)
+		}
+	})
+	waitActive(ctx, t, d, table)
+	return table
 }
 
 type ddb struct {

@@ -7,6 +7,19 @@ tests rely on it. Holding one process-wide lock for every DynamoDB request
 makes conditional writes (and transactions) atomic; other services (SQS, EC2,
 ...) stay concurrent.
 
+It also removes two costs of plain moto that grow with the data and that
+real AWS does not charge, without changing what any call does:
+
+- A transaction's rollback backup deep-copies the table once per write in
+  the transaction: n copies of the whole table for n writes (10 writes on a
+  table of 3,000 items: 450 ms). Here each table is copied once per
+  transaction (54 ms); the backup, and so the rollback, is the same.
+- ReceiveMessage checks each message it hands out against the queue's
+  retention period by building all the queue's attributes, which counts
+  every message in the queue three times: O(queue) work per message
+  received (about 60 ms per receive of 10 from a queue of 1,000). Here the
+  check reads the retention period itself.
+
 Usage: python3 serialized_moto.py [-H HOST] [-p PORT]
 """
 
@@ -49,6 +62,52 @@ class SerializeDynamoDB:
                     close()
 
 
+def copy_tables_once_per_transaction():
+    """Make moto's transaction backup copy each table once (see above)."""
+    import copy
+
+    from moto.dynamodb import models
+
+    local = threading.local()
+
+    class CopyEachTableOnce:
+        # Stands in for the copy module inside moto.dynamodb.models.
+        def __getattr__(self, name):
+            return getattr(copy, name)
+
+        def deepcopy(self, obj, memo=None):
+            backups = getattr(local, "backups", None)
+            if backups is None or not isinstance(obj, models.Table):
+                return copy.deepcopy(obj, memo)
+            if id(obj) not in backups:
+                backups[id(obj)] = copy.deepcopy(obj, memo)
+            return backups[id(obj)]
+
+    transact = models.DynamoDBBackend.transact_write_items
+
+    def transact_write_items(self, *args, **kwargs):
+        local.backups = {}
+        try:
+            return transact(self, *args, **kwargs)
+        finally:
+            local.backups = None
+
+    models.copy = CopyEachTableOnce()
+    models.DynamoDBBackend.transact_write_items = transact_write_items
+
+
+def check_retention_directly():
+    """Make moto's retention check read the retention period (see above)."""
+    from moto.core.utils import unix_time
+    from moto.sqs import models
+
+    def is_message_valid_based_on_retention_period(self, queue_name, message):
+        queue = self.get_queue(queue_name)
+        return queue.message_retention_period + message.sent_timestamp / 1000 > unix_time()
+
+    models.SQSBackend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period
+
+
 def _exit(signum, frame):
     # SystemExit unwinds run_simple's serve_forever and closes the socket.
     sys.exit(0)
@@ -65,6 +124,9 @@ def main(argv=None):
     # Imported late so MOTO_ACCOUNT_ID/MOTO_PORT are already in place.
     from werkzeug.serving import run_simple
     from moto.server import DomainDispatcherApplication, create_backend_app
+
+    copy_tables_once_per_transaction()
+    check_retention_directly()
 
     app = DomainDispatcherApplication(create_backend_app)
     try:
