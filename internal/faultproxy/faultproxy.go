@@ -146,7 +146,7 @@ type Proxy struct {
 	rng    *rand.Rand
 	rules  []Rule
 	paused bool
-	hook   func(Request)
+	hook   func(Request) Kind
 	seq    int
 	stats  Stats
 }
@@ -229,15 +229,18 @@ func (p *Proxy) Pause(paused bool) {
 
 // OnRequest sets the hook (nil: none) called for every request, after the
 // fault is chosen and before anything is forwarded or answered. The hook may
-// block: the request waits (in flight for its client) until it returns, while
-// other requests proceed, so it must be safe for concurrent calls.
+// return a fault for its own request, instead of the one drawn (None keeps
+// that one). The hook may block: the request waits (in flight for its
+// client) until it returns, while other requests proceed, so it must be
+// safe for concurrent calls.
 //
 // Forwarding does not depend on the client staying connected: a request the
 // proxy has received reaches the target even if its client dies meanwhile
 // (as a request AWS has received is carried out), unless its fault is
 // DropBefore. So a hook that kills the client and then returns simulates a
-// crash after the call took effect, and with a DropBefore rule, before.
-func (p *Proxy) OnRequest(hook func(Request)) {
+// crash after the call took effect, and with a DropBefore rule, before; a
+// hook that returns DropAfter, a crash before the answer arrived.
+func (p *Proxy) OnRequest(hook func(Request) Kind) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.hook = hook
@@ -263,7 +266,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	req, rule, hook := p.decide(service, action, body)
 	if hook != nil {
-		hook(req)
+		if k := hook(req); k != None {
+			rule = Rule{Kind: k}
+		}
+	}
+	if rule.Kind != None {
+		p.mu.Lock()
+		p.stats.Faults[Fault{Op{service, action}, rule.Kind}]++
+		p.mu.Unlock()
 	}
 	// Detached from the client: see OnRequest.
 	r = r.WithContext(context.WithoutCancel(r.Context()))
@@ -287,9 +297,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// decide numbers the request, draws its fault and counts it, under one lock
-// so that the draws follow the order of arrival.
-func (p *Proxy) decide(service, action string, body []byte) (Request, Rule, func(Request)) {
+// decide numbers the request and draws its fault, under one lock so that
+// the draws follow the order of arrival.
+func (p *Proxy) decide(service, action string, body []byte) (Request, Rule, func(Request) Kind) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.seq++
@@ -303,7 +313,6 @@ func (p *Proxy) decide(service, action string, body []byte) (Request, Rule, func
 				(rule.Action == "" || rule.Action == action) &&
 				rule.Kind != None && p.rng.Float64() < rule.Rate {
 				fired = rule
-				p.stats.Faults[Fault{op, rule.Kind}]++
 				break
 			}
 		}

@@ -132,10 +132,11 @@ type recorder struct {
 	reqs []faultproxy.Request
 }
 
-func (r *recorder) hook(req faultproxy.Request) {
+func (r *recorder) hook(req faultproxy.Request) faultproxy.Kind {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reqs = append(r.reqs, req)
+	return faultproxy.None
 }
 
 func (r *recorder) list() []faultproxy.Request {
@@ -327,6 +328,34 @@ func TestDrops(t *testing.T) {
 	}
 }
 
+// A hook chooses its own request's fault: the drawn one (here none) is
+// replaced, and counted as injected.
+func TestHookChoosesItsRequestsFault(t *testing.T) {
+	ctx := context.Background()
+	direct := newClients(endpoint, 3)
+	table := newTable(t, direct)
+	p := startProxy(t, endpoint, 1)
+	c := newClients(p.URL, 1)
+	p.OnRequest(func(req faultproxy.Request) faultproxy.Kind {
+		if req.Action == "PutItem" && strings.Contains(string(req.Body), "lost") {
+			return faultproxy.DropAfter
+		}
+		return faultproxy.None
+	})
+	if err := putItem(ctx, c, table, "lost"); err == nil {
+		t.Error("PutItem answered, want its answer dropped")
+	}
+	if !hasItem(t, direct, table, "lost") {
+		t.Error("the PutItem whose answer was dropped did not take effect")
+	}
+	if err := putItem(ctx, c, table, "kept"); err != nil {
+		t.Errorf("PutItem the hook left alone: %v", err)
+	}
+	if n := p.Stats().TotalFaults(faultproxy.DropAfter); n != 1 {
+		t.Errorf("%d DropAfter faults counted, want 1", n)
+	}
+}
+
 func TestLatency(t *testing.T) {
 	p := startProxy(t, endpoint, 1)
 	c := newClients(p.URL, 1)
@@ -454,12 +483,13 @@ func TestHookOrderAndHold(t *testing.T) {
 
 	held, release := make(chan faultproxy.Request, 1), make(chan struct{})
 	var rec recorder
-	p.OnRequest(func(req faultproxy.Request) {
+	p.OnRequest(func(req faultproxy.Request) faultproxy.Kind {
 		rec.hook(req)
 		if req.Action == "PutItem" && strings.Contains(string(req.Body), "held") {
 			held <- req
 			<-release
 		}
+		return faultproxy.None
 	})
 	for _, pk := range []string{"a", "b"} {
 		if err := putItem(ctx, c, table, pk); err != nil {
