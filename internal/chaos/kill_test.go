@@ -61,12 +61,16 @@ func TestKill(t *testing.T) {
 	}{
 		// Kills during Create, then apply again and destroy. One warm
 		// runner for a claim of two: the fleet launches the other.
-		{"create-claim-record", func(t *testing.T) { testKilledCreate(t, tf, "create-claim-record", atClaimRecordPut, false) }},
+		{"create-claim-record", func(t *testing.T) {
+			testKilledCreate(t, tf, "create-claim-record", atClaimRecordPut, false, "pending")
+		}},
 		// The killed apply's fleet instances are unknown to the pool
 		// (launched, never recorded) until the reaper's grace period is over.
-		{"create-fleet", func(t *testing.T) { testKilledCreate(t, tf, "create-fleet", atCreateFleet, true) }},
+		{"create-fleet", func(t *testing.T) { testKilledCreate(t, tf, "create-fleet", atCreateFleet, true, "pending") }},
+		// The transaction to running also completes the claim record: the
+		// claim was made, only terraform does not know; the re-apply adopts it.
 		{"create-to-running", func(t *testing.T) {
-			testKilledCreate(t, tf, "create-to-running", atUpdateToState(protocol.StateRunning), false)
+			testKilledCreate(t, tf, "create-to-running", atUpdateToState(protocol.StateRunning), false, "complete")
 		}},
 		// Kills during Delete, then destroy again, then apply and destroy.
 		{"delete-send-message", func(t *testing.T) { testKilledDelete(t, tf, "delete-send-message", atSendMessageBatch) }},
@@ -92,9 +96,9 @@ func TestKill(t *testing.T) {
 }
 
 // A killed apply, at a point of the claim's Create, then apply again (it
-// waits out the dead attempt's lease, cleans it up and claims anew), then
-// destroy.
-func testKilledCreate(t *testing.T, tf *terraformCLI, name string, point killPoint, orphansAfterKill bool) {
+// waits out the dead attempt's lease, cleans it up and claims anew, or
+// adopts the claim the dead apply completed), then destroy.
+func testKilledCreate(t *testing.T, tf *terraformCLI, name string, point killPoint, orphansAfterKill bool, wantRecord string) {
 	w := newWorld(t, "kill", uint64(len(name)))
 	w.seed(1)
 	s := newTFScenario(t, w, tf, "run-"+name, 2)
@@ -102,8 +106,8 @@ func testKilledCreate(t *testing.T, tf *terraformCLI, name string, point killPoi
 	s.killDuring(point, "apply", "-auto-approve")
 	rec, found := s.claimRecord()
 	t.Logf("after the kill: claim record found=%t state=%q owns %v", found, rec.State, rec.OwnedIDs)
-	if !found || rec.State != "pending" {
-		t.Errorf("the killed apply should leave its pending claim record; found=%t state=%q", found, rec.State)
+	if !found || rec.State != wantRecord {
+		t.Errorf("the killed apply should leave a %s claim record; found=%t state=%q", wantRecord, found, rec.State)
 	}
 	killedFleet := s.awaitFleetInstances()
 	var orphans []string
@@ -125,6 +129,9 @@ func testKilledCreate(t *testing.T, tf *terraformCLI, name string, point killPoi
 	t.Logf("re-apply took %s (a dead attempt's lease lapses within 30s)", time.Since(started).Round(100*time.Millisecond))
 	out := s.outputs()
 	s.checkHolds(out)
+	if wantRecord == "complete" && !slices.Equal(slices.Sorted(slices.Values(out.InstanceIDs)), slices.Sorted(slices.Values(rec.OwnedIDs))) {
+		t.Errorf("the re-apply holds %v, want the completed claim's %v adopted", out.InstanceIDs, rec.OwnedIDs)
+	}
 	// The re-apply's cleanup of the dead attempt terminates what its
 	// CreateFleet launched unrecorded (tagged with the run id).
 	for id, state := range s.fleetInstances() {
@@ -133,7 +140,11 @@ func testKilledCreate(t *testing.T, tf *terraformCLI, name string, point killPoi
 		}
 	}
 	w.audit("after the re-apply")
-	s.checkFleetAccounting(out, len(killedFleet))
+	unclaimed := len(killedFleet)
+	if wantRecord == "complete" {
+		unclaimed = 0 // the adopted claim's new runners are the ones the killed apply launched
+	}
+	s.checkFleetAccounting(out, unclaimed)
 
 	s.mustRun("destroy", "-auto-approve")
 	s.checkNoClaimRecord()
@@ -200,7 +211,7 @@ func testInterruptedCreate(t *testing.T, tf *terraformCLI, fleetInFlight bool) {
 	interrupted := make(chan struct{})
 	if fleetInFlight {
 		w.proxy.SetRules(faultproxy.Rule{Service: "ec2", Action: "CreateFleet", Kind: faultproxy.DropAfter, Rate: 1})
-		tr = s.arm(atCreateFleet, func(r *tfRun) {
+		tr = s.arm(atCreateFleet, func(r *tfRun) faultproxy.Kind {
 			launched := atCreateFleet.effect(s)
 			w.proxy.SetRules(faultproxy.Rule{Service: "ec2", Action: "CreateFleet", Kind: faultproxy.DropBefore, Rate: 1})
 			go func() {
@@ -210,6 +221,7 @@ func testInterruptedCreate(t *testing.T, tf *terraformCLI, fleetInFlight bool) {
 				}
 				interrupt(r)
 			}()
+			return faultproxy.None
 		})
 	} else {
 		var created atomic.Bool
@@ -219,10 +231,11 @@ func testInterruptedCreate(t *testing.T, tf *terraformCLI, fleetInFlight bool) {
 				created.Store(true)
 			}
 			return created.Load() && r.Service == "dynamodb" && r.Action == "BatchGetItem"
-		}}, func(r *tfRun) {
+		}}, func(r *tfRun) faultproxy.Kind {
 			interrupt(r)
 			close(interrupted)
 			time.Sleep(2 * time.Second)
+			return faultproxy.None
 		})
 	}
 	started := time.Now()
@@ -381,7 +394,9 @@ type killPoint struct {
 // trigger acts once, on the first request of the current run that matches.
 type trigger struct {
 	point killPoint
-	act   func(*tfRun)
+	// act runs in the proxy's hook for the request at point, and may choose
+	// that request's fault.
+	act   func(*tfRun) faultproxy.Kind
 	fired atomic.Bool
 }
 
@@ -470,7 +485,7 @@ output "created_count" { value = ec2runners_claim.test.created_count }
 
 // onRequest is the proxy's hook: it records fleet requests and fires the
 // armed trigger.
-func (s *tfScenario) onRequest(r faultproxy.Request) {
+func (s *tfScenario) onRequest(r faultproxy.Request) faultproxy.Kind {
 	if r.Service == "ec2" && r.Action == "CreateFleet" {
 		form, _ := url.ParseQuery(string(r.Body))
 		capacity, _ := strconv.Atoi(form.Get("TargetCapacitySpecification.TotalTargetCapacity"))
@@ -482,13 +497,13 @@ func (s *tfScenario) onRequest(r faultproxy.Request) {
 	tr, run := s.trigger, s.cur
 	s.mu.Unlock()
 	if tr == nil || run == nil || !tr.point.match(r) || !tr.fired.CompareAndSwap(false, true) {
-		return
+		return faultproxy.None
 	}
 	s.t.Logf("proxy request #%d (%s %s): %s, %s into terraform %s", r.Seq, r.Service, r.Action, tr.point.name, time.Since(run.started).Round(100*time.Millisecond), run.args[0])
-	tr.act(run)
+	return tr.act(run)
 }
 
-func (s *tfScenario) arm(point killPoint, act func(*tfRun)) *trigger {
+func (s *tfScenario) arm(point killPoint, act func(*tfRun) faultproxy.Kind) *trigger {
 	tr := &trigger{point: point, act: act}
 	s.mu.Lock()
 	s.trigger = tr
@@ -572,9 +587,10 @@ func (s *tfScenario) killDuring(point killPoint, args ...string) *tfRun {
 	s.t.Helper()
 	t := s.t
 	killed := make(chan struct{})
-	tr := s.arm(point, func(r *tfRun) {
+	tr := s.arm(point, func(r *tfRun) faultproxy.Kind {
 		tookEffect := point.effect(s)
 		// From now on the process reaches nothing: it is as good as dead.
+		// This request still takes effect, but its answer never arrives.
 		s.w.proxy.SetRules(faultproxy.Rule{Kind: faultproxy.DropBefore, Rate: 1})
 		go func() {
 			defer close(killed)
@@ -590,6 +606,7 @@ func (s *tfScenario) killDuring(point killPoint, args ...string) *tfRun {
 			}
 			s.w.proxy.SetRules()
 		}()
+		return faultproxy.DropAfter
 	})
 	r := s.start(args...)
 	s.waitRun(r, 4*time.Minute)
@@ -846,7 +863,8 @@ func (s *tfScenario) awaitFleetInstances() map[string]ec2types.InstanceStateName
 // checkFleetAccounting: every fleet request came from a different attempt
 // (a retried request of one attempt would reuse its ClientToken and launch
 // nothing new), launched exactly its capacity, and the re-apply launched
-// only what its claim needed.
+// only what its claim needed. killedLaunched is what the killed apply
+// launched that the claim does not hold.
 func (s *tfScenario) checkFleetAccounting(out tfOutputs, killedLaunched int) {
 	s.t.Helper()
 	t := s.t
@@ -913,18 +931,41 @@ var atSendMessageBatch = killPoint{
 	},
 }
 
-// atUpdateToState is the first conditional instance transition to state.
+// atUpdateToState is the first conditional instance transition to state,
+// alone (UpdateItem) or in a transaction.
 func atUpdateToState(state string) killPoint {
+	type update struct {
+		ExpressionAttributeValues map[string]struct{ S string }
+	}
 	return killPoint{
-		name: "the first UpdateItem to " + state,
+		name: "the first write of an instance to " + state,
 		match: func(r faultproxy.Request) bool {
-			if r.Service != "dynamodb" || r.Action != "UpdateItem" {
+			if r.Service != "dynamodb" {
 				return false
 			}
-			var in struct {
-				ExpressionAttributeValues map[string]struct{ S string }
+			var updates []update
+			switch r.Action {
+			case "UpdateItem":
+				var in update
+				if json.Unmarshal(r.Body, &in) == nil {
+					updates = append(updates, in)
+				}
+			case "TransactWriteItems":
+				var in struct{ TransactItems []struct{ Update *update } }
+				if json.Unmarshal(r.Body, &in) == nil {
+					for _, ti := range in.TransactItems {
+						if ti.Update != nil {
+							updates = append(updates, *ti.Update)
+						}
+					}
+				}
 			}
-			return json.Unmarshal(r.Body, &in) == nil && in.ExpressionAttributeValues[":toState"].S == state
+			for _, u := range updates {
+				if u.ExpressionAttributeValues[":toState"].S == state {
+					return true
+				}
+			}
+			return false
 		},
 		effect: func(s *tfScenario) func() bool {
 			count := func() (int, error) {

@@ -1,6 +1,7 @@
 package claim
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	dyntypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
@@ -273,9 +276,7 @@ func (a *attempt) run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	// Hand back surplus runners now rather than after the fleet's wait.
-	if err := a.pickup.Close(ctx); err != nil {
-		return nil, err
-	}
+	a.pickup.Close(ctx)
 	missing := a.req.InstanceCount - len(reused)
 	var created []Instance
 	if missing > 0 {
@@ -284,94 +285,160 @@ func (a *attempt) run(ctx context.Context) (*Result, error) {
 		}
 	}
 	all := append(append([]Instance{}, reused...), created...)
-	if err := a.toRunning(ctx, all); err != nil {
-		return nil, err
-	}
-	a.rec.State, a.rec.Instances, a.rec.OwnedIDs = recordComplete, all, instanceIDs(all)
-	if err := a.s.putRecord(ctx, a.rec, false); err != nil {
+	if err := a.finish(ctx, all); err != nil {
 		return nil, err
 	}
 	return &Result{Instances: all, Reused: len(reused), Created: len(created), Pickup: a.pickup.Stats()}, nil
 }
 
-// selectWarm runs one claim worker per wanted runner, concurrently, sharing
-// the Pickup Manager.
+// selectWarm takes warm runners from the pool until the claim has them all,
+// the pool is exhausted for it, or selectUntil. It claims each batch of
+// candidates at once and checks every claimed runner's agent in one read
+// per round; a runner that fails its checks is discarded and replaced.
 func (a *attempt) selectWarm(ctx context.Context) ([]Instance, error) {
 	var (
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		got    []Instance
-		errs   []error
-		worker = func() {
-			defer wg.Done()
-			inst, ok, err := a.claimWorker(ctx)
-			mu.Lock()
-			defer mu.Unlock()
+		ready   []Instance
+		claimed = map[string]Instance{}
+		watch   = newAgentWatch(a.s)
+		more    = true
+	)
+	for {
+		need := a.req.InstanceCount - len(ready) - watch.len()
+		if need > 0 && more && a.c.now().After(a.selectUntil) {
+			a.note("stopped taking runners from the pool: the runners already claimed must reach running within %s", claimedLifetime)
+			more = false
+		}
+		if need > 0 && more {
+			msgs, err := a.pickup.Take(ctx, need)
 			if err != nil {
-				errs = append(errs, err)
-			} else if ok {
-				got = append(got, inst)
+				return nil, err
+			}
+			more = len(msgs) == need
+			insts, err := a.claimAll(ctx, msgs)
+			if err != nil {
+				return nil, err
+			}
+			for _, inst := range insts {
+				claimed[inst.ID] = inst
+				watch.add(inst.ID, a.req.Timings.RegistrationWait, registered(a.req.RunID, a.req.Timings.RegistrationWait, true, a.req.Timings))
+			}
+			if len(insts) < len(msgs) && more {
+				continue // replace the ones lost at once
 			}
 		}
-	)
-	for range a.req.InstanceCount {
-		wg.Add(1)
-		go worker()
+		if watch.len() == 0 {
+			if need > 0 && more {
+				continue
+			}
+			return ready, nil
+		}
+		decided, err := watch.poll(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for id, failure := range decided {
+			if failure == nil {
+				ready = append(ready, claimed[id])
+				continue
+			}
+			a.c.log("claim: runner failed its checks", "instance", id, "reason", failure.Error())
+			terminated, err := a.c.discard(ctx, a.s, id, protocol.StateClaimed, a.req.RunID)
+			if err != nil {
+				return nil, err // still held: rollback settles it
+			}
+			a.drop(id, discardOutcome(failure.Error(), terminated))
+		}
+		if a.req.InstanceCount-len(ready)-watch.len() > 0 && more {
+			continue // replace the failed ones before waiting
+		}
+		if watch.len() > 0 {
+			if err := sleep(ctx, a.req.Timings.PollInterval); err != nil {
+				return nil, err
+			}
+		}
 	}
-	wg.Wait()
-	return got, errors.Join(errs...)
 }
 
-// claimWorker takes candidates from the Pickup Manager until one is claimed,
-// healthy and registered for the run, or the pool is exhausted (ok false).
-func (a *attempt) claimWorker(ctx context.Context) (Instance, bool, error) {
-	for {
-		if a.c.now().After(a.selectUntil) {
-			a.note("stopped taking runners from the pool: the runners already claimed must reach running within %s", claimedLifetime)
-			return Instance{}, false, nil
-		}
-		m, ok, err := a.pickup.Next(ctx)
-		if err != nil || !ok {
-			return Instance{}, false, err
-		}
+// claimAll claims runners the Pickup Manager took: listed in the claim
+// record first (so a crash cannot lose one), then each by its conditional
+// write, concurrently. The messages of runners claimed, or found owned by
+// someone else, are deleted; a runner still idle after a failed write keeps
+// its message, visible again when the pickup closes.
+func (a *attempt) claimAll(ctx context.Context, msgs []protocol.Message) ([]Instance, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+	}
+	if err := a.s.addOwned(ctx, a.req.RunID, ids...); err != nil {
+		return nil, err
+	}
+	claim := transition{
+		fromState: protocol.StateIdle, toState: protocol.StateClaimed, toRunID: a.req.RunID,
+		threshold: a.c.now().Add(claimedLifetime), deadline: "live",
+	}
+	errs := a.s.applyEach(ctx, ids, func(string) transition { return claim })
+	var (
+		got     []Instance
+		consume []string
+		failed  error
+	)
+	for i, m := range msgs {
 		inst := Instance{ID: m.ID, InstanceType: m.InstanceType, UsageClass: m.UsageClass, Source: SourcePool}
-		err = a.s.apply(ctx, m.ID, transition{
-			fromState: protocol.StateIdle, toState: protocol.StateClaimed, toRunID: a.req.RunID,
-			threshold: a.c.now().Add(claimedLifetime), deadline: "live",
-		})
-		switch {
-		case errors.Is(err, errConditionFailed):
-			// Lost the race, or a stale message: the record is the truth.
-			a.c.log("claim worker: runner not idle, message dropped", "instance", m.ID)
-			continue
-		case err != nil:
-			if ctx.Err() != nil {
-				return Instance{}, false, ctx.Err()
-			}
-			// Transient: the runner is still idle, so its message goes back.
-			a.note("%s: not claimed (%v); returned to the pool", m.ID, err)
-			if err := a.pickup.Return(ctx, m); err != nil {
-				return Instance{}, false, err
-			}
-			continue
+		outcome, err := a.claimOutcome(ctx, m.ID, errs[i])
+		switch outcome {
+		case claimed:
+			a.hold(inst, protocol.StateClaimed)
+			got = append(got, inst)
+			consume = append(consume, m.ID)
+		case takenByOthers:
+			a.c.log("claim: runner not idle, message dropped", "instance", m.ID)
+			consume = append(consume, m.ID)
+		case leftIdle:
+			a.note("%s: not claimed (%v); returned to the pool", m.ID, errs[i])
+		case unknown:
+			a.hold(inst, protocol.StateClaimed) // maybe ours: rollback settles it
+			failed = cmp.Or(failed, err)
 		}
-		a.hold(inst, protocol.StateClaimed)
-		if err := a.s.addOwned(ctx, a.req.RunID, m.ID); err != nil {
-			return Instance{}, false, err
-		}
-		err = a.c.waitReady(ctx, a.s, m.ID, readyCheck{runID: a.req.RunID, wait: a.req.Timings.RegistrationWait, healthyAtOnce: true}, a.req.Timings)
-		if err == nil {
-			return inst, true, nil
-		}
-		if ctx.Err() != nil {
-			return Instance{}, false, ctx.Err() // still held: rollback gives it back
-		}
-		a.c.log("claim worker: runner failed its checks", "instance", m.ID, "reason", err.Error())
-		terminated, derr := a.c.discard(ctx, a.s, m.ID, protocol.StateClaimed, a.req.RunID)
-		if derr != nil {
-			return Instance{}, false, derr // still held: rollback settles it
-		}
-		a.drop(m.ID, discardOutcome(err.Error(), terminated))
+	}
+	a.pickup.Consume(ctx, consume)
+	return got, failed
+}
+
+// What a claim write did.
+type claimResult int
+
+const (
+	claimed       claimResult = iota
+	takenByOthers             // a lost race, or a stale message: the record is the truth
+	leftIdle                  // the write failed, the runner is still idle
+	unknown                   // neither the write nor a read could tell
+)
+
+// claimOutcome tells what the claim write of id did from its error, and
+// when that cannot tell (a transient error after retries: the write may
+// have happened), from the record.
+func (a *attempt) claimOutcome(ctx context.Context, id string, err error) (claimResult, error) {
+	switch {
+	case err == nil:
+		return claimed, nil
+	case errors.Is(err, errConditionFailed):
+		return takenByOthers, nil
+	case ctx.Err() != nil:
+		return unknown, ctx.Err()
+	}
+	rec, ok, rerr := a.s.instance(ctx, id)
+	switch {
+	case rerr != nil:
+		return unknown, err
+	case ok && rec.State == protocol.StateClaimed && rec.RunID == a.req.RunID:
+		return claimed, nil
+	case ok && rec.State == protocol.StateIdle:
+		return leftIdle, nil
+	default:
+		return takenByOthers, nil
 	}
 }
 
@@ -388,55 +455,82 @@ func (a *attempt) createMissing(ctx context.Context, missing int) ([]Instance, e
 	if err != nil {
 		return nil, err
 	}
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
+	watch := newAgentWatch(a.s)
+	wait := a.req.Timings.FleetValidationWait
 	for _, inst := range created {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := a.c.waitReady(ctx, a.s, inst.ID, readyCheck{runID: a.req.RunID, wait: a.req.Timings.FleetValidationWait}, a.req.Timings)
-			if err != nil {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("new instance %s: %w", inst.ID, err))
-				mu.Unlock()
-			}
-		}()
+		watch.add(inst.ID, wait, registered(a.req.RunID, wait, false, a.req.Timings))
 	}
-	wg.Wait()
+	decided, err := watch.wait(ctx, a.req.Timings.PollInterval)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for _, inst := range created {
+		if err := decided[inst.ID]; err != nil {
+			errs = append(errs, fmt.Errorf("new instance %s: %w", inst.ID, err))
+		}
+	}
 	return created, errors.Join(errs...)
 }
 
-// toRunning hands every runner to the run, with the claim's runtime as deadline.
-func (a *attempt) toRunning(ctx context.Context, insts []Instance) error {
+// finish hands every runner to the run, with the claim's runtime as
+// deadline, and marks the claim record complete. Up to 24 runners, that is
+// one transaction, so the record is complete exactly when its runners run;
+// otherwise, or when that transaction fails, the runners go first (their
+// writes batched) and the record after.
+func (a *attempt) finish(ctx context.Context, insts []Instance) error {
 	threshold := a.c.now().Add(a.req.maxRuntime(a.cfg))
-	for _, inst := range insts {
-		a.mu.Lock()
-		h := a.held[inst.ID]
-		a.mu.Unlock()
-		err := a.s.apply(ctx, inst.ID, transition{
-			fromState: h.state, fromRunID: a.req.RunID, toState: protocol.StateRunning, toRunID: a.req.RunID,
-			threshold: threshold, deadline: "live",
-		})
-		if err != nil {
-			return fmt.Errorf("instance %s: %w", inst.ID, err)
-		}
-		a.mu.Lock()
-		h.state = protocol.StateRunning
-		a.mu.Unlock()
+	ids := instanceIDs(insts)
+	a.mu.Lock()
+	from := make(map[string]string, len(ids))
+	for _, id := range ids {
+		from[id] = a.held[id].state
 	}
-	return nil
+	a.mu.Unlock()
+	toRunning := func(id string) transition {
+		return transition{
+			fromState: from[id], fromRunID: a.req.RunID, toState: protocol.StateRunning, toRunID: a.req.RunID,
+			threshold: threshold, deadline: "live",
+		}
+	}
+	a.rec.State, a.rec.Instances, a.rec.OwnedIDs = recordComplete, insts, ids
+	errs := make([]error, len(ids))
+	together := len(ids) < transactionLimit
+	if together {
+		writes := make([]dyntypes.TransactWriteItem, 0, len(ids)+1)
+		for _, id := range ids {
+			writes = append(writes, dyntypes.TransactWriteItem{Update: a.s.update(id, toRunning(id))})
+		}
+		writes = append(writes, dyntypes.TransactWriteItem{Put: a.s.recordPut(a.rec)})
+		if err := a.s.transact(ctx, writes); err != nil {
+			a.c.log("claim: completing in one transaction failed", "error", err.Error())
+			together = false
+		}
+	}
+	if !together {
+		errs = a.s.applyEach(ctx, ids, toRunning)
+	}
+	var failed []error
+	a.mu.Lock()
+	for i, id := range ids {
+		if errs[i] != nil {
+			failed = append(failed, fmt.Errorf("instance %s: %w", id, errs[i]))
+		} else {
+			a.held[id].state = protocol.StateRunning
+		}
+	}
+	a.mu.Unlock()
+	if len(failed) > 0 || together {
+		return errors.Join(failed...)
+	}
+	return a.s.putRecord(ctx, a.rec, false)
 }
 
 // rollback gives back or terminates everything the attempt holds, removes
 // the claim record and explains the failure instance by instance.
 func (a *attempt) rollback(ctx context.Context, cause error) error {
 	var cleanupErrs []error
-	if err := a.pickup.Close(ctx); err != nil {
-		cleanupErrs = append(cleanupErrs, err)
-	}
+	a.pickup.Close(ctx)
 	reused := 0
 	for _, h := range a.held {
 		if h.inst.Source == SourcePool {

@@ -229,26 +229,50 @@ func TestCreateDropsCandidateItCannotClaim(t *testing.T) {
 	}
 }
 
-// isClaimOf reports whether in is the idle -> claimed write of id.
-func isClaimOf(in any, id string) bool {
-	u, ok := in.(*dynamodb.UpdateItemInput)
-	if !ok || u.Key["SK"].(*types.AttributeValueMemberS).Value != "ID#"+id {
-		return false
+// isClaimOf reports whether in is, or is a transaction with, the
+// idle -> claimed write of id.
+func isClaimOf(in any, id string) bool { return writesState(in, id, protocol.StateClaimed) }
+
+// writesState reports whether in (an UpdateItem or a transaction) moves
+// the record of id to state.
+func writesState(in any, id, state string) bool { return updateTo(in, id, state) != nil }
+
+// updateTo returns the write in in (an UpdateItem or a transaction) that
+// moves the record of id to state, or nil.
+func updateTo(in any, id, state string) *types.Update {
+	var updates []*types.Update
+	switch in := in.(type) {
+	case *dynamodb.UpdateItemInput:
+		updates = append(updates, &types.Update{Key: in.Key, ExpressionAttributeValues: in.ExpressionAttributeValues})
+	case *dynamodb.TransactWriteItemsInput:
+		for _, ti := range in.TransactItems {
+			if ti.Update != nil {
+				updates = append(updates, ti.Update)
+			}
+		}
 	}
-	s, ok := u.ExpressionAttributeValues[":toState"].(*types.AttributeValueMemberS)
-	return ok && s.Value == protocol.StateClaimed
+	for _, u := range updates {
+		if protocol.StringAttr(u.Key, "SK") == "ID#"+id && protocol.StringAttr(u.ExpressionAttributeValues, ":toState") == state {
+			return u
+		}
+	}
+	return nil
 }
 
-// A transient error on the claim write leaves the runner idle: its message
-// goes back at once and the worker goes on with the next candidate.
+// A transient error on the claim write leaves the runner idle (its record
+// says so): its message stays with the Pickup Manager, visible again when it
+// closes, and the claim goes on with the next candidate.
 func TestCreateTransientClaimErrorReturnsRunner(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	m1 := e.seedIdle("i-1", healthy)
+	e.seedIdle("i-1", healthy)
 	e.seedIdle("i-2", healthy)
 	failed := false
 	e.db.failIf = func(op string, in any) error {
-		if op == "UpdateItem" && !failed && isClaimOf(in, "i-1") {
+		switch {
+		case op == "TransactWriteItems" && isClaimOf(in, "i-1"):
+			return errTransient // the transaction, then the write alone
+		case op == "UpdateItem" && !failed && isClaimOf(in, "i-1"):
 			failed = true
 			return errTransient
 		}
@@ -264,18 +288,40 @@ func TestCreateTransientClaimErrorReturnsRunner(t *testing.T) {
 	if got := ids(res.Instances); !slices.Equal(got, []string{"i-2"}) {
 		t.Errorf("instances %v, want i-2", got)
 	}
-	sent := e.sqs.sentEntries()
-	if len(sent) != 1 || sent[0].body != m1.Body() || sent[0].delay != 0 {
-		t.Errorf("sent %+v, want i-1's message back unchanged without delay", sent)
+	if sent := e.sqs.sentEntries(); len(sent) != 0 {
+		t.Errorf("sent %+v, want nothing: the message was never deleted", sent)
 	}
-	if ids := e.sqs.queuedIDs(t, largeURL); !slices.Equal(ids, []string{"i-1"}) {
-		t.Errorf("queue holds %v", ids)
+	if ids := e.sqs.visibleIDs(largeURL); !slices.Equal(ids, []string{"i-1"}) {
+		t.Errorf("visible %v, want i-1's message", ids)
 	}
 	if r := e.db.instance(t, "i-1"); r.State != protocol.StateIdle || r.RunID != "" {
 		t.Errorf("i-1 is %s for %q, want idle", r.State, r.RunID)
 	}
 	if res.Pickup.Returned != 1 {
 		t.Errorf("pickup stats %+v, want 1 returned", res.Pickup)
+	}
+}
+
+// A claim write whose answer was lost, with the runner claimed: the record
+// says it is the claim's, and it is used.
+func TestCreateLostClaimAnswerKeepsRunner(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.seedIdle("i-1", healthy)
+	lost := false
+	e.db.loseAnswer = func(op string, in any) bool {
+		if op == "TransactWriteItems" && !lost && isClaimOf(in, "i-1") {
+			lost = true
+			return true
+		}
+		return false
+	}
+	res, err := e.create(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(res.Instances); !slices.Equal(got, []string{"i-1"}) {
+		t.Errorf("instances %v, want i-1", got)
 	}
 }
 
@@ -656,9 +702,23 @@ func TestCreateAdoptsCompleteClaimOfSameRequest(t *testing.T) {
 	}
 }
 
-// A failure after claiming (here: growing the claim record) gives back
-// what was claimed.
+// A failure after claiming (here: reading the agents) gives back what was
+// claimed.
 func TestCreateRollsBackOnStoreError(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.seedIdle("i-1", healthy)
+	e.db.fail("BatchGetItem", 1, errTransient)
+	_, err := e.create(1)
+	if err == nil || !strings.Contains(err.Error(), errTransient.Error()) || !strings.Contains(err.Error(), "i-1: released to the pool") {
+		t.Fatalf("error %v", err)
+	}
+	e.assertNothingHeld(t)
+}
+
+// Growing the claim record fails before anything is claimed: the runners
+// stay idle with their messages.
+func TestCreateClaimsNothingItCannotRecord(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.seedIdle("i-1", healthy)
@@ -669,8 +729,13 @@ func TestCreateRollsBackOnStoreError(t *testing.T) {
 		return nil
 	}
 	_, err := e.create(1)
-	if err == nil || !strings.Contains(err.Error(), errTransient.Error()) || !strings.Contains(err.Error(), "i-1: released to the pool") {
+	if err == nil || !strings.Contains(err.Error(), errTransient.Error()) {
 		t.Fatalf("error %v", err)
+	}
+	for _, in := range e.db.updates() {
+		if isClaimOf(in, "i-1") {
+			t.Errorf("i-1 claimed although the claim record could not list it")
+		}
 	}
 	e.assertNothingHeld(t)
 }
@@ -742,11 +807,12 @@ func TestCreateConcurrentClaimsShareNothing(t *testing.T) {
 }
 
 // An error of the Pickup Manager fails the claim; runners already claimed
-// by other workers go back.
+// go back. (i-2 fails its checks; the receive for its replacement fails.)
 func TestCreatePickupErrorGivesBack(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.seedIdle("i-1", healthy)
+	e.seedIdle("i-2", staleHeartbeat)
 	e.sqs.fail("ReceiveMessage", 2, errTransient)
 	_, err := e.create(2)
 	if err == nil || !strings.Contains(err.Error(), errTransient.Error()) {

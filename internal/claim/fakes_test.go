@@ -55,6 +55,9 @@ type fakeTable struct {
 	failNth map[string]map[int]error
 	// failIf fails a call when it returns non-nil (checked after failNth).
 	failIf func(op string, in any) error
+	// loseAnswer makes a write that succeeded report errTransient when it
+	// returns true, as a connection lost before the answer would.
+	loseAnswer func(op string, in any) bool
 	// unprocessOnce makes the first BatchGetItem of more than one key
 	// return its last key as unprocessed.
 	unprocessOnce bool
@@ -372,37 +375,89 @@ func (f *fakeTable) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...f
 	return &dynamodb.GetItemOutput{Item: copyItem(f.items[k])}, nil
 }
 
+// write is a checked, not yet committed write: the item at key k goes
+// from old to cur.
+type write struct {
+	k        string
+	old, cur item
+}
+
+// checkCondition evaluates a write's condition against old; a failure is a
+// ConditionalCheckFailedException carrying old when asked for.
+func checkCondition(env *exprEnv, cond *string, old item, rv types.ReturnValuesOnConditionCheckFailure) error {
+	if cond == nil {
+		return nil
+	}
+	ok, err := env.evalCondition(aws.ToString(cond), old)
+	if err != nil || ok {
+		return err
+	}
+	e := ccf().(*types.ConditionalCheckFailedException)
+	if rv == types.ReturnValuesOnConditionCheckFailureAllOld {
+		e.Item = copyItem(old)
+	}
+	return e
+}
+
+// planPut checks a PutItem without writing. Called with mu held.
+func (f *fakeTable) planPut(it item, cond *string, names map[string]string, values map[string]types.AttributeValue, rv types.ReturnValuesOnConditionCheckFailure) (write, error) {
+	k, err := keyString(map[string]types.AttributeValue{"PK": it["PK"], "SK": it["SK"]})
+	if err != nil {
+		return write{}, err
+	}
+	old := f.items[k]
+	env := newExprEnv(names, values)
+	if err := checkCondition(env, cond, old, rv); err != nil {
+		return write{}, err
+	}
+	if err := env.checkAllUsed(); err != nil {
+		return write{}, err
+	}
+	return write{k: k, old: old, cur: copyItem(it)}, nil
+}
+
+// planUpdate checks an UpdateItem without writing. Called with mu held.
+func (f *fakeTable) planUpdate(key item, update, cond *string, names map[string]string, values map[string]types.AttributeValue, rv types.ReturnValuesOnConditionCheckFailure) (write, error) {
+	k, err := keyString(key)
+	if err != nil {
+		return write{}, err
+	}
+	old := f.items[k]
+	env := newExprEnv(names, values)
+	if err := checkCondition(env, cond, old, rv); err != nil {
+		return write{}, err
+	}
+	cur := copyItem(old)
+	if cur == nil { // UpdateItem creates a missing item
+		cur = copyItem(key)
+	}
+	if err := env.applyUpdate(aws.ToString(update), cur); err != nil {
+		return write{}, err
+	}
+	if err := env.checkAllUsed(); err != nil {
+		return write{}, err
+	}
+	return write{k: k, old: old, cur: cur}, nil
+}
+
+// commit stores a checked write. Called with mu held.
+func (f *fakeTable) commit(w write) {
+	f.items[w.k] = w.cur
+	f.written(w.old, w.cur)
+}
+
 func (f *fakeTable) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("PutItem", in.TableName, in); err != nil {
 		return nil, err
 	}
-	k, err := keyString(map[string]types.AttributeValue{"PK": in.Item["PK"], "SK": in.Item["SK"]})
+	w, err := f.planPut(in.Item, in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues, in.ReturnValuesOnConditionCheckFailure)
 	if err != nil {
 		return nil, err
 	}
-	old := f.items[k]
-	env := newExprEnv(in.ExpressionAttributeNames, in.ExpressionAttributeValues)
-	if in.ConditionExpression != nil {
-		ok, err := env.evalCondition(aws.ToString(in.ConditionExpression), old)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			e := ccf().(*types.ConditionalCheckFailedException)
-			if in.ReturnValuesOnConditionCheckFailure == types.ReturnValuesOnConditionCheckFailureAllOld {
-				e.Item = copyItem(old)
-			}
-			return nil, e
-		}
-	}
-	if err := env.checkAllUsed(); err != nil {
-		return nil, err
-	}
-	f.items[k] = copyItem(in.Item)
-	f.written(old, f.items[k])
-	return &dynamodb.PutItemOutput{}, nil
+	f.commit(w)
+	return &dynamodb.PutItemOutput{}, f.lost("PutItem", in)
 }
 
 func (f *fakeTable) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
@@ -411,38 +466,85 @@ func (f *fakeTable) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, 
 	if err := f.enter("UpdateItem", in.TableName, in); err != nil {
 		return nil, err
 	}
-	k, err := keyString(in.Key)
+	w, err := f.planUpdate(in.Key, in.UpdateExpression, in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues, in.ReturnValuesOnConditionCheckFailure)
 	if err != nil {
 		return nil, err
 	}
-	old := f.items[k]
-	env := newExprEnv(in.ExpressionAttributeNames, in.ExpressionAttributeValues)
-	if in.ConditionExpression != nil {
-		ok, err := env.evalCondition(aws.ToString(in.ConditionExpression), old)
-		if err != nil {
+	f.commit(w)
+	return &dynamodb.UpdateItemOutput{}, f.lost("UpdateItem", in)
+}
+
+// lost is the error of a write that succeeded. Called with mu held.
+func (f *fakeTable) lost(op string, in any) error {
+	if f.loseAnswer != nil && f.loseAnswer(op, in) {
+		return errTransient
+	}
+	return nil
+}
+
+// fakeTransactionLimit is moto's (and DynamoDB's former) limit; DynamoDB
+// itself now takes 100.
+const fakeTransactionLimit = 25
+
+// TransactWriteItems checks every Put and Update first and writes all of
+// them or none; failed conditions cancel it with a reason per item.
+func (f *fakeTable) TransactWriteItems(_ context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("TransactWriteItems", nil, in); err != nil {
+		return nil, err
+	}
+	if len(in.TransactItems) == 0 || len(in.TransactItems) > fakeTransactionLimit {
+		return nil, fmt.Errorf("fake dynamodb: ValidationException: %d transaction items, want 1 to %d", len(in.TransactItems), fakeTransactionLimit)
+	}
+	var (
+		writes   []write
+		reasons  = make([]types.CancellationReason, len(in.TransactItems))
+		canceled bool
+		seen     = map[string]bool{}
+	)
+	for i, ti := range in.TransactItems {
+		var (
+			w     write
+			err   error
+			table *string
+		)
+		switch {
+		case ti.Put != nil:
+			table = ti.Put.TableName
+			w, err = f.planPut(ti.Put.Item, ti.Put.ConditionExpression, ti.Put.ExpressionAttributeNames, ti.Put.ExpressionAttributeValues, ti.Put.ReturnValuesOnConditionCheckFailure)
+		case ti.Update != nil:
+			table = ti.Update.TableName
+			w, err = f.planUpdate(ti.Update.Key, ti.Update.UpdateExpression, ti.Update.ConditionExpression, ti.Update.ExpressionAttributeNames, ti.Update.ExpressionAttributeValues, ti.Update.ReturnValuesOnConditionCheckFailure)
+		default:
+			return nil, errors.New("fake dynamodb: only Put and Update are supported in transactions")
+		}
+		if aws.ToString(table) != f.name {
+			return nil, &types.ResourceNotFoundException{Message: aws.String("Requested resource not found")}
+		}
+		var c *types.ConditionalCheckFailedException
+		switch {
+		case errors.As(err, &c):
+			canceled = true
+			reasons[i] = types.CancellationReason{Code: aws.String("ConditionalCheckFailed"), Message: c.Message, Item: c.Item}
+		case err != nil:
 			return nil, err
-		}
-		if !ok {
-			e := ccf().(*types.ConditionalCheckFailedException)
-			if in.ReturnValuesOnConditionCheckFailure == types.ReturnValuesOnConditionCheckFailureAllOld {
-				e.Item = copyItem(old)
+		default:
+			if seen[w.k] {
+				return nil, errors.New("fake dynamodb: ValidationException: transaction request cannot include multiple operations on one item")
 			}
-			return nil, e
+			seen[w.k] = true
+			reasons[i] = types.CancellationReason{Code: aws.String("None")}
+			writes = append(writes, w)
 		}
 	}
-	cur := copyItem(old)
-	if cur == nil { // UpdateItem creates a missing item
-		cur = copyItem(in.Key)
+	if canceled {
+		return nil, &types.TransactionCanceledException{Message: aws.String("Transaction cancelled"), CancellationReasons: reasons}
 	}
-	if err := env.applyUpdate(aws.ToString(in.UpdateExpression), cur); err != nil {
-		return nil, err
+	for _, w := range writes {
+		f.commit(w)
 	}
-	if err := env.checkAllUsed(); err != nil {
-		return nil, err
-	}
-	f.items[k] = cur
-	f.written(old, cur)
-	return &dynamodb.UpdateItemOutput{}, nil
+	return &dynamodb.TransactWriteItemsOutput{}, f.lost("TransactWriteItems", in)
 }
 
 func (f *fakeTable) DeleteItem(_ context.Context, in *dynamodb.DeleteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
@@ -588,13 +690,25 @@ func (f *fakeTable) count(op string) int {
 }
 
 // updates returns the recorded UpdateItem inputs.
+// updates are the instance and record updates attempted, alone or in
+// transactions, in order.
 func (f *fakeTable) updates() []*dynamodb.UpdateItemInput {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []*dynamodb.UpdateItemInput
 	for _, c := range f.calls {
-		if in, ok := c.in.(*dynamodb.UpdateItemInput); ok {
+		switch in := c.in.(type) {
+		case *dynamodb.UpdateItemInput:
 			out = append(out, in)
+		case *dynamodb.TransactWriteItemsInput:
+			for _, ti := range in.TransactItems {
+				if u := ti.Update; u != nil {
+					out = append(out, &dynamodb.UpdateItemInput{
+						TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
+						ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
+					})
+				}
+			}
 		}
 	}
 	return out

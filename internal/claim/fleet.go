@@ -87,6 +87,14 @@ func (a *attempt) launch(ctx context.Context, n int) ([]Instance, error) {
 		}
 		a.hold(inst, protocol.StateCreated)
 	}
+	// A retried CreateFleet whose first answer was lost launches nothing
+	// new on AWS (same ClientToken), but launches again on endpoints that
+	// ignore the token (moto's EC2, and so LocalStack's): the first
+	// launch's instances carry the run's tag and no record. A failure here
+	// only logs: the reaper terminates them after its grace period.
+	if _, err := a.c.terminateUnrecorded(ctx, a.s, a.req.Pool, a.req.RunID); err != nil {
+		a.c.log("looking for instances a retried CreateFleet launched twice failed", "run", a.req.RunID, "error", err.Error())
+	}
 	return launched, nil
 }
 

@@ -338,3 +338,23 @@ func TestFleetLostAnswerTerminatesWhatItLaunched(t *testing.T) {
 	}
 	e.assertNothingHeld(t)
 }
+
+// A CreateFleet retried after its first answer was lost, on an endpoint
+// that ignores ClientToken, launches twice: the first launch's instances
+// (the run's, without a record) are terminated once the claim's own are
+// recorded.
+func TestFleetRetriedLaunchTerminatesTheFirst(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.ec2.onFleet = func() { e.ec2.launchLocked("i-first-attempt", time.Now()) }
+	res, err := e.create(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.ec2.terminatedIDs(); !slices.Equal(got, []string{"i-first-attempt"}) {
+		t.Errorf("terminated %v, want only i-first-attempt", got)
+	}
+	if r := e.db.instance(t, res.Instances[0].ID); r.State != protocol.StateRunning {
+		t.Errorf("the claim's own instance is %s, want running", r.State)
+	}
+}

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -25,8 +25,8 @@ const (
 	// batchSize is SQS's most messages per receive, delete or send.
 	batchSize = 10
 	// receiveVisibility hides a received message from other claims while
-	// this one holds it: a mismatch until Close, a candidate until it is
-	// deleted. If the process dies, SQS hands them out again after it.
+	// this one holds it: a mismatch until Close, a candidate until its
+	// runner is claimed. If the process dies, SQS hands them out again after it.
 	receiveVisibility = 120
 	// confirmWait is the long poll that confirms an empty queue: a short
 	// poll samples only some SQS servers and can miss a few messages.
@@ -35,12 +35,13 @@ const (
 
 // Pickup is the Pickup Manager of one claim: it receives the pool's idle
 // runner messages ten at a time, classifies them, and hands the suitable ones
-// to the claim's workers. Mismatches are not deleted and sent again: they
-// stay invisible until Close makes them visible again, so this claim looks
-// at each message once, other claims see them as soon as it is done, and a
-// crash loses none (SQS shows them again when their visibility ends).
-// Every message it receives is handed out (and deleted), made visible
-// again, or deleted because it can never be valid.
+// to the claim. Nothing it receives is deleted before its runner is claimed,
+// and mismatches are not deleted and sent again: every message stays in
+// flight, hidden from other claims, until Consume deletes it (its runner was
+// claimed, or the message is stale) or Close makes it visible again. So this
+// claim looks at each message once, other claims see the rest as soon as it
+// is done, and a crash loses none: SQS shows them again when their
+// visibility ends. Only messages that can never be valid are deleted at once.
 type Pickup struct {
 	sqs      SQSClient
 	queueURL string
@@ -48,21 +49,21 @@ type Pickup struct {
 	now      func() time.Time
 	log      Logger
 
-	waiting atomic.Int32 // workers inside Next: how many runners are needed
-
 	mu        sync.Mutex
-	ready     []candidate // accepted, not yet handed out
-	held      []*string   // receipt handles of mismatches, visible again at Close
+	ready     []candidate // suitable, not yet taken
+	taken     []candidate // handed to the claim, not yet consumed
+	held      []*string   // receipt handles of mismatches
 	sightings map[string]int
+	accepted  map[string]bool // ids ever accepted: a second message for one is a duplicate
 	exhausted bool
 	stats     PickupStats
+	consuming sync.WaitGroup // deletes under way
 }
 
-// candidate is an accepted message; deleted once it is about to be handed out.
+// candidate is a suitable runner's message and its receipt handle.
 type candidate struct {
-	m       protocol.Message
-	handle  *string
-	deleted bool
+	m      protocol.Message
+	handle *string
 }
 
 // PickupStats count what the Pickup Manager did.
@@ -75,43 +76,38 @@ func NewPickup(client SQSClient, queueURL string, w Wants, now func() time.Time,
 	if log == nil {
 		log = func(string, ...any) {}
 	}
-	return &Pickup{sqs: client, queueURL: queueURL, wants: w, now: now, log: log, sightings: map[string]int{}}
+	return &Pickup{sqs: client, queueURL: queueURL, wants: w, now: now, log: log, sightings: map[string]int{}, accepted: map[string]bool{}}
 }
 
-// Next returns the next suitable runner, or ok false once the pool is
-// exhausted for this claim. Safe for concurrent workers.
-func (p *Pickup) Next(ctx context.Context) (m protocol.Message, ok bool, err error) {
-	p.waiting.Add(1)
+// Take returns n suitable runners, fewer only when the pool is exhausted for
+// this claim (then every later Take returns none). Their messages stay in
+// flight until Consume or Close.
+func (p *Pickup) Take(ctx context.Context, n int) ([]protocol.Message, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	defer p.waiting.Add(-1)
-	for len(p.ready) == 0 && !p.exhausted {
-		if err := p.fetch(ctx); err != nil {
-			return protocol.Message{}, false, err
+	for len(p.ready) < n && !p.exhausted {
+		if err := p.fetch(ctx, n-len(p.ready)); err != nil {
+			return nil, err
 		}
 	}
-	if len(p.ready) == 0 {
-		return protocol.Message{}, false, nil
+	k := min(n, len(p.ready))
+	out := make([]protocol.Message, k)
+	for i, c := range p.ready[:k] {
+		out[i] = c.m
 	}
-	if !p.ready[0].deleted {
-		// Delete it with the ones the other waiting workers take next.
-		if err := p.deleteReady(ctx, max(1, int(p.waiting.Load()))); err != nil {
-			return protocol.Message{}, false, err
-		}
-	}
-	c := p.ready[0]
-	p.ready = p.ready[1:]
-	return c.m, true, nil
+	p.taken = append(p.taken, p.ready[:k]...)
+	p.ready = p.ready[k:]
+	return out, nil
 }
 
 // fetch receives one batch and sorts it: discards are deleted, mismatches
-// held, candidates kept for the workers. It asks for as many messages as
-// the waiting workers need at the share of suitable runners seen so far:
-// few when most runners fit (others claims find the rest), ten when most
-// do not (the fewest calls per message).
-func (p *Pickup) fetch(ctx context.Context) error {
+// held, candidates kept. It asks for as many messages as need runners take
+// at the share of suitable runners seen so far: few when most runners fit
+// (other claims find the rest), ten when most do not (the fewest calls per
+// message).
+func (p *Pickup) fetch(ctx context.Context, need int) error {
 	fit := float64(p.stats.Accepted+1) / float64(p.stats.Received+1)
-	want := int32(min(batchSize, int(math.Ceil(float64(max(1, p.waiting.Load()))/fit))))
+	want := int32(min(batchSize, int(math.Ceil(float64(max(1, need))/fit))))
 	out, err := p.receive(ctx, want, 0)
 	if err == nil && len(out) == 0 {
 		out, err = p.receive(ctx, batchSize, confirmWait)
@@ -133,6 +129,9 @@ func (p *Pickup) fetch(ctx context.Context) error {
 			if p.sightings[m.ID] >= sightingLimit {
 				p.exhausted = true // cycling: stop after sorting this batch
 			}
+			if verdict == Accept && p.accepted[m.ID] {
+				verdict, reason = Discard, "a second message for a runner already taken"
+			}
 		}
 		switch verdict {
 		case Discard:
@@ -145,6 +144,7 @@ func (p *Pickup) fetch(ctx context.Context) error {
 			p.log("pickup: held back runner", "instance", m.ID, "reason", reason)
 		case Accept:
 			p.stats.Accepted++
+			p.accepted[m.ID] = true
 			p.ready = append(p.ready, candidate{m: m, handle: msg.ReceiptHandle})
 		}
 	}
@@ -165,31 +165,41 @@ func (p *Pickup) receive(ctx context.Context, n int32, wait int32) ([]sqstypes.M
 	return out.Messages, nil
 }
 
-// deleteReady deletes the first n undeleted candidates in one batch. A
-// failed entry may still have been deleted (a retried batch whose first
-// answer was lost fails on a handle already used), so the candidate is
-// handed out anyway: the conditional claim decides, and a message left
-// behind is a stale one, dropped by whoever receives it.
-func (p *Pickup) deleteReady(ctx context.Context, n int) error {
-	var idx []int
+// Consume deletes the messages of taken runners: claimed ones, and ones the
+// claim found owned by someone else (stale messages). The deletes run in the
+// background, overlapping the claim's next calls; Close waits for them. A
+// delete that fails only logs: the message left behind is stale, dropped by
+// whoever receives it (a retried batch whose first answer was lost even
+// fails on a handle already used).
+func (p *Pickup) Consume(ctx context.Context, ids []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	var handles []*string
-	for i := 0; i < len(p.ready) && len(idx) < min(n, batchSize); i++ {
-		if !p.ready[i].deleted {
-			idx = append(idx, i)
-			handles = append(handles, p.ready[i].handle)
+	for _, id := range ids {
+		i := slices.IndexFunc(p.taken, func(c candidate) bool { return c.m.ID == id })
+		if i < 0 {
+			continue
 		}
+		handles = append(handles, p.taken[i].handle)
+		p.taken = slices.Delete(p.taken, i, i+1)
 	}
-	ok, err := p.deleteHandles(ctx, handles)
-	if err != nil {
-		return err
+	if len(handles) == 0 {
+		return
 	}
-	for j, i := range idx {
-		p.ready[i].deleted = true
-		if !ok[j] {
-			p.log("pickup: SQS did not confirm deleting a runner's message", "instance", p.ready[i].m.ID)
+	p.consuming.Add(1)
+	go func() {
+		defer p.consuming.Done()
+		ok, err := p.deleteHandles(ctx, handles)
+		if err != nil {
+			p.log("pickup: deleting claimed runners' messages failed; they are stale now", "count", len(handles), "error", err.Error())
+			return
 		}
-	}
-	return nil
+		for i, deleted := range ok {
+			if !deleted {
+				p.log("pickup: SQS did not confirm deleting a claimed runner's message", "handle", aws.ToString(handles[i]))
+			}
+		}
+	}()
 }
 
 // deleteHandles deletes messages in batches and reports which were deleted.
@@ -232,41 +242,20 @@ func (p *Pickup) makeVisible(ctx context.Context, handles []*string) {
 	}
 }
 
-// Return sends runners back to the queue at once: the surplus a claim did
-// not need, or one a worker could not try because of a transient error.
-func (p *Pickup) Return(ctx context.Context, msgs ...protocol.Message) error {
-	bodies := make([]string, len(msgs))
-	for i, m := range msgs {
-		bodies[i] = m.Body()
-	}
-	p.mu.Lock()
-	p.stats.Returned += len(msgs)
-	p.mu.Unlock()
-	return sendAll(ctx, p.sqs, p.queueURL, bodies, 0)
-}
-
-// Close makes every runner received but not handed out available again:
-// held mismatches and undeleted candidates become visible, candidates
-// already deleted are sent again.
-func (p *Pickup) Close(ctx context.Context) error {
+// Close waits for the deletes under way and makes every message still held
+// visible again: mismatches, and runners taken or ready but not consumed.
+// Failures only log (the messages' visibility ends anyway).
+func (p *Pickup) Close(ctx context.Context) {
+	p.consuming.Wait()
 	p.mu.Lock()
 	handles := p.held
-	var resend []protocol.Message
-	for _, c := range p.ready {
-		if c.deleted {
-			resend = append(resend, c.m)
-		} else {
-			handles = append(handles, c.handle)
-			p.stats.Returned++
-		}
+	for _, c := range slices.Concat(p.ready, p.taken) {
+		handles = append(handles, c.handle)
+		p.stats.Returned++
 	}
-	p.ready, p.held, p.exhausted = nil, nil, true
+	p.ready, p.taken, p.held, p.exhausted = nil, nil, nil, true
 	p.mu.Unlock()
 	p.makeVisible(ctx, handles)
-	if len(resend) == 0 {
-		return nil
-	}
-	return p.Return(ctx, resend...)
 }
 
 // Stats reports what the Pickup Manager did so far.

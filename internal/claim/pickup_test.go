@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -52,22 +51,43 @@ func (s *fakeSQS) calls() int {
 	return n
 }
 
-func TestPickupHandsOutAndDeletesOnHandout(t *testing.T) {
+// take calls Take and fails the test on an error.
+func take(t *testing.T, p *Pickup, n int) []string {
+	t.Helper()
+	msgs, err := p.Take(context.Background(), n)
+	if err != nil {
+		t.Fatalf("Take(%d): %v", n, err)
+	}
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+	}
+	return ids
+}
+
+// A runner taken keeps its message in flight until the claim consumes it:
+// nothing is deleted before the runner is claimed.
+func TestPickupDeletesOnlyWhatIsConsumed(t *testing.T) {
 	s := newFakeSQS(largeURL)
 	m := idleMessage("i-1", "c6i.large", future())
 	s.add(largeURL, m.Body())
 	p := newTestPickup(t, s)
 
-	got, ok, err := p.Next(context.Background())
-	if err != nil || !ok || got != m {
-		t.Fatalf("Next = %+v, %v, %v; want %+v", got, ok, err, m)
+	got, err := p.Take(context.Background(), 1)
+	if err != nil || len(got) != 1 || got[0] != m {
+		t.Fatalf("Take = %+v, %v; want %+v", got, err, m)
 	}
 	rec := s.receiveInputs()
 	if len(rec) != 1 || rec[0].MaxNumberOfMessages != 1 || rec[0].WaitTimeSeconds != 0 || rec[0].VisibilityTimeout < 60 {
-		t.Errorf("receives %+v, want one short poll of 1 (one worker, runners fit so far) hiding it for a while", rec)
+		t.Errorf("receives %+v, want one short poll of 1 (one runner needed, runners fit so far) hiding it for a while", rec)
 	}
+	if len(s.deletes) != 0 || len(s.visibleIDs(largeURL)) != 0 {
+		t.Errorf("deletes %+v, visible %v: want the message in flight, not deleted", s.deletes, s.visibleIDs(largeURL))
+	}
+	p.Consume(context.Background(), []string{"i-1"})
+	p.consuming.Wait()
 	if len(s.deletes) != 1 || len(s.deletes[0].Entries) != 1 || !strings.HasPrefix(aws.ToString(s.deletes[0].Entries[0].ReceiptHandle), "rh-") {
-		t.Errorf("deletes %+v, want the handed-out message deleted by its receipt handle", s.deletes)
+		t.Errorf("deletes %+v, want the consumed message deleted by its receipt handle", s.deletes)
 	}
 	if ids := s.queuedIDs(t, largeURL); len(ids) != 0 {
 		t.Errorf("queue still holds %v", ids)
@@ -77,52 +97,21 @@ func TestPickupHandsOutAndDeletesOnHandout(t *testing.T) {
 	}
 }
 
-// Workers waiting together are served from one receive and their runners
-// deleted in one call; a receive asks for no more than they need while the
-// runners fit, so concurrent claims find the rest.
-func TestPickupServesWaitingWorkersTogether(t *testing.T) {
+// Take asks for no more than it needs while the runners fit, so concurrent
+// claims find the rest; the runners of one batch are consumed in one call;
+// Close makes the ones taken but not consumed visible again, without
+// sending anything.
+func TestPickupTakesWhatIsNeededAndClosesTheRest(t *testing.T) {
 	s := newFakeSQS(largeURL)
 	for _, id := range []string{"i-1", "i-2", "i-3", "i-4", "i-5"} {
 		s.add(largeURL, idleMessage(id, "c6i.large", future()).Body())
 	}
 	p := newTestPickup(t, s)
-	const workers = 3
-	s.receiveHook = func(n int, _ *sqsReceiveInput) {
-		if n != 1 {
-			return
-		}
-		deadline := time.Now().Add(5 * time.Second) // hold the first receive until every worker waits
-		for p.waiting.Load() < workers && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
+	if got := take(t, p, 3); !slices.Equal(got, []string{"i-1", "i-2", "i-3"}) {
+		t.Fatalf("Take(3) = %v", got)
 	}
-	var (
-		wg  sync.WaitGroup
-		mu  sync.Mutex
-		got []string
-	)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			m, ok, err := p.Next(context.Background())
-			if err != nil || !ok {
-				t.Errorf("Next: %v %v", ok, err)
-				return
-			}
-			mu.Lock()
-			got = append(got, m.ID)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	sort.Strings(got)
-	if !slices.Equal(got, []string{"i-1", "i-2", "i-3"}) {
-		t.Errorf("handed out %v", got)
-	}
-	// The first worker asked alone; the next saw two waiting (itself and the
-	// third), whose runner then came from that batch without a receive, and
-	// both were deleted in one call.
+	p.Consume(context.Background(), []string{"i-1", "i-3"})
+	p.consuming.Wait()
 	var asked, deleted []int
 	for _, in := range s.receiveInputs() {
 		asked = append(asked, int(in.MaxNumberOfMessages))
@@ -130,11 +119,46 @@ func TestPickupServesWaitingWorkersTogether(t *testing.T) {
 	for _, d := range s.deletes {
 		deleted = append(deleted, len(d.Entries))
 	}
-	if !slices.Equal(asked, []int{1, 2}) || !slices.Equal(deleted, []int{1, 2}) {
-		t.Errorf("receives asked for %v and deletes took %v, want [1 2] and [1 2]", asked, deleted)
+	if !slices.Equal(asked, []int{3}) || !slices.Equal(deleted, []int{2}) {
+		t.Errorf("receives asked for %v and deletes took %v, want [3] and [2]", asked, deleted)
 	}
 	if ids := s.visibleIDs(largeURL); !slices.Equal(ids, []string{"i-4", "i-5"}) {
 		t.Errorf("visible %v, want the two nobody asked for", ids)
+	}
+	p.Close(context.Background())
+	if ids := s.visibleIDs(largeURL); !slices.Equal(ids, []string{"i-2", "i-4", "i-5"}) {
+		t.Errorf("visible after Close %v, want the one taken but not consumed back", ids)
+	}
+	if len(s.sends) != 0 {
+		t.Errorf("%d sends, want none", len(s.sends))
+	}
+	if st := p.Stats(); st.Returned != 1 || st.Accepted != 3 {
+		t.Errorf("stats %+v, want 3 accepted, 1 returned", st)
+	}
+	before := len(s.receiveInputs())
+	if got := take(t, p, 1); len(got) != 0 || len(s.receiveInputs()) != before {
+		t.Errorf("Take after Close = %v, with %d receives; want nothing", got, len(s.receiveInputs())-before)
+	}
+}
+
+// A second message for a runner already taken is a duplicate: deleted, not
+// handed out twice.
+func TestPickupDropsDuplicatesOfTakenRunners(t *testing.T) {
+	s := newFakeSQS(largeURL)
+	m := idleMessage("i-1", "c6i.large", future())
+	s.add(largeURL, m.Body())
+	s.add(largeURL, m.Body())
+	s.add(largeURL, idleMessage("i-2", "c6i.large", future()).Body())
+	p := newTestPickup(t, s)
+	if got := take(t, p, 3); !slices.Equal(got, []string{"i-1", "i-2"}) {
+		t.Fatalf("Take(3) = %v, want each runner once", got)
+	}
+	if st := p.Stats(); st.Discarded != 1 || st.Accepted != 2 {
+		t.Errorf("stats %+v, want the duplicate discarded", st)
+	}
+	p.Close(context.Background())
+	if ids := s.queuedIDs(t, largeURL); !slices.Equal(ids, []string{"i-1", "i-2"}) {
+		t.Errorf("queue holds %v, want one message per runner", ids)
 	}
 }
 
@@ -152,9 +176,8 @@ func TestPickupHoldsMismatchesUntilClose(t *testing.T) {
 		s.add(largeURL, b)
 	}
 	p := newTestPickup(t, s)
-	m, ok, err := p.Next(context.Background())
-	if err != nil || !ok || m.ID != "i-ok" {
-		t.Fatalf("Next = %+v %v %v, want i-ok", m, ok, err)
+	if got := take(t, p, 1); !slices.Equal(got, []string{"i-ok"}) {
+		t.Fatalf("Take = %v, want i-ok", got)
 	}
 	if len(s.sends) != 0 {
 		t.Errorf("%d sends, want none: mismatches are not sent again", len(s.sends))
@@ -162,9 +185,9 @@ func TestPickupHoldsMismatchesUntilClose(t *testing.T) {
 	if ids := s.visibleIDs(largeURL); len(ids) != 0 {
 		t.Errorf("visible while picking: %v, want the mismatches hidden", ids)
 	}
-	if err := p.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	p.Consume(context.Background(), []string{"i-ok"})
+	p.consuming.Wait()
+	p.Close(context.Background())
 	if ids := s.visibleIDs(largeURL); !slices.Equal(ids, []string{"i-r1", "i-spot"}) {
 		t.Errorf("visible after Close: %v, want the mismatches (garbage and stale deleted)", ids)
 	}
@@ -180,9 +203,8 @@ func TestPickupExhaustedWhenQueueEmpty(t *testing.T) {
 	s := newFakeSQS(largeURL)
 	p := newTestPickup(t, s)
 	for i := range 2 {
-		m, ok, err := p.Next(context.Background())
-		if err != nil || ok {
-			t.Fatalf("Next #%d = %+v %v %v, want exhausted", i, m, ok, err)
+		if got := take(t, p, 1); len(got) != 0 {
+			t.Fatalf("Take #%d = %v, want exhausted", i, got)
 		}
 	}
 	rec := s.receiveInputs()
@@ -198,9 +220,8 @@ func TestPickupLongPollFindsMessageShortPollMissed(t *testing.T) {
 	s.add(largeURL, idleMessage("i-1", "c6i.large", future()).Body())
 	s.queues[largeURL].messages[0].visibleAt = s.clock.Add(500 * time.Millisecond) // not yet visible
 	p := newTestPickup(t, s)
-	m, ok, err := p.Next(context.Background())
-	if err != nil || !ok || m.ID != "i-1" {
-		t.Fatalf("Next = %+v %v %v, want i-1", m, ok, err)
+	if got := take(t, p, 1); !slices.Equal(got, []string{"i-1"}) {
+		t.Fatalf("Take = %v, want i-1", got)
 	}
 }
 
@@ -214,12 +235,10 @@ func TestPickupExaminesEachMessageOnceCheaply(t *testing.T) {
 		s.add(largeURL, idleMessage(fmt.Sprintf("i-r%02d", i), "r6i.large", future()).Body())
 	}
 	p := newTestPickup(t, s)
-	if _, ok, err := p.Next(context.Background()); ok || err != nil {
-		t.Fatalf("Next = %v %v, want exhausted", ok, err)
+	if got := take(t, p, 10); len(got) != 0 {
+		t.Fatalf("Take = %v, want exhausted", got)
 	}
-	if err := p.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	p.Close(context.Background())
 	if got := len(s.received); got != n {
 		t.Errorf("received %d messages, want each of the %d once", got, n)
 	}
@@ -239,67 +258,21 @@ func TestPickupExhaustedAfterFiveSightings(t *testing.T) {
 		s.add(largeURL, r.Body())
 	}
 	p := newTestPickup(t, s)
-	if _, ok, err := p.Next(context.Background()); ok || err != nil {
-		t.Fatalf("Next = %v %v, want exhausted", ok, err)
+	if got := take(t, p, 1); len(got) != 0 {
+		t.Fatalf("Take = %v, want exhausted", got)
 	}
 	before := len(s.receiveInputs())
 	if n := len(s.received); n < 5 || n > 7 {
 		t.Errorf("received %d, want the pickup to stop at the batch with the fifth sighting", n)
 	}
-	if _, ok, _ := p.Next(context.Background()); ok || len(s.receiveInputs()) != before {
+	if got := take(t, p, 1); len(got) != 0 || len(s.receiveInputs()) != before {
 		t.Error("the pickup went on after exhaustion")
 	}
 }
 
-// Return sends a runner a worker could not try back at once; Close makes
-// the candidates not handed out visible again.
-func TestPickupCloseAndReturn(t *testing.T) {
-	s := newFakeSQS(largeURL)
-	msgs := []protocol.Message{idleMessage("i-1", "c6i.large", future()), idleMessage("i-2", "c6i.large", future()), idleMessage("i-3", "c6i.large", future())}
-	for _, m := range msgs {
-		s.add(largeURL, m.Body())
-	}
-	p := newTestPickup(t, s)
-	p.waiting.Store(2) // three workers waiting: all three kept
-	m, ok, err := p.Next(context.Background())
-	if err != nil || !ok || m != msgs[0] {
-		t.Fatalf("Next = %+v %v %v", m, ok, err)
-	}
-	p.waiting.Store(0)
-	if err := p.Return(context.Background(), m); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	// i-1 was returned; i-2 and i-3, deleted for the other waiting workers
-	// but never taken, are sent again by Close.
-	var sentIDs []string
-	for _, e := range s.sentEntries() {
-		if e.delay != 0 {
-			t.Errorf("%s sent back with delay %d", bodyID(e.body), e.delay)
-		}
-		sentIDs = append(sentIDs, bodyID(e.body))
-	}
-	sort.Strings(sentIDs)
-	if !slices.Equal(sentIDs, []string{"i-1", "i-2", "i-3"}) {
-		t.Errorf("sent %v, want all three back", sentIDs)
-	}
-	if ids := s.visibleIDs(largeURL); !slices.Equal(ids, []string{"i-1", "i-2", "i-3"}) {
-		t.Errorf("visible %v, want all three", ids)
-	}
-	if st := p.Stats(); st.Returned != 3 || st.Accepted != 3 {
-		t.Errorf("stats %+v, want 3 accepted, 3 returned", st)
-	}
-	before := len(s.receiveInputs())
-	if _, ok, _ := p.Next(context.Background()); ok || len(s.receiveInputs()) != before {
-		t.Error("Next after Close handed something out or received")
-	}
-}
-
-// Every message received is handed out, made visible again or deleted as
-// invalid; one whose delete SQS did not confirm is handed out all the same
-// (its message, if left, is stale: the claim decides who owns the runner).
+// Every message received is consumed, made visible again or deleted as
+// invalid; a consumed one whose delete SQS did not confirm is no error (its
+// message, if left, is stale: the claim decides who owns the runner).
 func TestPickupAccountsForEveryMessage(t *testing.T) {
 	s := newFakeSQS(largeURL)
 	var valid, mismatch []string
@@ -317,58 +290,47 @@ func TestPickupAccountsForEveryMessage(t *testing.T) {
 	}
 	s.failDelete["i-c"] = true // a valid one whose delete fails
 	p := newTestPickup(t, s)
-	var (
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		handed []string
-	)
-	for range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				m, ok, err := p.Next(context.Background())
-				if err != nil {
-					t.Error(err)
-				}
-				if !ok {
-					return
-				}
-				mu.Lock()
-				handed = append(handed, m.ID)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	if err := p.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	handedSet := map[string]bool{}
-	for _, id := range handed {
-		if handedSet[id] {
-			t.Errorf("%s handed out twice", id)
+	var taken []string
+	for {
+		got := take(t, p, 3)
+		taken = append(taken, got...)
+		if len(got) < 3 {
+			break
 		}
-		handedSet[id] = true
+	}
+	// The claim consumes all but the last runner taken.
+	consumed := taken[:len(taken)-1]
+	p.Consume(context.Background(), consumed)
+	p.consuming.Wait()
+	p.Close(context.Background())
+	takenSet := map[string]bool{}
+	for _, id := range taken {
+		if takenSet[id] {
+			t.Errorf("%s taken twice", id)
+		}
+		takenSet[id] = true
 		if !slices.Contains(valid, id) {
-			t.Errorf("%s handed out but is not a usable runner", id)
+			t.Errorf("%s taken but is not a usable runner", id)
 		}
+	}
+	if len(taken) != len(valid) || !takenSet["i-c"] {
+		t.Errorf("took %v, want all %d usable runners", taken, len(valid))
 	}
 	queued := slices.DeleteFunc(s.queuedIDs(t, largeURL), func(id string) bool { return id == "i-c" }) // its undeleted message
 	for _, id := range append(append([]string{}, valid...), mismatch...) {
-		if id != "i-c" && handedSet[id] == slices.Contains(queued, id) {
-			t.Errorf("%s: handed out %v, in queue %v; want exactly one", id, handedSet[id], !handedSet[id])
+		if id != "i-c" && slices.Contains(consumed, id) == slices.Contains(queued, id) {
+			t.Errorf("%s: consumed %v, in queue %v; want exactly one", id, slices.Contains(consumed, id), slices.Contains(queued, id))
 		}
 	}
-	if len(queued) != len(valid)+len(mismatch)-len(handed) {
+	if len(queued) != len(valid)+len(mismatch)-len(consumed) {
 		t.Errorf("queue holds %v: invalid messages were not deleted", queued)
 	}
-	st := p.Stats()
-	if st.Received != st.Discarded+st.Requeued+st.Accepted {
-		t.Errorf("stats %+v do not add up", st)
+	if ids := s.visibleIDs(largeURL); !slices.Equal(ids, queued) {
+		t.Errorf("visible after Close: %v, want every queued message but i-c's (consumed)", ids)
 	}
-	if len(handed) != 7 || !handedSet["i-c"] {
-		t.Errorf("handed out %d (%v), want all 7 usable runners", len(handed), handed)
+	st := p.Stats()
+	if st.Received != st.Discarded+st.Requeued+st.Accepted || st.Returned != 1 {
+		t.Errorf("stats %+v do not add up", st)
 	}
 }
 
@@ -378,21 +340,21 @@ func TestPickupErrors(t *testing.T) {
 		s.add(largeURL, idleMessage("i-1", "c6i.large", future()).Body())
 		s.fail("ReceiveMessage", 1, errTransient)
 		p := newTestPickup(t, s)
-		if _, ok, err := p.Next(context.Background()); ok || !errors.Is(err, errTransient) {
-			t.Fatalf("Next = %v %v, want the receive error", ok, err)
+		if _, err := p.Take(context.Background(), 1); !errors.Is(err, errTransient) {
+			t.Fatalf("Take = %v, want the receive error", err)
 		}
-		if m, ok, err := p.Next(context.Background()); !ok || err != nil || m.ID != "i-1" {
-			t.Errorf("retry = %+v %v %v", m, ok, err)
+		if got := take(t, p, 1); !slices.Equal(got, []string{"i-1"}) {
+			t.Errorf("retry = %v", got)
 		}
 	})
-	t.Run("delete fails", func(t *testing.T) {
+	t.Run("delete of a claimed runner's message fails", func(t *testing.T) {
 		s := newFakeSQS(largeURL)
 		s.add(largeURL, idleMessage("i-1", "c6i.large", future()).Body())
 		s.fail("DeleteMessageBatch", 1, errTransient)
 		p := newTestPickup(t, s)
-		if _, ok, err := p.Next(context.Background()); ok || !errors.Is(err, errTransient) {
-			t.Fatalf("Next = %v %v, want the delete error", ok, err)
-		}
+		take(t, p, 1)
+		p.Consume(context.Background(), []string{"i-1"}) // only logs: the message is stale now
+		p.Close(context.Background())
 		if ids := s.queuedIDs(t, largeURL); !slices.Equal(ids, []string{"i-1"}) {
 			t.Errorf("queue holds %v, want the undeleted runner", ids)
 		}
@@ -402,12 +364,10 @@ func TestPickupErrors(t *testing.T) {
 		s.add(largeURL, idleMessage("i-r", "r6i.large", future()).Body())
 		s.fail("ChangeMessageVisibilityBatch", 1, errTransient)
 		p := newTestPickup(t, s)
-		if _, ok, err := p.Next(context.Background()); ok || err != nil {
-			t.Fatalf("Next = %v %v, want exhausted", ok, err)
+		if got := take(t, p, 1); len(got) != 0 {
+			t.Fatalf("Take = %v, want exhausted", got)
 		}
-		if err := p.Close(context.Background()); err != nil {
-			t.Fatalf("Close = %v: a runner hidden a little longer is no failure", err)
-		}
+		p.Close(context.Background()) // a runner hidden a little longer is no failure
 		if ids := s.queuedIDs(t, largeURL); !slices.Equal(ids, []string{"i-r"}) {
 			t.Errorf("queue holds %v, want the runner (visible again after its timeout)", ids)
 		}

@@ -121,6 +121,11 @@ func (s *store) readRecord(ctx context.Context, pool, runID string) (Record, boo
 	return r, err == nil, err
 }
 
+// recordPut is the write of r, for a transaction.
+func (s *store) recordPut(r Record) *types.Put {
+	return &types.Put{TableName: aws.String(s.table), Item: r.item(protocol.FormatTime(s.now()))}
+}
+
 // putRecord writes the record; onlyNew makes it fail when one exists.
 func (s *store) putRecord(ctx context.Context, r Record, onlyNew bool) error {
 	in := &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: r.item(protocol.FormatTime(s.now()))}
@@ -154,18 +159,18 @@ func (s *store) addOwned(ctx context.Context, runID string, ids ...string) error
 	return nil
 }
 
-// dropOwned removes a settled instance from the record, so that a release
-// retried after a crash does not settle it twice.
-func (s *store) dropOwned(ctx context.Context, runID, id string) error {
+// dropOwned removes settled instances from the record, so that a release
+// retried after a crash does not settle them twice.
+func (s *store) dropOwned(ctx context.Context, runID string, ids ...string) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
 		Key:                       protocol.Key(protocol.TypeClaim, runID),
 		UpdateExpression:          aws.String("DELETE #ids :ids"),
 		ExpressionAttributeNames:  map[string]string{"#ids": attrInstanceIDs},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":ids": &types.AttributeValueMemberSS{Value: []string{id}}},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":ids": &types.AttributeValueMemberSS{Value: ids}},
 	})
 	if err != nil {
-		return fmt.Errorf("removing %s from claim record %s: %w", id, runID, err)
+		return fmt.Errorf("removing %v from claim record %s: %w", ids, runID, err)
 	}
 	return nil
 }

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -64,6 +65,16 @@ func (c *Claimer) releaseAll(ctx context.Context, s *store, cfg protocol.PoolCon
 	if err != nil {
 		return nil, err
 	}
+	var idle []string
+	for _, id := range ids {
+		if r, ok := records[id]; ok && r.State == protocol.StateIdle && r.RunID == "" {
+			idle = append(idle, id)
+		}
+	}
+	agents, err := s.agents(ctx, idle)
+	if err != nil {
+		return nil, err
+	}
 	var items []settleItem
 	var outcomes []string
 	for _, id := range ids {
@@ -72,11 +83,7 @@ func (c *Claimer) releaseAll(ctx context.Context, s *store, cfg protocol.PoolCon
 		case ok && r.State == protocol.StateIdle && r.RunID == "":
 			// Given back by an earlier release of this run that died before
 			// sending its message, if no run took it since.
-			st, err := s.agent(ctx, id)
-			if err != nil {
-				return nil, err
-			}
-			if st.signal.RunID != req.RunID {
+			if agents[id].signal.RunID != req.RunID {
 				outcomes = append(outcomes, id+": no longer held by the run")
 				continue
 			}
@@ -101,92 +108,130 @@ func (c *Claimer) releaseHeld(ctx context.Context, s *store, cfg protocol.PoolCo
 	return c.settleAll(ctx, s, cfg, req, items)
 }
 
-// settleAll settles instances concurrently and reports each outcome.
+// settleAll settles instances and reports each outcome. Runners given back
+// go to idle (their conditional writes batched); their agents are watched
+// together until each confirms it left the run; the messages of the
+// confirmed ones go back to the queue in batches, the others are
+// terminated; and every settled instance leaves the claim record in one
+// write, so that a release retried after a crash does not settle it twice.
 func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConfig, req Request, items []settleItem) ([]string, error) {
 	var (
-		wg       sync.WaitGroup
 		mu       sync.Mutex
-		outcomes []string
+		outcomes = map[string]string{}
 		errs     []error
+		idleBy   = map[string]time.Time{} // idle, awaiting its agent: the new idle deadline
+		byID     = make(map[string]settleItem, len(items))
+		toIdle   []string
+		discards = map[string]string{} // id: why it is terminated
 	)
-	for _, it := range items {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			outcome, err := c.settle(ctx, s, cfg, req, it)
-			if err == nil {
-				err = s.dropOwned(ctx, req.RunID, it.id)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("instance %s: %w", it.id, err))
-				return
-			}
-			outcomes = append(outcomes, it.id+": "+outcome)
-		}()
-	}
-	wg.Wait()
-	sort.Strings(outcomes)
-	return outcomes, errors.Join(errs...)
-}
-
-func (c *Claimer) settle(ctx context.Context, s *store, cfg protocol.PoolConfig, req Request, it settleItem) (string, error) {
-	if it.terminate {
-		terminated, err := c.discard(ctx, s, it.id, it.state, req.RunID)
+	settled := func(id, outcome string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
 		if err != nil {
-			return "", err
+			errs = append(errs, fmt.Errorf("instance %s: %w", id, err))
+		} else {
+			outcomes[id] = outcome
 		}
-		return discardOutcome("launched for the run", terminated), nil
+	}
+	for _, it := range items {
+		byID[it.id] = it
+		switch {
+		case it.terminate:
+			discards[it.id] = "launched for the run"
+		case it.resumeUntil != "":
+			until, err := protocol.ParseTime(it.resumeUntil)
+			if err != nil {
+				settled(it.id, "", err)
+			} else {
+				idleBy[it.id] = until
+			}
+		default:
+			toIdle = append(toIdle, it.id)
+		}
 	}
 	idleUntil := c.now().Add(time.Duration(cfg.IdleTimeout))
-	var err error
-	if it.resumeUntil != "" {
-		if idleUntil, err = protocol.ParseTime(it.resumeUntil); err != nil {
-			return "", err
-		}
-	} else {
-		err = s.apply(ctx, it.id, transition{
-			fromState: it.state, fromRunID: req.RunID, toState: protocol.StateIdle, toRunID: "",
+	results := s.applyEach(ctx, toIdle, func(id string) transition {
+		return transition{
+			fromState: byID[id].state, fromRunID: req.RunID, toState: protocol.StateIdle, toRunID: "",
 			threshold: idleUntil, deadline: "live",
-		})
-	}
-	if errors.Is(err, errConditionFailed) {
-		r, ok, err := s.instance(ctx, it.id)
-		if err != nil {
-			return "", err
 		}
-		if !ok || r.RunID != req.RunID || r.State == protocol.StateTerminated {
-			return "no longer held by the run", nil
+	})
+	var lapsed []string
+	for i, id := range toIdle {
+		switch err := results[i]; {
+		case err == nil:
+			idleBy[id] = idleUntil
+		case errors.Is(err, errConditionFailed):
+			lapsed = append(lapsed, id)
+		default:
+			settled(id, "", err)
 		}
-		terminated, err := c.discard(ctx, s, it.id, r.State, req.RunID)
-		if err != nil {
-			return "", err
+	}
+	// Not idle as asked: gone to someone else, or past its deadline.
+	parallel(len(lapsed), func(i int) {
+		id := lapsed[i]
+		r, ok, err := s.instance(ctx, id)
+		switch {
+		case err != nil:
+			settled(id, "", err)
+		case !ok || r.RunID != req.RunID || r.State == protocol.StateTerminated:
+			settled(id, "no longer held by the run", nil)
+		default:
+			terminated, err := c.discard(ctx, s, id, r.State, req.RunID)
+			settled(id, discardOutcome("its deadline had passed", terminated), err)
 		}
-		return discardOutcome("its deadline had passed", terminated), nil
+	})
+	watch := newAgentWatch(s)
+	for id := range idleBy {
+		watch.add(id, req.Timings.ReleaseWait, released(req.RunID, req.Timings.ReleaseWait))
 	}
-	if err != nil {
-		return "", err
-	}
-	if err := c.waitReleased(ctx, s, it.id, req.RunID, req.Timings); err != nil {
-		if ctx.Err() != nil {
-			return "", fmt.Errorf("idle but not yet back in the queue (it terminates itself after its idle deadline): %w", ctx.Err())
+	decided, err := watch.wait(ctx, req.Timings.PollInterval)
+	var confirmed []string
+	for id := range idleBy {
+		switch reason, ok := decided[id]; {
+		case !ok:
+			settled(id, "", fmt.Errorf("idle but not yet back in the queue (it terminates itself after its idle deadline): %w", err))
+		case reason == nil:
+			confirmed = append(confirmed, id)
+		default:
+			discards[id] = fmt.Sprintf("did not confirm its release (%v)", reason)
 		}
-		terminated, derr := c.discard(ctx, s, it.id, protocol.StateIdle, "")
-		if derr != nil {
-			return "", derr
+	}
+	ids := slices.Collect(maps.Keys(discards))
+	parallel(len(ids), func(i int) {
+		id := ids[i]
+		state, runID := byID[id].state, req.RunID
+		if _, idle := idleBy[id]; idle {
+			state, runID = protocol.StateIdle, ""
 		}
-		return discardOutcome(fmt.Sprintf("did not confirm its release (%v)", err), terminated), nil
+		terminated, err := c.discard(ctx, s, id, state, runID)
+		settled(id, discardOutcome(discards[id], terminated), err)
+	})
+	if len(confirmed) > 0 {
+		class := cfg.ResourceClasses[req.ResourceClass]
+		bodies := make([]string, len(confirmed))
+		for i, id := range confirmed {
+			bodies[i] = protocol.Message{
+				ID: id, ResourceClass: req.ResourceClass, InstanceType: byID[id].instanceType, CPU: class.CPU, MemoryMiB: class.MemoryMiB,
+				UsageClass: byID[id].usageClass, Threshold: protocol.FormatTime(idleBy[id]), // the new idle deadline, not the old running one
+			}.Body()
+		}
+		err := sendAll(ctx, c.SQS, cfg.QueueURLs[req.ResourceClass], bodies, 0)
+		for _, id := range confirmed {
+			settled(id, "released to the pool", err)
+		}
 	}
-	class := cfg.ResourceClasses[req.ResourceClass]
-	msg := protocol.Message{
-		ID: it.id, ResourceClass: req.ResourceClass, InstanceType: it.instanceType, CPU: class.CPU, MemoryMiB: class.MemoryMiB,
-		UsageClass: it.usageClass, Threshold: protocol.FormatTime(idleUntil), // the new idle deadline, not the old running one
+	done := slices.Sorted(maps.Keys(outcomes))
+	lines := make([]string, len(done))
+	for i, id := range done {
+		lines[i] = id + ": " + outcomes[id]
 	}
-	if err := sendAll(ctx, c.SQS, cfg.QueueURLs[req.ResourceClass], []string{msg.Body()}, 0); err != nil {
-		return "", err
+	if len(done) > 0 {
+		if err := s.dropOwned(ctx, req.RunID, done...); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	return "released to the pool", nil
+	return lines, errors.Join(errs...)
 }
 
 // discard expires an instance the run holds and terminates it. If the run

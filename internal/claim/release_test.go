@@ -4,10 +4,10 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
@@ -184,7 +184,7 @@ func TestReleaseLeavesOtherRunsInstancesAlone(t *testing.T) {
 	e.db.put(signalItem("i-2", protocol.SignalRegistered, "other-run")) // another run had it since
 	// i-3 is taken by another run between the read and the write.
 	e.db.failIf = func(op string, in any) error {
-		if u, ok := in.(*dynamodb.UpdateItemInput); ok && s(u.Key["SK"]) == "ID#i-3" && s(u.ExpressionAttributeValues[":toState"]) == protocol.StateIdle {
+		if u := updateTo(in, "i-3", protocol.StateIdle); u != nil {
 			k, _ := keyString(u.Key)
 			inst, _ := protocol.InstanceFromItem(e.db.items[k])
 			inst.State, inst.RunID = protocol.StateClaimed, "other-run"
@@ -227,11 +227,11 @@ func TestReleaseRetryAfterError(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.claimed(t, map[string]behavior{"i-1": healthy, "i-2": healthy})
-	failed := false
+	var failing atomic.Bool
+	failing.Store(true)
 	e.db.failIf = func(op string, in any) error {
-		if u, ok := in.(*dynamodb.UpdateItemInput); ok && !failed && s(u.Key["SK"]) == "ID#i-2" && s(u.ExpressionAttributeValues[":toState"]) == protocol.StateIdle {
-			failed = true
-			return errTransient
+		if failing.Load() && writesState(in, "i-2", protocol.StateIdle) {
+			return errTransient // in the transaction, and alone
 		}
 		return nil
 	}
@@ -245,6 +245,7 @@ func TestReleaseRetryAfterError(t *testing.T) {
 	if _, ok := e.claimRecord(); !ok {
 		t.Fatal("the claim record is gone after a failed release")
 	}
+	failing.Store(false)
 	outcomes, err = e.release()
 	if err != nil {
 		t.Fatal(err)

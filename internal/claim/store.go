@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -35,7 +36,8 @@ type transition struct {
 	deadline string
 }
 
-func (s *store) apply(ctx context.Context, id string, t transition) error {
+// update is the conditional write of t on the record of id.
+func (s *store) update(id string, t transition) *types.Update {
 	now := protocol.FormatTime(s.now())
 	cond := "#state = :fromState AND #runId = :fromRunId"
 	switch t.deadline {
@@ -44,7 +46,7 @@ func (s *store) apply(ctx context.Context, id string, t transition) error {
 	case "passed":
 		cond += " AND #threshold < :now"
 	}
-	update := "SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now"
+	expr := "SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now"
 	names := map[string]string{
 		"#state": protocol.AttrState, "#runId": protocol.AttrRunID,
 		"#threshold": protocol.AttrThreshold, "#updatedAt": protocol.AttrUpdatedAt,
@@ -55,17 +57,26 @@ func (s *store) apply(ctx context.Context, id string, t transition) error {
 		":threshold": str(protocol.FormatTime(t.threshold)), ":now": str(now),
 	}
 	if t.toState == protocol.StateTerminated { // the table forgets it after a while
-		update += ", #expiresAt = :expiresAt"
+		expr += ", #expiresAt = :expiresAt"
 		names["#expiresAt"] = protocol.AttrExpiresAt
 		values[":expiresAt"] = protocol.ExpiresAt(s.now())
 	}
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	return &types.Update{
 		TableName:                           aws.String(s.table),
 		Key:                                 protocol.Key(protocol.TypeInstance, id),
-		UpdateExpression:                    aws.String(update),
+		UpdateExpression:                    aws.String(expr),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            names,
 		ExpressionAttributeValues:           values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+}
+
+func (s *store) apply(ctx context.Context, id string, t transition) error {
+	u := s.update(id, t)
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
+		ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var ccf *types.ConditionalCheckFailedException
@@ -79,6 +90,89 @@ func (s *store) apply(ctx context.Context, id string, t transition) error {
 		return fmt.Errorf("%s -> %s: %w", t.fromState, t.toState, err)
 	}
 	return nil
+}
+
+// transactionLimit is the most writes per TransactWriteItems that every
+// emulator takes (DynamoDB itself takes 100).
+const transactionLimit = 25
+
+// transact makes writes all or none. A transaction that failed changed
+// nothing, unless its answer was lost.
+func (s *store) transact(ctx context.Context, writes []types.TransactWriteItem) error {
+	if _, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: writes}); err != nil {
+		return fmt.Errorf("transaction of %d writes on table %s: %w", len(writes), s.table, err)
+	}
+	return nil
+}
+
+// applyEach makes the transition of each id, with an outcome each as apply
+// gives, in transactions of up to transactionLimit writes: one call for up
+// to 25 runners when all goes well (a lone write goes alone). A transaction cancelled by failed
+// conditions is made again without those writes; writes it says nothing
+// certain about, and those of a transaction that failed otherwise (its
+// answer may have been lost), are made one at a time.
+func (s *store) applyEach(ctx context.Context, ids []string, t func(id string) transition) []error {
+	errs := make([]error, len(ids))
+	var alone []int
+	for start := 0; start < len(ids); start += transactionLimit {
+		pending := make([]int, 0, transactionLimit)
+		for i := start; i < min(start+transactionLimit, len(ids)); i++ {
+			pending = append(pending, i)
+		}
+		for len(pending) > 0 {
+			if len(pending) == 1 { // a transaction buys nothing here, and costs twice
+				alone = append(alone, pending...)
+				break
+			}
+			writes := make([]types.TransactWriteItem, len(pending))
+			for k, i := range pending {
+				writes[k] = types.TransactWriteItem{Update: s.update(ids[i], t(ids[i]))}
+			}
+			err := s.transact(ctx, writes)
+			var canceled *types.TransactionCanceledException
+			if err == nil {
+				break
+			}
+			if !errors.As(err, &canceled) || len(canceled.CancellationReasons) != len(pending) {
+				s.log("transaction failed, writing one at a time", "writes", len(pending), "error", err.Error())
+				alone = append(alone, pending...)
+				break
+			}
+			var again []int
+			for k, r := range canceled.CancellationReasons {
+				i := pending[k]
+				switch aws.ToString(r.Code) {
+				case "None": // cancelled because of the others
+					again = append(again, i)
+				case "ConditionalCheckFailed":
+					if tr := t(ids[i]); !alreadyApplied(r.Item, tr) {
+						errs[i] = fmt.Errorf("%s -> %s: %w", tr.fromState, tr.toState, errConditionFailed)
+					}
+				default: // a conflicting write under way, throttling, ...
+					alone = append(alone, i)
+				}
+			}
+			pending = again
+		}
+	}
+	parallel(len(alone), func(k int) {
+		i := alone[k]
+		errs[i] = s.apply(ctx, ids[i], t(ids[i]))
+	})
+	return errs
+}
+
+// parallel runs f(0) ... f(n-1) concurrently and waits for all.
+func parallel(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(i)
+		}()
+	}
+	wg.Wait()
 }
 
 // alreadyApplied tells a lost race from our own write whose response was
@@ -180,23 +274,32 @@ type agentState struct {
 	signal    protocol.Signal
 }
 
-// agent reads the heartbeat and the latest worker signal of an instance in
-// one round trip.
-func (s *store) agent(ctx context.Context, id string) (agentState, error) {
-	items, err := s.batchGetKeys(ctx, []map[string]types.AttributeValue{
-		protocol.Key(protocol.TypeHeartbeat, id), protocol.Key(protocol.TypeSignal, id),
-	})
-	if err != nil {
-		return agentState{}, err
-	}
-	var st agentState
-	for _, item := range items {
-		switch protocol.StringAttr(item, protocol.AttrPK) {
-		case protocol.TypeHeartbeat:
-			st.heartbeat, _ = protocol.ParseTime(protocol.StringAttr(item, protocol.AttrUpdatedAt)) // unparsable: no heartbeat
-		case protocol.TypeSignal:
-			st.signal, _ = protocol.SignalFromItem(item)
+// agents reads the heartbeats and latest worker signals of ids, 50
+// instances per BatchGetItem. An instance that published nothing gets the
+// zero agentState.
+func (s *store) agents(ctx context.Context, ids []string) (map[string]agentState, error) {
+	states := make(map[string]agentState, len(ids))
+	for start := 0; start < len(ids); start += 50 { // two keys each, 100 per call
+		chunk := ids[start:min(start+50, len(ids))]
+		keys := make([]map[string]types.AttributeValue, 0, 2*len(chunk))
+		for _, id := range chunk {
+			keys = append(keys, protocol.Key(protocol.TypeHeartbeat, id), protocol.Key(protocol.TypeSignal, id))
+		}
+		items, err := s.batchGetKeys(ctx, keys)
+		if err != nil {
+			return nil, err
+		}
+		for _, item := range items {
+			id := protocol.IdentifierOf(item)
+			st := states[id]
+			switch protocol.StringAttr(item, protocol.AttrPK) {
+			case protocol.TypeHeartbeat:
+				st.heartbeat, _ = protocol.ParseTime(protocol.StringAttr(item, protocol.AttrUpdatedAt)) // unparsable: no heartbeat
+			case protocol.TypeSignal:
+				st.signal, _ = protocol.SignalFromItem(item)
+			}
+			states[id] = st
 		}
 	}
-	return st, nil
+	return states, nil
 }

@@ -1,0 +1,224 @@
+package claim
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+// seedMany seeds n healthy idle runners i-00, i-01, ...
+func (e *env) seedMany(n int) {
+	for i := range n {
+		e.seedIdle(fmt.Sprintf("i-%02d", i), healthy)
+	}
+}
+
+func (s *fakeSQS) count(op string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts[op]
+}
+
+// updateCount counts the UpdateItem calls whose update expression is expr.
+func (f *fakeTable) updateCount(expr string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.calls {
+		if in, ok := c.in.(*dynamodb.UpdateItemInput); ok && aws.ToString(in.UpdateExpression) == expr {
+			n++
+		}
+	}
+	return n
+}
+
+// singleWritesTo counts the UpdateItem calls (not transactions) moving a
+// record to state.
+func (f *fakeTable) singleWritesTo(state string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.calls {
+		if in, ok := c.in.(*dynamodb.UpdateItemInput); ok && protocol.StringAttr(in.ExpressionAttributeValues, ":toState") == state {
+			n++
+		}
+	}
+	return n
+}
+
+// assertComplete checks that the claim holds n running runners and its
+// record is complete.
+func (e *env) assertComplete(t *testing.T, res *Result, n int) {
+	t.Helper()
+	if len(res.Instances) != n {
+		t.Fatalf("%d instances, want %d", len(res.Instances), n)
+	}
+	for _, inst := range res.Instances {
+		if r := e.db.instance(t, inst.ID); r.State != protocol.StateRunning || r.RunID != testRun {
+			t.Errorf("%s is %s for %q, want running", inst.ID, r.State, r.RunID)
+		}
+	}
+	rec, ok := e.claimRecord()
+	if !ok || rec.State != recordComplete || len(rec.OwnedIDs) != n {
+		t.Errorf("claim record %+v (exists %v), want complete with %d instances", rec, ok, n)
+	}
+}
+
+// A claim of warm runners batches what can be batched: a receive and a
+// delete per ten runners, one write listing them in the claim record, one
+// read of all their agents per round, and one transaction per 25 runners
+// for the claims and one for the transitions to running, which also
+// completes the claim record up to 24 runners.
+func TestCreateBatchesCalls(t *testing.T) {
+	for _, tc := range []struct{ runners, batches, transactions, updates, puts int }{
+		{1, 1, 1, 2, 1}, // a lone claim goes alone; running and complete still share a transaction
+		{10, 1, 2, 1, 1}, {24, 3, 2, 1, 1}, {25, 3, 2, 1, 2}, {30, 3, 4, 1, 2},
+	} {
+		t.Run(fmt.Sprint(tc.runners), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.seedMany(tc.runners)
+			res, err := e.create(tc.runners)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.assertComplete(t, res, tc.runners)
+			got := map[string]int{
+				"ReceiveMessage": e.sqs.count("ReceiveMessage"), "DeleteMessageBatch": e.sqs.count("DeleteMessageBatch"),
+				"ADD #ids": e.db.updateCount("ADD #ids :ids"), "BatchGetItem": e.db.count("BatchGetItem"),
+				"TransactWriteItems": e.db.count("TransactWriteItems"), "UpdateItem": e.db.count("UpdateItem"), "PutItem": e.db.count("PutItem"),
+			}
+			want := map[string]int{
+				"ReceiveMessage": tc.batches, "DeleteMessageBatch": tc.batches, "ADD #ids": 1, "BatchGetItem": 1,
+				"TransactWriteItems": tc.transactions, "UpdateItem": tc.updates, "PutItem": tc.puts, // the pending claim record, and the complete one past 24 runners
+			}
+			for op, n := range want {
+				if got[op] != n {
+					t.Errorf("%s: %d calls, want %d (all: %v)", op, got[op], n, got)
+				}
+			}
+		})
+	}
+}
+
+// A transaction that fails, or whose answer is lost after it committed, is
+// made again one write at a time, with the same result.
+func TestCreateFallsBackToSingleWrites(t *testing.T) {
+	for _, lost := range []bool{false, true} {
+		for _, state := range []string{protocol.StateClaimed, protocol.StateRunning} {
+			t.Run(fmt.Sprintf("to %s, answer lost %v", state, lost), func(t *testing.T) {
+				t.Parallel()
+				e := newEnv(t)
+				e.seedMany(3)
+				hit := func(op string, in any) bool { return op == "TransactWriteItems" && writesState(in, "i-00", state) }
+				if lost {
+					e.db.loseAnswer = hit
+				} else {
+					e.db.failIf = func(op string, in any) error {
+						if hit(op, in) {
+							return errTransient
+						}
+						return nil
+					}
+				}
+				res, err := e.create(3)
+				if err != nil {
+					t.Fatal(err)
+				}
+				e.assertComplete(t, res, 3)
+				if alone := e.db.singleWritesTo(state); !lost && alone != 3 {
+					t.Errorf("%d single writes to %s, want 3", alone, state)
+				}
+			})
+		}
+	}
+}
+
+// A transaction cancelled because some runners are no longer idle (stale
+// messages) is made again without them: one more call, not one per runner.
+func TestCreateRetriesTransactionWithoutLostRaces(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.seedMany(4)
+	e.db.setInstance(t, "i-01", func(r *protocol.Instance) { r.State, r.RunID = protocol.StateRunning, "another-run" })
+	e.seedIdle("i-04", healthy)
+	res, err := e.create(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(res.Instances); !slices.Equal(got, []string{"i-00", "i-02", "i-03", "i-04"}) {
+		t.Errorf("instances %v, want all but i-01", got)
+	}
+	if r := e.db.instance(t, "i-01"); r.RunID != "another-run" {
+		t.Errorf("i-01 is %s for %q, want untouched", r.State, r.RunID)
+	}
+	// Claims: 4 cancelled, the 3 others again, then i-04's alone; running: 1.
+	if n := e.db.count("TransactWriteItems"); n != 3 {
+		t.Errorf("%d transactions, want 3", n)
+	}
+	if n := e.db.count("UpdateItem"); n != 3 {
+		t.Errorf("%d UpdateItem calls, want the two claim record additions and i-04's claim", n)
+	}
+}
+
+// The last writes to running fail (the runner's deadline passed): the
+// claim fails naming it, and rolls back everything.
+func TestCreateFinishNamesTheRunnerAtFault(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.seedMany(2)
+	e.db.failIf = func(op string, in any) error {
+		if writesState(in, "i-01", protocol.StateRunning) {
+			return ccf() // as when its deadline passed
+		}
+		return nil
+	}
+	_, err := e.create(2)
+	if err == nil || !strings.Contains(err.Error(), "instance i-01") {
+		t.Fatalf("error %v, want one naming i-01", err)
+	}
+	e.assertNothingHeld(t)
+}
+
+// A release batches too: the transitions to idle in one transaction per 25
+// runners, one read of all agents per round, their messages in batches of
+// ten, and one write taking them off the claim record.
+func TestReleaseBatchesCalls(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.seedMany(12)
+	if _, err := e.create(12); err != nil {
+		t.Fatal(err)
+	}
+	sends, reads, transactions := e.sqs.count("SendMessageBatch"), e.db.count("BatchGetItem"), e.db.count("TransactWriteItems")
+	outcomes, err := e.release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := slices.DeleteFunc(outcomes, func(o string) bool { return !strings.HasSuffix(o, ": released to the pool") })
+	if len(released) != 12 {
+		t.Fatalf("outcomes %q, want 12 released", outcomes)
+	}
+	if n := e.db.count("TransactWriteItems") - transactions; n != 1 || e.db.singleWritesTo(protocol.StateIdle) != 0 {
+		t.Errorf("%d transactions and %d single writes to idle, want 1 and 0", n, e.db.singleWritesTo(protocol.StateIdle))
+	}
+	if n := e.sqs.count("SendMessageBatch") - sends; n != 2 {
+		t.Errorf("%d SendMessageBatch calls, want 2", n)
+	}
+	if n := e.db.updateCount("DELETE #ids :ids"); n != 1 {
+		t.Errorf("%d writes taking runners off the claim record, want 1", n)
+	}
+	// The instance records, then the agents (healthy fakes confirm at once).
+	if n := e.db.count("BatchGetItem") - reads; n != 2 {
+		t.Errorf("%d BatchGetItem calls, want 2", n)
+	}
+	if q := e.sqs.queuedIDs(t, largeURL); len(q) != 12 {
+		t.Errorf("queue holds %v, want all 12", q)
+	}
+}
