@@ -399,25 +399,11 @@ func checkCondition(env *exprEnv, cond *string, old item, rv types.ReturnValuesO
 	return e
 }
 
-// planPut checks a PutItem without writing. Called with mu held.
-func (f *fakeTable) planPut(it item, cond *string, names map[string]string, values map[string]types.AttributeValue, rv types.ReturnValuesOnConditionCheckFailure) (write, error) {
-	k, err := keyString(map[string]types.AttributeValue{"PK": it["PK"], "SK": it["SK"]})
-	if err != nil {
-		return write{}, err
-	}
-	old := f.items[k]
-	env := newExprEnv(names, values)
-	if err := checkCondition(env, cond, old, rv); err != nil {
-		return write{}, err
-	}
-	if err := env.checkAllUsed(); err != nil {
-		return write{}, err
-	}
-	return write{k: k, old: old, cur: copyItem(it)}, nil
-}
-
-// planUpdate checks an UpdateItem without writing. Called with mu held.
-func (f *fakeTable) planUpdate(key item, update, cond *string, names map[string]string, values map[string]types.AttributeValue, rv types.ReturnValuesOnConditionCheckFailure) (write, error) {
+// plan checks a write to the item at key without writing it: the
+// condition against the current item, then build makes the new item from
+// it, then every name and value must have been used. Called with mu held.
+func (f *fakeTable) plan(key item, cond *string, names map[string]string, values map[string]types.AttributeValue, rv types.ReturnValuesOnConditionCheckFailure,
+	build func(env *exprEnv, old item) (item, error)) (write, error) {
 	k, err := keyString(key)
 	if err != nil {
 		return write{}, err
@@ -427,17 +413,31 @@ func (f *fakeTable) planUpdate(key item, update, cond *string, names map[string]
 	if err := checkCondition(env, cond, old, rv); err != nil {
 		return write{}, err
 	}
-	cur := copyItem(old)
-	if cur == nil { // UpdateItem creates a missing item
-		cur = copyItem(key)
-	}
-	if err := env.applyUpdate(aws.ToString(update), cur); err != nil {
+	cur, err := build(env, old)
+	if err != nil {
 		return write{}, err
 	}
 	if err := env.checkAllUsed(); err != nil {
 		return write{}, err
 	}
 	return write{k: k, old: old, cur: cur}, nil
+}
+
+// planPut checks a PutItem without writing. Called with mu held.
+func (f *fakeTable) planPut(it item, cond *string, names map[string]string, values map[string]types.AttributeValue, rv types.ReturnValuesOnConditionCheckFailure) (write, error) {
+	key := item{"PK": it["PK"], "SK": it["SK"]}
+	return f.plan(key, cond, names, values, rv, func(*exprEnv, item) (item, error) { return copyItem(it), nil })
+}
+
+// planUpdate checks an UpdateItem without writing. Called with mu held.
+func (f *fakeTable) planUpdate(key item, update, cond *string, names map[string]string, values map[string]types.AttributeValue, rv types.ReturnValuesOnConditionCheckFailure) (write, error) {
+	return f.plan(key, cond, names, values, rv, func(env *exprEnv, old item) (item, error) {
+		cur := copyItem(old)
+		if cur == nil { // UpdateItem creates a missing item
+			cur = copyItem(key)
+		}
+		return cur, env.applyUpdate(aws.ToString(update), cur)
+	})
 }
 
 // commit stores a checked write. Called with mu held.

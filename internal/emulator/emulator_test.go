@@ -36,15 +36,7 @@ func TestEnsureUsesAWSEndpointURL(t *testing.T) {
 // UpdateItems per trial: exactly one may succeed, as on real DynamoDB (plain
 // moto_server sometimes lets two through).
 func TestConditionalUpdateHasOneWinner(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	endpoint, stop, err := Ensure(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop) // after the tables' cleanup
-
-	d := &ddb{endpoint: endpoint, client: &http.Client{Timeout: 30 * time.Second}}
+	ctx, d := emulatorDDB(t)
 	table := d.newTable(ctx, t)
 
 	key := map[string]any{"PK": s("runner"), "SK": s("slot")}
@@ -123,14 +115,7 @@ func TestConditionalUpdateHasOneWinner(t *testing.T) {
 // committed one everything (the emulator backs tables up for a rollback
 // differently from plain moto).
 func TestTransactionRollsBack(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	endpoint, stop, err := Ensure(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop) // after the tables' cleanup
-	d := &ddb{endpoint: endpoint, client: &http.Client{Timeout: 30 * time.Second}}
+	ctx, d := emulatorDDB(t)
 	table := d.newTable(ctx, t)
 	keys := []map[string]any{{"PK": s("item"), "SK": s("a")}, {"PK": s("item"), "SK": s("b")}, {"PK": s("item"), "SK": s("c")}}
 	for _, k := range keys {
@@ -210,6 +195,19 @@ print(backend.is_message_valid_based_on_retention_period("retention", fresh),
 	if got := strings.TrimSpace(string(out)); got != "True False" {
 		t.Errorf("valid (fresh, past retention) = %s, want True False", got)
 	}
+}
+
+// emulatorDDB starts (or joins) the emulator for the test, until its end,
+// and returns a DynamoDB client of it.
+func emulatorDDB(t *testing.T) (context.Context, *ddb) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	endpoint, stop, err := Ensure(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop) // after the tables' cleanup, registered later
+	return ctx, &ddb{endpoint: endpoint, client: &http.Client{Timeout: 30 * time.Second}}
 }
 
 // newTable creates a PK/SK table, deleted when the test ends.
