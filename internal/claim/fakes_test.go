@@ -83,7 +83,10 @@ func (f *fakeTable) fail(op string, n int, err error) {
 }
 
 // enter records a call and returns the injected error, if any. Called with mu held.
-func (f *fakeTable) enter(op string, table *string, in any) error {
+func (f *fakeTable) enter(ctx context.Context, op string, table *string, in any) error {
+	if err := ctx.Err(); err != nil { // as the SDK: a cancelled call is not sent
+		return err
+	}
 	f.calls = append(f.calls, ddbCall{op, in})
 	f.counts[op]++
 	if err := f.failNth[op][f.counts[op]]; err != nil {
@@ -362,10 +365,10 @@ func (f *fakeTable) written(old, cur item) {
 	}
 }
 
-func (f *fakeTable) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+func (f *fakeTable) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.enter("GetItem", in.TableName, in); err != nil {
+	if err := f.enter(ctx, "GetItem", in.TableName, in); err != nil {
 		return nil, err
 	}
 	k, err := keyString(in.Key)
@@ -446,10 +449,10 @@ func (f *fakeTable) commit(w write) {
 	f.written(w.old, w.cur)
 }
 
-func (f *fakeTable) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+func (f *fakeTable) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.enter("PutItem", in.TableName, in); err != nil {
+	if err := f.enter(ctx, "PutItem", in.TableName, in); err != nil {
 		return nil, err
 	}
 	w, err := f.planPut(in.Item, in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues, in.ReturnValuesOnConditionCheckFailure)
@@ -460,10 +463,10 @@ func (f *fakeTable) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...f
 	return &dynamodb.PutItemOutput{}, f.lost("PutItem", in)
 }
 
-func (f *fakeTable) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+func (f *fakeTable) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.enter("UpdateItem", in.TableName, in); err != nil {
+	if err := f.enter(ctx, "UpdateItem", in.TableName, in); err != nil {
 		return nil, err
 	}
 	w, err := f.planUpdate(in.Key, in.UpdateExpression, in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues, in.ReturnValuesOnConditionCheckFailure)
@@ -488,10 +491,10 @@ const fakeTransactionLimit = 25
 
 // TransactWriteItems checks every Put and Update first and writes all of
 // them or none; failed conditions cancel it with a reason per item.
-func (f *fakeTable) TransactWriteItems(_ context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+func (f *fakeTable) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.enter("TransactWriteItems", nil, in); err != nil {
+	if err := f.enter(ctx, "TransactWriteItems", nil, in); err != nil {
 		return nil, err
 	}
 	if len(in.TransactItems) == 0 || len(in.TransactItems) > fakeTransactionLimit {
@@ -547,10 +550,10 @@ func (f *fakeTable) TransactWriteItems(_ context.Context, in *dynamodb.TransactW
 	return &dynamodb.TransactWriteItemsOutput{}, f.lost("TransactWriteItems", in)
 }
 
-func (f *fakeTable) DeleteItem(_ context.Context, in *dynamodb.DeleteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+func (f *fakeTable) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.enter("DeleteItem", in.TableName, in); err != nil {
+	if err := f.enter(ctx, "DeleteItem", in.TableName, in); err != nil {
 		return nil, err
 	}
 	if in.ConditionExpression != nil {
@@ -564,10 +567,10 @@ func (f *fakeTable) DeleteItem(_ context.Context, in *dynamodb.DeleteItemInput, 
 	return &dynamodb.DeleteItemOutput{}, nil
 }
 
-func (f *fakeTable) BatchGetItem(_ context.Context, in *dynamodb.BatchGetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+func (f *fakeTable) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.enter("BatchGetItem", nil, in); err != nil {
+	if err := f.enter(ctx, "BatchGetItem", nil, in); err != nil {
 		return nil, err
 	}
 	out := &dynamodb.BatchGetItemOutput{Responses: map[string][]map[string]types.AttributeValue{}}
@@ -605,10 +608,10 @@ func (f *fakeTable) BatchGetItem(_ context.Context, in *dynamodb.BatchGetItemInp
 // put writes an item directly (test setup).
 // Query supports the one key condition the code uses (#pk = :pk), pages of
 // queryPage items in sort key order, and ExclusiveStartKey.
-func (f *fakeTable) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+func (f *fakeTable) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.enter("Query", in.TableName, in); err != nil {
+	if err := f.enter(ctx, "Query", in.TableName, in); err != nil {
 		return nil, err
 	}
 	if aws.ToString(in.KeyConditionExpression) != "#pk = :pk" || in.ExpressionAttributeNames["#pk"] != "PK" {
@@ -878,7 +881,10 @@ func (s *fakeSQS) fail(op string, n int, err error) {
 	s.failNth[op][n] = err
 }
 
-func (s *fakeSQS) enter(op string) error {
+func (s *fakeSQS) enter(ctx context.Context, op string) error {
+	if err := ctx.Err(); err != nil { // as the SDK: a cancelled call is not sent
+		return err
+	}
 	s.counts[op]++
 	return s.failNth[op][s.counts[op]]
 }
@@ -899,7 +905,7 @@ func (s *fakeSQS) add(url, body string) {
 	s.queues[url].messages = append(s.queues[url].messages, &qmsg{msgID: "m" + strconv.Itoa(s.seq), body: body, visibleAt: s.clock})
 }
 
-func (s *fakeSQS) ReceiveMessage(_ context.Context, in *sqs.ReceiveMessageInput, _ ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+func (s *fakeSQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, _ ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
 	s.mu.Lock()
 	hook := s.receiveHook
 	n := len(s.receives) + 1
@@ -910,7 +916,7 @@ func (s *fakeSQS) ReceiveMessage(_ context.Context, in *sqs.ReceiveMessageInput,
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.receives = append(s.receives, in)
-	if err := s.enter("ReceiveMessage"); err != nil {
+	if err := s.enter(ctx, "ReceiveMessage"); err != nil {
 		return nil, err
 	}
 	q, err := s.queue(in.QueueUrl)
@@ -974,11 +980,11 @@ func checkBatchIDs[T any](entries []T, id func(T) *string) error {
 }
 
 // ChangeMessageVisibilityBatch sets when received messages become visible.
-func (s *fakeSQS) ChangeMessageVisibilityBatch(_ context.Context, in *sqs.ChangeMessageVisibilityBatchInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
+func (s *fakeSQS) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.visibilityChanges = append(s.visibilityChanges, in)
-	if err := s.enter("ChangeMessageVisibilityBatch"); err != nil {
+	if err := s.enter(ctx, "ChangeMessageVisibilityBatch"); err != nil {
 		return nil, err
 	}
 	q, err := s.queue(in.QueueUrl)
@@ -1000,11 +1006,11 @@ func (s *fakeSQS) ChangeMessageVisibilityBatch(_ context.Context, in *sqs.Change
 	return out, nil
 }
 
-func (s *fakeSQS) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+func (s *fakeSQS) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.deletes = append(s.deletes, in)
-	if err := s.enter("DeleteMessageBatch"); err != nil {
+	if err := s.enter(ctx, "DeleteMessageBatch"); err != nil {
 		return nil, err
 	}
 	q, err := s.queue(in.QueueUrl)
@@ -1030,11 +1036,11 @@ func (s *fakeSQS) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageBat
 	return out, nil
 }
 
-func (s *fakeSQS) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+func (s *fakeSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sends = append(s.sends, in)
-	if err := s.enter("SendMessageBatch"); err != nil {
+	if err := s.enter(ctx, "SendMessageBatch"); err != nil {
 		return nil, err
 	}
 	q, err := s.queue(in.QueueUrl)

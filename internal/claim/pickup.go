@@ -31,6 +31,9 @@ const (
 	// confirmWait is the long poll that confirms an empty queue: a short
 	// poll samples only some SQS servers and can miss a few messages.
 	confirmWait = 1
+	// consumeBudget bounds the deletes of claimed runners' messages, which
+	// outlive a cancelled claim.
+	consumeBudget = 30 * time.Second
 )
 
 // Pickup is the Pickup Manager of one claim: it receives the pool's idle
@@ -167,10 +170,11 @@ func (p *Pickup) receive(ctx context.Context, n int32, wait int32) ([]sqstypes.M
 
 // Consume deletes the messages of taken runners: claimed ones, and ones the
 // claim found owned by someone else (stale messages). The deletes run in the
-// background, overlapping the claim's next calls; Close waits for them. A
-// delete that fails only logs: the message left behind is stale, dropped by
-// whoever receives it (a retried batch whose first answer was lost even
-// fails on a handle already used).
+// background, overlapping the claim's next calls, and are not cancelled with
+// the claim (a runner it gives back would have two messages); Close waits
+// for them. A delete that fails only logs: the message left behind is
+// stale, dropped by whoever receives it (a retried batch whose first answer
+// was lost even fails on a handle already used).
 func (p *Pickup) Consume(ctx context.Context, ids []string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -189,6 +193,8 @@ func (p *Pickup) Consume(ctx context.Context, ids []string) {
 	p.consuming.Add(1)
 	go func() {
 		defer p.consuming.Done()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), consumeBudget)
+		defer cancel()
 		ok, err := p.deleteHandles(ctx, handles)
 		if err != nil {
 			p.log("pickup: deleting claimed runners' messages failed; they are stale now", "count", len(handles), "error", err.Error())

@@ -141,6 +141,22 @@ func TestPickupTakesWhatIsNeededAndClosesTheRest(t *testing.T) {
 	}
 }
 
+// The messages of runners claimed are deleted even when the claim is
+// cancelled meanwhile: a runner it gives back gets a new message.
+func TestPickupConsumesDespiteCancellation(t *testing.T) {
+	s := newFakeSQS(largeURL)
+	s.add(largeURL, idleMessage("i-1", "c6i.large", future()).Body())
+	p := newTestPickup(t, s)
+	take(t, p, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p.Consume(ctx, []string{"i-1"})
+	p.Close(context.Background())
+	if ids := s.queuedIDs(t, largeURL); len(ids) != 0 {
+		t.Errorf("queue holds %v, want i-1's message deleted", ids)
+	}
+}
+
 // A second message for a runner already taken is a duplicate: deleted, not
 // handed out twice.
 func TestPickupDropsDuplicatesOfTakenRunners(t *testing.T) {
