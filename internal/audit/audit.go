@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -43,6 +44,9 @@ type Report struct {
 	// Duplicates are idle instances with more than one message (a retried
 	// send): harmless, the extra one is dropped when received.
 	Duplicates []string
+	// InFlightWait is how long the audit waited for messages in flight to
+	// become visible again (see awaitInFlight).
+	InFlightWait time.Duration
 }
 
 // OK tells whether every invariant holds.
@@ -51,6 +55,9 @@ func (r Report) OK() bool { return len(r.Violations) == 0 }
 func (r Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "states %v, %d messages, %d duplicates", r.States, r.Messages, len(r.Duplicates))
+	if r.InFlightWait > 0 {
+		fmt.Fprintf(&b, " (waited %s for messages in flight)", r.InFlightWait.Round(time.Second))
+	}
 	for _, v := range r.Violations {
 		b.WriteString("\n  violation: " + v)
 	}
@@ -75,6 +82,11 @@ func Pool(ctx context.Context, c Clients, poolName string) (Report, error) {
 	}
 	messages := map[string]int{}
 	for _, url := range cfg.QueueURLs {
+		waited, err := awaitInFlight(ctx, c.SQS, url)
+		if err != nil {
+			return rep, err
+		}
+		rep.InFlightWait += waited
 		if err := peek(ctx, c.SQS, url, func(m protocol.Message) { messages[m.ID]++; rep.Messages++ }); err != nil {
 			return rep, err
 		}
@@ -153,6 +165,42 @@ func claimOwners(ctx context.Context, db *dynamodb.Client, poolName string) (map
 		slices.Sort(owners[id])
 	}
 	return owners, nil
+}
+
+// inFlightLimit bounds awaitInFlight: longer than the visibility timeout of
+// any receive in this project (the Pickup Manager's 120 s).
+const inFlightLimit = 150 * time.Second
+
+// awaitInFlight waits until no message of the queue is in flight or
+// delayed. At rest nothing holds messages, but a receive whose answer was
+// lost (a fault, a crash) hides what it received until its visibility
+// timeout ends: those runners are not lost, only out of sight for a while.
+func awaitInFlight(ctx context.Context, q *sqs.Client, url string) (time.Duration, error) {
+	start := time.Now()
+	for {
+		out, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+			QueueUrl: aws.String(url),
+			AttributeNames: []sqstypes.QueueAttributeName{
+				sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible, sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed,
+			},
+		})
+		if err != nil {
+			return time.Since(start), err
+		}
+		hidden := 0
+		for _, v := range out.Attributes {
+			n, _ := strconv.Atoi(v)
+			hidden += n
+		}
+		if hidden == 0 || time.Since(start) > inFlightLimit {
+			return time.Since(start).Truncate(time.Second), nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // peek receives every message of a queue and makes them visible again.
