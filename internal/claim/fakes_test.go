@@ -705,11 +705,8 @@ func (f *fakeTable) updates() []*dynamodb.UpdateItemInput {
 			out = append(out, in)
 		case *dynamodb.TransactWriteItemsInput:
 			for _, ti := range in.TransactItems {
-				if u := ti.Update; u != nil {
-					out = append(out, &dynamodb.UpdateItemInput{
-						TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
-						ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
-					})
+				if ti.Update != nil {
+					out = append(out, updateItemInput(ti.Update))
 				}
 			}
 		}

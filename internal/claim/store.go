@@ -72,13 +72,17 @@ func (s *store) update(id string, t transition) *types.Update {
 	}
 }
 
-func (s *store) apply(ctx context.Context, id string, t transition) error {
-	u := s.update(id, t)
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+// updateItemInput is the UpdateItem call that makes u alone.
+func updateItemInput(u *types.Update) *dynamodb.UpdateItemInput {
+	return &dynamodb.UpdateItemInput{
 		TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
 		ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+		ReturnValuesOnConditionCheckFailure: u.ReturnValuesOnConditionCheckFailure,
+	}
+}
+
+func (s *store) apply(ctx context.Context, id string, t transition) error {
+	_, err := s.db.UpdateItem(ctx, updateItemInput(s.update(id, t)))
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		if alreadyApplied(ccf.Item, t) {
