@@ -25,31 +25,30 @@ func (s *fakeSQS) count(op string) int {
 	return s.counts[op]
 }
 
-// updateCount counts the UpdateItem calls whose update expression is expr.
-func (f *fakeTable) updateCount(expr string) int {
+// updateItems counts the UpdateItem calls (not transactions) match accepts.
+func (f *fakeTable) updateItems(match func(*dynamodb.UpdateItemInput) bool) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
 	for _, c := range f.calls {
-		if in, ok := c.in.(*dynamodb.UpdateItemInput); ok && aws.ToString(in.UpdateExpression) == expr {
+		if in, ok := c.in.(*dynamodb.UpdateItemInput); ok && match(in) {
 			n++
 		}
 	}
 	return n
 }
 
+// updateCount counts the UpdateItem calls whose update expression is expr.
+func (f *fakeTable) updateCount(expr string) int {
+	return f.updateItems(func(in *dynamodb.UpdateItemInput) bool { return aws.ToString(in.UpdateExpression) == expr })
+}
+
 // singleWritesTo counts the UpdateItem calls (not transactions) moving a
 // record to state.
 func (f *fakeTable) singleWritesTo(state string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for _, c := range f.calls {
-		if in, ok := c.in.(*dynamodb.UpdateItemInput); ok && protocol.StringAttr(in.ExpressionAttributeValues, ":toState") == state {
-			n++
-		}
-	}
-	return n
+	return f.updateItems(func(in *dynamodb.UpdateItemInput) bool {
+		return protocol.StringAttr(in.ExpressionAttributeValues, ":toState") == state
+	})
 }
 
 // assertComplete checks that the claim holds n running runners and its

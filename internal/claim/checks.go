@@ -68,7 +68,6 @@ func released(runID string, wait time.Duration) judge {
 // runners per call), from the first moment.
 type agentWatch struct {
 	s       *store
-	now     func() time.Time
 	pending map[string]watched
 }
 
@@ -78,12 +77,12 @@ type watched struct {
 }
 
 func newAgentWatch(s *store) *agentWatch {
-	return &agentWatch{s: s, now: s.now, pending: map[string]watched{}}
+	return &agentWatch{s: s, pending: map[string]watched{}}
 }
 
 // add waits on the agent of id for at most wait.
 func (w *agentWatch) add(id string, wait time.Duration, j judge) {
-	w.pending[id] = watched{deadline: w.now().Add(wait), judge: j}
+	w.pending[id] = watched{deadline: w.s.now().Add(wait), judge: j}
 }
 
 func (w *agentWatch) len() int { return len(w.pending) }
@@ -99,7 +98,7 @@ func (w *agentWatch) poll(ctx context.Context) (map[string]error, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := w.now()
+	now := w.s.now()
 	decided := map[string]error{}
 	for id, p := range w.pending {
 		if done, err := p.judge(states[id], now, p.deadline); done {
