@@ -5,16 +5,51 @@
 # pool assigns: register a GitHub runner labelled with it, wait for the
 # release, deregister, and wait for the next run.
 #
-# Needs only bash, curl, openssl, GNU coreutils, util-linux and systemd, as
+# Needs only bash 5, curl, GNU coreutils, util-linux and systemd, as
 # on stock Amazon Linux 2023 and Ubuntu images; AWS requests are signed with
 # SigV4 here, so no AWS CLI is needed.
 
 set -u -o pipefail
 umask 077
+# Dates and EPOCHREALTIME in one fixed form, whatever the image's locale.
+export TZ=UTC LC_ALL=C
 
-log() { printf '%s ec2runners-agent: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" >&2; }
-now_ts() { date -u +%Y-%m-%dT%H:%M:%SZ; }
+# Time comes from bash's builtins (printf %()T, EPOCHSECONDS, EPOCHREALTIME):
+# the heartbeat and the idle poll run every few seconds for the instance's
+# whole life, and every program they start costs a fork and an exec.
+log() { printf '%(%Y-%m-%dT%H:%M:%SZ)T ec2runners-agent: %s\n' -1 "$*" >&2; }
+now_ts() { printf '%(%Y-%m-%dT%H:%M:%SZ)T' -1; }
 epoch_of() { date -u -d "$1" +%s 2>/dev/null; }
+now_us() { REPLY=${EPOCHREALTIME/./}; }
+
+# usec_of SECONDS: a decimal number of seconds as whole microseconds, into REPLY.
+usec_of() {
+	local whole=${1%%.*} frac=000000
+	[[ $1 == *.* ]] && frac="${1#*.}000000"
+	REPLY=$((10#$whole * 1000000 + 10#${frac:0:6}))
+}
+
+# sleep_us MICROSECONDS
+sleep_us() { sleep "$(($1 / 1000000)).$(printf '%06d' $(($1 % 1000000)))"; }
+
+# curl_stdin OPTION...: curl with its options (name=value, or a bare name)
+# given as a config on its standard input: no header, token or body then
+# shows in its arguments, which any local user can read in /proc/*/cmdline.
+curl_stdin() {
+	local opt value config=''
+	for opt in "$@"; do
+		if [[ $opt != *=* ]]; then
+			config+="$opt"$'\n'
+			continue
+		fi
+		value=${opt#*=}
+		value=${value//\\/\\\\}
+		value=${value//\"/\\\"}
+		value=${value//$'\n'/\\n}
+		config+="${opt%%=*} = \"$value\""$'\n'
+	done
+	printf '%s' "$config" | curl -K -
+}
 
 # ---------------------------------------------------------------- JSON
 
@@ -31,13 +66,12 @@ IMDS_TOKEN_AT=0
 
 # imds_get PATH: GET PATH below /latest/ of the instance metadata service, into REPLY.
 imds_get() {
-	local now
-	now=$(date +%s)
-	if [ -z "$IMDS_TOKEN" ] || [ $((now - IMDS_TOKEN_AT)) -gt 3600 ]; then
-		IMDS_TOKEN=$(curl -sSf --max-time 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 21600' "$IMDS_URL/latest/api/token") || return 1
-		IMDS_TOKEN_AT=$now
+	if [ -z "$IMDS_TOKEN" ] || [ $((EPOCHSECONDS - IMDS_TOKEN_AT)) -gt 3600 ]; then
+		IMDS_TOKEN=$(curl_stdin silent show-error fail max-time=5 request=PUT \
+			header='X-aws-ec2-metadata-token-ttl-seconds: 21600' url="$IMDS_URL/latest/api/token") || return 1
+		IMDS_TOKEN_AT=$EPOCHSECONDS
 	fi
-	REPLY=$(curl -sSf --max-time 5 -H "X-aws-ec2-metadata-token: $IMDS_TOKEN" "$IMDS_URL/latest/$1")
+	REPLY=$(curl_stdin silent show-error fail max-time=5 header="X-aws-ec2-metadata-token: $IMDS_TOKEN" url="$IMDS_URL/latest/$1")
 }
 
 # ---------------------------------------------------------------- SigV4
@@ -46,15 +80,15 @@ AWS_KEY=''
 AWS_SECRET=''
 AWS_SESSION=''
 CREDENTIALS_AT=0
-SIGNING_KEY=''
 SIGNING_SCOPE=''
+SIGNING_IPAD=''
+SIGNING_OPAD=''
 
 # load_credentials: the instance profile's credentials, re-read every 5 minutes
 # (IMDS rotates them well before they expire).
 load_credentials() {
-	local now role
-	now=$(date +%s)
-	if [ -n "$AWS_KEY" ] && [ $((now - CREDENTIALS_AT)) -lt 300 ]; then
+	local role
+	if [ -n "$AWS_KEY" ] && [ $((EPOCHSECONDS - CREDENTIALS_AT)) -lt 300 ]; then
 		return 0
 	fi
 	imds_get meta-data/iam/security-credentials/ || { log "no instance profile in the instance metadata"; return 1; }
@@ -67,50 +101,112 @@ load_credentials() {
 		log "the instance profile's credentials are incomplete"
 		return 1
 	fi
-	CREDENTIALS_AT=$now
+	CREDENTIALS_AT=$EPOCHSECONDS
 	SIGNING_SCOPE=''
 }
 
-sha256_hex() { printf '%s' "$1" | openssl dgst -sha256 -hex | sed 's/^.*= //'; }
-hmac_hex() { printf '%s' "$2" | openssl dgst -sha256 -mac HMAC -macopt "hexkey:$1" -hex | sed 's/^.*= //'; }
-hex_of() { printf '%s' "$1" | od -An -v -tx1 | tr -d ' \n'; }
+# Hashes and HMACs are computed by sha256sum on data piped from bash's
+# builtin printf: no key ever shows in a program's arguments.
+
+# sha256_hex TEXT: the SHA-256 of TEXT in hex, into REPLY.
+sha256_hex() {
+	local h
+	h=$(printf '%s' "$1" | sha256sum)
+	REPLY=${h%% *}
+}
+
+# escapes_of HEX: the bytes of HEX as printf escapes (\xNN...), into REPLY.
+escapes_of() {
+	local i out=''
+	for ((i = 0; i < ${#1}; i += 2)); do
+		out+="\\x${1:i:2}"
+	done
+	REPLY=$out
+}
+
+# hmac_key KEY_HEX: the HMAC-SHA256 pads of a key (RFC 2104) as printf
+# escapes, into IPAD and OPAD.
+hmac_key() {
+	local key=$1 i b h
+	if [ ${#key} -gt 128 ]; then
+		escapes_of "$key"
+		# shellcheck disable=SC2059 # the escapes are the format
+		h=$(printf "$REPLY" | sha256sum)
+		key=${h%% *}
+	fi
+	while [ ${#key} -lt 128 ]; do key+=00; done
+	IPAD='' OPAD=''
+	for ((i = 0; i < 128; i += 2)); do
+		b=$((16#${key:i:2}))
+		printf -v IPAD '%s\\x%02x' "$IPAD" $((b ^ 0x36))
+		printf -v OPAD '%s\\x%02x' "$OPAD" $((b ^ 0x5c))
+	done
+}
+
+# hmac_hex MESSAGE: HMAC-SHA256 of MESSAGE in hex under the key of the last
+# hmac_key, into REPLY.
+hmac_hex() {
+	local h
+	# shellcheck disable=SC2059 # the escapes are the format
+	h=$({ printf "$IPAD"; printf '%s' "$1"; } | sha256sum)
+	escapes_of "${h%% *}"
+	# shellcheck disable=SC2059
+	h=$({ printf "$OPAD"; printf "$REPLY"; } | sha256sum)
+	REPLY=${h%% *}
+}
+
+# signing_scope SERVICE [DAY]: the SigV4 scope of SERVICE on DAY (default
+# today) into SCOPE, and its key (derived once a day, and with new
+# credentials) into SIGNING_IPAD and SIGNING_OPAD.
+signing_scope() {
+	local day=${2:-} secret hex='' i part
+	[ -n "$day" ] || printf -v day '%(%Y%m%d)T' -1
+	SCOPE="$day/$REGION/$1/aws4_request"
+	if [ "$SIGNING_SCOPE" = "$SCOPE" ]; then
+		return 0
+	fi
+	secret="AWS4$AWS_SECRET"
+	for ((i = 0; i < ${#secret}; i++)); do
+		printf -v hex '%s%02x' "$hex" "'${secret:i:1}"
+	done
+	hmac_key "$hex"
+	for part in "$day" "$REGION" "$1" aws4_request; do
+		hmac_hex "$part"
+		hmac_key "$REPLY"
+	done
+	SIGNING_IPAD=$IPAD SIGNING_OPAD=$OPAD SIGNING_SCOPE=$SCOPE
+}
 
 # aws_post SERVICE URL CONTENT_TYPE BODY [TARGET]: a SigV4-signed POST; the
 # response body in REPLY; fails on any status but 2xx.
 aws_post() {
 	local service=$1 url=$2 ctype=$3 body=$4 target=${5:-}
 	load_credentials || return 1
-	local amzdate day host scope key headers signed canonical to_sign signature out status
-	amzdate=$(date -u +%Y%m%dT%H%M%SZ)
-	day=${amzdate%%T*}
+	local amzdate host headers signed body_hash out status
+	printf -v amzdate '%(%Y%m%dT%H%M%SZ)T' -1
+	signing_scope "$service" "${amzdate%%T*}"
 	host=${url#*://}
 	host=${host%%/*}
-	scope="$day/$REGION/$service/aws4_request"
-	if [ "$SIGNING_SCOPE" != "$scope" ]; then # the key changes daily and with the credentials
-		key=$(hmac_hex "$(hex_of "AWS4$AWS_SECRET")" "$day")
-		key=$(hmac_hex "$key" "$REGION")
-		key=$(hmac_hex "$key" "$service")
-		SIGNING_KEY=$(hmac_hex "$key" aws4_request)
-		SIGNING_SCOPE=$scope
-	fi
-	local args=(-sS --max-time 10 -X POST "$url" -H "Content-Type: $ctype" -H "X-Amz-Date: $amzdate")
+	local opts=(silent show-error max-time=10 request=POST url="$url" header="Content-Type: $ctype" header="X-Amz-Date: $amzdate")
 	headers="content-type:$ctype"$'\n'"host:$host"$'\n'"x-amz-date:$amzdate"$'\n'
 	signed='content-type;host;x-amz-date'
 	if [ -n "$AWS_SESSION" ]; then
 		headers+="x-amz-security-token:$AWS_SESSION"$'\n'
 		signed+=';x-amz-security-token'
-		args+=(-H "X-Amz-Security-Token: $AWS_SESSION")
+		opts+=(header="X-Amz-Security-Token: $AWS_SESSION")
 	fi
 	if [ -n "$target" ]; then
 		headers+="x-amz-target:$target"$'\n'
 		signed+=';x-amz-target'
-		args+=(-H "X-Amz-Target: $target")
+		opts+=(header="X-Amz-Target: $target")
 	fi
-	canonical="POST"$'\n'"/"$'\n'$'\n'"$headers"$'\n'"$signed"$'\n'"$(sha256_hex "$body")"
-	to_sign="AWS4-HMAC-SHA256"$'\n'"$amzdate"$'\n'"$scope"$'\n'"$(sha256_hex "$canonical")"
-	signature=$(hmac_hex "$SIGNING_KEY" "$to_sign")
-	args+=(-H "Authorization: AWS4-HMAC-SHA256 Credential=$AWS_KEY/$scope, SignedHeaders=$signed, Signature=$signature")
-	out=$(curl "${args[@]}" --data-binary "$body" -w $'\n%{http_code}') || { log "$service: request failed"; return 1; }
+	sha256_hex "$body"
+	body_hash=$REPLY
+	sha256_hex "POST"$'\n'"/"$'\n'$'\n'"$headers"$'\n'"$signed"$'\n'"$body_hash"
+	IPAD=$SIGNING_IPAD OPAD=$SIGNING_OPAD
+	hmac_hex "AWS4-HMAC-SHA256"$'\n'"$amzdate"$'\n'"$SCOPE"$'\n'"$REPLY"
+	opts+=(header="Authorization: AWS4-HMAC-SHA256 Credential=$AWS_KEY/$SCOPE, SignedHeaders=$signed, Signature=$REPLY")
+	out=$(curl_stdin "${opts[@]}" data-binary="$body" write-out=$'\n%{http_code}') || { log "$service: request failed"; return 1; }
 	status=${out##*$'\n'}
 	REPLY=${out%$'\n'*}
 	if [ "$status" -ge 200 ] && [ "$status" -lt 300 ]; then
@@ -129,7 +225,7 @@ key_json() { printf '{"PK":{"S":"%s"},"SK":{"S":"ID#%s"}}' "$1" "$2"; }
 # put_item TYPE ID VALUE: writes the item of TYPE and ID with VALUE (DynamoDB
 # JSON), and a TTL a day ahead, so the table forgets the item once the agent is gone.
 put_item() {
-	local expires=$(($(date +%s) + 86400))
+	local expires=$((EPOCHSECONDS + 86400))
 	ddb PutItem "{\"TableName\":\"$POOL\",\"Item\":{\"PK\":{\"S\":\"$1\"},\"SK\":{\"S\":\"ID#$2\"},\"entityType\":{\"S\":\"${1#TYPE#}\"},\"identifier\":{\"S\":\"$2\"},\"updatedAt\":{\"S\":\"$(now_ts)\"},\"expiresAt\":{\"N\":\"$expires\"},\"value\":$3}}"
 }
 
@@ -163,7 +259,7 @@ read_token() {
 		log "the pool table holds no $1: configure the provider's github block"
 		return 1
 	fi
-	if [ "$(epoch_of "$expires" || echo 0)" -lt $(($(date +%s) + 60)) ]; then
+	if [ "$(epoch_of "$expires" || echo 0)" -lt $((EPOCHSECONDS + 60)) ]; then
 		log "the pool's $1 expired at $expires"
 		return 1
 	fi
@@ -178,10 +274,24 @@ terminate_self() {
 
 # ---------------------------------------------------------------- background loops
 
+# heartbeat_loop beats on a fixed schedule, one interval after the last
+# beat was due, so that a slow write does not stretch the interval; a beat
+# that is late goes at once, without a burst to catch up.
 heartbeat_loop() {
+	local interval next
+	usec_of "$HEARTBEAT_INTERVAL"
+	interval=$REPLY
+	now_us
+	next=$REPLY
 	while :; do
 		heartbeat || log "heartbeat failed"
-		sleep "$HEARTBEAT_INTERVAL"
+		next=$((next + interval))
+		now_us
+		if [ "$next" -gt "$REPLY" ]; then
+			sleep_us $((next - REPLY))
+		else
+			next=$REPLY
+		fi
 	done
 }
 
@@ -190,15 +300,15 @@ heartbeat_loop() {
 # appears within the created lifetime (a claim that crashed after launching).
 self_check_loop() {
 	local booted threshold
-	booted=$(date +%s)
+	booted=$EPOCHSECONDS
 	while :; do
 		if read_record; then
 			threshold=$(epoch_of "$REC_THRESHOLD" || echo '')
-			if [ -z "$REC_STATE" ] && [ $(($(date +%s) - booted)) -gt "$ORPHAN_TIMEOUT" ]; then
+			if [ -z "$REC_STATE" ] && [ $((EPOCHSECONDS - booted)) -gt "$ORPHAN_TIMEOUT" ]; then
 				terminate_self "no instance record ${ORPHAN_TIMEOUT}s after boot" && kill -TERM "$$"
 			elif [ "$REC_STATE" = terminated ]; then
 				terminate_self "its record is terminated" && kill -TERM "$$"
-			elif [ -n "$threshold" ] && [ $((threshold + SELF_TERMINATION_GRACE)) -lt "$(date +%s)" ]; then
+			elif [ -n "$threshold" ] && [ $((threshold + SELF_TERMINATION_GRACE)) -lt "$EPOCHSECONDS" ]; then
 				terminate_self "state $REC_STATE expired at $REC_THRESHOLD" && kill -TERM "$$"
 			fi
 		fi
@@ -262,6 +372,11 @@ prepare() {
 		touch "$STATE_DIR/prepared"
 	else
 		outcome=UD_FAILED
+		# Unhealthy from now on: the claim gives up on it, and it ends itself
+		# once its record expires. The beats stop before the signal, so that
+		# no claim sees a fresh beat after it.
+		kill "$HEARTBEAT_PID"
+		wait "$HEARTBEAT_PID"
 	fi
 	if [ -n "$INITIAL_RUN_ID" ]; then
 		signal "$outcome" "$INITIAL_RUN_ID"
@@ -392,13 +507,16 @@ run_agent() {
 	log "agent of $INSTANCE_ID in pool $POOL (initial run: ${INITIAL_RUN_ID:-none})"
 	trap cleanup EXIT
 	trap 'exit 143' TERM INT
+	# The loops below inherit the credentials and the day's signing key:
+	# none of them pays for deriving its own before its first request.
+	until load_credentials; do
+		sleep 2
+	done
+	signing_scope dynamodb
 	heartbeat_loop &
-	local heartbeat_pid=$!
+	HEARTBEAT_PID=$!
 	self_check_loop &
 	if ! prepare; then
-		# Unhealthy from now on: the claim gives up on it, and it ends
-		# itself once its record expires.
-		kill "$heartbeat_pid"
 		wait
 		exit 1
 	fi

@@ -21,6 +21,7 @@ import (
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript/scripttest"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
@@ -135,24 +136,19 @@ func (f *fixture) get(typ string) map[string]string {
 	return got
 }
 
-// eventually polls cond every 100ms until it holds or the time is up.
-func (f *fixture) eventually(within time.Duration, what string, cond func() bool) {
+func (f *fixture) waitSignal(state, runID string) {
 	f.t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			f.t.Fatalf("not within %s: %s", within, what)
+	await.True(f.t, fmt.Sprintf("signal %s for run %s", state, runID), func() error {
+		if s := f.get(protocol.TypeSignal); s["state"] != state || s["runId"] != runID {
+			return fmt.Errorf("last signal %v", s)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
-func (f *fixture) waitSignal(state, runID string, within time.Duration) {
-	f.t.Helper()
-	f.eventually(within, fmt.Sprintf("signal %s for run %s (last: %v)", state, runID, f.get(protocol.TypeSignal)), func() bool {
-		s := f.get(protocol.TypeSignal)
-		return s["state"] == state && s["runId"] == runID
-	})
+// heartbeats are the updatedAt of every heartbeat the agent wrote, in order.
+func (f *fixture) heartbeats() []string {
+	return f.env.Proxy.Written("HEARTBEAT", protocol.AttrUpdatedAt)
 }
 
 // checkSignatures asserts that every AWS request the agent made carried a
@@ -170,9 +166,13 @@ func (f *fixture) checkSignatures(calls ...string) {
 	}
 }
 
+// claim claims the instance for runID, waiting as long as a loaded machine
+// may need for the agent to register.
 func (f *fixture) claim(runID string) (*claim.Result, error) {
+	timings := claim.DefaultTimings()
+	timings.RegistrationWait = await.Patience
 	return f.claimer.Create(context.Background(), claim.Request{
-		Pool: f.pool, RunID: runID, InstanceCount: 1, ResourceClass: class, UsageClass: protocol.UsageOnDemand, AllowedTypes: []string{"*"}, Timings: claim.DefaultTimings(),
+		Pool: f.pool, RunID: runID, InstanceCount: 1, ResourceClass: class, UsageClass: protocol.UsageOnDemand, AllowedTypes: []string{"*"}, Timings: timings,
 	})
 }
 
@@ -183,16 +183,30 @@ func TestAgent_servesClaimsAndReleases(t *testing.T) {
 	f := newFixture(t, nil)
 	f.putTokens(owner + "/" + repo)
 	f.putRecord(protocol.StateIdle, "", time.Now().Add(10*time.Minute))
-	f.start(f.env.Options(t, f.pool, owner, repo), nil)
+	o := f.env.Options(t, f.pool, owner, repo)
+	f.start(o, nil)
 
-	// Heartbeats every interval (1s here): at least 4 distinct ones in 6s.
-	beats := map[string]bool{}
-	f.eventually(6*time.Second, fmt.Sprintf("4 heartbeats, saw %v", beats), func() bool {
-		if ts := f.get(protocol.TypeHeartbeat)["updatedAt"]; ts != "" {
-			beats[ts] = true
+	// Heartbeats keep coming, spaced by about the interval, judged from
+	// their own timestamps (whole seconds): n beats span at least n-1
+	// intervals less the rounding, and on average no more than a few
+	// seconds beyond the interval.
+	const n = 6
+	await.True(t, fmt.Sprintf("%d heartbeats", n), func() error {
+		if got := f.heartbeats(); len(got) < n {
+			return fmt.Errorf("%d written: %v", len(got), got)
 		}
-		return len(beats) >= 4
+		return nil
 	})
+	beats := f.heartbeats()[:n]
+	first, err1 := protocol.ParseTime(beats[0])
+	last, err2 := protocol.ParseTime(beats[n-1])
+	if err1 != nil || err2 != nil {
+		t.Fatalf("heartbeat timestamps %v: %v, %v", beats, err1, err2)
+	}
+	span, interval := last.Sub(first), o.HeartbeatInterval
+	if span < (n-1)*interval-time.Second || span > (n-1)*(interval+5*time.Second) {
+		t.Errorf("%d heartbeats %v span %s, want about %d intervals of %s", n, beats, span, n-1, interval)
+	}
 
 	for _, runID := range []string{"run-1", "run-2"} {
 		res, err := f.claim(runID)
@@ -202,17 +216,19 @@ func TestAgent_servesClaimsAndReleases(t *testing.T) {
 		if len(res.Instances) != 1 || res.Instances[0].ID != f.instanceID || res.Reused != 1 {
 			t.Fatalf("claim %s = %+v, want the warm instance %s", runID, res, f.instanceID)
 		}
-		f.waitSignal(protocol.SignalRegistered, runID, time.Second)
-		f.eventually(5*time.Second, "the runner online with label "+runID, func() bool {
-			r, ok := f.env.GitHub.Runners()[f.instanceID]
-			return ok && r.Labels == runID && r.Target == owner+"/"+repo && r.Running
+		f.waitSignal(protocol.SignalRegistered, runID)
+		await.True(t, "the runner online with label "+runID, func() error {
+			if r, ok := f.env.GitHub.Runners()[f.instanceID]; !ok || r.Labels != runID || r.Target != owner+"/"+repo || !r.Running {
+				return fmt.Errorf("runner %+v (registered: %t)", r, ok)
+			}
+			return nil
 		})
 
 		outcomes, err := f.claimer.Release(context.Background(), f.pool, runID)
 		if err != nil {
 			t.Fatalf("release %s: %v (%v)", runID, err, outcomes)
 		}
-		f.waitSignal(protocol.SignalReleased, runID, time.Second)
+		f.waitSignal(protocol.SignalReleased, runID)
 		if r, registered := f.env.GitHub.Runners()[f.instanceID]; registered {
 			t.Fatalf("after release of %s the runner is still registered: %+v", runID, r)
 		}
@@ -242,7 +258,7 @@ func TestAgent_fleetInstanceRegistersForInitialRun(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "pre-runner-ran")
 	o.PreRunnerScript = "echo ran >> " + marker
 	a := f.start(o, tags)
-	f.waitSignal(protocol.SignalRegistered, "run-0", 20*time.Second)
+	f.waitSignal(protocol.SignalRegistered, "run-0")
 	if r := f.env.GitHub.Runners()[f.instanceID]; r.Target != owner || r.Labels != "run-0" {
 		t.Errorf("runner = %+v, want organization %s with label run-0", r, owner)
 	}
@@ -265,11 +281,13 @@ func TestAgent_preRunnerFailureSignalsUDFailed(t *testing.T) {
 	o := f.env.Options(t, f.pool, owner, repo)
 	o.PreRunnerScript = "echo provisioning failed >&2; exit 3"
 	f.start(o, tags)
-	f.waitSignal(protocol.SignalUserDataFailed, "run-0", 20*time.Second)
-	last := f.get(protocol.TypeHeartbeat)["updatedAt"]
-	time.Sleep(3 * time.Second)
-	if now := f.get(protocol.TypeHeartbeat)["updatedAt"]; now != last {
-		t.Errorf("heartbeat went on after UD_FAILED: %s -> %s", last, now)
+	f.waitSignal(protocol.SignalUserDataFailed, "run-0")
+	// The agent stops heartbeating before it signals; a beat already on the
+	// wire may still land.
+	before := len(f.heartbeats())
+	time.Sleep(3 * o.HeartbeatInterval)
+	if after := len(f.heartbeats()); after > before+1 {
+		t.Errorf("%d heartbeats in the %s after UD_FAILED: they went on", after-before, 3*o.HeartbeatInterval)
 	}
 	if s := f.get(protocol.TypeSignal); s["state"] != protocol.SignalUserDataFailed {
 		t.Errorf("signal = %v, want UD_FAILED to stay the last", s)
@@ -285,19 +303,17 @@ func TestAgent_terminatesItselfPastThreshold(t *testing.T) {
 	f := newFixture(t, nil)
 	f.putRecord(protocol.StateIdle, "", time.Now().Add(-2*time.Minute))
 	a := f.start(f.env.Options(t, f.pool, owner, repo), nil)
-	f.eventually(15*time.Second, "the instance terminated in EC2", func() bool {
+	await.True(t, "the instance terminated in EC2", func() error {
 		out, err := clients.EC2.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{InstanceIds: []string{f.instanceID}})
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
-		st := out.Reservations[0].Instances[0].State.Name
-		return st == ec2types.InstanceStateNameTerminated || st == ec2types.InstanceStateNameShuttingDown
+		if st := out.Reservations[0].Instances[0].State.Name; st != ec2types.InstanceStateNameTerminated && st != ec2types.InstanceStateNameShuttingDown {
+			return fmt.Errorf("instance is %s", st)
+		}
+		return nil
 	})
-	select {
-	case <-a.Done():
-	case <-time.After(5 * time.Second):
-		t.Error("the agent did not end after terminating its instance")
-	}
+	await.Done(t, "the agent ending after terminating its instance", a.Done())
 	f.checkSignatures("ec2 TerminateInstances")
 }
 
@@ -319,7 +335,7 @@ func TestAgent_registrationFailureSignalsUDRegFailed(t *testing.T) {
 			tc.setup(f)
 			f.putRecord(protocol.StateIdle, "", time.Now().Add(10*time.Minute))
 			a := f.start(f.env.Options(t, f.pool, owner, repo), nil)
-			f.eventually(6*time.Second, "a first heartbeat", func() bool { return f.get(protocol.TypeHeartbeat)["updatedAt"] != "" })
+			await.Until(t, "a first heartbeat", func() bool { return f.get(protocol.TypeHeartbeat)["updatedAt"] != "" })
 			_, err := f.claim("run-1")
 			if err == nil || !strings.Contains(err.Error(), protocol.SignalRegistrationFailed) {
 				t.Fatalf("claim error = %v, want one naming %s", err, protocol.SignalRegistrationFailed)

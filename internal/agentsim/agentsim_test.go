@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -181,14 +182,31 @@ func (l *eventLog) add(e agentsim.Event) {
 }
 
 func (l *eventLog) has(id string, kind agentsim.EventKind) bool {
+	return slices.Contains(l.of(id), kind)
+}
+
+// of lists the kinds of the instance's events, in order.
+func (l *eventLog) of(id string) []agentsim.EventKind {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	var kinds []agentsim.EventKind
 	for _, e := range l.events {
-		if e.InstanceID == id && e.Kind == kind {
-			return true
+		if e.InstanceID == id {
+			kinds = append(kinds, e.Kind)
 		}
 	}
-	return false
+	return kinds
+}
+
+// awaitEvent waits until the instance's agent has emitted kind.
+func (h *harness) awaitEvent(t *testing.T, id string, kind agentsim.EventKind, what string) {
+	t.Helper()
+	await.True(t, what, func() error {
+		if kinds := h.events.of(id); !slices.Contains(kinds, kind) {
+			return fmt.Errorf("no %s event; events of %s: %v", kind, id, kinds)
+		}
+		return nil
+	})
 }
 
 type harness struct {
@@ -199,7 +217,8 @@ type harness struct {
 }
 
 // newHarness makes a pool and a Sim for it; cleanup stops the Sim (checking
-// it stops promptly and hit no error) before deleting the pool.
+// that Stop ends its agents and returns, and that they hit no error) before
+// deleting the pool.
 func newHarness(t *testing.T, opts agentsim.Options) *harness {
 	t.Helper()
 	h := &harness{pool: newPool(t), events: &eventLog{}}
@@ -208,11 +227,13 @@ func newHarness(t *testing.T, opts agentsim.Options) *harness {
 	opts.Logf = t.Logf
 	h.sim = agentsim.New(agentsim.Clients{DynamoDB: h.rec, EC2: ec2Client, SQS: sqsClient}, h.pool.name, opts)
 	t.Cleanup(func() {
-		start := time.Now()
-		h.sim.Stop()
-		if d := time.Since(start); d > 2*time.Second {
-			t.Errorf("Stop took %s", d)
-		}
+		// The agents loop until cancelled: Stop returns only if it ends them.
+		stopped := make(chan struct{})
+		go func() {
+			h.sim.Stop()
+			close(stopped)
+		}()
+		await.Done(t, "Stop to end the agents and return", stopped)
 		if err := h.sim.Err(); err != nil {
 			t.Errorf("agent error: %v", err)
 		}
@@ -279,17 +300,30 @@ func (h *harness) heartbeat(t *testing.T, id string) time.Time {
 	return ts
 }
 
-func (h *harness) assertFreshHeartbeat(t *testing.T, id string) time.Time {
+// awaitFreshHeartbeat waits until the instance's heartbeat is later than
+// after and fresh, and returns its time. Fresh: whole seconds, one interval
+// (1s) plus rounding is about 2s; allow for a busy emulator, far below the
+// 15s health limit. Its age is taken from before the read, so a slow read
+// does not age it.
+func (h *harness) awaitFreshHeartbeat(t *testing.T, id string, after time.Time) time.Time {
 	t.Helper()
-	ts := h.heartbeat(t, id)
-	if ts.IsZero() {
-		t.Fatalf("no heartbeat for %s", id)
-	}
-	// Whole seconds: one interval (1s) plus rounding is about 2s; allow for a
-	// busy emulator, far below the 15s health limit.
-	if age := time.Since(ts); age > 4*time.Second || age < -time.Second {
-		t.Fatalf("heartbeat of %s is %s old", id, age)
-	}
+	var ts time.Time
+	await.True(t, "a fresh heartbeat of "+id+" after "+after.Format(time.RFC3339), func() error {
+		read := time.Now()
+		ts = h.heartbeat(t, id)
+		if ts.After(time.Now().Add(time.Second)) {
+			t.Fatalf("heartbeat of %s is in the future: %s", id, ts)
+		}
+		switch age := read.Sub(ts); {
+		case ts.IsZero():
+			return errors.New("no heartbeat")
+		case !ts.After(after):
+			return fmt.Errorf("latest heartbeat at %s", ts.Format(time.RFC3339))
+		case age > 4*time.Second:
+			return fmt.Errorf("latest heartbeat is %s old", age)
+		}
+		return nil
+	})
 	return ts
 }
 
@@ -327,34 +361,33 @@ func (h *harness) setThreshold(t *testing.T, id string, threshold time.Time) {
 }
 
 // waitSignal waits until the instance's latest signal is want.
-func (h *harness) waitSignal(t *testing.T, id, want string, within time.Duration) time.Duration {
+func (h *harness) waitSignal(t *testing.T, id, want string) {
 	t.Helper()
-	start := time.Now()
-	var got string
-	for time.Since(start) < within {
-		if got = h.signal(t, id); got == want {
-			return time.Since(start)
+	await.True(t, fmt.Sprintf("signal %q of %s", want, id), func() error {
+		got := h.signal(t, id)
+		if got == want {
+			return nil
 		}
 		if err := h.sim.Err(); err != nil {
 			t.Fatalf("agent error while waiting for %q: %v", want, err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("signal of %s is %q after %s, want %q (signals written: %v)", id, got, within, want, h.rec.of(id))
-	return 0
+		return fmt.Errorf("latest signal %q (signals written: %v)", got, h.rec.of(id))
+	})
 }
 
-// settle checks that get returns want within a second: an agent records what
-// it wrote (and emits its event) only after the write, which the test may
+// settle checks that get comes to return want: an agent records what it
+// wrote (and emits its event) only after the write, which the test may
 // already have seen in the table.
 func settle(t *testing.T, what string, get func() []string, want []string) {
 	t.Helper()
-	got := get()
-	for deadline := time.Now().Add(time.Second); !slices.Equal(got, want) && time.Now().Before(deadline); got = get() {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("%s: %q, want %q", what, got, want)
+	err := await.Poll(await.Patience, func() error {
+		if got := get(); !slices.Equal(got, want) {
+			return fmt.Errorf("%q", got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Errorf("%s: %v, want %q (waited %s)", what, err, want, await.Patience)
 	}
 }
 
@@ -438,26 +471,25 @@ func TestHealthyLifecycle(t *testing.T) {
 		t.Errorf("message %+v, want %+v", msg, want)
 	}
 
-	// Heartbeat: there at once, and kept fresh.
-	first := h.assertFreshHeartbeat(t, id)
-	time.Sleep(2500 * time.Millisecond)
-	if later := h.assertFreshHeartbeat(t, id); !later.After(first) {
-		t.Errorf("heartbeat did not advance: %s then %s", first, later)
+	// Heartbeat: there at once (SeedIdle wrote it), and kept fresh; an
+	// idle agent signals nothing meanwhile.
+	first := h.heartbeat(t, id)
+	if first.IsZero() || first.Before(before) {
+		t.Fatalf("heartbeat at %s after SeedIdle, want the one it wrote (at %s or later)", first, before)
 	}
-	if got := h.signal(t, id); got != "" {
-		t.Fatalf("idle agent signalled %q", got)
-	}
+	h.holdSignal(t, id, "", 2500*time.Millisecond)
+	h.awaitFreshHeartbeat(t, id, first)
 
 	// Claimed: registers; released: confirms; claimed again: registers again.
 	h.setRun(t, id, protocol.StateClaimed, "run-1")
-	h.waitSignal(t, id, "UD_REG_OK run-1", 3*time.Second)
+	h.waitSignal(t, id, "UD_REG_OK run-1")
 	h.setRun(t, id, protocol.StateIdle, "")
-	h.waitSignal(t, id, "UD_REMOVE_REG_REMOVE_RUN_OK run-1", 3*time.Second)
+	h.waitSignal(t, id, "UD_REMOVE_REG_REMOVE_RUN_OK run-1")
 	h.setRun(t, id, protocol.StateClaimed, "run-2")
-	h.waitSignal(t, id, "UD_REG_OK run-2", 3*time.Second)
+	h.waitSignal(t, id, "UD_REG_OK run-2")
 	// A runId replaced without an idle in between is a release and a claim.
 	h.setRun(t, id, protocol.StateClaimed, "run-3")
-	h.waitSignal(t, id, "UD_REG_OK run-3", 3*time.Second)
+	h.waitSignal(t, id, "UD_REG_OK run-3")
 
 	wantSignals := []string{
 		"UD_REG_OK run-1", "UD_REMOVE_REG_OK run-1", "UD_REMOVE_REG_REMOVE_RUN_OK run-1",
@@ -481,7 +513,7 @@ func TestNeverRegisters(t *testing.T) {
 	id := h.seed(t, agentsim.NeverRegisters)
 	h.setRun(t, id, protocol.StateClaimed, "run-1")
 	h.holdSignal(t, id, "", 2*time.Second)
-	h.assertFreshHeartbeat(t, id)
+	h.awaitFreshHeartbeat(t, id, time.Time{})
 	if got := h.sim.Registrations(id); len(got) != 0 {
 		t.Errorf("Registrations %q", got)
 	}
@@ -492,12 +524,12 @@ func TestRegistrationFails(t *testing.T) {
 	h := newHarness(t, testOpts)
 	id := h.seed(t, agentsim.RegistrationFails)
 	h.setRun(t, id, protocol.StateClaimed, "run-1")
-	h.waitSignal(t, id, "UD_REG_FAILED run-1", 3*time.Second)
+	h.waitSignal(t, id, "UD_REG_FAILED run-1")
 	// Released and claimed again: fails again, and never confirms a release
 	// of a run it never registered for.
 	h.setRun(t, id, protocol.StateIdle, "")
 	h.setRun(t, id, protocol.StateClaimed, "run-2")
-	h.waitSignal(t, id, "UD_REG_FAILED run-2", 3*time.Second)
+	h.waitSignal(t, id, "UD_REG_FAILED run-2")
 	settle(t, "signals written", func() []string { return h.rec.of(id) }, []string{"UD_REG_FAILED run-1", "UD_REG_FAILED run-2"})
 	if got := h.sim.Registrations(id); len(got) != 0 {
 		t.Errorf("Registrations %q", got)
@@ -509,7 +541,7 @@ func TestNoHeartbeat(t *testing.T) {
 	h := newHarness(t, testOpts)
 	id := h.seed(t, agentsim.NoHeartbeat)
 	h.setRun(t, id, protocol.StateClaimed, "run-1")
-	h.waitSignal(t, id, "UD_REG_OK run-1", 3*time.Second)
+	h.waitSignal(t, id, "UD_REG_OK run-1")
 	time.Sleep(1500 * time.Millisecond) // more than a heartbeat interval
 	if ts := h.heartbeat(t, id); !ts.IsZero() {
 		t.Fatalf("NoHeartbeat agent wrote a heartbeat at %s", ts)
@@ -521,15 +553,13 @@ func TestNeverConfirmsRelease(t *testing.T) {
 	h := newHarness(t, testOpts)
 	id := h.seed(t, agentsim.NeverConfirmsRelease)
 	h.setRun(t, id, protocol.StateClaimed, "run-1")
-	h.waitSignal(t, id, "UD_REG_OK run-1", 3*time.Second)
+	h.waitSignal(t, id, "UD_REG_OK run-1")
 	h.setRun(t, id, protocol.StateIdle, "")
 	h.holdSignal(t, id, "UD_REG_OK run-1", 2*time.Second)
-	if !h.events.has(id, agentsim.EventReleaseSilent) {
-		t.Error("no release-unconfirmed event: the agent did not notice the release")
-	}
+	h.awaitEvent(t, id, agentsim.EventReleaseSilent, "the agent to notice the release")
 	// It does go back to waiting for a run.
 	h.setRun(t, id, protocol.StateClaimed, "run-2")
-	h.waitSignal(t, id, "UD_REG_OK run-2", 3*time.Second)
+	h.waitSignal(t, id, "UD_REG_OK run-2")
 	settle(t, "signals written", func() []string { return h.rec.of(id) }, []string{"UD_REG_OK run-1", "UD_REG_OK run-2"})
 	if got := h.sim.Releases(id); len(got) != 0 {
 		t.Errorf("Releases %q", got)
@@ -543,7 +573,7 @@ func TestSlowRegister(t *testing.T) {
 	start := time.Now()
 	h.setRun(t, id, protocol.StateClaimed, "run-1")
 	h.holdSignal(t, id, "", 1200*time.Millisecond)
-	h.waitSignal(t, id, "UD_REG_OK run-1", 4*time.Second)
+	h.waitSignal(t, id, "UD_REG_OK run-1")
 	if took := time.Since(start); took < testOpts.RegisterDelay {
 		t.Errorf("registered after %s, before the delay %s", took, testOpts.RegisterDelay)
 	}
@@ -562,19 +592,13 @@ func TestSelfTermination(t *testing.T) {
 	}
 
 	h.setThreshold(t, id, time.Now().Add(-2*time.Minute))
-	deadline := time.Now().Add(4 * time.Second)
-	for instanceState(t, id) != ec2types.InstanceStateNameTerminated {
-		if time.Now().After(deadline) {
-			t.Fatal("instance not terminated 4s after its threshold + 1 min passed")
+	await.True(t, "the instance to terminate itself past its threshold + 1 min", func() error {
+		if got := instanceState(t, id); got != ec2types.InstanceStateNameTerminated {
+			return fmt.Errorf("instance is %s; agent events %v", got, h.events.of(id))
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	for !h.events.has(id, agentsim.EventStopped) {
-		if time.Now().After(deadline) {
-			t.Fatal("agent did not stop after terminating itself")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
+	h.awaitEvent(t, id, agentsim.EventStopped, "the agent to stop after terminating itself")
 	if !h.events.has(id, agentsim.EventSelfTerminated) {
 		t.Error("no self-terminated event")
 	}
@@ -585,13 +609,7 @@ func TestStopsWhenRecordTerminated(t *testing.T) {
 	h := newHarness(t, testOpts)
 	id := h.seed(t, agentsim.Healthy)
 	h.setRun(t, id, protocol.StateTerminated, "")
-	deadline := time.Now().Add(3 * time.Second)
-	for !h.events.has(id, agentsim.EventStopped) {
-		if time.Now().After(deadline) {
-			t.Fatal("agent did not stop after its record was terminated")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	h.awaitEvent(t, id, agentsim.EventStopped, "the agent to stop after its record was terminated")
 	// It leaves the instance to the reaper.
 	if got := instanceState(t, id); got != ec2types.InstanceStateNameRunning {
 		t.Errorf("instance is %s", got)
@@ -645,29 +663,24 @@ func TestWatchFleet(t *testing.T) {
 		}
 	}
 	for _, id := range fleet {
-		mu.Lock()
-		b, ok := chosen[id]
-		mu.Unlock()
-		if !ok {
-			// The watcher may not have seen it yet.
-			deadline := time.Now().Add(2 * time.Second)
-			for !ok && time.Now().Before(deadline) {
-				time.Sleep(50 * time.Millisecond)
-				mu.Lock()
-				b, ok = chosen[id]
-				mu.Unlock()
+		// The watcher may not have seen it yet.
+		var b agentsim.Behavior
+		await.True(t, "WatchFleet to start an agent for fleet instance "+id, func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			var ok bool
+			if b, ok = chosen[id]; !ok {
+				return fmt.Errorf("agents started for %v", chosen)
 			}
-			if !ok {
-				t.Fatalf("WatchFleet started no agent for fleet instance %s", id)
-			}
-		}
+			return nil
+		})
 		want := "UD_REG_OK run-f"
 		if b == agentsim.RegistrationFails {
 			want = "UD_REG_FAILED run-f"
 		}
-		h.waitSignal(t, id, want, 3*time.Second)
+		h.waitSignal(t, id, want)
 		settle(t, "signals of "+id+" ("+b.String()+")", func() []string { return h.rec.of(id) }, []string{"UD_OK run-f", want})
-		h.assertFreshHeartbeat(t, id)
+		h.awaitFreshHeartbeat(t, id, time.Time{})
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -683,12 +696,6 @@ func TestStopsWhenTableDeleted(t *testing.T) {
 	if _, err := ddbClient.DeleteTable(t.Context(), &dynamodb.DeleteTableInput{TableName: h.table()}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for !h.events.has(id, agentsim.EventStopped) {
-		if time.Now().After(deadline) {
-			t.Fatal("agent did not stop after its pool's table was deleted")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	h.awaitEvent(t, id, agentsim.EventStopped, "the agent to stop after its pool's table was deleted")
 	// Cleanup checks that Err stayed nil.
 }

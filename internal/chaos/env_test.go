@@ -78,6 +78,7 @@ func newWorld(t *testing.T, prefix string, seed uint64) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.proxy.Close)
+	w.proxy.SetRealism(faultproxy.Realism{ClientTokens: true})
 	if w.faulty, err = clientsFor(ctx, w.proxy.URL); err != nil {
 		t.Fatal(err)
 	}

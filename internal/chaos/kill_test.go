@@ -28,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/faultproxy"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
@@ -171,8 +172,8 @@ func testKilledDelete(t *testing.T, tf *terraformCLI, name string, point killPoi
 	s.checkNoClaimRecord()
 	s.checkReleased(out.InstanceIDs)
 	w.audit("after the second destroy")
-	if n := len(s.fleetRequests()); n != out.CreatedCount {
-		t.Errorf("%d CreateFleet request(s) for %d created runner(s)", n, out.CreatedCount)
+	if n := launchedCapacity(s.fleetRequests()); n != out.CreatedCount {
+		t.Errorf("CreateFleet launches for %d runner(s), %d created: %v", n, out.CreatedCount, s.fleetRequests())
 	}
 
 	// The run can claim again: whatever the killed destroy left behind
@@ -211,13 +212,13 @@ func testInterruptedCreate(t *testing.T, tf *terraformCLI, fleetInFlight bool) {
 	interrupted := make(chan struct{})
 	if fleetInFlight {
 		w.proxy.SetRules(faultproxy.Rule{Service: "ec2", Action: "CreateFleet", Kind: faultproxy.DropAfter, Rate: 1})
-		tr = s.arm(atCreateFleet, func(r *tfRun) faultproxy.Kind {
+		tr = s.arm(atCreateFleet, func(r *tfRun, _ faultproxy.Request) faultproxy.Kind {
 			launched := atCreateFleet.effect(s)
 			w.proxy.SetRules(faultproxy.Rule{Service: "ec2", Action: "CreateFleet", Kind: faultproxy.DropBefore, Rate: 1})
 			go func() {
 				defer close(interrupted)
-				if !waitFor(launched, 30*time.Second) {
-					t.Errorf("CreateFleet launched nothing within 30s")
+				if err := await.Poll(await.Patience, func() error { return await.Bool(launched()) }); err != nil {
+					t.Errorf("CreateFleet launched nothing within %s", await.Patience)
 				}
 				interrupt(r)
 			}()
@@ -231,10 +232,14 @@ func testInterruptedCreate(t *testing.T, tf *terraformCLI, fleetInFlight bool) {
 				created.Store(true)
 			}
 			return created.Load() && r.Service == "dynamodb" && r.Action == "BatchGetItem"
-		}}, func(r *tfRun) faultproxy.Kind {
+		}}, func(r *tfRun, _ faultproxy.Request) faultproxy.Kind {
 			interrupt(r)
 			close(interrupted)
-			time.Sleep(2 * time.Second)
+			// Held until terraform has told the provider to stop, so that
+			// the interrupt lands while the new instance is validated.
+			if err := await.Poll(await.Patience, func() error { return await.Bool(r.providerStopped()) }); err != nil {
+				t.Errorf("the provider was not told to stop within %s of the interrupt", await.Patience)
+			}
 			return faultproxy.None
 		})
 	}
@@ -356,7 +361,8 @@ func (tf *terraformCLI) env(logPath string) []string {
 	return append(env,
 		"TF_CLI_CONFIG_FILE="+tf.cliConfig, "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1",
 		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION="+region,
-		"TF_LOG_PROVIDER=DEBUG", "TF_LOG_PATH="+logPath)
+		// The protocol's trace shows when the provider was told to stop.
+		"TF_LOG_PROVIDER=TRACE", "TF_LOG_SDK_PROTO=TRACE", "TF_LOG_SDK_FRAMEWORK=DEBUG", "TF_LOG_PATH="+logPath)
 }
 
 // tfScenario is one world driven through terraform in its own directory.
@@ -396,7 +402,7 @@ type trigger struct {
 	point killPoint
 	// act runs in the proxy's hook for the request at point, and may choose
 	// that request's fault.
-	act   func(*tfRun) faultproxy.Kind
+	act   func(*tfRun, faultproxy.Request) faultproxy.Kind
 	fired atomic.Bool
 }
 
@@ -424,6 +430,13 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
+}
+
+// providerStopped tells whether terraform has stopped the provider (its
+// StopProvider call has cancelled the provider's contexts).
+func (r *tfRun) providerStopped() bool {
+	log, _ := os.ReadFile(r.log)
+	return bytes.Contains(log, []byte("Closed all our contexts"))
 }
 
 func (r *tfRun) output() string {
@@ -500,10 +513,10 @@ func (s *tfScenario) onRequest(r faultproxy.Request) faultproxy.Kind {
 		return faultproxy.None
 	}
 	s.t.Logf("proxy request #%d (%s %s): %s, %s into terraform %s", r.Seq, r.Service, r.Action, tr.point.name, time.Since(run.started).Round(100*time.Millisecond), run.args[0])
-	return tr.act(run)
+	return tr.act(run, r)
 }
 
-func (s *tfScenario) arm(point killPoint, act func(*tfRun) faultproxy.Kind) *trigger {
+func (s *tfScenario) arm(point killPoint, act func(*tfRun, faultproxy.Request) faultproxy.Kind) *trigger {
 	tr := &trigger{point: point, act: act}
 	s.mu.Lock()
 	s.trigger = tr
@@ -587,22 +600,22 @@ func (s *tfScenario) killDuring(point killPoint, args ...string) *tfRun {
 	s.t.Helper()
 	t := s.t
 	killed := make(chan struct{})
-	tr := s.arm(point, func(r *tfRun) faultproxy.Kind {
+	tr := s.arm(point, func(r *tfRun, _ faultproxy.Request) faultproxy.Kind {
 		tookEffect := point.effect(s)
 		// From now on the process reaches nothing: it is as good as dead.
 		// This request still takes effect, but its answer never arrives.
 		s.w.proxy.SetRules(faultproxy.Rule{Kind: faultproxy.DropBefore, Rate: 1})
 		go func() {
 			defer close(killed)
-			if !waitFor(tookEffect, 30*time.Second) {
-				t.Errorf("%s did not take effect within 30s", point.name)
+			if err := await.Poll(await.Patience, func() error { return await.Bool(tookEffect()) }); err != nil {
+				t.Errorf("%s did not take effect within %s", point.name, await.Patience)
 			}
 			r.killedGroup = groupProcesses(r.pid)
 			if err := syscall.Kill(-r.pid, syscall.SIGKILL); err != nil {
 				t.Errorf("killing process group %d: %v", r.pid, err)
 			}
-			if !waitGroupGone(r.pid, 10*time.Second) {
-				t.Errorf("process group %d still alive 10s after SIGKILL: %v", r.pid, groupProcesses(r.pid))
+			if !waitGroupGone(r.pid) {
+				t.Errorf("process group %d still alive %s after SIGKILL: %v", r.pid, await.Patience, groupProcesses(r.pid))
 			}
 			s.w.proxy.SetRules()
 		}()
@@ -634,7 +647,7 @@ func (s *tfScenario) killDuring(point killPoint, args ...string) *tfRun {
 
 func (s *tfScenario) requireGroupGone(r *tfRun) {
 	s.t.Helper()
-	if !waitGroupGone(r.pid, 10*time.Second) {
+	if !waitGroupGone(r.pid) {
 		s.t.Fatalf("terraform's process group %d outlived it: %v", r.pid, groupProcesses(r.pid))
 	}
 }
@@ -672,23 +685,13 @@ func groupProcesses(pgid int) []string {
 }
 
 // waitGroupGone waits until no live process is left in the group.
-func waitGroupGone(pgid int, limit time.Duration) bool {
-	deadline := time.Now().Add(limit)
-	for {
-		var alive bool
+func waitGroupGone(pgid int) bool {
+	return await.Poll(await.Patience, func() error {
 		if _, err := os.Stat("/proc/self/stat"); err == nil {
-			alive = len(groupProcesses(pgid)) > 0
-		} else {
-			alive = syscall.Kill(-pgid, 0) == nil
+			return await.Bool(len(groupProcesses(pgid)) == 0)
 		}
-		if !alive {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return await.Bool(syscall.Kill(-pgid, 0) != nil)
+	}) == nil
 }
 
 // tfOutputs are the config's outputs after an apply.
@@ -843,44 +846,47 @@ func (s *tfScenario) fleetInstancesErr() (map[string]ec2types.InstanceStateName,
 // launched (a request of a killed process is forwarded after the kill).
 func (s *tfScenario) awaitFleetInstances() map[string]ec2types.InstanceStateName {
 	s.t.Helper()
-	want := 0
-	for _, f := range s.fleetRequests() {
-		want += f.capacity
-	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		got := s.fleetInstances()
-		if len(got) >= want || time.Now().After(deadline) {
-			if len(got) != want {
-				s.t.Errorf("%d fleet instance(s) for the run, but the fleet requests asked for %d", len(got), want)
-			}
-			return got
+	want := launchedCapacity(s.fleetRequests())
+	var got map[string]ec2types.InstanceStateName
+	err := await.Poll(await.Patience, func() error {
+		if got = s.fleetInstances(); len(got) < want {
+			return fmt.Errorf("%d of %d launched", len(got), want)
 		}
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	})
+	if err != nil || len(got) != want {
+		s.t.Errorf("%d fleet instance(s) for the run, but the fleet launches asked for %d: %v", len(got), want, s.fleetRequests())
 	}
+	return got
 }
 
-// checkFleetAccounting: every fleet request came from a different attempt
-// (a retried request of one attempt would reuse its ClientToken and launch
-// nothing new), launched exactly its capacity, and the re-apply launched
-// only what its claim needed. killedLaunched is what the killed apply
-// launched that the claim does not hold.
+// launchedCapacity is what the fleet requests launch: requests that share a
+// ClientToken are one launch, as on AWS (the proxy answers a repeated token
+// as AWS does).
+func launchedCapacity(reqs []fleetRequest) int {
+	byToken := map[string]int{}
+	for _, f := range reqs {
+		byToken[f.token] = f.capacity
+	}
+	n := 0
+	for _, c := range byToken {
+		n += c
+	}
+	return n
+}
+
+// checkFleetAccounting: every fleet launch (a ClientToken) launched exactly
+// its capacity, and the re-apply launched only what its claim needed.
+// killedLaunched is what the killed apply launched that the claim does not
+// hold.
 func (s *tfScenario) checkFleetAccounting(out tfOutputs, killedLaunched int) {
 	s.t.Helper()
 	t := s.t
 	reqs := s.fleetRequests()
-	tokens := map[string]int{}
-	total := 0
-	for _, f := range reqs {
-		tokens[f.token] += f.capacity
-		total += f.capacity
-	}
+	total := launchedCapacity(reqs)
 	launched := s.fleetInstances()
 	t.Logf("fleet: %d CreateFleet request(s) %v; %d instance(s) launched for the run (killed apply %d, re-apply's claim created %d)",
 		len(reqs), reqs, len(launched), killedLaunched, out.CreatedCount)
-	if len(tokens) != len(reqs) {
-		t.Errorf("CreateFleet ClientTokens repeat across %d requests: %v", len(reqs), reqs)
-	}
 	if len(launched) != total {
 		t.Errorf("%d instances launched for %d requested", len(launched), total)
 	}
@@ -908,10 +914,7 @@ var atCreateFleet = killPoint{
 	name:  "CreateFleet",
 	match: func(r faultproxy.Request) bool { return r.Service == "ec2" && r.Action == "CreateFleet" },
 	effect: func(s *tfScenario) func() bool {
-		want := 0
-		for _, f := range s.fleetRequests() { // this one included
-			want += f.capacity
-		}
+		want := launchedCapacity(s.fleetRequests()) // this one included
 		return func() bool {
 			got, err := s.fleetInstancesErr()
 			return err == nil && len(got) >= want
@@ -1011,18 +1014,6 @@ func (s *tfScenario) queued() (int, error) {
 		n += i
 	}
 	return n, nil
-}
-
-// waitFor polls cond until it holds or limit passes.
-func waitFor(cond func() bool, limit time.Duration) bool {
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return true
 }
 
 // lastLine is the last line of out containing substr, for logs.

@@ -164,13 +164,15 @@ func TestCreateRejectsUnhealthyWarmRunnerAtOnce(t *testing.T) {
 			e := newEnv(t)
 			e.seedIdle("i-1", b)
 			e.seedIdle("i-2", healthy)
+			// A wait no claim comes near unless it waits it out.
+			const wait = 10 * time.Minute
 			start := time.Now()
-			res, err := e.create(1, func(r *Request) { r.Timings.RegistrationWait = 3 * time.Second })
+			res, err := e.create(1, func(r *Request) { r.Timings.RegistrationWait = wait })
 			if err != nil {
 				t.Fatal(err)
 			}
-			if elapsed := time.Since(start); elapsed > time.Second {
-				t.Errorf("took %s: waited for a runner that was unhealthy from the start", elapsed)
+			if elapsed := time.Since(start); elapsed >= wait/2 {
+				t.Errorf("took %s: waited out the registration wait (%s) for a runner that was unhealthy from the start", elapsed, wait)
 			}
 			if got := ids(res.Instances); !slices.Equal(got, []string{"i-2"}) {
 				t.Errorf("instances %v", got)
@@ -838,14 +840,18 @@ func TestCreateCancelledDuringFleetValidation(t *testing.T) {
 	defer cancel()
 	e.ec2.onFleet = func() { time.AfterFunc(50*time.Millisecond, cancel) }
 	req := e.request(2)
-	req.Timings.FleetValidationWait = 10 * time.Second
+	// A wait the claim comes near only if it waits it out. (Not longer: the
+	// claim takes no warm runner once claimedLifetime - selectMargin -
+	// FleetValidationWait has passed.)
+	const wait = 3 * time.Minute
+	req.Timings.FleetValidationWait = wait
 	start := time.Now()
 	_, err := e.c.Create(ctx, req)
 	if err == nil || !strings.Contains(err.Error(), context.Canceled.Error()) {
 		t.Fatalf("error %v, want cancellation", err)
 	}
-	if time.Since(start) > 5*time.Second {
-		t.Errorf("took %s: the cancellation did not stop the wait", time.Since(start))
+	if elapsed := time.Since(start); elapsed >= wait/2 {
+		t.Errorf("took %s: the cancellation did not stop the fleet validation wait (%s)", elapsed, wait)
 	}
 	if got := e.ec2.terminatedIDs(); !slices.Equal(got, []string{"i-f1"}) {
 		t.Errorf("terminated %v", got)
@@ -859,10 +865,14 @@ func TestCreateCancelledDuringFleetValidation(t *testing.T) {
 func TestCreateWaitsWhileAnotherAttemptRuns(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	future := protocol.FormatTime(time.Now().Add(time.Minute))
+	// The claimer's clock stands still: the other attempt's lease cannot
+	// lapse, however slowly the test runs.
+	now := time.Now()
+	e.c.Now = func() time.Time { return now }
+	future := protocol.FormatTime(now.Add(time.Minute))
 	e.seedRecord(protocol.Instance{ID: "i-9", State: protocol.StateClaimed, RunID: testRun, Threshold: future}, healthy)
 	live := Record{Request: e.request(1), State: recordPending, Nonce: "livenonce", OwnedIDs: []string{"i-9"}}
-	e.db.put(live.item(protocol.FormatTime(time.Now())))
+	e.db.put(live.item(protocol.FormatTime(now)))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
@@ -879,15 +889,19 @@ func TestCreateWaitsWhileAnotherAttemptRuns(t *testing.T) {
 func TestCreateAdoptsClaimCompletedWhileWaiting(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	future := protocol.FormatTime(time.Now().Add(time.Minute))
+	// The claimer's clock stands still: the other attempt's lease cannot
+	// lapse before it completes, however late its goroutine runs.
+	now := time.Now()
+	e.c.Now = func() time.Time { return now }
+	future := protocol.FormatTime(now.Add(time.Minute))
 	e.seedRecord(protocol.Instance{ID: "i-9", State: protocol.StateRunning, RunID: testRun, Threshold: future}, healthy)
 	live := Record{Request: e.request(1), State: recordPending, Nonce: "livenonce", OwnedIDs: []string{"i-9"}}
-	e.db.put(live.item(protocol.FormatTime(time.Now())))
+	e.db.put(live.item(protocol.FormatTime(now)))
 	go func() {
 		time.Sleep(time.Second)
 		done := live
 		done.State, done.Instances = recordComplete, []Instance{{ID: "i-9", InstanceType: "c6i.large", UsageClass: protocol.UsageOnDemand, Source: SourcePool}}
-		e.db.put(done.item(protocol.FormatTime(time.Now())))
+		e.db.put(done.item(protocol.FormatTime(now)))
 	}()
 	res, err := e.create(1)
 	if err != nil || len(res.Instances) != 1 || res.Instances[0].ID != "i-9" {

@@ -13,9 +13,10 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
-// claimed creates a claim of the given warm runners (all healthy on claim)
-// and then sets each agent's behaviour for the release.
-func (e *env) claimed(t *testing.T, behaviors map[string]behavior) {
+// claimed creates a claim of the given warm runners (all healthy on claim),
+// its request changed by change, and then sets each agent's behaviour for
+// the release.
+func (e *env) claimed(t *testing.T, behaviors map[string]behavior, change ...func(*Request)) {
 	t.Helper()
 	names := make([]string, 0, len(behaviors))
 	for id := range behaviors {
@@ -25,7 +26,7 @@ func (e *env) claimed(t *testing.T, behaviors map[string]behavior) {
 	for _, id := range names {
 		e.seedIdle(id, healthy)
 	}
-	if _, err := e.create(len(names)); err != nil {
+	if _, err := e.create(len(names), change...); err != nil {
 		t.Fatal(err)
 	}
 	for id, b := range behaviors {
@@ -40,7 +41,10 @@ func (e *env) release() ([]string, error) {
 func TestReleaseGivesRunnerBackAfterConfirmation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.claimed(t, map[string]behavior{"i-1": healthy})
+	// The agent confirms from a goroutine, scheduled whenever the machine
+	// lets it: a release wait it cannot miss (the release returns as soon
+	// as the confirmation is there).
+	e.claimed(t, map[string]behavior{"i-1": healthy}, func(r *Request) { r.Timings.ReleaseWait = 10 * time.Minute })
 	e.agents.releaseDelay = 100 * time.Millisecond
 	runningThreshold := e.db.instance(t, "i-1").Threshold
 	start := time.Now()

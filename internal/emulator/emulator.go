@@ -47,8 +47,9 @@ var serverScript []byte
 const scriptPrefix = "ec2runners-moto-"
 
 const (
-	startTimeout = 30 * time.Second
-	stopTimeout  = 10 * time.Second
+	// Generous: moto imports for seconds, and far longer on a busy machine.
+	startTimeout = 2 * time.Minute
+	stopTimeout  = 30 * time.Second
 	pollEvery    = 100 * time.Millisecond
 )
 

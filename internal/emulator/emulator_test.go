@@ -16,7 +16,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
 )
 
 func TestEnsureUsesAWSEndpointURL(t *testing.T) {
@@ -198,16 +199,18 @@ print(backend.is_message_valid_based_on_retention_period("retention", fresh),
 }
 
 // emulatorDDB starts (or joins) the emulator for the test, until its end,
-// and returns a DynamoDB client of it.
+// and returns the test's context and a DynamoDB client of it. The startup
+// and each call (a guard against a hung server) have Patience; the test's
+// calls together have no deadline.
 func emulatorDDB(t *testing.T) (context.Context, *ddb) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	endpoint, stop, err := Ensure(ctx)
+	startup, cancel := context.WithTimeout(context.Background(), await.Patience)
+	defer cancel()
+	endpoint, stop, err := Ensure(startup)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(stop) // after the tables' cleanup, registered later
-	return ctx, &ddb{endpoint: endpoint, client: &http.Client{Timeout: 30 * time.Second}}
+	return t.Context(), &ddb{endpoint: endpoint, client: &http.Client{Timeout: await.Patience}}
 }
 
 // newTable creates a PK/SK table, deleted when the test ends.
@@ -302,21 +305,17 @@ func (d *ddb) call(ctx context.Context, op string, in map[string]any) (map[strin
 // soon after).
 func waitActive(ctx context.Context, t *testing.T, d *ddb, table string) {
 	t.Helper()
-	for {
+	await.True(t, "table "+table+" to be ACTIVE", func() error {
 		out, err := d.call(ctx, "DescribeTable", map[string]any{"TableName": table})
 		if err != nil {
 			t.Fatal(err)
 		}
 		desc, _ := out["Table"].(map[string]any)
-		if desc["TableStatus"] == "ACTIVE" {
-			return
+		if status := desc["TableStatus"]; status != "ACTIVE" {
+			return fmt.Errorf("status %v", status)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("table %s not ACTIVE: %v", table, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+		return nil
+	})
 }
 
 func s(v string) map[string]string { return map[string]string{"S": v} }

@@ -9,7 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
 )
 
 // TestLastUserStopsServer checks the hand-off between users of one server:
@@ -31,7 +32,8 @@ func TestLastUserStopsServer(t *testing.T) {
 		os.Remove(base + ".start.lock")
 	})
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// Starting moto is a process's work: it has Patience.
+	ctx, cancel := context.WithTimeout(context.Background(), await.Patience)
 	defer cancel()
 	ep1, stop1, err := Ensure(ctx)
 	if err != nil {

@@ -15,6 +15,9 @@
 //
 // Which requests get a fault is drawn from a seeded generator, so a run with
 // the same seed and the same sequence of requests injects the same faults.
+//
+// Realism switches on what AWS does and the emulator does not (see
+// SetRealism).
 package faultproxy
 
 import (
@@ -142,13 +145,38 @@ type Proxy struct {
 	done      chan struct{}          // closed by Close, ends Latency waits
 	closeOnce sync.Once
 
-	mu     sync.Mutex
-	rng    *rand.Rand
-	rules  []Rule
-	paused bool
-	hook   func(Request) Kind
-	seq    int
-	stats  Stats
+	transport http.RoundTripper
+	target    *url.URL
+
+	mu      sync.Mutex
+	rng     *rand.Rand
+	rules   []Rule
+	paused  bool
+	hook    func(Request) Kind
+	seq     int
+	stats   Stats
+	realism Realism
+	tokens  map[string]*tokenAnswer // by ClientToken, with realism.ClientTokens
+}
+
+// Realism is what AWS does that the emulator does not; each is off until
+// switched on.
+type Realism struct {
+	// ClientTokens: an EC2 request that repeats the ClientToken of one EC2
+	// has already carried out (a retry, or another attempt with the same
+	// token) launches nothing and gets the first request's answer, as AWS
+	// documents for idempotent requests; moto carries out both.
+	ClientTokens bool
+}
+
+// tokenAnswer is the answer to the first request with a ClientToken; done
+// is closed once it is known (ok: the target answered).
+type tokenAnswer struct {
+	done   chan struct{}
+	ok     bool
+	status int
+	header http.Header
+	body   []byte
 }
 
 // errDropAfter makes the DropAfter reverse proxy hand its response to the
@@ -167,14 +195,17 @@ func New(target string, seed uint64) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("faultproxy: %w", err)
 	}
-	p := &Proxy{
-		URL:   "http://" + ln.Addr().String(),
-		done:  make(chan struct{}),
-		rng:   rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		stats: Stats{Requests: map[Op]int{}, Faults: map[Fault]int{}},
-	}
 	// The emulator closes every connection anyway; no pool to go stale.
 	transport := &http.Transport{DisableKeepAlives: true, Proxy: nil}
+	p := &Proxy{
+		URL:       "http://" + ln.Addr().String(),
+		done:      make(chan struct{}),
+		rng:       rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		stats:     Stats{Requests: map[Op]int{}, Faults: map[Fault]int{}},
+		transport: transport,
+		target:    u,
+		tokens:    map[string]*tokenAnswer{},
+	}
 	rewrite := func(pr *httputil.ProxyRequest) {
 		pr.SetURL(u)
 		// Keep the Host the client signed (SigV4 signs it), so a proxy or
@@ -246,6 +277,13 @@ func (p *Proxy) OnRequest(hook func(Request) Kind) {
 	p.hook = hook
 }
 
+// SetRealism switches AWS behaviours on and off.
+func (p *Proxy) SetRealism(r Realism) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.realism = r
+}
+
 // Stats returns a copy of the counters.
 func (p *Proxy) Stats() Stats {
 	p.mu.Lock()
@@ -277,6 +315,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Detached from the client: see OnRequest.
 	r = r.WithContext(context.WithoutCancel(r.Context()))
+	if token := p.clientToken(service, body); token != "" && rule.Kind != Throttle && rule.Kind != ServerError && rule.Kind != DropBefore {
+		p.forwardOnce(w, r, token, rule)
+		return
+	}
 	switch rule.Kind {
 	case Throttle, ServerError:
 		writeError(w, service, rule.Kind)
@@ -295,6 +337,86 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		p.forward.ServeHTTP(w, r)
 	}
+}
+
+// clientToken is the request's EC2 ClientToken when repeated tokens are to
+// be answered as AWS does, else "".
+func (p *Proxy) clientToken(service string, body []byte) string {
+	p.mu.Lock()
+	on := p.realism.ClientTokens
+	p.mu.Unlock()
+	if !on || service != "ec2" {
+		return ""
+	}
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		return ""
+	}
+	return form.Get("ClientToken")
+}
+
+// forwardOnce carries out the first request with token and answers every
+// later one with its answer (once it is known), as AWS does; rule's
+// DropAfter and Latency apply to each as usual. A first request the target
+// did not answer leaves the token free for the next.
+func (p *Proxy) forwardOnce(w http.ResponseWriter, r *http.Request, token string, rule Rule) {
+	if rule.Kind == Latency {
+		t := time.NewTimer(rule.Delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-p.done:
+		}
+	}
+	p.mu.Lock()
+	ans, repeated := p.tokens[token]
+	if !repeated {
+		ans = &tokenAnswer{done: make(chan struct{})}
+		p.tokens[token] = ans
+	}
+	p.mu.Unlock()
+	if repeated {
+		select {
+		case <-ans.done:
+		case <-p.done:
+			hangUp(w)
+			return
+		}
+	} else {
+		p.roundTrip(r, token, ans)
+	}
+	if !ans.ok {
+		http.Error(w, "faultproxy: the target did not answer", http.StatusBadGateway)
+		return
+	}
+	if rule.Kind == DropAfter {
+		hangUp(w)
+		return
+	}
+	maps.Copy(w.Header(), ans.header)
+	w.WriteHeader(ans.status)
+	_, _ = w.Write(ans.body)
+}
+
+// roundTrip sends r, the first request with token, to the target and
+// records its answer in ans.
+func (p *Proxy) roundTrip(r *http.Request, token string, ans *tokenAnswer) {
+	defer close(ans.done)
+	out := r.Clone(r.Context())
+	out.URL.Scheme, out.URL.Host = p.target.Scheme, p.target.Host
+	out.RequestURI = ""
+	resp, err := p.transport.RoundTrip(out)
+	if err == nil {
+		ans.body, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if err != nil {
+		p.mu.Lock()
+		delete(p.tokens, token)
+		p.mu.Unlock()
+		return
+	}
+	ans.ok, ans.status, ans.header = true, resp.StatusCode, resp.Header.Clone()
 }
 
 // decide numbers the request and draws its fault, under one lock so that

@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/faultproxy"
 )
@@ -514,11 +515,16 @@ func TestHookOrderAndHold(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- putItem(ctx, c, table, "held") }()
 	var req faultproxy.Request
-	select {
-	case req = <-held:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the hook never saw the PutItem")
-	}
+	await.True(t, "the hook to see the PutItem", func() error {
+		select {
+		case req = <-held:
+			return nil
+		case err := <-done:
+			t.Fatalf("the PutItem returned without the hook holding it: %v", err)
+		default:
+		}
+		return fmt.Errorf("no PutItem held; hook saw %d request(s)", len(rec.list()))
+	})
 	if req.Seq != 4 {
 		t.Errorf("held request has Seq %d, want 4", req.Seq)
 	}
@@ -534,9 +540,17 @@ func TestHookOrderAndHold(t *testing.T) {
 	default:
 	}
 	close(release)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	await.True(t, "the released PutItem to return", func() error {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			return nil
+		default:
+			return errors.New("still in flight")
+		}
+	})
 	if !hasItem(t, direct, table, "held") {
 		t.Error("the released PutItem did not take effect")
 	}

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript/scripttest"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -58,9 +60,12 @@ func TestAccClaim_realAgent(t *testing.T) {
 		}
 		scripttest.StartAgent(t, gh.Options(t, e.pool, "octo", "app"), scripttest.NewIMDS(t, id, nil))
 		// A warm runner is healthy when claimed: wait for its first heartbeat.
-		return waitFor(10*time.Second, "the agent's first heartbeat", func() bool {
+		return await.Poll(await.Patience, func() error {
 			out, err := testClients.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(e.pool), Key: protocol.Key(protocol.TypeHeartbeat, id)})
-			return err == nil && out.Item != nil
+			if err == nil && out.Item == nil {
+				err = errors.New("no heartbeat of the agent yet")
+			}
+			return err
 		})
 	}
 	runner := func(check func(r scripttest.Runner, registered bool) error) func(*terraform.State) error {
@@ -149,15 +154,4 @@ func noSecretsIn(g *scripttest.GitHub) func(*terraform.State) error {
 		}
 		return nil
 	}
-}
-
-func waitFor(within time.Duration, what string, cond func() bool) error {
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not within %s: %s", within, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -30,6 +31,7 @@ type SigV4Proxy struct {
 	mu       sync.Mutex
 	verified map[string]int // by service/action
 	failures []string
+	puts     []map[string]any // the items of verified PutItem requests, in order
 }
 
 // NewSigV4Proxy forwards to the emulator at endpoint.
@@ -49,6 +51,12 @@ func NewSigV4Proxy(t testing.TB, endpoint string) *SigV4Proxy {
 			p.failures = append(p.failures, err.Error())
 		} else {
 			p.verified[action]++
+			if action == "dynamodb PutItem" {
+				var put struct{ Item map[string]any }
+				if json.Unmarshal(body, &put) == nil {
+					p.puts = append(p.puts, put.Item)
+				}
+			}
 		}
 		p.mu.Unlock()
 		if err != nil {
@@ -73,6 +81,27 @@ func (p *SigV4Proxy) Verified() map[string]int {
 		out[k] = v
 	}
 	return out
+}
+
+// Written returns the string attribute attr of every item of the entity
+// type (an item's entityType: HEARTBEAT, WS) the agent put, in the order
+// written: the history the table itself overwrites.
+func (p *SigV4Proxy) Written(entityType, attr string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for _, item := range p.puts {
+		if stringAttr(item, "entityType") == entityType {
+			out = append(out, stringAttr(item, attr))
+		}
+	}
+	return out
+}
+
+func stringAttr(item map[string]any, name string) string {
+	v, _ := item[name].(map[string]any)
+	s, _ := v["S"].(string)
+	return s
 }
 
 // Failures lists the requests refused for their signature.
