@@ -4,8 +4,10 @@
 //
 // The started server is serialized_moto.py: moto's own WSGI app with every
 // DynamoDB request serialized, because plain moto_server lets two concurrent
-// conditional writes both succeed (real DynamoDB never does), and without
-// two costs of moto's that grow with the data (see the script).
+// conditional writes both succeed (real DynamoDB never does), every EC2
+// request serialized, because two concurrent launches into one subnet can
+// fail with HTTP 500 in moto (never on AWS), and without two costs of
+// moto's that grow with the data (see the script).
 //
 // Several test binaries (`go test ./...` runs packages in parallel) may share
 // one server. Every user holds a shared file lock while it uses the server; the

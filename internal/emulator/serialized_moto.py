@@ -1,11 +1,14 @@
-"""Serve moto (5.x) like `moto_server`, but with DynamoDB requests serialized.
+"""Serve moto (5.x) like `moto_server`, but with DynamoDB and EC2 requests serialized.
 
 Plain moto handles requests on many threads and its DynamoDB backend does not
 lock around "check condition, then write", so two concurrent conditional
 writes can both succeed. Real DynamoDB never allows that, and the provider's
 tests rely on it. Holding one process-wide lock for every DynamoDB request
-makes conditional writes (and transactions) atomic; other services (SQS, EC2,
-...) stay concurrent.
+makes conditional writes (and transactions) atomic. Its EC2 backend is not
+thread-safe either: two launches into one subnet at once share a generator
+of free addresses and one of them fails with HTTP 500 ("generator already
+executing"), which AWS never answers to a valid launch; EC2 requests get a
+lock of their own. Other services (SQS, ...) stay concurrent.
 
 It also removes two costs of plain moto that grow with the data and that
 real AWS does not charge, without changing what any call does:
@@ -40,17 +43,30 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
-class SerializeDynamoDB:
-    """WSGI middleware: one lock around every DynamoDB request."""
+def service_of(environ):
+    """The AWS service a request is for: DynamoDB's JSON protocol names
+    itself in X-Amz-Target, EC2's query protocol only in the SigV4
+    credential scope (Credential=AKID/day/region/ec2/aws4_request)."""
+    if environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB_"):
+        return "dynamodb"
+    _, _, credential = environ.get("HTTP_AUTHORIZATION", "").partition("Credential=")
+    parts = credential.split(",")[0].strip().split("/")
+    return parts[3] if len(parts) == 5 else ""
+
+
+class SerializeServices:
+    """WSGI middleware: one lock around every request of each service whose
+    moto backend is not safe for concurrent requests."""
 
     def __init__(self, app):
         self.app = app
-        self.lock = threading.Lock()
+        self.locks = {"dynamodb": threading.Lock(), "ec2": threading.Lock()}
 
     def __call__(self, environ, start_response):
-        if not environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB_"):
+        lock = self.locks.get(service_of(environ))
+        if lock is None:
             return self.app(environ, start_response)
-        with self.lock:
+        with lock:
             # Produce the whole body under the lock: a lazily generated
             # response would otherwise run part of the work unlocked.
             result = self.app(environ, start_response)
@@ -130,7 +146,7 @@ def main(argv=None):
 
     app = DomainDispatcherApplication(create_backend_app)
     try:
-        run_simple(args.host, args.port, SerializeDynamoDB(app), threaded=True)
+        run_simple(args.host, args.port, SerializeServices(app), threaded=True)
     except (SystemExit, KeyboardInterrupt):
         pass
 

@@ -357,8 +357,8 @@ func (p *Proxy) clientToken(service string, body []byte) string {
 
 // forwardOnce carries out the first request with token and answers every
 // later one with its answer (once it is known), as AWS does; rule's
-// DropAfter and Latency apply to each as usual. A first request the target
-// did not answer leaves the token free for the next.
+// DropAfter and Latency apply to each as usual. A first request that failed
+// leaves the token free for the next; those waiting on it get its answer.
 func (p *Proxy) forwardOnce(w http.ResponseWriter, r *http.Request, token string, rule Rule) {
 	if rule.Kind == Latency {
 		t := time.NewTimer(rule.Delay)
@@ -410,13 +410,17 @@ func (p *Proxy) roundTrip(r *http.Request, token string, ans *tokenAnswer) {
 		ans.body, err = io.ReadAll(resp.Body)
 		resp.Body.Close()
 	}
-	if err != nil {
+	ans.ok = err == nil
+	if ans.ok {
+		ans.status, ans.header = resp.StatusCode, resp.Header.Clone()
+	}
+	// Only a request that succeeded is remembered: AWS carries out again a
+	// retry of one that failed.
+	if !ans.ok || ans.status/100 != 2 {
 		p.mu.Lock()
 		delete(p.tokens, token)
 		p.mu.Unlock()
-		return
 	}
-	ans.ok, ans.status, ans.header = true, resp.StatusCode, resp.Header.Clone()
 }
 
 // decide numbers the request and draws its fault, under one lock so that
