@@ -76,11 +76,15 @@ data "ec2runners_runner_script" "this" {
 
   # Runs once per instance, as root, after the agent has installed the GitHub
   # runner (and created its user), before the runner registers: install what
-  # your jobs need. Keep it short, every fresh runner waits for it.
+  # your jobs need. Keep it short, every fresh runner waits for it. It ends
+  # up in the launch template's user data: no secrets here.
+  #
+  # Jobs that build containers: do not add the runner user to the docker
+  # group, which makes every job root on a machine the next run reuses. Give
+  # the runner user a rootless Docker or Podman instead: its containers and
+  # images are its own, wiped with it at release (guide "Runner security").
   pre_runner_script = <<-EOT
-    dnf install -y --setopt=install_weak_deps=False git docker
-    systemctl enable --now docker
-    usermod -aG docker ${local.runner_user}
+    dnf install -y --setopt=install_weak_deps=False git
   EOT
 }
 

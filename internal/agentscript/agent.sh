@@ -220,21 +220,25 @@ aws_post() {
 
 ddb() { aws_post dynamodb "$DYNAMODB_URL" 'application/x-amz-json-1.0' "$2" "DynamoDB_20120810.$1"; }
 
-key_json() { printf '{"PK":{"S":"%s"},"SK":{"S":"ID#%s"}}' "$1" "$2"; }
+# The agent's own items live in the partition AGENT#<its instance ARN>,
+# which the instance role's policy pins to the instance
+# (dynamodb:LeadingKeys = AGENT#${ec2:SourceInstanceARN}): it can write no
+# other instance's heartbeat or signal, and read no other's tokens.
+agent_key() { printf '"PK":{"S":"AGENT#%s"},"SK":{"S":"%s"}' "$INSTANCE_ARN" "$1"; }
 
-# put_item TYPE ID VALUE: writes the item of TYPE and ID with VALUE (DynamoDB
-# JSON), and a TTL a day ahead, so the table forgets the item once the agent is gone.
-put_item() {
-	local expires=$((EPOCHSECONDS + 86400))
-	ddb PutItem "{\"TableName\":\"$POOL\",\"Item\":{\"PK\":{\"S\":\"$1\"},\"SK\":{\"S\":\"ID#$2\"},\"entityType\":{\"S\":\"${1#TYPE#}\"},\"identifier\":{\"S\":\"$2\"},\"updatedAt\":{\"S\":\"$(now_ts)\"},\"expiresAt\":{\"N\":\"$expires\"},\"value\":$3}}"
+# put_agent_item SK ENTITY_TYPE VALUE: writes the agent item SK with VALUE
+# (DynamoDB JSON) and a TTL a day ahead, so that the table forgets it once
+# the agent is gone.
+put_agent_item() {
+	ddb PutItem "{\"TableName\":\"$POOL\",\"Item\":{$(agent_key "$1"),\"entityType\":{\"S\":\"$2\"},\"identifier\":{\"S\":\"$INSTANCE_ID\"},\"updatedAt\":{\"S\":\"$(now_ts)\"},\"expiresAt\":{\"N\":\"$((EPOCHSECONDS + 86400))\"},\"value\":$3}}"
 }
 
-heartbeat() { put_item 'TYPE#HEARTBEAT' "$INSTANCE_ID" '{"S":"PING"}'; }
+heartbeat() { put_agent_item HEARTBEAT HEARTBEAT '{"S":"PING"}'; }
 
 # signal STATE RUN_ID: the worker signal the claim waits for.
 signal() {
 	log "signal $1 for run $2"
-	until put_item 'TYPE#WS' "$INSTANCE_ID" "{\"M\":{\"state\":{\"S\":\"$1\"},\"runId\":{\"S\":\"$2\"}}}"; do
+	until put_agent_item SIGNAL WS "{\"M\":{\"state\":{\"S\":\"$1\"},\"runId\":{\"S\":\"$2\"}}}"; do
 		sleep 1
 	done
 }
@@ -242,27 +246,45 @@ signal() {
 # read_record: the instance's own record into REC_STATE, REC_RUN_ID and
 # REC_THRESHOLD (all empty when there is no record).
 read_record() {
-	ddb GetItem "{\"TableName\":\"$POOL\",\"Key\":$(key_json 'TYPE#INSTANCE' "$INSTANCE_ID"),\"ConsistentRead\":true,\"ProjectionExpression\":\"#s, runId, threshold\",\"ExpressionAttributeNames\":{\"#s\":\"state\"}}" || return 1
+	ddb GetItem "{\"TableName\":\"$POOL\",\"Key\":{\"PK\":{\"S\":\"TYPE#INSTANCE\"},\"SK\":{\"S\":\"ID#$INSTANCE_ID\"}},\"ConsistentRead\":true,\"ProjectionExpression\":\"#s, runId, threshold\",\"ExpressionAttributeNames\":{\"#s\":\"state\"}}" || return 1
 	REC_STATE=$(attr_s state "$REPLY")
 	REC_RUN_ID=$(attr_s runId "$REPLY")
 	REC_THRESHOLD=$(attr_s threshold "$REPLY")
 }
 
-# read_token FIELD: the pool's registration token (FIELD token) or removal
-# token (FIELD remove_token) into TOKEN, if it is valid for another minute.
+# read_token KIND RUN_ID: the token (KIND REGISTER or REMOVE) a claim or a
+# release left for this instance, into TOKEN, if it was left for RUN_ID and
+# this agent's GitHub target and stays valid for another minute.
 read_token() {
-	local expires
-	ddb GetItem "{\"TableName\":\"$POOL\",\"Key\":$(key_json 'TYPE#METADATA' gh_registration_token),\"ConsistentRead\":true}" || return 1
-	TOKEN=$(attr_s "$1" "$REPLY")
-	expires=$(attr_s "${1%token}expires_at" "$REPLY")
-	if [ -z "$TOKEN" ]; then
-		log "the pool table holds no $1: configure the provider's github block"
+	local run target expires
+	TOKEN=''
+	ddb GetItem "{\"TableName\":\"$POOL\",\"Key\":{$(agent_key "TOKEN#$1")},\"ConsistentRead\":true}" || return 1
+	run=$(attr_s runId "$REPLY")
+	target=$(attr_s target "$REPLY")
+	expires=$(attr_s expires_at "$REPLY")
+	if [ "$run" != "$2" ] || [ "$target" != "$GITHUB_TARGET" ]; then
 		return 1
 	fi
 	if [ "$(epoch_of "$expires" || echo 0)" -lt $((EPOCHSECONDS + 60)) ]; then
-		log "the pool's $1 expired at $expires"
+		log "the $1 token for run $2 expired at $expires"
 		return 1
 	fi
+	TOKEN=$(attr_s token "$REPLY")
+	[ -n "$TOKEN" ]
+}
+
+# await_token KIND RUN_ID: read_token, retried for a while: the claim or
+# release writes the token before the run id reaches this instance, so it
+# is normally there at once.
+await_token() {
+	local deadline=$((EPOCHSECONDS + TOKEN_WAIT))
+	until read_token "$1" "$2"; do
+		if [ "$EPOCHSECONDS" -ge "$deadline" ]; then
+			log "no usable $1 token for run $2 and $GITHUB_TARGET within ${TOKEN_WAIT}s: configure the provider's github block"
+			return 1
+		fi
+		sleep 1
+	done
 }
 
 # ---------------------------------------------------------------- EC2
@@ -299,8 +321,7 @@ heartbeat_loop() {
 # the grace period past, once the record says terminated, or when no record
 # appears within the created lifetime (a claim that crashed after launching).
 self_check_loop() {
-	local booted threshold
-	booted=$EPOCHSECONDS
+	local booted=$EPOCHSECONDS threshold
 	while :; do
 		if read_record; then
 			threshold=$(epoch_of "$REC_THRESHOLD" || echo '')
@@ -316,14 +337,131 @@ self_check_loop() {
 	done
 }
 
+# ---------------------------------------------------------------- the wall between jobs and the pool
+#
+# Jobs are untrusted code, run as RUNNER_USER on a machine the pool hands to
+# the next run. They must not reach the instance's credentials (the metadata
+# service), this agent's state or tokens, the runner installation, or
+# anything of a later run.
+
+RUNNER_UID=''
+RUNNER_HOME=''
+
+# ensure_runner_user creates the unprivileged user jobs run as.
+ensure_runner_user() {
+	local group
+	if ! id -u "$RUNNER_USER" >/dev/null 2>&1; then
+		useradd --create-home --user-group --shell /bin/bash "$RUNNER_USER" || return 1
+	fi
+	RUNNER_UID=$(id -u "$RUNNER_USER")
+	RUNNER_HOME=$(getent passwd "$RUNNER_USER" | cut -d: -f6)
+	if [ "$RUNNER_UID" = 0 ] || [ -z "$RUNNER_HOME" ] || [ "$RUNNER_HOME" = / ]; then
+		log "the runner user $RUNNER_USER must be an unprivileged user with a home of its own"
+		return 1
+	fi
+	for group in $(id -Gn "$RUNNER_USER"); do
+		case $group in
+		root | sudo | wheel | admin | adm | docker | lxd | disk)
+			log "warning: the runner user is in group $group, which gives jobs root: they can reach everything this agent protects (see the guide Runner security)"
+			;;
+		esac
+	done
+}
+
+# block_metadata keeps the runner user's processes away from the instance
+# metadata service, which hands out the instance role's credentials: one
+# owner-matched firewall rule each for IPv4 and IPv6. Without a firewall
+# the instance does not serve, unless jobs may reach the metadata service.
+block_metadata() {
+	local v4=169.254.169.254 v6=fd00:ec2::254
+	local rule=(-m owner --uid-owner "$RUNNER_UID" -j REJECT)
+	if [ "$JOBS_METADATA_ACCESS" = true ]; then
+		log "jobs may reach the instance metadata service, and with it the instance role (jobs_metadata_access)"
+		return 0
+	fi
+	if ! command -v nft >/dev/null && ! command -v iptables >/dev/null; then
+		# Stock Amazon Linux 2023 ships neither.
+		log "installing nftables"
+		{ command -v dnf >/dev/null && dnf -y -q install nftables; } ||
+			{ command -v apt-get >/dev/null && apt-get -y -qq install nftables; } >/dev/null 2>&1
+	fi
+	if command -v iptables >/dev/null && command -v ip6tables >/dev/null; then
+		iptables -C OUTPUT -d "$v4" "${rule[@]}" 2>/dev/null || iptables -I OUTPUT -d "$v4" "${rule[@]}" || return 1
+		ip6tables -C OUTPUT -d "$v6" "${rule[@]}" 2>/dev/null || ip6tables -I OUTPUT -d "$v6" "${rule[@]}" || return 1
+	elif command -v nft >/dev/null; then
+		if ! nft list table inet ec2runners >/dev/null 2>&1; then
+			printf '%s\n' 'table inet ec2runners {' '	chain output {' \
+				'		type filter hook output priority filter; policy accept;' \
+				"		meta skuid $RUNNER_UID ip daddr $v4 reject" \
+				"		meta skuid $RUNNER_UID ip6 daddr $v6 reject" '	}' '}' | nft -f - || return 1
+		fi
+	else
+		log "neither iptables nor nft is installed: cannot keep jobs away from the instance metadata service"
+		return 1
+	fi
+	log "jobs are kept away from the instance metadata service"
+}
+
+# hide_processes lets every user see only their own processes in /proc, so
+# that jobs see nothing of this agent's (no secret is ever in a program's
+# arguments either; this is a second wall).
+hide_processes() {
+	mount -o remount,hidepid=invisible /proc 2>/dev/null || mount -o remount,hidepid=2 /proc 2>/dev/null ||
+		log "warning: /proc cannot be remounted with hidepid; jobs can list the agent's processes"
+}
+
+# end_jobs kills every process of the runner user, however it detached
+# (setsid, nohup, a double fork), until none is left.
+end_jobs() {
+	local round
+	for round in 1 2 3 4 5 6 7 8 9; do
+		pkill -KILL -U "$RUNNER_UID" 2>/dev/null
+		pgrep -U "$RUNNER_UID" >/dev/null || return 0
+		sleep "0.$round"
+	done
+	log "processes of $RUNNER_USER survive: $(pgrep -a -U "$RUNNER_UID" | tr '\n' ';')"
+	return 1
+}
+
+# wipe_jobs removes everything the runner user can have left for the next
+# run: its processes, its home (the run's runner copy and work directory
+# included), its files in the shared temporary directories, its System V
+# IPC objects, its cron and at jobs, and the containers of a Docker daemon.
+wipe_jobs() {
+	local kind id
+	end_jobs || return 1
+	find /tmp /var/tmp /dev/shm -xdev -user "$RUNNER_UID" -delete 2>/dev/null
+	for kind in m q s; do
+		for id in $(ipcs -"$kind" 2>/dev/null | awk -v u="$RUNNER_USER" '$3 == u { print $2 }'); do
+			ipcrm -"$kind" "$id" 2>/dev/null
+		done
+	done
+	if command -v crontab >/dev/null; then crontab -r -u "$RUNNER_USER" 2>/dev/null; fi
+	if command -v atq >/dev/null; then
+		for id in $(atq 2>/dev/null | awk -v u="$RUNNER_USER" '$NF == u { print $1 }'); do atrm "$id"; done
+	fi
+	if command -v docker >/dev/null && docker info >/dev/null 2>&1; then
+		docker ps --all --quiet | xargs -r docker rm --force --volumes >/dev/null
+	fi
+	rm -rf --one-file-system "$RUNNER_HOME" &&
+		install -d -m 0700 -o "$RUNNER_USER" -g "$(id -g "$RUNNER_USER")" "$RUNNER_HOME" || return 1
+	if [ -d /etc/skel ]; then
+		cp -RT /etc/skel "$RUNNER_HOME" && chown -R "$RUNNER_USER:" "$RUNNER_HOME"
+	fi
+}
+
 # ---------------------------------------------------------------- the runner
 
 RUNNER_PID=''
+RUN_DIR=''
 AS_RUNNER=()
 
+# install_runner unpacks the GitHub runner once, owned by root and written
+# by no one else, and records its checksums: every run gets a copy of it
+# (install_run_dir), and it is checked before every registration.
 install_runner() {
-	local url=$RUNNER_DOWNLOAD_URL arch
-	if [ -x "$RUNNER_DIR/config.sh" ]; then
+	local url=$RUNNER_DOWNLOAD_URL arch archive sum
+	if [ -f "$STATE_DIR/runner.sha256" ]; then
 		return 0
 	fi
 	if [ -z "$url" ]; then
@@ -334,16 +472,52 @@ install_runner() {
 		esac
 		url="https://github.com/actions/runner/releases/download/v$RUNNER_VERSION/actions-runner-linux-$arch-$RUNNER_VERSION.tar.gz"
 	fi
-	if ! id -u "$RUNNER_USER" >/dev/null 2>&1; then
-		useradd --create-home --shell /bin/bash "$RUNNER_USER" || return 1
-	fi
 	log "installing the GitHub runner from $url"
-	mkdir -p "$RUNNER_DIR" || return 1
-	curl -fsSL --retry 5 --max-time 600 "$url" | tar -xz -C "$RUNNER_DIR" || { log "cannot download or unpack $url"; return 1; }
+	archive="$STATE_DIR/runner.tar.gz"
+	curl -fsSL --retry 5 --max-time 600 -o "$archive" "$url" || { log "cannot download $url"; return 1; }
+	if [ -n "${RUNNER_SHA256:-}" ]; then
+		sum=$(sha256sum "$archive")
+		if [ "${sum%% *}" != "$RUNNER_SHA256" ]; then
+			log "the runner archive's SHA-256 is ${sum%% *}, not $RUNNER_SHA256: not installed"
+			return 1
+		fi
+	fi
+	rm -rf "$RUNNER_DIR"
+	if ! install -d -m 0755 -o root -g root "$RUNNER_DIR" || ! tar -xzf "$archive" -C "$RUNNER_DIR" --no-same-owner; then
+		log "cannot unpack $url"
+		return 1
+	fi
+	rm -f "$archive"
 	if [ -x "$RUNNER_DIR/bin/installdependencies.sh" ]; then
 		"$RUNNER_DIR/bin/installdependencies.sh" >/dev/null || log "the runner's installdependencies.sh failed; continuing"
 	fi
-	chown -R "$RUNNER_USER:" "$RUNNER_DIR"
+	chown -R root:root "$RUNNER_DIR" && chmod -R go-w,a+rX "$RUNNER_DIR" || return 1
+	(cd "$RUNNER_DIR" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$STATE_DIR/runner.sha256.new" &&
+		mv "$STATE_DIR/runner.sha256.new" "$STATE_DIR/runner.sha256"
+}
+
+# check_runner: the installation is still what was installed: root's,
+# writable by no one else, every file with its checksum.
+check_runner() {
+	if [ -n "$(find "$RUNNER_DIR" \( ! -user root -o -perm /022 \) -print -quit)" ]; then
+		log "the runner installation has files not owned by root, or writable by others"
+		return 1
+	fi
+	if ! (cd "$RUNNER_DIR" && sha256sum --quiet --strict --check "$STATE_DIR/runner.sha256") >/dev/null; then
+		log "the runner installation differs from what was installed"
+		return 1
+	fi
+}
+
+# install_run_dir gives the run a runner directory of its own in the runner
+# user's home: the installation's files hard-linked (still root's and
+# read-only: a job can replace one in this copy, never in the installation)
+# in directories the runner can write its configuration and work in. It
+# goes with the home at release.
+install_run_dir() {
+	RUN_DIR="$RUNNER_HOME/runner"
+	cp -al "$RUNNER_DIR" "$RUN_DIR" 2>/dev/null || cp -a "$RUNNER_DIR" "$RUN_DIR" || return 1
+	find "$RUN_DIR" -type d -exec chown "$RUNNER_USER:" {} + -exec chmod 0755 {} +
 }
 
 # run_pre_runner_script runs the user's script once per instance, as root.
@@ -361,17 +535,22 @@ run_pre_runner_script() {
 	fi
 }
 
-# prepare installs the runner and runs the pre-runner script, once, and
-# tells a waiting claim how that went.
+# prepare sets the instance up (the runner user and the walls around it at
+# every start; the runner and the pre-runner script once) and tells a
+# waiting claim how that went.
 prepare() {
 	local outcome=UD_OK
-	if [ -f "$STATE_DIR/prepared" ]; then
-		return 0
-	fi
-	if install_runner && run_pre_runner_script; then
+	hide_processes
+	if ! ensure_runner_user || ! block_metadata || ! end_jobs; then
+		outcome=UD_FAILED
+	elif [ -f "$STATE_DIR/prepared" ]; then
+		return 0 # prepared before this agent restarted
+	elif install_runner && run_pre_runner_script; then
 		touch "$STATE_DIR/prepared"
 	else
 		outcome=UD_FAILED
+	fi
+	if [ "$outcome" = UD_FAILED ]; then
 		# Unhealthy from now on: the claim gives up on it, and it ends itself
 		# once its record expires. The beats stop before the signal, so that
 		# no claim sees a fresh beat after it.
@@ -385,58 +564,68 @@ prepare() {
 }
 
 start_runner() {
-	# Its own session, so that stop_runner ends every process of it.
-	setsid "${AS_RUNNER[@]}" ./run.sh &
+	# A session of its own, so that stop_runner can stop the runner
+	# gracefully first; end_jobs ends whatever escaped it.
+	(cd "$RUN_DIR" && exec setsid "${AS_RUNNER[@]}" ./run.sh) &
 	RUNNER_PID=$!
 }
 
 stop_runner() {
 	local waited=0
-	if [ -z "$RUNNER_PID" ]; then
-		return 0
+	if [ -n "$RUNNER_PID" ]; then
+		kill -TERM -- "-$RUNNER_PID" 2>/dev/null
+		while kill -0 "$RUNNER_PID" 2>/dev/null && [ "$waited" -lt 30 ]; do
+			sleep 1
+			waited=$((waited + 1))
+		done
+		wait "$RUNNER_PID" 2>/dev/null
+		RUNNER_PID=''
 	fi
-	kill -TERM -- "-$RUNNER_PID" 2>/dev/null
-	while kill -0 "$RUNNER_PID" 2>/dev/null && [ "$waited" -lt 30 ]; do
-		sleep 1
-		waited=$((waited + 1))
-	done
-	kill -KILL -- "-$RUNNER_PID" 2>/dev/null
-	wait "$RUNNER_PID" 2>/dev/null
-	RUNNER_PID=''
+	end_jobs
 }
 
+# register RUN_ID registers a fresh runner for the run with the token the
+# claim left, handed over in the environment variable the runner reads it
+# from: never in a program's arguments.
 register() {
 	local run_id=$1
-	read_token token || return 1
+	await_token REGISTER "$run_id" && check_runner || return 1
+	if ! wipe_jobs || ! install_run_dir; then
+		log "cannot prepare the run's runner directory"
+		return 1
+	fi
 	log "registering runner $INSTANCE_ID with label $run_id at $GITHUB_URL/$GITHUB_TARGET"
-	"${AS_RUNNER[@]}" ./config.sh --unattended --url "$GITHUB_URL/$GITHUB_TARGET" --token "$TOKEN" \
-		--name "$INSTANCE_ID" --labels "$run_id" --no-default-labels --replace --work _work || {
+	if ! (cd "$RUN_DIR" && ACTIONS_RUNNER_INPUT_TOKEN=$TOKEN exec "${AS_RUNNER[@]}" ./config.sh --unattended \
+		--url "$GITHUB_URL/$GITHUB_TARGET" --name "$INSTANCE_ID" --labels "$run_id" \
+		--no-default-labels --replace --disableupdate --work _work); then
 		log "config.sh failed"
 		return 1
-	}
+	fi
 	start_runner
 }
 
-# deregister removes the runner from GitHub, so that no offline runner is
-# left behind; a failure leaves the local configuration out of the way, as
-# the next registration replaces the runner of the same name anyway.
+# deregister RUN_ID removes the run's runner from GitHub with the removal
+# token the release left, so that no offline runner is left behind.
 deregister() {
-	if [ ! -f .runner ]; then
-		return 0
+	if [ -z "$RUN_DIR" ] || [ ! -f "$RUN_DIR/.runner" ]; then
+		return 0 # never registered
 	fi
-	if read_token remove_token && "${AS_RUNNER[@]}" ./config.sh remove --token "$TOKEN"; then
-		return 0
+	await_token REMOVE "$1" || return 1
+	if ! (cd "$RUN_DIR" && ACTIONS_RUNNER_INPUT_TOKEN=$TOKEN exec "${AS_RUNNER[@]}" ./config.sh remove); then
+		log "config.sh remove failed"
+		return 1
 	fi
-	log "config.sh remove failed"
-	rm -f .runner .credentials .credentials_rsaparams
-	return 1
 }
 
 # ---------------------------------------------------------------- the loop
 
+# Run ids as the provider validates them: GitHub compares labels without
+# regard to case, so they are lower case.
+RUN_ID_PATTERN='^[a-z0-9][a-z0-9_.-]{0,99}$'
+
 wait_for_run_id() {
 	while :; do
-		if read_record && [[ $REC_RUN_ID =~ ^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$ ]]; then
+		if read_record && [[ $REC_RUN_ID =~ $RUN_ID_PATTERN ]]; then
 			case $REC_STATE in
 			created | claimed | running) return 0 ;;
 			esac
@@ -469,15 +658,18 @@ serve() {
 		else
 			signal UD_REG_FAILED "$run_id"
 		fi
+		TOKEN=''
 		wait_for_release "$run_id"
 		log "released from run $run_id"
 		stop_runner
-		if deregister; then
+		if deregister "$run_id" && wipe_jobs; then
 			signal UD_REMOVE_REG_OK "$run_id"
 			signal UD_REMOVE_REG_REMOVE_RUN_OK "$run_id"
 		else
 			signal UD_REMOVE_REG_FAILED "$run_id"
 		fi
+		TOKEN=''
+		RUN_DIR=''
 	done
 }
 
@@ -490,20 +682,40 @@ cleanup() {
 	kill $(jobs -p) 2>/dev/null
 }
 
-run_agent() {
-	mkdir -p "$STATE_DIR" "$RUNNER_DIR" || exit 1
+# identify reads the instance's id, ARN and initial run id from the metadata
+# service into INSTANCE_ID, INSTANCE_ARN and INITIAL_RUN_ID.
+identify() {
+	local account partition
 	until imds_get meta-data/instance-id && [[ $REPLY =~ ^i-[0-9a-f]+$ ]]; do
 		log "waiting for the instance metadata service"
 		sleep 2
 	done
 	INSTANCE_ID=$REPLY
+	imds_get dynamic/instance-identity/document || return 1
+	account=$(json_s accountId "$REPLY")
+	imds_get meta-data/services/partition || return 1
+	partition=$REPLY
+	if ! [[ $account =~ ^[0-9]{12}$ && $partition =~ ^aws(-[a-z]+)*$ ]]; then
+		log "unexpected instance identity: account '$account', partition '$partition'"
+		return 1
+	fi
+	INSTANCE_ARN="arn:$partition:ec2:$REGION:$account:instance/$INSTANCE_ID"
 	INITIAL_RUN_ID=''
 	if imds_get meta-data/tags/instance/InitialRunId 2>/dev/null; then
-		INITIAL_RUN_ID=$REPLY
+		if [[ $REPLY =~ $RUN_ID_PATTERN ]]; then
+			INITIAL_RUN_ID=$REPLY
+		else
+			log "ignoring the InitialRunId tag: not a run id"
+		fi
 	fi
-	if [ "$(id -un)" != "$RUNNER_USER" ]; then
-		AS_RUNNER=(runuser -u "$RUNNER_USER" --)
-	fi
+}
+
+run_agent() {
+	install -d -m 0700 -o root -g root "$STATE_DIR" || exit 1
+	until identify; do
+		sleep 2
+	done
+	AS_RUNNER=(runuser -u "$RUNNER_USER" --)
 	log "agent of $INSTANCE_ID in pool $POOL (initial run: ${INITIAL_RUN_ID:-none})"
 	trap cleanup EXIT
 	trap 'exit 143' TERM INT
@@ -520,7 +732,6 @@ run_agent() {
 		wait
 		exit 1
 	fi
-	cd "$RUNNER_DIR" || exit 1
 	serve
 }
 
@@ -545,6 +756,10 @@ EOF
 	systemctl daemon-reload && systemctl enable --now ec2runners-agent.service
 }
 
+if [ "$(id -u)" != 0 ]; then
+	echo "$0: the agent runs as root, as EC2 runs user data" >&2
+	exit 2
+fi
 case ${1:-install} in
 run) run_agent ;;
 install) install_service ;;

@@ -41,12 +41,17 @@ type Options struct {
 	RunnerUser        string
 	PreRunnerScript   string
 	HeartbeatInterval time.Duration
+	// JobsMetadataAccess lets jobs reach the instance metadata service, and
+	// with it the instance role's credentials (off: a firewall rule keeps
+	// the runner user away from it).
+	JobsMetadataAccess bool
 
 	// Set only by tests.
 	SelfCheckInterval   time.Duration
 	ClaimPollInterval   time.Duration
 	ReleasePollInterval time.Duration
 	OrphanTimeout       time.Duration
+	TokenWait           time.Duration
 	IMDSURL             string
 	AWSEndpointURL      string
 	RunnerDir           string
@@ -64,6 +69,9 @@ const (
 	selfTerminationGrace     = time.Minute
 	// A record must exist within the created state's lifetime.
 	defaultOrphanTimeout = 10 * time.Minute
+	// How long a runner waits for the token a claim or release leaves it
+	// (written before the runner learns the run id: normally there at once).
+	defaultTokenWait = time.Minute
 )
 
 var (
@@ -127,6 +135,8 @@ func Render(o Options) (string, error) {
 		{"RELEASE_POLL_INTERVAL", seconds(o.ReleasePollInterval, defaultReleasePoll)},
 		{"SELF_TERMINATION_GRACE", seconds(0, selfTerminationGrace)},
 		{"ORPHAN_TIMEOUT", seconds(o.OrphanTimeout, defaultOrphanTimeout)},
+		{"TOKEN_WAIT", seconds(o.TokenWait, defaultTokenWait)},
+		{"JOBS_METADATA_ACCESS", strconv.FormatBool(o.JobsMetadataAccess)},
 		{"IMDS_URL", cmp.Or(o.IMDSURL, "http://169.254.169.254")},
 		{"DYNAMODB_URL", awsURL("dynamodb")},
 		{"EC2_URL", awsURL("ec2")},

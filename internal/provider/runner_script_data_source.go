@@ -26,19 +26,20 @@ func NewRunnerScriptDataSource() datasource.DataSource { return &runnerScriptDat
 type runnerScriptDataSource struct{ data *providerData }
 
 type runnerScriptModel struct {
-	ID                types.String `tfsdk:"id"`
-	Pool              types.String `tfsdk:"pool"`
-	Region            types.String `tfsdk:"region"`
-	GitHubURL         types.String `tfsdk:"github_url"`
-	GitHubOwner       types.String `tfsdk:"github_owner"`
-	GitHubRepository  types.String `tfsdk:"github_repository"`
-	RunnerVersion     types.String `tfsdk:"runner_version"`
-	RunnerDownloadURL types.String `tfsdk:"runner_download_url"`
-	RunnerUser        types.String `tfsdk:"runner_user"`
-	PreRunnerScript   types.String `tfsdk:"pre_runner_script"`
-	HeartbeatInterval types.String `tfsdk:"heartbeat_interval"`
-	Content           types.String `tfsdk:"content"`
-	ContentBase64     types.String `tfsdk:"content_base64"`
+	ID                 types.String `tfsdk:"id"`
+	Pool               types.String `tfsdk:"pool"`
+	Region             types.String `tfsdk:"region"`
+	GitHubURL          types.String `tfsdk:"github_url"`
+	GitHubOwner        types.String `tfsdk:"github_owner"`
+	GitHubRepository   types.String `tfsdk:"github_repository"`
+	RunnerVersion      types.String `tfsdk:"runner_version"`
+	RunnerDownloadURL  types.String `tfsdk:"runner_download_url"`
+	RunnerUser         types.String `tfsdk:"runner_user"`
+	PreRunnerScript    types.String `tfsdk:"pre_runner_script"`
+	HeartbeatInterval  types.String `tfsdk:"heartbeat_interval"`
+	JobsMetadataAccess types.Bool   `tfsdk:"jobs_metadata_access"`
+	Content            types.String `tfsdk:"content"`
+	ContentBase64      types.String `tfsdk:"content_base64"`
 }
 
 const (
@@ -52,7 +53,7 @@ func (d *runnerScriptDataSource) Metadata(_ context.Context, req datasource.Meta
 
 func (d *runnerScriptDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "Renders the user data of the pool's launch template: the agent that keeps each runner instance in the pool. As user data it installs itself as the systemd service `ec2runners-agent`, which heartbeats, terminates the instance past its deadline, registers a GitHub runner labelled with each claim's run id, and deregisters it on release. It needs only bash, curl, openssl, coreutils, util-linux and systemd (stock Amazon Linux 2023 and Ubuntu), IMDSv2 with instance tags in metadata, and an instance profile allowed to read and write the pool's table and terminate its own instance. Nothing is read from AWS: the script is computed from the arguments.",
+		Description: "Renders the user data of the pool's launch template: the agent that keeps each runner instance in the pool. As user data it installs itself as the systemd service `ec2runners-agent`, which heartbeats, terminates the instance past its deadline, registers a GitHub runner labelled with each claim's run id, and deregisters it on release. It runs as root, as EC2 runs user data, and keeps jobs (the runner user) away from the pool: no instance metadata (a firewall rule), no secret in any process's arguments, `/proc` mounted with `hidepid`, a root-owned runner installation checked before every registration, and on release every process of the runner user killed and its files wiped. It needs only bash 5, curl, coreutils, util-linux, procps, iptables or nft, and systemd (stock Amazon Linux 2023 and Ubuntu), IMDSv2 with instance tags in metadata, and an instance profile allowed what the guide \"Runner security\" lists. Nothing is read from AWS: the script is computed from the arguments.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, Description: "The pool's name."},
 			"pool": schema.StringAttribute{
@@ -94,6 +95,10 @@ func (d *runnerScriptDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 				Optional: true, Computed: true, Description: "How often the agent writes its heartbeat, `1s` to `10s`; claims call a runner unhealthy after 15s without one. Default `5s`.",
 				Validators: []validator.String{durationBetween(time.Second, 10*time.Second)},
 			},
+			"jobs_metadata_access": schema.BoolAttribute{
+				Optional: true, Computed: true,
+				Description: "Whether jobs may reach the instance metadata service (169.254.169.254, fd00:ec2::254). Default `false`: a firewall rule for the runner user keeps them from it, and so from the instance role's credentials, which can write this runner's heartbeats and signals and terminate it. Set it only if jobs need something from the metadata service, knowing that they then hold the instance role; jobs that need AWS should assume a role of their own with GitHub's OIDC token instead.",
+			},
 			"content":        schema.StringAttribute{Computed: true, Description: "The script."},
 			"content_base64": schema.StringAttribute{Computed: true, Description: "The script, base64-encoded, for `aws_launch_template.user_data`."},
 		},
@@ -120,18 +125,22 @@ func (d *runnerScriptDataSource) Read(ctx context.Context, req datasource.ReadRe
 	setDefault(&m.RunnerVersion, agentscript.DefaultRunnerVersion)
 	setDefault(&m.RunnerUser, defaultRunnerUser)
 	setDefault(&m.HeartbeatInterval, protocol.FormatDuration(agentscript.DefaultHeartbeatInterval))
+	if m.JobsMetadataAccess.IsNull() {
+		m.JobsMetadataAccess = types.BoolValue(false)
+	}
 	heartbeat, _ := time.ParseDuration(m.HeartbeatInterval.ValueString()) // validated
 	script, err := agentscript.Render(agentscript.Options{
-		Pool:              m.Pool.ValueString(),
-		Region:            m.Region.ValueString(),
-		GitHubURL:         m.GitHubURL.ValueString(),
-		GitHubOwner:       m.GitHubOwner.ValueString(),
-		GitHubRepository:  m.GitHubRepository.ValueString(),
-		RunnerVersion:     m.RunnerVersion.ValueString(),
-		RunnerDownloadURL: m.RunnerDownloadURL.ValueString(),
-		RunnerUser:        m.RunnerUser.ValueString(),
-		PreRunnerScript:   m.PreRunnerScript.ValueString(),
-		HeartbeatInterval: heartbeat,
+		Pool:               m.Pool.ValueString(),
+		Region:             m.Region.ValueString(),
+		GitHubURL:          m.GitHubURL.ValueString(),
+		GitHubOwner:        m.GitHubOwner.ValueString(),
+		GitHubRepository:   m.GitHubRepository.ValueString(),
+		RunnerVersion:      m.RunnerVersion.ValueString(),
+		RunnerDownloadURL:  m.RunnerDownloadURL.ValueString(),
+		RunnerUser:         m.RunnerUser.ValueString(),
+		PreRunnerScript:    m.PreRunnerScript.ValueString(),
+		HeartbeatInterval:  heartbeat,
+		JobsMetadataAccess: m.JobsMetadataAccess.ValueBool(),
 	})
 	if err != nil {
 		// Render names the setting first: "github_url: ...".
