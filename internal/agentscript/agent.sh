@@ -491,7 +491,10 @@ cleanup() {
 }
 
 run_agent() {
-	mkdir -p "$STATE_DIR" "$RUNNER_DIR" || exit 1
+	mkdir -p "$STATE_DIR" || exit 1
+	# The runner user must reach its directory: parents made here are
+	# world-searchable, as under the umask 077 they would be root's alone.
+	(umask 022 && mkdir -p "$RUNNER_DIR") || exit 1
 	until imds_get meta-data/instance-id && [[ $REPLY =~ ^i-[0-9a-f]+$ ]]; do
 		log "waiting for the instance metadata service"
 		sleep 2
