@@ -18,15 +18,16 @@ import (
 
 // Env is what the agents of one test talk to.
 type Env struct {
-	Region string
-	Proxy  *SigV4Proxy
-	GitHub *GitHub
+	Endpoint string // the emulator's
+	Region   string
+	Proxy    *SigV4Proxy
+	GitHub   *GitHub
 }
 
 // NewEnv starts the stub GitHub and the signature-checking proxy in front of
 // the emulator at endpoint.
 func NewEnv(t testing.TB, endpoint, region string) *Env {
-	return &Env{Region: region, Proxy: NewSigV4Proxy(t, endpoint), GitHub: NewGitHub(t)}
+	return &Env{Endpoint: endpoint, Region: region, Proxy: NewSigV4Proxy(t, endpoint), GitHub: NewGitHub(t)}
 }
 
 // Options renders the script for this machine: the stub GitHub, short

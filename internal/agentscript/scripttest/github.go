@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/rand"
+	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -18,9 +19,10 @@ import (
 
 // GitHub is a stub of GitHub: the REST API that issues registration and
 // removal tokens (for the provider), the runner tarball (for the agent), and
-// the service the stub runner's config.sh registers with (for the test's
-// assertions). Registration checks the token as GitHub would: issued here,
-// for that repository or organization, of the right kind, not expired.
+// the service the stub runner's config.sh registers with and its run.sh
+// takes jobs from (jobs.go), for the test's assertions. Registration checks
+// the token as GitHub would: issued here, for that repository or
+// organization, of the right kind, not expired.
 type GitHub struct {
 	URL    string
 	APIKey string // the credential the REST API accepts as Bearer token
@@ -31,6 +33,7 @@ type GitHub struct {
 	events   []string
 	apiCalls []string
 	refuse   bool
+	jobs     jobQueue
 }
 
 type issuedToken struct {
@@ -46,7 +49,7 @@ type Runner struct {
 
 // NewGitHub starts the stub.
 func NewGitHub(t testing.TB) *GitHub {
-	g := &GitHub{APIKey: "ghp_stub" + randomHex(8), issued: map[string]issuedToken{}, runners: map[string]*Runner{}}
+	g := &GitHub{APIKey: "ghp_stub" + randomHex(8), issued: map[string]issuedToken{}, runners: map[string]*Runner{}, jobs: newJobQueue()}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /repos/{owner}/{repo}/actions/runners/{kind}", func(w http.ResponseWriter, r *http.Request) {
 		g.issue(w, r, r.PathValue("owner")+"/"+r.PathValue("repo"), r.PathValue("kind"))
@@ -58,6 +61,8 @@ func NewGitHub(t testing.TB) *GitHub {
 	mux.HandleFunc("POST /_stub/remove", g.remove)
 	mux.HandleFunc("POST /_stub/run", func(w http.ResponseWriter, r *http.Request) { g.setRunning(w, r, true) })
 	mux.HandleFunc("POST /_stub/stop", func(w http.ResponseWriter, r *http.Request) { g.setRunning(w, r, false) })
+	mux.HandleFunc("GET /_stub/job", g.nextJob)
+	mux.HandleFunc("POST /_stub/job/result", g.jobResult)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	g.URL = srv.URL
@@ -217,53 +222,13 @@ func randomHex(n int) string {
 }
 
 // The stub runner: config.sh and run.sh with the real ones' arguments,
-// reporting to the stub GitHub at STUB.
-const configSh = `#!/bin/bash
-# Stand-in for actions/runner's config.sh.
-set -eu
-cd "$(dirname "$0")"
-if [ "${1:-}" = remove ]; then
-	[ "${2:-}" = --token ] || { echo "usage: config.sh remove --token TOKEN" >&2; exit 2; }
-	name=$(cat .runner)
-	curl -sSf -X POST "$STUB/_stub/remove" --data-urlencode "name=$name" --data-urlencode "token=$3"
-	rm -f .runner .credentials
-	exit 0
-fi
-if [ -f .runner ]; then
-	echo "Cannot configure the runner because it is already configured." >&2
-	exit 1
-fi
-url='' token='' name='' labels='' unattended=0 nodefault=0
-while [ $# -gt 0 ]; do
-	case $1 in
-	--url) url=$2; shift ;;
-	--token) token=$2; shift ;;
-	--name) name=$2; shift ;;
-	--labels) labels=$2; shift ;;
-	--work) shift ;;
-	--unattended) unattended=1 ;;
-	--no-default-labels) nodefault=1 ;;
-	--replace) ;;
-	*) echo "unknown argument $1" >&2; exit 2 ;;
-	esac
-	shift
-done
-[ "$unattended" = 1 ] && [ "$nodefault" = 1 ] || { echo "expected --unattended --no-default-labels" >&2; exit 2; }
-curl -sSf -X POST "$STUB/_stub/register" --data-urlencode "url=$url" --data-urlencode "token=$token" \
-	--data-urlencode "name=$name" --data-urlencode "labels=$labels"
-printf '%s' "$name" >.runner
-echo secret >.credentials
-`
-
-const runSh = `#!/bin/bash
-# Stand-in for actions/runner's run.sh: online until stopped.
-cd "$(dirname "$0")"
-name=$(cat .runner)
-echo $$ >run.pid
-curl -sSf -X POST "$STUB/_stub/run" --data-urlencode "name=$name"
-trap 'curl -sSf -X POST "$STUB/_stub/stop" --data-urlencode "name=$name"; exit 0' TERM INT
-while :; do sleep 0.2; done
-`
+// reporting to the stub GitHub (runnerTarball sets STUB in each).
+var (
+	//go:embed stubrunner/config.sh
+	configSh string
+	//go:embed stubrunner/run.sh
+	runSh string
+)
 
 func runnerTarball(t testing.TB, stubURL string) []byte {
 	var buf bytes.Buffer

@@ -1,8 +1,3 @@
-// Package scripttest runs the real agent script (internal/agentscript) on
-// this machine for tests: a stand-in for the instance metadata service, a
-// stub GitHub (REST API for tokens, web side for the stub runner, and the
-// runner tarball), a proxy that checks every AWS request's SigV4 signature
-// before passing it to the emulator, and the agent process itself.
 package scripttest
 
 import (

@@ -1,0 +1,217 @@
+package scripttest
+
+import (
+	_ "embed"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript"
+)
+
+// Instance is a stand-in for one EC2 instance that runs the rendered user
+// data the way EC2 does: as root, with bash and no argument, as cloud-init
+// would, so that the script installs itself and starts its systemd unit
+// (through the stand-in's own systemctl, a minimal systemd). It runs in
+// namespaces of its own: a PID namespace (its init is PID 1, and ps, pkill
+// and /proc show only its processes), a mount namespace (a /proc of its own,
+// and a private /tmp and /dev/shm) and a network namespace in which
+// 169.254.169.254 (and fd00:ec2::254) serve the instance metadata, IMDSv2
+// only, and the stub GitHub and the SigV4 proxy are at their host URLs. What
+// the agent does as root (users, pkill, remounting /proc, iptables) stays
+// inside, but for the runner user: /etc/passwd and the rest of the file
+// system are the host's, so the user gets a name of its own per instance,
+// and the harness deletes it afterwards.
+type Instance struct {
+	ID         string
+	RunnerUser string              // unique to the instance: the script creates it, the harness deletes it
+	Root       string              // the instance's own files on the host; the paths of Options are below it
+	Options    agentscript.Options // as rendered into the user data
+	Metadata   Metadata
+
+	netns   *netns
+	closers []io.Closer
+	cmd     *exec.Cmd // ip netns exec <netns> unshare ... <init>
+	initPID int       // in the host's PID namespace
+	bootLog *syncBuffer
+	events  *os.File
+	exited  chan struct{} // every process of the instance is gone
+	done    chan struct{} // the agent's unit exited, or the instance stopped
+
+	mu       sync.Mutex
+	userData *int // the user data's exit status, once it exited
+	stopOnce sync.Once
+	doneOnce sync.Once
+}
+
+// AgentUnit is the systemd unit the user data installs.
+const AgentUnit = "ec2runners-agent.service"
+
+// InstanceConfig is what EC2 knows of an instance.
+type InstanceConfig struct {
+	InstanceID       string            // required: the instance in the emulator
+	Tags             map[string]string // instance metadata tags, such as InitialRunId
+	AccountID        string            // "": the emulator's, from STS GetCallerIdentity, as the pool records it
+	AvailabilityZone string            // "": the region's first
+}
+
+var (
+	//go:embed instance/init.sh
+	initSh string
+	//go:embed instance/systemctl
+	systemctlSh string
+)
+
+// The tools the harness runs, and their Debian packages (.ci/run installs them).
+var instanceTools = [][2]string{
+	{"ip", "iproute2"}, {"unshare", "util-linux"}, {"nsenter", "util-linux"}, {"runuser", "util-linux"},
+	{"useradd", "passwd"}, {"userdel", "passwd"}, {"pkill", "procps"},
+}
+
+// StartInstance boots an instance stand-in for c.InstanceID whose user data
+// is the script rendered with o, but for what the instance decides: its
+// runner user, its file layout (below Root, laid out as on an EC2 image)
+// and the metadata service at EC2's address. It fails the test at once when
+// not run as root. Everything it made goes at the test's end, even when the
+// test failed.
+func (e *Env) StartInstance(t testing.TB, o agentscript.Options, c InstanceConfig) *Instance {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal(errNotRoot)
+	}
+	for _, tool := range instanceTools {
+		if _, err := exec.LookPath(tool[0]); err != nil {
+			t.Fatalf("the instance stand-in needs %s (Debian package %s; .ci/run installs it)", tool[0], tool[1])
+		}
+	}
+	if c.InstanceID == "" {
+		t.Fatal("StartInstance: no InstanceID")
+	}
+	md, err := e.metadata(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := &Instance{ID: c.InstanceID, RunnerUser: "rn" + randomHex(5), Metadata: md, bootLog: &syncBuffer{},
+		exited: make(chan struct{}), done: make(chan struct{})}
+	t.Cleanup(func() { i.cleanup(t) })
+	if err := i.start(o); err != nil {
+		t.Fatalf("starting the instance stand-in: %v\nits boot log:\n%s", err, i.BootLog())
+	}
+	return i
+}
+
+func (i *Instance) start(o agentscript.Options) error {
+	// Not below /tmp: the instance has a /tmp of its own.
+	root, err := os.MkdirTemp("/var/tmp", "ec2runners-instance-")
+	if err != nil {
+		return err
+	}
+	i.Root = root
+	if err := i.layout(); err != nil {
+		return err
+	}
+	o.RunnerUser = i.RunnerUser
+	o.RunnerDir = i.path("opt/ec2runners/runner")
+	o.StateDir = i.path("var/lib/ec2runners")
+	o.AgentPath = i.path("usr/local/sbin/ec2runners-agent")
+	o.SystemdDir = i.path("etc/systemd/system")
+	o.IMDSURL = "" // EC2's own
+	i.Options = o
+	userData, err := agentscript.Render(o)
+	if err != nil {
+		return err
+	}
+	// cloud-init keeps the user data root's alone.
+	if err := os.WriteFile(i.path("var/lib/cloud/user-data"), []byte(userData), 0o700); err != nil {
+		return err
+	}
+	if i.netns, err = newNetns(); err != nil {
+		return err
+	}
+	if err := i.serveMetadata(); err != nil {
+		return err
+	}
+	for _, addr := range loopbackAddrs(o.AWSEndpointURL, o.GitHubURL, o.RunnerDownloadURL) {
+		f, err := i.netns.forward(addr)
+		if err != nil {
+			return err
+		}
+		i.closers = append(i.closers, f)
+	}
+	return i.boot()
+}
+
+// layout makes Root look like the file system of an EC2 image where the
+// agent puts its files: these directories exist, root's and world-readable,
+// the agent's own ones do not yet.
+func (i *Instance) layout() error {
+	if err := os.Chmod(i.Root, 0o755); err != nil {
+		return err
+	}
+	for _, dir := range []string{"bin", "opt", "run", "usr/local/sbin", "etc/systemd/system", "var/lib/cloud", "var/log/journal"} {
+		if err := os.MkdirAll(i.path(dir), 0o755); err != nil {
+			return err
+		}
+	}
+	// The harness's scripts learn the instance's directory from a line
+	// after their #!.
+	withRoot := func(script string) []byte {
+		return []byte(strings.Replace(script, "\n", "\nROOT='"+i.Root+"'\n", 1))
+	}
+	if err := os.WriteFile(i.path("bin/systemctl"), withRoot(systemctlSh), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(i.path("run/init"), withRoot(initSh), 0o700); err != nil {
+		return err
+	}
+	return unix.Mkfifo(i.path("run/events"), 0o600)
+}
+
+func (i *Instance) path(rel string) string { return filepath.Join(i.Root, rel) }
+
+// serveMetadata serves the instance metadata at EC2's addresses, in the
+// namespace.
+func (i *Instance) serveMetadata() error {
+	srv := &http.Server{Handler: i.Metadata.Handler(), ReadHeaderTimeout: time.Minute}
+	i.closers = append(i.closers, srv)
+	for _, addr := range []struct{ network, addr string }{{"tcp4", imdsIPv4 + ":80"}, {"tcp6", "[" + imdsIPv6 + "]:80"}} {
+		l, err := i.netns.listen(addr.network, addr.addr)
+		if err != nil {
+			return err
+		}
+		go func() { _ = srv.Serve(l) }()
+	}
+	return nil
+}
+
+// loopbackAddrs are the host:port of the URLs on this machine's loopback,
+// which the instance reaches through forwarders; it reaches no other.
+func loopbackAddrs(urls ...string) []string {
+	var out []string
+	for _, s := range urls {
+		u, err := url.Parse(s)
+		if err != nil || u.Port() == "" {
+			continue
+		}
+		host := u.Hostname()
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback() || ip.To4() == nil) {
+			continue
+		}
+		addr := net.JoinHostPort("127.0.0.1", u.Port())
+		if !slices.Contains(out, addr) {
+			out = append(out, addr)
+		}
+	}
+	return out
+}
