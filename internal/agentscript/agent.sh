@@ -483,7 +483,9 @@ install_runner() {
 		fi
 	fi
 	rm -rf "$RUNNER_DIR"
-	if ! install -d -m 0755 -o root -g root "$RUNNER_DIR" || ! tar -xzf "$archive" -C "$RUNNER_DIR" --no-same-owner; then
+	# Every directory above the installation stays open to the runner user,
+	# whatever this agent's umask.
+	if ! (umask 022 && mkdir -p "$RUNNER_DIR") || ! tar -xzf "$archive" -C "$RUNNER_DIR" --no-same-owner; then
 		log "cannot unpack $url"
 		return 1
 	fi
@@ -650,6 +652,7 @@ wait_for_release() {
 
 serve() {
 	local run_id
+	log "ready: waiting for a claim"
 	while :; do
 		wait_for_run_id
 		run_id=$REC_RUN_ID
