@@ -557,6 +557,31 @@ func FuzzValidatePoolName(f *testing.F) {
 	})
 }
 
+func FuzzValidateRunID(f *testing.F) {
+	for _, s := range []string{"", "r", "run-1", "Run-1", "RUN", "12345-1", "build_1.2-x", "-run", ".run", "my run", "pool/run",
+		"rün", "\u212a", "İ", strings.Repeat("r", 100), strings.Repeat("r", 101), "run\n", "run\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		err := ValidateRunID(id)
+		valid := len(id) >= 1 && len(id) <= 100 && id[0] != '-' && id[0] != '.' && id[0] != '_'
+		for i := 0; valid && i < len(id); i++ {
+			c := id[i]
+			valid = 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-'
+		}
+		if (err == nil) != valid {
+			t.Fatalf("ValidateRunID(%q) = %v; the protocol says valid = %v", id, err, valid)
+		}
+		if err != nil && !strings.Contains(err.Error(), strconv.Quote(id)) {
+			t.Errorf("ValidateRunID(%q) = %q does not quote the run id", id, err)
+		}
+		// No two valid run ids are one label to GitHub.
+		if valid && strings.ToLower(id) != id {
+			t.Errorf("ValidateRunID accepted %q, which is not lower case", id)
+		}
+	})
+}
+
 func FuzzValidateClassName(f *testing.F) {
 	for _, c := range []struct{ pool, class string }{
 		{"ci", "large"}, {"ci", "2xlarge"}, {"ci", "gpu_big-1"}, {"ci", ""}, {"ci", "x large"}, {"ci", "x.large"}, {"ci", "größe"},

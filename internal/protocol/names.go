@@ -3,6 +3,7 @@ package protocol
 import (
 	"fmt"
 	"regexp"
+	"strings"
 )
 
 const (
@@ -13,6 +14,14 @@ const (
 )
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// runIDPattern is the rule for a claim's run id, the only label its runners
+// register with: lower case, because GitHub matches labels
+// case-insensitively.
+var runIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,99}$`)
+
+// RunIDRule says what a run id may be.
+const RunIDRule = "1-100 characters of lower-case letters, digits, '_', '.' and '-', starting with a letter or digit"
 
 // GitHub's rules for user and organization names, and for repository names.
 var (
@@ -38,6 +47,20 @@ func ValidateClassName(pool, class string) error {
 	}
 	if q := QueueName(pool, class); len(q) > MaxQueueNameLength {
 		return fmt.Errorf("queue name %q for resource class %q is %d characters long; SQS allows at most %d (shorten the pool or class name)", q, class, len(q), MaxQueueNameLength)
+	}
+	return nil
+}
+
+// ValidateRunID reports why id cannot be a claim's run id, or nil: no
+// runner should register with a label that matches another run's. The
+// provider refuses other run ids before a claim starts; simulated agents
+// ignore a record naming one.
+func ValidateRunID(id string) error {
+	if lower := strings.ToLower(id); lower != id && runIDPattern.MatchString(lower) {
+		return fmt.Errorf("run id %q must be lower case: GitHub matches labels case-insensitively, so %q and %q would share one label", id, id, lower)
+	}
+	if !runIDPattern.MatchString(id) {
+		return fmt.Errorf("run id %q must be %s", id, RunIDRule)
 	}
 	return nil
 }

@@ -110,3 +110,47 @@ func TestQueueAndTableName(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateRunID(t *testing.T) {
+	tests := []struct {
+		name    string
+		id      string
+		wantErr []string // substrings of the error; nil means valid
+	}{
+		{name: "generated", id: "run-0123456789abcdef"},
+		{name: "workflow run and attempt", id: "12345678901-1"},
+		{name: "dots and underscores", id: "build_1.2-x"},
+		{name: "one character", id: "r"},
+		{name: "100 characters", id: strings.Repeat("r", 100)},
+		{name: "capital", id: "Run-1", wantErr: []string{`"Run-1"`, "must be lower case", "case-insensitively", `"run-1"`, "share one label"}},
+		{name: "all capitals", id: "RUN", wantErr: []string{"must be lower case", `"run"`}},
+		{name: "capital and a bad character", id: "Run 1", wantErr: []string{`"Run 1"`, "lower-case letters, digits"}},
+		{name: "empty", id: "", wantErr: []string{"1-100 characters of lower-case letters"}},
+		{name: "101 characters", id: strings.Repeat("r", 101), wantErr: []string{"1-100 characters"}},
+		{name: "starting with a dash", id: "-run", wantErr: []string{"starting with a letter or digit"}},
+		{name: "starting with a dot", id: ".run", wantErr: []string{"starting with a letter or digit"}},
+		{name: "space", id: "my run", wantErr: []string{`"my run"`}},
+		{name: "slash", id: "pool/run", wantErr: []string{`"pool/run"`}},
+		{name: "unicode letter", id: "rün", wantErr: []string{"lower-case letters"}},
+		{name: "kelvin sign", id: "\u212a", wantErr: []string{"run id"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := ValidateRunID(tt.id)
+			if tt.wantErr == nil {
+				if err != nil {
+					t.Fatalf("ValidateRunID(%q) = %v, want nil", tt.id, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("ValidateRunID(%q) = nil, want an error", tt.id)
+			}
+			for _, want := range tt.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("ValidateRunID(%q) = %q, want it to mention %q", tt.id, err, want)
+				}
+			}
+		})
+	}
+}

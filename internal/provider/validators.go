@@ -28,6 +28,32 @@ func poolNameValidators() []validator.String {
 	}
 }
 
+// ruleValidator applies a rule of the packages beneath the provider at plan
+// time, so that Terraform refuses what they would, in their words.
+type ruleValidator struct {
+	summary     string
+	description string
+	check       func(string) error
+}
+
+func (v ruleValidator) Description(context.Context) string { return v.description }
+
+func (v ruleValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (v ruleValidator) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if err := v.check(req.ConfigValue.ValueString()); err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, v.summary, fmt.Sprintf("Attribute %s: %s.", req.Path, err))
+	}
+}
+
+// runIDValidator: a claim's run id is its runners' only GitHub label.
+func runIDValidator() validator.String {
+	return ruleValidator{summary: "Invalid run id", description: "must be " + protocol.RunIDRule, check: protocol.ValidateRunID}
+}
+
 // durationValidator accepts Go duration text within [min, max].
 type durationValidator struct{ min, max time.Duration }
 

@@ -132,3 +132,30 @@ func TestUniqueStringsValidation(t *testing.T) {
 		})
 	}
 }
+
+// TestRuleValidators: plan-time checks that apply the packages' own rules
+// name the attribute and say what is allowed.
+func TestRuleValidators(t *testing.T) {
+	for name, tc := range map[string]struct {
+		v     validator.String
+		value types.String
+		want  string // substring of the error; "" means valid
+	}{
+		"run id":              {runIDValidator(), types.StringValue("run-1"), ""},
+		"run id in capitals":  {runIDValidator(), types.StringValue("Run-1"), `Attribute x: run id "Run-1" must be lower case: GitHub matches labels case-insensitively, so "Run-1" and "run-1" would share one label.`},
+		"run id with a space": {runIDValidator(), types.StringValue("run 1"), `Attribute x: run id "run 1" must be 1-100 characters of lower-case letters`},
+		"unknown run id":      {runIDValidator(), types.StringUnknown(), ""},
+		"null run id":         {runIDValidator(), types.StringNull(), ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var resp validator.StringResponse
+			tc.v.ValidateString(context.Background(), validator.StringRequest{Path: path.Root("x"), ConfigValue: tc.value}, &resp)
+			switch {
+			case tc.want == "" && resp.Diagnostics.HasError():
+				t.Errorf("refused: %v", resp.Diagnostics)
+			case tc.want != "" && (!resp.Diagnostics.HasError() || !strings.Contains(resp.Diagnostics.Errors()[0].Detail(), tc.want)):
+				t.Errorf("diagnostics %v, want %q", resp.Diagnostics, tc.want)
+			}
+		})
+	}
+}
