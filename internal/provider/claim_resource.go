@@ -124,7 +124,7 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 			"resource_class": schema.StringAttribute{
 				Optional: true, Computed: true, Description: "Resource class of the runners; must exist in the pool. Default `large`.",
 				Default:       stringdefault.StaticString("large"),
-				Validators:    []validator.String{stringvalidator.RegexMatches(namePattern, "may contain only letters, digits, '_' and '-'")},
+				Validators:    []validator.String{classNameValidator()},
 				PlanModifiers: replace,
 			},
 			"usage_class": schema.StringAttribute{

@@ -54,6 +54,11 @@ func runIDValidator() validator.String {
 	return ruleValidator{summary: "Invalid run id", description: "must be " + protocol.RunIDRule, check: protocol.ValidateRunID}
 }
 
+// classNameValidator: resource class names have no '-' (protocol.ClassNameRule).
+func classNameValidator() validator.String {
+	return stringvalidator.RegexMatches(protocol.ClassNamePattern, protocol.ClassNameRule)
+}
+
 // durationValidator accepts Go duration text within [min, max].
 type durationValidator struct{ min, max time.Duration }
 
@@ -215,7 +220,8 @@ const (
 type tagsValidator struct{}
 
 func (tagsValidator) Description(context.Context) string {
-	return fmt.Sprintf("tag keys must be 1-%d characters and values at most %d, of letters, digits, spaces and _ . : / = + - @; keys must not start with aws:", maxTagKeyLength, maxTagValueLength)
+	return fmt.Sprintf("tag keys must be 1-%d characters and values at most %d, of letters, digits, spaces and _ . : / = + - @; keys must not start with aws: or be %s or %s",
+		maxTagKeyLength, maxTagValueLength, protocol.TagPool, protocol.TagClass)
 }
 
 func (v tagsValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
@@ -232,6 +238,8 @@ func (v tagsValidator) ValidateMap(ctx context.Context, req validator.MapRequest
 			problem = fmt.Sprintf("tag key %q is %d characters long", key, n)
 		case strings.HasPrefix(strings.ToLower(key), "aws:"):
 			problem = fmt.Sprintf("tag key %q starts with aws:, which AWS reserves", key)
+		case key == protocol.TagPool || key == protocol.TagClass:
+			problem = fmt.Sprintf("tag key %q is the provider's: it tags each queue with its pool (%s) and class (%s)", key, protocol.TagPool, protocol.TagClass)
 		case !tagCharPattern.MatchString(key):
 			problem = fmt.Sprintf("tag key %q has a character AWS does not allow", key)
 		case value.IsUnknown():

@@ -77,6 +77,9 @@ func TestTagsValidation(t *testing.T) {
 		"bad key character":             {map[string]attr.Value{"team!": types.StringValue("v")}, `tag key "team!" has a character`},
 		"bad value character":           {map[string]attr.Value{"team": types.StringValue("a;b")}, `the value of tag "team" has a character`},
 		"null value":                    {map[string]attr.Value{"team": types.StringNull()}, `tag "team" has a null value`},
+		"queue owner: pool":             {map[string]attr.Value{"ec2runners:pool": types.StringValue("other")}, `tag key "ec2runners:pool" is the provider's`},
+		"queue owner: class":            {map[string]attr.Value{"ec2runners:class": types.StringValue("large")}, `tag key "ec2runners:class" is the provider's`},
+		"other ec2runners: key":         {map[string]attr.Value{"ec2runners:team": types.StringValue("ci")}, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			req := validator.MapRequest{Path: path.Root("tags"), ConfigValue: types.MapValueMust(types.StringType, tc.tags)}
@@ -141,11 +144,13 @@ func TestRuleValidators(t *testing.T) {
 		value types.String
 		want  string // substring of the error; "" means valid
 	}{
-		"run id":              {runIDValidator(), types.StringValue("run-1"), ""},
-		"run id in capitals":  {runIDValidator(), types.StringValue("Run-1"), `Attribute x: run id "Run-1" must be lower case: GitHub matches labels case-insensitively, so "Run-1" and "run-1" would share one label.`},
-		"run id with a space": {runIDValidator(), types.StringValue("run 1"), `Attribute x: run id "run 1" must be 1-100 characters of lower-case letters`},
-		"unknown run id":      {runIDValidator(), types.StringUnknown(), ""},
-		"null run id":         {runIDValidator(), types.StringNull(), ""},
+		"run id":               {runIDValidator(), types.StringValue("run-1"), ""},
+		"run id in capitals":   {runIDValidator(), types.StringValue("Run-1"), `Attribute x: run id "Run-1" must be lower case: GitHub matches labels case-insensitively, so "Run-1" and "run-1" would share one label.`},
+		"run id with a space":  {runIDValidator(), types.StringValue("run 1"), `Attribute x: run id "run 1" must be 1-100 characters of lower-case letters`},
+		"unknown run id":       {runIDValidator(), types.StringUnknown(), ""},
+		"null run id":          {runIDValidator(), types.StringNull(), ""},
+		"class name":           {classNameValidator(), types.StringValue("gpu_big"), ""},
+		"class name with dash": {classNameValidator(), types.StringValue("gpu-big"), "not '-'"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var resp validator.StringResponse
