@@ -34,6 +34,7 @@ type runnerScriptModel struct {
 	GitHubRepository  types.String `tfsdk:"github_repository"`
 	RunnerVersion     types.String `tfsdk:"runner_version"`
 	RunnerDownloadURL types.String `tfsdk:"runner_download_url"`
+	RunnerSHA256      types.String `tfsdk:"runner_sha256"`
 	RunnerUser        types.String `tfsdk:"runner_user"`
 	PreRunnerScript   types.String `tfsdk:"pre_runner_script"`
 	HeartbeatInterval types.String `tfsdk:"heartbeat_interval"`
@@ -64,8 +65,8 @@ func (d *runnerScriptDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 				Validators: []validator.String{regionValidator()},
 			},
 			"github_url": schema.StringAttribute{
-				Optional: true, Computed: true, Description: "Web URL of GitHub, or of a GitHub Enterprise Server. Default `" + defaultGitHubURL + "`.",
-				Validators: []validator.String{stringvalidator.RegexMatches(urlPattern, "must be an http:// or https:// URL")},
+				Optional: true, Computed: true, Description: "Web URL of GitHub, or of a GitHub Enterprise Server. https only (registration tokens travel over it); http only to a loopback host (`127.0.0.0/8`, `::1`, `localhost`), for tests. Default `" + defaultGitHubURL + "`.",
+				Validators: []validator.String{secureURLValidator()},
 			},
 			"github_owner": schema.StringAttribute{
 				Required: true, Description: "User or organization the runners register with; the pool's `github_owner`.",
@@ -80,8 +81,12 @@ func (d *runnerScriptDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`), "must be a release version such as "+agentscript.DefaultRunnerVersion)},
 			},
 			"runner_download_url": schema.StringAttribute{
-				Optional: true, Description: "Where to download the runner tarball instead of GitHub's releases, e.g. a mirror for instances without internet access.",
-				Validators: []validator.String{stringvalidator.RegexMatches(urlPattern, "must be an http:// or https:// URL")},
+				Optional: true, Description: "Where to download the runner tarball instead of GitHub's releases, e.g. a mirror for instances without internet access. https only; http only to a loopback host (`127.0.0.0/8`, `::1`, `localhost`), for tests.",
+				Validators: []validator.String{secureURLValidator()},
+			},
+			"runner_sha256": schema.StringAttribute{
+				Optional: true, Description: "SHA-256 of the runner tarball, 64 hexadecimal digits (as `sha256sum` prints it): the agent refuses a download that does not match, e.g. from a mirror (`runner_download_url`). Default: no check.",
+				Validators: []validator.String{stringvalidator.RegexMatches(agentscript.SHA256Pattern, "must be a SHA-256 digest: 64 hexadecimal digits")},
 			},
 			"runner_user": schema.StringAttribute{
 				Optional: true, Computed: true, Description: "Unprivileged user the runner runs as; created if missing. Default `" + defaultRunnerUser + "`.",
@@ -129,6 +134,7 @@ func (d *runnerScriptDataSource) Read(ctx context.Context, req datasource.ReadRe
 		GitHubRepository:  m.GitHubRepository.ValueString(),
 		RunnerVersion:     m.RunnerVersion.ValueString(),
 		RunnerDownloadURL: m.RunnerDownloadURL.ValueString(),
+		RunnerSHA256:      m.RunnerSHA256.ValueString(),
 		RunnerUser:        m.RunnerUser.ValueString(),
 		PreRunnerScript:   m.PreRunnerScript.ValueString(),
 		HeartbeatInterval: heartbeat,

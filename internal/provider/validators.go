@@ -12,9 +12,12 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
+// urlPattern is the AWS endpoints' rule; URLs that GitHub tokens or the
+// runner travel over follow github.CheckURL (secureURLValidator).
 var urlPattern = regexp.MustCompile(`^https?://\S+$`)
 
 // namePattern is the character set of pool and resource class names.
@@ -52,6 +55,12 @@ func (v ruleValidator) ValidateString(ctx context.Context, req validator.StringR
 // runIDValidator: a claim's run id is its runners' only GitHub label.
 func runIDValidator() validator.String {
 	return ruleValidator{summary: "Invalid run id", description: "must be " + protocol.RunIDRule, check: protocol.ValidateRunID}
+}
+
+// secureURLValidator: for the URLs that GitHub tokens, registration tokens
+// or the runner travel over.
+func secureURLValidator() validator.String {
+	return ruleValidator{summary: "Invalid URL", description: "must be a URL; " + github.URLRule, check: github.CheckURL}
 }
 
 // classNameValidator: resource class names have no '-' (protocol.ClassNameRule).

@@ -149,6 +149,12 @@ func TestRuleValidators(t *testing.T) {
 		"run id with a space":  {runIDValidator(), types.StringValue("run 1"), `Attribute x: run id "run 1" must be 1-100 characters of lower-case letters`},
 		"unknown run id":       {runIDValidator(), types.StringUnknown(), ""},
 		"null run id":          {runIDValidator(), types.StringNull(), ""},
+		"https URL":            {secureURLValidator(), types.StringValue("https://ghe.example.com/api/v3"), ""},
+		"loopback http URL":    {secureURLValidator(), types.StringValue("http://127.0.0.1:8080"), ""},
+		"IPv6 loopback URL":    {secureURLValidator(), types.StringValue("http://[::1]:8080"), ""},
+		"localhost URL":        {secureURLValidator(), types.StringValue("http://localhost:8080"), ""},
+		"plain http URL":       {secureURLValidator(), types.StringValue("http://ghe.example.com"), `Attribute x: "http://ghe.example.com" uses plain http:// to a host that is not loopback`},
+		"not a URL":            {secureURLValidator(), types.StringValue("ghe.example.com"), `Attribute x: "ghe.example.com" is not a URL`},
 		"class name":           {classNameValidator(), types.StringValue("gpu_big"), ""},
 		"class name with dash": {classNameValidator(), types.StringValue("gpu-big"), "not '-'"},
 	} {

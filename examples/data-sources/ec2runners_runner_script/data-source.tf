@@ -10,6 +10,10 @@ data "ec2runners_runner_script" "agent" {
     systemctl enable --now docker
     usermod -aG docker runner
   EOT
+
+  # A mirror of the runner tarball, and the SHA-256 it must have:
+  # runner_download_url = "https://mirror.example.com/actions-runner-linux-x64-2.329.0.tar.gz"
+  # runner_sha256       = "<sha256sum of the tarball>"
 }
 
 # The launch template needs IMDSv2 with instance tags in metadata, and an
