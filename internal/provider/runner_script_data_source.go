@@ -93,14 +93,24 @@ func (d *runnerScriptDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 				Validators: []validator.String{stringvalidator.RegexMatches(agentscript.UserPattern, "must be a user name: up to 32 lower-case letters, digits, '_' or '-', starting with a letter or '_'")},
 			},
 			"pre_runner_script": schema.StringAttribute{
-				Optional: true, Description: "Script run once per instance, as root, after the runner is installed and before it serves a claim (install tools, warm caches). With a `#!` line it runs with that interpreter, otherwise with bash. Its failure signals `UD_FAILED` and the instance is given up.",
+				Optional: true, Sensitive: true,
+				Description: "Script run once per instance, as root, after the runner is installed and before it serves a claim (install tools, warm caches). With a `#!` line it runs with that interpreter, otherwise with bash. Its failure signals `UD_FAILED` and the instance is given up. " +
+					"Sensitive, but not secret: it ends up in `content`, that is in the launch template's user data, which anyone allowed to read the launch template or the instance's attributes can read, and which any process on the instance can read from the instance metadata service, jobs included unless the agent's metadata firewall keeps the runner user from it. Fetch secrets at run time (e.g. from SSM Parameter Store with the instance profile) instead of writing them here.",
 			},
 			"heartbeat_interval": schema.StringAttribute{
 				Optional: true, Computed: true, Description: "How often the agent writes its heartbeat, `1s` to `10s`; claims call a runner unhealthy after 15s without one. Default `5s`.",
 				Validators: []validator.String{durationBetween(time.Second, 10*time.Second)},
 			},
-			"content":        schema.StringAttribute{Computed: true, Description: "The script."},
-			"content_base64": schema.StringAttribute{Computed: true, Description: "The script, base64-encoded, for `aws_launch_template.user_data`."},
+			// Terraform does not carry a sensitive argument's mark over to what
+			// a provider computes from it: the script holds pre_runner_script.
+			"content": schema.StringAttribute{
+				Computed: true, Sensitive: true,
+				Description: "The script. Sensitive, as it holds `pre_runner_script`: plans show `(sensitive value)` for it and for what is set from it (such as the launch template's `user_data`), and an output of it needs `sensitive = true`.",
+			},
+			"content_base64": schema.StringAttribute{
+				Computed: true, Sensitive: true,
+				Description: "The script, base64-encoded, for `aws_launch_template.user_data`. Sensitive, as `content`.",
+			},
 		},
 	}
 }

@@ -65,6 +65,41 @@ data "ec2runners_runner_script" "test" {
 
 const testRunnerSHA256 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
+// TestAccRunnerScriptDataSource_sensitive: pre_runner_script ends up in the
+// script, so Terraform treats the script as sensitive: an output of it
+// without sensitive = true is an error, and plans hide it.
+func TestAccRunnerScriptDataSource_sensitive(t *testing.T) {
+	const script = `
+data "ec2runners_runner_script" "test" {
+  pool              = "ci"
+  github_owner      = "octo"
+  pre_runner_script = "echo secret-token"
+}
+`
+	for _, attr := range []string{"content", "content_base64"} {
+		t.Run(attr, func(t *testing.T) {
+			expectPlanError(t, script+`output "script" { value = data.ec2runners_runner_script.test.`+attr+` }`,
+				`(?s)Output refers to sensitive values.*output "script"`)
+		})
+	}
+	t.Run("sensitive output", func(t *testing.T) {
+		resource.ParallelTest(t, resource.TestCase{
+			ProtoV6ProviderFactories: testProviders,
+			Steps: []resource.TestStep{{
+				Config: script + `output "script" {
+  value     = data.ec2runners_runner_script.test.content
+  sensitive = true
+}`,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectSensitiveValue("data.ec2runners_runner_script.test", tfjsonpath.New("content")),
+					statecheck.ExpectSensitiveValue("data.ec2runners_runner_script.test", tfjsonpath.New("content_base64")),
+					statecheck.ExpectSensitiveValue("data.ec2runners_runner_script.test", tfjsonpath.New("pre_runner_script")),
+				},
+			}},
+		})
+	})
+}
+
 func TestAccRunnerScriptDataSource_invalidInput(t *testing.T) {
 	for name, tc := range map[string]struct{ args, want string }{
 		"bad pool":           {`pool = "my pool"`, `Attribute pool may contain only letters, digits`},

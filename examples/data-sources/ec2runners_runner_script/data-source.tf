@@ -5,6 +5,7 @@ data "ec2runners_runner_script" "agent" {
   github_repository = "app" # omit for organization runners
 
   # Runs once per instance, as root, before the runner serves its first claim.
+  # It ends up in the launch template's user data: keep secrets out of it.
   pre_runner_script = <<-EOT
     dnf install -y git docker
     systemctl enable --now docker
