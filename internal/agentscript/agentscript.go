@@ -11,12 +11,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -38,6 +38,7 @@ type Options struct {
 	GitHubRepository  string // "": the runner registers at organization level
 	RunnerVersion     string
 	RunnerDownloadURL string // "": GitHub's release of RunnerVersion
+	RunnerSHA256      string // "": not checked; else the tarball's SHA-256, hex
 	RunnerUser        string
 	PreRunnerScript   string
 	HeartbeatInterval time.Duration
@@ -78,6 +79,9 @@ var (
 	versionPattern = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`)
 	// UserPattern is what useradd accepts on both Amazon Linux and Ubuntu.
 	UserPattern = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+	// SHA256Pattern is a SHA-256 digest in hex, as sha256sum prints it (or in
+	// capitals).
+	SHA256Pattern = regexp.MustCompile(`^[0-9A-Fa-f]{64}$`)
 )
 
 // Validate reports the first invalid setting, naming it.
@@ -88,21 +92,25 @@ func (o Options) Validate() error {
 			errs = append(errs, fmt.Errorf(format, args...))
 		}
 	}
+	// The registration token and the runner travel over these.
+	checkURL := func(setting, raw string) {
+		if err := github.CheckURL(raw); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", setting, err))
+		}
+	}
 	check(protocol.ValidatePoolName(o.Pool) == nil, "pool: %q is not a pool name (1-40 characters of A-Z a-z 0-9 _ -)", o.Pool)
 	check(o.Region != "", "region: required")
-	check(isHTTPURL(o.GitHubURL), "github_url: %q is not an http(s) URL", o.GitHubURL)
+	checkURL("github_url", o.GitHubURL)
 	check(protocol.GitHubOwnerPattern.MatchString(o.GitHubOwner), "github_owner: %q is not a GitHub user or organization name", o.GitHubOwner)
 	check(o.GitHubRepository == "" || protocol.GitHubRepositoryPattern.MatchString(o.GitHubRepository), "github_repository: %q is not a repository name", o.GitHubRepository)
 	check(versionPattern.MatchString(o.RunnerVersion), "runner_version: %q is not a version like %s", o.RunnerVersion, DefaultRunnerVersion)
-	check(o.RunnerDownloadURL == "" || isHTTPURL(o.RunnerDownloadURL), "runner_download_url: %q is not an http(s) URL", o.RunnerDownloadURL)
+	if o.RunnerDownloadURL != "" {
+		checkURL("runner_download_url", o.RunnerDownloadURL)
+	}
+	check(o.RunnerSHA256 == "" || SHA256Pattern.MatchString(o.RunnerSHA256), "runner_sha256: %q is not a SHA-256 digest (64 hexadecimal digits)", o.RunnerSHA256)
 	check(UserPattern.MatchString(o.RunnerUser), "runner_user: %q is not a user name (lower-case letters, digits, _ and -)", o.RunnerUser)
 	check(o.HeartbeatInterval >= time.Second && o.HeartbeatInterval <= 10*time.Second, "heartbeat_interval: %s is outside 1s-10s (a claim calls a runner unhealthy after 15s without one)", o.HeartbeatInterval)
 	return errors.Join(errs...)
-}
-
-func isHTTPURL(s string) bool {
-	u, err := url.Parse(s)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 // Render returns the user-data script.
@@ -124,6 +132,7 @@ func Render(o Options) (string, error) {
 		{"GITHUB_TARGET", target},
 		{"RUNNER_VERSION", o.RunnerVersion},
 		{"RUNNER_DOWNLOAD_URL", o.RunnerDownloadURL},
+		{"RUNNER_SHA256", strings.ToLower(o.RunnerSHA256)}, // "": not checked
 		{"RUNNER_USER", o.RunnerUser},
 		{"RUNNER_DIR", cmp.Or(o.RunnerDir, "/opt/ec2runners/runner")},
 		{"STATE_DIR", cmp.Or(o.StateDir, "/var/lib/ec2runners")},
@@ -146,11 +155,21 @@ func Render(o Options) (string, error) {
 	var b strings.Builder
 	b.WriteString("#!/bin/bash\n# Rendered by terraform-provider-ec2runners (data source ec2runners_runner_script).\n\n")
 	for _, s := range settings {
+		if !reads(body, s.name) {
+			// A setting rendered ahead of the agent that reads it.
+			b.WriteString("# shellcheck disable=SC2034 # not read by this version of the agent\n")
+		}
 		fmt.Fprintf(&b, "%s=%s\n", s.name, shellQuote(s.value))
 	}
 	b.WriteString("\n")
 	b.WriteString(body)
 	return b.String(), nil
+}
+
+// reads tells whether script mentions the variable name ($NAME, ${NAME} or
+// NAME in arithmetic).
+func reads(script, name string) bool {
+	return regexp.MustCompile(`\b` + regexp.QuoteMeta(name) + `\b`).MatchString(script)
 }
 
 // seconds writes d (or fallback when d is 0) as seconds for sleep and

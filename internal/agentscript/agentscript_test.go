@@ -28,6 +28,7 @@ func TestValidate_namesTheSetting(t *testing.T) {
 		"runner_download_url": func(o *Options) { o.RunnerDownloadURL = "ftp://mirror/runner.tgz" },
 		"runner_user":         func(o *Options) { o.RunnerUser = "Runner User" },
 		"heartbeat_interval":  func(o *Options) { o.HeartbeatInterval = 30 * time.Second },
+		"runner_sha256":       func(o *Options) { o.RunnerSHA256 = "abc123" },
 	}
 	for setting, breakIt := range cases {
 		t.Run(setting, func(t *testing.T) {
@@ -109,6 +110,7 @@ func TestRender_passesShellcheck(t *testing.T) {
 	}
 	o := validOptions()
 	o.PreRunnerScript = "dnf install -y git"
+	o.RunnerSHA256 = strings.Repeat("ab", 32)
 	script, err := Render(o)
 	if err != nil {
 		t.Fatal(err)
@@ -120,5 +122,64 @@ func TestRender_passesShellcheck(t *testing.T) {
 	out, err := exec.Command("shellcheck", "--severity=style", "--shell=bash", path).CombinedOutput()
 	if err != nil {
 		t.Fatalf("shellcheck: %v\n%s", err, out)
+	}
+}
+
+// The registration token and the runner travel over github_url and
+// runner_download_url: https, or plain http only to this machine.
+func TestValidate_urlsNeedHTTPS(t *testing.T) {
+	for _, tc := range []struct {
+		setting, url, wantErr string // wantErr "": accepted
+	}{
+		{"github_url", "https://ghe.example.com", ""},
+		{"github_url", "http://127.0.0.1:8080", ""},
+		{"github_url", "http://localhost:8080", ""},
+		{"github_url", "http://[::1]:8080", ""},
+		{"github_url", "http://ghe.example.com", `github_url: "http://ghe.example.com" uses plain http://`},
+		{"runner_download_url", "https://mirror.example.com/runner.tar.gz", ""},
+		{"runner_download_url", "http://127.0.0.1:9000/runner.tar.gz", ""},
+		{"runner_download_url", "http://mirror.internal/runner.tar.gz", `runner_download_url: "http://mirror.internal/runner.tar.gz" uses plain http://`},
+		{"runner_download_url", "ftp://mirror/runner.tgz", "runner_download_url: \"ftp://mirror/runner.tgz\" is not an https:// URL"},
+	} {
+		o := validOptions()
+		if tc.setting == "github_url" {
+			o.GitHubURL = tc.url
+		} else {
+			o.RunnerDownloadURL = tc.url
+		}
+		err := o.Validate()
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%s = %q: %v, want it accepted", tc.setting, tc.url, err)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%s = %q: error %v, want one containing %q", tc.setting, tc.url, err, tc.wantErr)
+		}
+	}
+}
+
+// RUNNER_SHA256 is what the agent checks the runner tarball against: the
+// digest in lower case as sha256sum prints it, or "" for no check.
+func TestRender_runnerSHA256(t *testing.T) {
+	const digest = "0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789ABCDEF"
+	for _, tc := range []struct{ given, want string }{
+		{"", ""},
+		{digest, strings.ToLower(digest)},
+	} {
+		o := validOptions()
+		o.RunnerSHA256 = tc.given
+		script, err := Render(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := settingsOf(t, script, "RUNNER_SHA256")["RUNNER_SHA256"]; got != tc.want {
+			t.Errorf("RunnerSHA256 %q: RUNNER_SHA256 = %q, want %q", tc.given, got, tc.want)
+		}
+	}
+	for _, bad := range []string{"abc", digest + "0", digest[:63] + "g", " " + digest[1:], "sha256:" + digest[7:]} {
+		o := validOptions()
+		o.RunnerSHA256 = bad
+		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "runner_sha256:") || !strings.Contains(err.Error(), "64 hexadecimal digits") {
+			t.Errorf("RunnerSHA256 %q: Validate = %v, want an error about runner_sha256", bad, err)
+		}
 	}
 }

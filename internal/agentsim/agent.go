@@ -196,6 +196,11 @@ func (a *agent) step(ctx context.Context) (next time.Duration, stop string) {
 		return 0, "its instance record is terminated"
 	}
 	runID := rec.RunID // "" while there is no record
+	if protocol.ValidateRunID(runID) != nil {
+		// As the real agent: no runner registers with a label the protocol
+		// refuses (one in capitals would match another run's label).
+		runID = ""
+	}
 
 	switch a.phase {
 	case phaseWaiting: // step 3

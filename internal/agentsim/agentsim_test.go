@@ -519,6 +519,20 @@ func TestNeverRegisters(t *testing.T) {
 	}
 }
 
+// TestIgnoresInvalidRunID: a record naming a run id the protocol refuses
+// (GitHub would match "Run-1" to run-1's label) is waited out, as if it
+// named none; a valid one then registers.
+func TestIgnoresInvalidRunID(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, testOpts)
+	id := h.seed(t, agentsim.Healthy)
+	h.setRun(t, id, protocol.StateClaimed, "Run-1")
+	h.holdSignal(t, id, "", 2*time.Second)
+	h.setRun(t, id, protocol.StateClaimed, "run-1")
+	h.waitSignal(t, id, "UD_REG_OK run-1")
+	settle(t, "Registrations", func() []string { return h.sim.Registrations(id) }, []string{"run-1"})
+}
+
 func TestRegistrationFails(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, testOpts)

@@ -119,10 +119,10 @@ func parseBaseURL(raw string) (string, error) {
 	if raw == "" {
 		return defaultBaseURL, nil
 	}
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("github.base_url: %q is not an http(s) URL such as https://HOST/api/v3", raw)
+	if err := CheckURL(raw); err != nil {
+		return "", fmt.Errorf("github.base_url: %w", err)
 	}
+	u, _ := url.Parse(raw) // checked
 	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 		return "", fmt.Errorf("github.base_url: %q must not contain credentials, a query or a fragment", raw)
 	}

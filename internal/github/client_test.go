@@ -127,6 +127,7 @@ func TestNewValidation(t *testing.T) {
 		{"base URL without host", Config{Token: pat, BaseURL: "https:///api/v3"}, "github.base_url:"},
 		{"base URL not a URL", Config{Token: pat, BaseURL: "github.example.com/api/v3"}, "github.base_url:"},
 		{"base URL with query", Config{Token: pat, BaseURL: "https://github.example.com/api/v3?x=1"}, "github.base_url:"},
+		{"base URL over plain http", Config{Token: pat, BaseURL: "http://github.example.com/api/v3"}, "github.base_url: \"http://github.example.com/api/v3\" uses plain http://"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -33,3 +33,9 @@ func isQueueMissing(err error) bool {
 func isQueueDeletedRecently(err error) bool {
 	return hasErrorCode(err, "AWS.SimpleQueueService.QueueDeletedRecently", "QueueDeletedRecently")
 }
+
+// isQueueNameTaken: CreateQueue found a queue of that name whose attributes
+// (or, on AWS, tags) differ from the request's.
+func isQueueNameTaken(err error) bool {
+	return hasErrorCode(err, "QueueNameExists", "QueueAlreadyExists", "AWS.SimpleQueueService.QueueNameExists")
+}

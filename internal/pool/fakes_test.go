@@ -79,9 +79,22 @@ func (f *fakeDynamo) check(table *string) error {
 	return nil
 }
 
+// CreateTable makes the table active at once; it must be the fake's table.
 func (f *fakeDynamo) CreateTable(_ context.Context, in *dynamodb.CreateTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
 	f.log.add("CreateTable %s", aws.ToString(in.TableName))
-	return nil, errNotFaked
+	if aws.ToString(in.TableName) != f.name {
+		return nil, errNotFaked
+	}
+	if f.exists {
+		return nil, &types.ResourceInUseException{Message: aws.String("Table already exists: " + f.name)}
+	}
+	f.exists = true
+	for _, t := range in.Tags {
+		f.tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
+	}
+	return &dynamodb.CreateTableOutput{TableDescription: &types.TableDescription{
+		TableName: in.TableName, TableArn: aws.String(f.arn), TableStatus: types.TableStatusActive,
+	}}, nil
 }
 
 func (f *fakeDynamo) DescribeTable(_ context.Context, in *dynamodb.DescribeTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
@@ -247,6 +260,9 @@ type fakeQueue struct {
 type fakeSQS struct {
 	log    *callLog
 	queues map[string]*fakeQueue // by name
+	// beforeCreate, when set, runs at the start of each CreateQueue: another
+	// party creating a queue in between.
+	beforeCreate func(name string)
 }
 
 func newFakeSQS(log *callLog) *fakeSQS { return &fakeSQS{log: log, queues: map[string]*fakeQueue{}} }
@@ -267,13 +283,21 @@ func (f *fakeSQS) byURL(url *string) (*fakeQueue, error) {
 	return nil, &sqstypes.QueueDoesNotExist{Message: aws.String("The specified queue does not exist.")}
 }
 
+// CreateQueue returns an existing queue of the name only when the request
+// names its tags exactly; otherwise it fails, as AWS does.
 func (f *fakeSQS) CreateQueue(_ context.Context, in *sqs.CreateQueueInput, _ ...func(*sqs.Options)) (*sqs.CreateQueueOutput, error) {
 	name := aws.ToString(in.QueueName)
 	f.log.add("CreateQueue %s", name)
+	if f.beforeCreate != nil {
+		f.beforeCreate(name)
+	}
 	q, ok := f.queues[name]
-	if !ok {
+	switch {
+	case !ok:
 		q = f.add(name)
 		maps.Copy(q.tags, in.Tags)
+	case !maps.Equal(q.tags, in.Tags):
+		return nil, &sqstypes.QueueNameExists{Message: aws.String("A queue already exists with the same name and a different value for tags")}
 	}
 	return &sqs.CreateQueueOutput{QueueUrl: aws.String(q.url)}, nil
 }

@@ -155,7 +155,10 @@ func (m *Manager) Update(ctx context.Context, spec Spec) (*Status, error) {
 	}
 	for class := range spec.ResourceClasses {
 		if url, ok := urls[class]; ok {
-			if err := m.syncQueueTags(ctx, url, spec.Tags); err != nil {
+			// A queue the config item records is the pool's, with owner
+			// tags or, made by an earlier version, without.
+			recorded := cur.Config.QueueURLs[class] == url
+			if err := m.syncQueueTags(ctx, url, spec.Name, class, queueTags(spec.Name, class, spec.Tags), recorded); err != nil {
 				return nil, err
 			}
 			continue

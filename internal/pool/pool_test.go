@@ -336,8 +336,9 @@ func TestUpdateForceDestroyRemovesBusyClass(t *testing.T) {
 		t.Errorf("queues after Update: %v, want ci-large and ci-2xlarge", slices.Sorted(maps.Keys(f.sqs.queues)))
 	}
 	for _, class := range []string{"large", "2xlarge"} {
-		if got := f.queue(class).tags; !maps.Equal(got, spec.Tags) {
-			t.Errorf("queue %s tags = %v, want %v", class, got, spec.Tags)
+		want := map[string]string{"team": "ci", protocol.TagPool: "ci", protocol.TagClass: class}
+		if got := f.queue(class).tags; !maps.Equal(got, want) {
+			t.Errorf("queue %s tags = %v, want %v", class, got, want)
 		}
 	}
 	if !maps.Equal(f.db.tags, spec.Tags) {

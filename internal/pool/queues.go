@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -17,20 +18,79 @@ import (
 // name (it does so for 60 s), as happens when a pool is replaced.
 var queueRecreateBackoff = 5 * time.Second
 
-// createQueue makes the queue of one class and returns its URL.
+// queueTags are the tags of one class's queue: the pool's, and the owner
+// tags that say whose queue it is.
+func queueTags(pool, class string, tags map[string]string) map[string]string {
+	out := maps.Clone(tags)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out[protocol.TagPool], out[protocol.TagClass] = pool, class
+	return out
+}
+
+// checkQueueOwner refuses a queue whose owner tags name another pool or
+// class, or, unless untaggedIsOurs, a queue without them: queue names are
+// unique per account and region, not per pool.
+func checkQueueOwner(url string, tags map[string]string, pool, class string, untaggedIsOurs bool) error {
+	p, hasPool := tags[protocol.TagPool]
+	c, hasClass := tags[protocol.TagClass]
+	switch {
+	case p == pool && c == class:
+		return nil
+	case !hasPool && !hasClass && untaggedIsOurs:
+		return nil
+	case !hasPool && !hasClass:
+		return fmt.Errorf("SQS queue %s already exists and was not created by pool %s (it has no %s or %s tag); "+
+			"delete it, or choose another pool name or resource class (to hand it to the pool, tag it %s=%s and %s=%s)",
+			url, pool, protocol.TagPool, protocol.TagClass, protocol.TagPool, pool, protocol.TagClass, class)
+	default:
+		return fmt.Errorf("SQS queue %s already exists and belongs to pool %q, resource class %q (its %s and %s tags), not to pool %s, resource class %s; "+
+			"choose another pool name or resource class", url, p, c, protocol.TagPool, protocol.TagClass, pool, class)
+	}
+}
+
+// createQueue makes the queue of one class, tagged with its owner, and
+// returns its URL. A queue of that name that exists already is taken only
+// when its tags say it is this pool's queue of that class (left behind by
+// an apply that failed half-way): CreateQueue returns an existing queue
+// instead of failing, and would hand a pool another pool's runners.
 func (m *Manager) createQueue(ctx context.Context, pool, class string, tags map[string]string) (string, error) {
 	name := protocol.QueueName(pool, class)
+	want := queueTags(pool, class, tags)
+	var why string // what a retry waits out
 	for {
-		out, err := m.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Tags: tags})
-		if err == nil {
-			return aws.ToString(out.QueueUrl), nil
+		// Looked up first: some emulators retag an existing queue on CreateQueue.
+		url, err := m.queueURL(ctx, pool, class)
+		if err != nil {
+			return "", err
 		}
-		if !isQueueDeletedRecently(err) {
+		if url != "" {
+			if err := m.syncQueueTags(ctx, url, pool, class, want, false); err != nil {
+				return "", err
+			}
+			return url, nil
+		}
+		out, err := m.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Tags: want})
+		switch {
+		case err == nil:
+			// A queue created meanwhile by someone else comes back too.
+			url := aws.ToString(out.QueueUrl)
+			if err := m.syncQueueTags(ctx, url, pool, class, want, false); err != nil {
+				return "", err
+			}
+			return url, nil
+		case isQueueNameTaken(err):
+			// Created meanwhile, with other tags or attributes: look again.
+			why = "SQS reports a queue of that name with other tags or attributes, which it cannot find"
+		case isQueueDeletedRecently(err):
+			why = "SQS still holds the name of a recently deleted queue"
+		default:
 			return "", fmt.Errorf("creating SQS queue %s: %w", name, err)
 		}
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("creating SQS queue %s: SQS still holds the name of a recently deleted queue: %w", name, ctx.Err())
+			return "", fmt.Errorf("creating SQS queue %s: %s: %w", name, why, ctx.Err())
 		case <-time.After(queueRecreateBackoff):
 		}
 	}
@@ -89,10 +149,15 @@ func (m *Manager) deleteQueue(ctx context.Context, url string) error {
 	return nil
 }
 
-func (m *Manager) syncQueueTags(ctx context.Context, url string, want map[string]string) error {
+// syncQueueTags gives the queue of one class exactly the tags want, after
+// checking that the queue is that class's of pool (checkQueueOwner).
+func (m *Manager) syncQueueTags(ctx context.Context, url, pool, class string, want map[string]string, untaggedIsOurs bool) error {
 	out, err := m.SQS.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: aws.String(url)})
 	if err != nil {
 		return fmt.Errorf("reading tags of SQS queue %s: %w", url, err)
+	}
+	if err := checkQueueOwner(url, out.Tags, pool, class, untaggedIsOurs); err != nil {
+		return err
 	}
 	set, remove := tagChanges(out.Tags, want)
 	if len(remove) > 0 {

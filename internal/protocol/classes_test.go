@@ -28,9 +28,9 @@ func TestValidateResourceClasses(t *testing.T) {
 			wantErr: []string{`"a"`, `"b"`, "same cpu 4"}},
 		{name: "duplicate cpu among defaults", classes: func() map[string]ResourceClass {
 			c := DefaultResourceClasses()
-			c["xlarge-alt"] = ResourceClass{CPU: 4, MemoryMiB: 10000}
+			c["xlarge_alt"] = ResourceClass{CPU: 4, MemoryMiB: 10000}
 			return c
-		}(), wantErr: []string{`"xlarge"`, `"xlarge-alt"`, "same cpu 4"}},
+		}(), wantErr: []string{`"xlarge"`, `"xlarge_alt"`, "same cpu 4"}},
 		{name: "memory equal while cpu increases", classes: map[string]ResourceClass{"small": {CPU: 2, MemoryMiB: 4096}, "big": {CPU: 4, MemoryMiB: 4096}},
 			wantErr: []string{`"big"`, `"small"`, "strictly increase"}},
 		{name: "memory decreasing while cpu increases", classes: map[string]ResourceClass{"small": {CPU: 2, MemoryMiB: 8192}, "big": {CPU: 4, MemoryMiB: 4096}},

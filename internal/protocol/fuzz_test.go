@@ -210,6 +210,7 @@ func FuzzPoolConfigFromItem(f *testing.F) {
 		swap(`"cpu":4,`, `"cpu":2,`),
 		swap(`"memoryMiB":8192`, `"memoryMiB":4096`),
 		swap(`"large":{"cpu":2`, `"my class":{"cpu":2`),
+		swap(`"large":{"cpu":2`, `"gpu-big":{"cpu":2`), // a class named before '-' was refused
 		swap(`"resourceClasses":{"large":{"cpu":2,"memoryMiB":4096},"xlarge":{"cpu":4,"memoryMiB":8192}}`, `"resourceClasses":{}`),
 		swap(`"idleTimeout":"7m"`, `"idleTimeout":"soon"`),
 		swap(`"idleTimeout":"7m"`, `"idleTimeout":"-7m"`),
@@ -261,7 +262,8 @@ func FuzzPoolConfigFromItem(f *testing.F) {
 			t.Errorf("accepted config %q: %v", doc, err)
 		}
 		for class := range c.ResourceClasses {
-			if err := ValidateClassName(c.Name, class); err != nil {
+			// Config items may be older than the rule against '-' in classes.
+			if err := validateStoredClassName(c.Name, class); err != nil {
 				t.Errorf("accepted config %q: %v", doc, err)
 			}
 		}
@@ -537,6 +539,10 @@ func nameChars(s string) bool {
 	return true
 }
 
+// classChars: a class name has no '-', so the last '-' of a queue name
+// separates pool and class.
+func classChars(s string) bool { return nameChars(s) && !strings.Contains(s, "-") }
+
 func FuzzValidatePoolName(f *testing.F) {
 	for _, s := range []string{"", "a", "ci-runners", "my_pool-1", "-", "_", strings.Repeat("p", 40), strings.Repeat("p", 41),
 		"my pool", "my.pool", "my/pool", "pool\n", "\npool", "pööl", "pool\x00", "POOL", "０", "p\u200bool", strings.Repeat("é", 20)} {
@@ -557,6 +563,31 @@ func FuzzValidatePoolName(f *testing.F) {
 	})
 }
 
+func FuzzValidateRunID(f *testing.F) {
+	for _, s := range []string{"", "r", "run-1", "Run-1", "RUN", "12345-1", "build_1.2-x", "-run", ".run", "my run", "pool/run",
+		"rün", "\u212a", "İ", strings.Repeat("r", 100), strings.Repeat("r", 101), "run\n", "run\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		err := ValidateRunID(id)
+		valid := len(id) >= 1 && len(id) <= 100 && id[0] != '-' && id[0] != '.' && id[0] != '_'
+		for i := 0; valid && i < len(id); i++ {
+			c := id[i]
+			valid = 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-'
+		}
+		if (err == nil) != valid {
+			t.Fatalf("ValidateRunID(%q) = %v; the protocol says valid = %v", id, err, valid)
+		}
+		if err != nil && !strings.Contains(err.Error(), strconv.Quote(id)) {
+			t.Errorf("ValidateRunID(%q) = %q does not quote the run id", id, err)
+		}
+		// No two valid run ids are one label to GitHub.
+		if valid && strings.ToLower(id) != id {
+			t.Errorf("ValidateRunID accepted %q, which is not lower case", id)
+		}
+	})
+}
+
 func FuzzValidateClassName(f *testing.F) {
 	for _, c := range []struct{ pool, class string }{
 		{"ci", "large"}, {"ci", "2xlarge"}, {"ci", "gpu_big-1"}, {"ci", ""}, {"ci", "x large"}, {"ci", "x.large"}, {"ci", "größe"},
@@ -568,7 +599,7 @@ func FuzzValidateClassName(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, pool, class string) {
 		err := ValidateClassName(pool, class)
-		valid := class != "" && nameChars(class) && len(pool)+1+len(class) <= MaxQueueNameLength
+		valid := class != "" && classChars(class) && len(pool)+1+len(class) <= MaxQueueNameLength
 		if (err == nil) != valid {
 			t.Fatalf("ValidateClassName(%q, %q) = %v; the protocol says valid = %v", pool, class, err, valid)
 		}
@@ -577,6 +608,15 @@ func FuzzValidateClassName(f *testing.F) {
 		}
 		if valid && QueueName(pool, class) != pool+"-"+class {
 			t.Errorf("QueueName(%q, %q) = %q", pool, class, QueueName(pool, class))
+		}
+		// A class valid now was valid in a config item before.
+		if valid && validateStoredClassName(pool, class) != nil {
+			t.Errorf("validateStoredClassName(%q, %q) = %v for a valid class", pool, class, validateStoredClassName(pool, class))
+		}
+		if q := QueueName(pool, class); valid && ValidatePoolName(pool) == nil {
+			if i := strings.LastIndex(q, "-"); q[:i] != pool || q[i+1:] != class {
+				t.Errorf("queue %q does not split at its last '-' into pool %q and class %q", q, pool, class)
+			}
 		}
 	})
 }

@@ -284,6 +284,15 @@ func TestPoolConfigItemRoundTrip(t *testing.T) {
 			},
 			QueueURLs: map[string]string{},
 		}},
+		// Written before '-' was refused in class names (ValidateClassName):
+		// still read, so that the pool can be refreshed and its class renamed.
+		{name: "class with a dash", cfg: PoolConfig{
+			Name:            "ci",
+			ResourceClasses: map[string]ResourceClass{"gpu-big": {CPU: 8, MemoryMiB: 32768}},
+			IdleTimeout:     Duration(time.Hour),
+			MaxRuntime:      Duration(6 * time.Hour),
+			QueueURLs:       map[string]string{"gpu-big": "https://sqs/123/ci-gpu-big"},
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -57,7 +58,13 @@ func TestValidateClassName(t *testing.T) {
 	}{
 		{name: "default class", pool: "ci", class: "large"},
 		{name: "digits first", pool: "ci", class: "2xlarge"},
-		{name: "underscore and dash", pool: "ci", class: "gpu_big-1"},
+		{name: "underscore", pool: "ci", class: "gpu_big_1"},
+		{name: "upper case", pool: "ci", class: "GPU"},
+		// The last '-' of a queue name separates pool and class: pool a-b's
+		// class c and pool a's class b-c would both be a-b-c.
+		{name: "dash", pool: "a", class: "b-c", wantErr: []string{`"b-c"`, "only letters, digits and '_', not '-'", "<pool>-<class>", "a-b-c"}},
+		{name: "only a dash", pool: "ci", class: "-", wantErr: []string{"not '-'"}},
+		{name: "trailing dash", pool: "ci", class: "large-", wantErr: []string{"not '-'"}},
 		{name: "empty", pool: "ci", class: "", wantErr: []string{"must not be empty"}},
 		{name: "space", pool: "ci", class: "x large", wantErr: []string{`"x large"`, "only letters, digits"}},
 		{name: "dot", pool: "ci", class: "x.large", wantErr: []string{"only letters, digits"}},
@@ -108,5 +115,73 @@ func TestQueueAndTableName(t *testing.T) {
 		if got := TableName(tt.pool); got != tt.wantTable {
 			t.Errorf("TableName(%q) = %q, want %q", tt.pool, got, tt.wantTable)
 		}
+	}
+}
+
+// TestQueueNamesDoNotCollide: with '-' only in pool names, the last '-' of a
+// queue name tells its pool and class apart.
+func TestQueueNamesDoNotCollide(t *testing.T) {
+	pools := []string{"a", "a-b", "a-b-c", "a_b", "ci-runners", "-", "a-"}
+	classes := []string{"b", "c", "b_c", "large", "2xlarge", "_"}
+	seen := map[string]string{}
+	for _, p := range pools {
+		for _, c := range classes {
+			if ValidatePoolName(p) != nil || ValidateClassName(p, c) != nil {
+				t.Fatalf("pool %q, class %q: not valid", p, c)
+			}
+			q := QueueName(p, c)
+			if other, dup := seen[q]; dup {
+				t.Errorf("queue %s is both %s and pool %q class %q", q, other, p, c)
+			}
+			seen[q] = fmt.Sprintf("pool %q class %q", p, c)
+			i := strings.LastIndex(q, "-")
+			if q[:i] != p || q[i+1:] != c {
+				t.Errorf("queue %s splits at its last '-' into %q and %q, want %q and %q", q, q[:i], q[i+1:], p, c)
+			}
+		}
+	}
+}
+
+func TestValidateRunID(t *testing.T) {
+	tests := []struct {
+		name    string
+		id      string
+		wantErr []string // substrings of the error; nil means valid
+	}{
+		{name: "generated", id: "run-0123456789abcdef"},
+		{name: "workflow run and attempt", id: "12345678901-1"},
+		{name: "dots and underscores", id: "build_1.2-x"},
+		{name: "one character", id: "r"},
+		{name: "100 characters", id: strings.Repeat("r", 100)},
+		{name: "capital", id: "Run-1", wantErr: []string{`"Run-1"`, "must be lower case", "case-insensitively", `"run-1"`, "share one label"}},
+		{name: "all capitals", id: "RUN", wantErr: []string{"must be lower case", `"run"`}},
+		{name: "capital and a bad character", id: "Run 1", wantErr: []string{`"Run 1"`, "lower-case letters, digits"}},
+		{name: "empty", id: "", wantErr: []string{"1-100 characters of lower-case letters"}},
+		{name: "101 characters", id: strings.Repeat("r", 101), wantErr: []string{"1-100 characters"}},
+		{name: "starting with a dash", id: "-run", wantErr: []string{"starting with a letter or digit"}},
+		{name: "starting with a dot", id: ".run", wantErr: []string{"starting with a letter or digit"}},
+		{name: "space", id: "my run", wantErr: []string{`"my run"`}},
+		{name: "slash", id: "pool/run", wantErr: []string{`"pool/run"`}},
+		{name: "unicode letter", id: "rün", wantErr: []string{"lower-case letters"}},
+		{name: "kelvin sign", id: "\u212a", wantErr: []string{"run id"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := ValidateRunID(tt.id)
+			if tt.wantErr == nil {
+				if err != nil {
+					t.Fatalf("ValidateRunID(%q) = %v, want nil", tt.id, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("ValidateRunID(%q) = nil, want an error", tt.id)
+			}
+			for _, want := range tt.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("ValidateRunID(%q) = %q, want it to mention %q", tt.id, err, want)
+				}
+			}
+		})
 	}
 }

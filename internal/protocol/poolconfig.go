@@ -113,7 +113,7 @@ func (c PoolConfig) validate() error {
 		return err
 	}
 	for _, class := range SortedClassNames(c.ResourceClasses) {
-		if err := ValidateClassName(c.Name, class); err != nil {
+		if err := validateStoredClassName(c.Name, class); err != nil {
 			return err
 		}
 	}

@@ -43,7 +43,6 @@ var (
 )
 
 var (
-	runIDPattern        = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$`)
 	instanceTypePattern = regexp.MustCompile(`^[A-Za-z0-9.*-]+$`)
 	defaultAllowedTypes = []string{"c*", "m*", "r*"}
 )
@@ -112,9 +111,9 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 			},
 			"run_id": schema.StringAttribute{
 				Optional: true, Computed: true,
-				Description:   "The runners' label: jobs use `runs-on: <run_id>`. Up to 100 characters of `A-Z a-z 0-9 _ . -`, starting with a letter or digit. Default: a unique generated id.",
+				Description:   "The runners' label: jobs use `runs-on: <run_id>`. Up to 100 characters of `a-z 0-9 _ . -`, starting with a letter or digit; lower case only, as GitHub matches labels case-insensitively (`Run-1` would be `run-1`'s label too). Default: a unique generated id.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown(), stringplanmodifier.RequiresReplace()},
-				Validators:    []validator.String{stringvalidator.RegexMatches(runIDPattern, "must be 1-100 characters of letters, digits, '_', '.' and '-', starting with a letter or digit")},
+				Validators:    []validator.String{runIDValidator()},
 			},
 			"instance_count": schema.Int64Attribute{
 				Optional: true, Computed: true, Description: "How many runners, 1-100. Default 1.",
@@ -125,7 +124,7 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 			"resource_class": schema.StringAttribute{
 				Optional: true, Computed: true, Description: "Resource class of the runners; must exist in the pool. Default `large`.",
 				Default:       stringdefault.StaticString("large"),
-				Validators:    []validator.String{stringvalidator.RegexMatches(namePattern, "may contain only letters, digits, '_' and '-'")},
+				Validators:    []validator.String{classNameValidator()},
 				PlanModifiers: replace,
 			},
 			"usage_class": schema.StringAttribute{
@@ -377,8 +376,12 @@ func (r *claimResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 
 func (r *claimResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	poolName, runID, found := strings.Cut(req.ID, "/")
-	if !found || protocol.ValidatePoolName(poolName) != nil || !runIDPattern.MatchString(runID) {
+	if !found || protocol.ValidatePoolName(poolName) != nil {
 		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("Import a claim as <pool>/<run_id>, e.g. ci-runners/run-1234; got %q.", req.ID))
+		return
+	}
+	if err := protocol.ValidateRunID(runID); err != nil {
+		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("Import a claim as <pool>/<run_id>, e.g. ci-runners/run-1234; in %q, the %s.", req.ID, err))
 		return
 	}
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)

@@ -279,6 +279,12 @@ func TestAccClaim_import(t *testing.T) {
 				ImportStateId: "run-import",
 				ExpectError:   regexp.MustCompile(`Import a claim as <pool>/<run_id>`),
 			},
+			{
+				ResourceName:  "ec2runners_claim.test",
+				ImportState:   true,
+				ImportStateId: e.pool + "/Run-import",
+				ExpectError:   regexp.MustCompile(wrapped(`run id "Run-import" must be lower case`)),
+			},
 		},
 	})
 }

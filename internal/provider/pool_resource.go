@@ -92,11 +92,11 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 			"resource_classes": schema.MapNestedAttribute{
 				Optional:    true,
 				Computed:    true,
-				Description: "Runner sizes by class name; one queue per class. Default: `large` (2 vCPU, 4096 MiB), `xlarge` (4, 8192), `2xlarge` (8, 16384), `4xlarge` (16, 32768), `8xlarge` (32, 65536), `12xlarge` (48, 98304), `16xlarge` (64, 131072). cpu values must be unique and memory must strictly increase with cpu. A class can be removed only while it holds no runners, unless `force_destroy` is set.",
+				Description: "Runner sizes by class name; one queue per class, named `<name>-<class>` and tagged `ec2runners:pool = <name>`, `ec2runners:class = <class>`. Class names are letters, digits and `_`, without `-`, so that the last `-` of a queue name separates pool and class (pool `a-b`'s class `c` and pool `a`'s class `b-c` would share the queue `a-b-c`); the pool refuses an existing queue of its name that another pool's tags claim. Default: `large` (2 vCPU, 4096 MiB), `xlarge` (4, 8192), `2xlarge` (8, 16384), `4xlarge` (16, 32768), `8xlarge` (32, 65536), `12xlarge` (48, 98304), `16xlarge` (64, 131072). cpu values must be unique and memory must strictly increase with cpu. A class can be removed only while it holds no runners, unless `force_destroy` is set.",
 				Default:     mapdefault.StaticValue(resourceClassesValue(protocol.DefaultResourceClasses())),
 				Validators: []validator.Map{
 					mapvalidator.SizeAtLeast(1),
-					mapvalidator.KeysAre(stringvalidator.RegexMatches(namePattern, "may contain only letters, digits, '_' and '-'")),
+					mapvalidator.KeysAre(classNameValidator()),
 					resourceClassesValidator{},
 				},
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
@@ -168,7 +168,7 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 			},
 			"tags": schema.MapAttribute{
 				Optional: true, ElementType: types.StringType,
-				Description: "Tags of the table and the queues, over the provider's `default_tags`.",
+				Description: "Tags of the table and the queues, over the provider's `default_tags`. The keys `ec2runners:pool` and `ec2runners:class` are the provider's: it tags each queue with its pool and class.",
 				Validators:  []validator.Map{tagsValidator{}},
 			},
 			"tags_all": schema.MapAttribute{
@@ -211,6 +211,9 @@ func (r *poolResource) ValidateConfig(ctx context.Context, req resource.Validate
 		return
 	}
 	for class := range m.ResourceClasses.Elements() {
+		if !protocol.ClassNamePattern.MatchString(class) {
+			continue // refused by the key validator
+		}
 		if err := protocol.ValidateClassName(m.Name.ValueString(), class); err != nil {
 			resp.Diagnostics.AddAttributeError(path.Root("resource_classes"), "Invalid resource class name", fmt.Sprintf("Attribute resource_classes: %s.", err))
 		}

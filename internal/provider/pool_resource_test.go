@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"testing"
 	"time"
@@ -197,6 +198,48 @@ resource "ec2runners_pool" "test" {
 	})
 }
 
+// TestAccPool_anotherPoolsQueue: a queue of the pool's name that another
+// pool's tags claim is not taken over: the apply fails naming its owner,
+// leaves the queue as it was, and leaves no table behind.
+func TestAccPool_anotherPoolsQueue(t *testing.T) {
+	if testClients == nil {
+		t.Fatal("acceptance tests need TF_ACC=1")
+	}
+	name := randomName("acc-owner")
+	ctx := context.Background()
+	owner := map[string]string{protocol.TagPool: "other", protocol.TagClass: "large"}
+	q, err := testClients.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(protocol.QueueName(name, "large")), Tags: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = testClients.SQS.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl})
+	})
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviders,
+		CheckDestroy:             checkPoolDestroyed,
+		Steps: []resource.TestStep{{
+			Config: fmt.Sprintf(`
+resource "ec2runners_pool" "test" {
+  name             = %q
+  resource_classes = { large = { cpu = 2, memory_mib = 4096 } }
+  tags             = { team = "ci" }
+}`, name),
+			ExpectError: regexp.MustCompile(wrapped(`already exists and belongs to pool "other", resource class "large" \(its ec2runners:pool and ec2runners:class tags\), not to pool ` + name)),
+		}},
+	})
+	tags, err := testClients.SQS.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: q.QueueUrl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(tags.Tags, owner) {
+		t.Errorf("the other pool's queue is now tagged %v, want %v", tags.Tags, owner)
+	}
+	if _, err := testClients.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}); err == nil {
+		t.Errorf("the failed apply left the table %s behind", name)
+	}
+}
+
 func TestAccPool_forceDestroy(t *testing.T) {
 	name := randomName("acc-force")
 	config := func(force bool) string {
@@ -306,7 +349,10 @@ func checkQueueGone(pool, class string) resource.TestCheckFunc {
 	}
 }
 
+// checkQueueTags checks the tags of a class's queue: want and the owner tags.
 func checkQueueTags(pool, class string, want map[string]string) resource.TestCheckFunc {
+	want = maps.Clone(want)
+	want[protocol.TagPool], want[protocol.TagClass] = pool, class
 	return func(*terraform.State) error {
 		ctx := context.Background()
 		url, err := testClients.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(protocol.QueueName(pool, class))})

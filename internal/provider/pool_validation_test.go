@@ -29,6 +29,24 @@ name             = "ok"
 resource_classes = { "my class" = { cpu = 2, memory_mib = 4096 } }`,
 			want: `resource_classes.*may contain only letters, digits`,
 		},
+		"class name with a dash": {
+			config: `
+name             = "ok"
+resource_classes = { "gpu-big" = { cpu = 2, memory_mib = 4096 } }`,
+			want: `resource_classes.*may contain only letters, digits and '_', not '-': the class's queue is named <pool>-<class>, so a '-' in a class would let two pools share a queue \(pool a-b's class c and pool a's class b-c are both a-b-c\), got: gpu-big`,
+		},
+		"owner tag key": {
+			config: `
+name = "ok"
+tags = { "ec2runners:pool" = "other" }`,
+			want: `Attribute tags: tag key "ec2runners:pool" is the provider's: it tags each queue with its pool \(ec2runners:pool\) and class \(ec2runners:class\)`,
+		},
+		"class tag key": {
+			config: `
+name = "ok"
+tags = { "ec2runners:class" = "large" }`,
+			want: `Attribute tags: tag key "ec2runners:class" is the provider's`,
+		},
 		"duplicate cpu": {
 			config: `
 name             = "ok"

@@ -182,12 +182,17 @@ data "ec2runners_runner_script" "test" {
 		"base URL without scheme": {
 			`token = "ghp_x"
     base_url = "ghe.example.com/api/v3"`,
-			`Attribute github.base_url must be an http:// or https:// URL, got:\s+ghe.example.com/api/v3`,
+			`Attribute github.base_url: "ghe.example.com/api/v3" is not a URL such as https://github.example.com; use https:// \(http:// only to a loopback host: 127.0.0.0/8, ::1 or localhost\)`,
 		},
 		"bad base URL": {
 			`token = "ghp_x"
     base_url = "api.github.com"`,
-			`Attribute github.base_url must be an http:// or https:// URL`,
+			`Attribute github.base_url: "api.github.com" is not a URL`,
+		},
+		"base URL over plain http": {
+			`token = "ghp_x"
+    base_url = "http://ghe.example.com/api/v3"`,
+			`Attribute github.base_url: "http://ghe.example.com/api/v3" uses plain http:// to a host that is not loopback, so tokens or the runner could be read or changed on the way; use https:// \(http:// only to a loopback host: 127.0.0.0/8, ::1 or localhost\)`,
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

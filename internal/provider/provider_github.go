@@ -49,8 +49,8 @@ func githubBlock() schema.SingleNestedBlock {
 				Validators: []validator.String{stringvalidator.AlsoRequires(app("app_id"))},
 			},
 			"base_url": schema.StringAttribute{
-				Optional: true, Description: "GitHub REST API root; `https://HOST/api/v3` for GitHub Enterprise Server. Default: `GITHUB_API_URL` (set in GitHub Actions jobs), then `https://api.github.com`.",
-				Validators: []validator.String{stringvalidator.RegexMatches(urlPattern, "must be an http:// or https:// URL")},
+				Optional: true, Description: "GitHub REST API root; `https://HOST/api/v3` for GitHub Enterprise Server. https only (the token travels over it); http only to a loopback host (`127.0.0.0/8`, `::1`, `localhost`), for tests. Default: `GITHUB_API_URL` (set in GitHub Actions jobs), then `https://api.github.com`.",
+				Validators: []validator.String{secureURLValidator()},
 			},
 		},
 	}

@@ -34,6 +34,7 @@ type runnerScriptModel struct {
 	GitHubRepository   types.String `tfsdk:"github_repository"`
 	RunnerVersion      types.String `tfsdk:"runner_version"`
 	RunnerDownloadURL  types.String `tfsdk:"runner_download_url"`
+	RunnerSHA256       types.String `tfsdk:"runner_sha256"`
 	RunnerUser         types.String `tfsdk:"runner_user"`
 	PreRunnerScript    types.String `tfsdk:"pre_runner_script"`
 	HeartbeatInterval  types.String `tfsdk:"heartbeat_interval"`
@@ -65,8 +66,8 @@ func (d *runnerScriptDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 				Validators: []validator.String{regionValidator()},
 			},
 			"github_url": schema.StringAttribute{
-				Optional: true, Computed: true, Description: "Web URL of GitHub, or of a GitHub Enterprise Server. Default `" + defaultGitHubURL + "`.",
-				Validators: []validator.String{stringvalidator.RegexMatches(urlPattern, "must be an http:// or https:// URL")},
+				Optional: true, Computed: true, Description: "Web URL of GitHub, or of a GitHub Enterprise Server. https only (registration tokens travel over it); http only to a loopback host (`127.0.0.0/8`, `::1`, `localhost`), for tests. Default `" + defaultGitHubURL + "`.",
+				Validators: []validator.String{secureURLValidator()},
 			},
 			"github_owner": schema.StringAttribute{
 				Required: true, Description: "User or organization the runners register with; the pool's `github_owner`.",
@@ -81,15 +82,21 @@ func (d *runnerScriptDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`), "must be a release version such as "+agentscript.DefaultRunnerVersion)},
 			},
 			"runner_download_url": schema.StringAttribute{
-				Optional: true, Description: "Where to download the runner tarball instead of GitHub's releases, e.g. a mirror for instances without internet access.",
-				Validators: []validator.String{stringvalidator.RegexMatches(urlPattern, "must be an http:// or https:// URL")},
+				Optional: true, Description: "Where to download the runner tarball instead of GitHub's releases, e.g. a mirror for instances without internet access. https only; http only to a loopback host (`127.0.0.0/8`, `::1`, `localhost`), for tests.",
+				Validators: []validator.String{secureURLValidator()},
+			},
+			"runner_sha256": schema.StringAttribute{
+				Optional: true, Description: "SHA-256 of the runner tarball, 64 hexadecimal digits (as `sha256sum` prints it): the agent refuses a download that does not match, e.g. from a mirror (`runner_download_url`). Default: no check.",
+				Validators: []validator.String{stringvalidator.RegexMatches(agentscript.SHA256Pattern, "must be a SHA-256 digest: 64 hexadecimal digits")},
 			},
 			"runner_user": schema.StringAttribute{
 				Optional: true, Computed: true, Description: "Unprivileged user the runner runs as; created if missing. Default `" + defaultRunnerUser + "`.",
 				Validators: []validator.String{stringvalidator.RegexMatches(agentscript.UserPattern, "must be a user name: up to 32 lower-case letters, digits, '_' or '-', starting with a letter or '_'")},
 			},
 			"pre_runner_script": schema.StringAttribute{
-				Optional: true, Description: "Script run once per instance, as root, after the runner is installed and before it serves a claim (install tools, warm caches). With a `#!` line it runs with that interpreter, otherwise with bash. Its failure signals `UD_FAILED` and the instance is given up.",
+				Optional: true, Sensitive: true,
+				Description: "Script run once per instance, as root, after the runner is installed and before it serves a claim (install tools, warm caches). With a `#!` line it runs with that interpreter, otherwise with bash. Its failure signals `UD_FAILED` and the instance is given up. " +
+					"Sensitive, but not secret: it ends up in `content`, that is in the launch template's user data, which anyone allowed to read the launch template or the instance's attributes can read, and which any process on the instance can read from the instance metadata service, jobs included unless the agent's metadata firewall keeps the runner user from it. Fetch secrets at run time (e.g. from SSM Parameter Store with the instance profile) instead of writing them here.",
 			},
 			"heartbeat_interval": schema.StringAttribute{
 				Optional: true, Computed: true, Description: "How often the agent writes its heartbeat, `1s` to `10s`; claims call a runner unhealthy after 15s without one. Default `5s`.",
@@ -99,8 +106,16 @@ func (d *runnerScriptDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 				Optional: true, Computed: true,
 				Description: "Whether jobs may reach the instance metadata service (169.254.169.254, fd00:ec2::254). Default `false`: a firewall rule for the runner user keeps them from it, and so from the instance role's credentials, which can write this runner's heartbeats and signals and terminate it. Set it only if jobs need something from the metadata service, knowing that they then hold the instance role; jobs that need AWS should assume a role of their own with GitHub's OIDC token instead.",
 			},
-			"content":        schema.StringAttribute{Computed: true, Description: "The script."},
-			"content_base64": schema.StringAttribute{Computed: true, Description: "The script, base64-encoded, for `aws_launch_template.user_data`."},
+			// Terraform does not carry a sensitive argument's mark over to what
+			// a provider computes from it: the script holds pre_runner_script.
+			"content": schema.StringAttribute{
+				Computed: true, Sensitive: true,
+				Description: "The script. Sensitive, as it holds `pre_runner_script`: plans show `(sensitive value)` for it and for what is set from it (such as the launch template's `user_data`), and an output of it needs `sensitive = true`.",
+			},
+			"content_base64": schema.StringAttribute{
+				Computed: true, Sensitive: true,
+				Description: "The script, base64-encoded, for `aws_launch_template.user_data`. Sensitive, as `content`.",
+			},
 		},
 	}
 }
@@ -137,6 +152,7 @@ func (d *runnerScriptDataSource) Read(ctx context.Context, req datasource.ReadRe
 		GitHubRepository:   m.GitHubRepository.ValueString(),
 		RunnerVersion:      m.RunnerVersion.ValueString(),
 		RunnerDownloadURL:  m.RunnerDownloadURL.ValueString(),
+		RunnerSHA256:       m.RunnerSHA256.ValueString(),
 		RunnerUser:         m.RunnerUser.ValueString(),
 		PreRunnerScript:    m.PreRunnerScript.ValueString(),
 		HeartbeatInterval:  heartbeat,

@@ -22,10 +22,12 @@ func TestAccRunnerScriptDataSource_basic(t *testing.T) {
 		Steps: []resource.TestStep{{
 			Config: `
 data "ec2runners_runner_script" "test" {
-  pool              = "ci-runners"
-  github_owner      = "octo"
-  github_repository = "app"
-  pre_runner_script = "dnf install -y git"
+  pool                = "ci-runners"
+  github_owner        = "octo"
+  github_repository   = "app"
+  pre_runner_script   = "dnf install -y git"
+  runner_download_url = "https://mirror.example.com/actions-runner-linux-x64-2.329.0.tar.gz"
+  runner_sha256       = "` + testRunnerSHA256 + `"
 }`,
 			ConfigStateChecks: []statecheck.StateCheck{
 				statecheck.ExpectKnownValue(address, tfjsonpath.New("region"), knownvalue.StringExact(testClients.Region)),
@@ -40,6 +42,7 @@ data "ec2runners_runner_script" "test" {
 				want, err := agentscript.Render(agentscript.Options{
 					Pool: "ci-runners", Region: testClients.Region, GitHubURL: "https://github.com", GitHubOwner: "octo", GitHubRepository: "app",
 					RunnerVersion: agentscript.DefaultRunnerVersion, RunnerUser: "runner", PreRunnerScript: "dnf install -y git",
+					RunnerDownloadURL: "https://mirror.example.com/actions-runner-linux-x64-2.329.0.tar.gz", RunnerSHA256: testRunnerSHA256,
 					HeartbeatInterval: agentscript.DefaultHeartbeatInterval,
 				})
 				if err != nil || content != want {
@@ -51,9 +54,49 @@ data "ec2runners_runner_script" "test" {
 				if !strings.Contains(content, "DYNAMODB_URL='https://dynamodb."+testClients.Region+".amazonaws.com'") {
 					return fmt.Errorf("the script does not talk to the regional DynamoDB endpoint")
 				}
+				if !strings.Contains(content, "\nRUNNER_SHA256='"+testRunnerSHA256+"'\n") {
+					return fmt.Errorf("the script does not set RUNNER_SHA256 to runner_sha256")
+				}
 				return nil
 			},
 		}},
+	})
+}
+
+const testRunnerSHA256 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// TestAccRunnerScriptDataSource_sensitive: pre_runner_script ends up in the
+// script, so Terraform treats the script as sensitive: an output of it
+// without sensitive = true is an error, and plans hide it.
+func TestAccRunnerScriptDataSource_sensitive(t *testing.T) {
+	const script = `
+data "ec2runners_runner_script" "test" {
+  pool              = "ci"
+  github_owner      = "octo"
+  pre_runner_script = "echo secret-token"
+}
+`
+	for _, attr := range []string{"content", "content_base64"} {
+		t.Run(attr, func(t *testing.T) {
+			expectPlanError(t, script+`output "script" { value = data.ec2runners_runner_script.test.`+attr+` }`,
+				`(?s)Output refers to sensitive values.*output "script"`)
+		})
+	}
+	t.Run("sensitive output", func(t *testing.T) {
+		resource.ParallelTest(t, resource.TestCase{
+			ProtoV6ProviderFactories: testProviders,
+			Steps: []resource.TestStep{{
+				Config: script + `output "script" {
+  value     = data.ec2runners_runner_script.test.content
+  sensitive = true
+}`,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectSensitiveValue("data.ec2runners_runner_script.test", tfjsonpath.New("content")),
+					statecheck.ExpectSensitiveValue("data.ec2runners_runner_script.test", tfjsonpath.New("content_base64")),
+					statecheck.ExpectSensitiveValue("data.ec2runners_runner_script.test", tfjsonpath.New("pre_runner_script")),
+				},
+			}},
+		})
 	})
 }
 
@@ -61,24 +104,30 @@ func TestAccRunnerScriptDataSource_invalidInput(t *testing.T) {
 	for name, tc := range map[string]struct{ args, want string }{
 		"bad pool":           {`pool = "my pool"`, `Attribute pool may contain only letters, digits`},
 		"bad region":         {`region = "Mars"`, `Attribute region must be an AWS region such as eu-west-1`},
-		"bad URL":            {`github_url = "github.com"`, `Attribute github_url must be an http:// or https:// URL`},
+		"bad URL":            {`github_url = "github.com"`, `Attribute github_url: "github.com" is not a URL such as https://github.example.com; use https:// \(http:// only to a loopback host: 127.0.0.0/8, ::1 or localhost\)`},
+		"plain http URL":     {`github_url = "http://ghe.example.com"`, `Attribute github_url: "http://ghe.example.com" uses plain http:// to a host that is not loopback, so tokens or the runner could be read or changed on the way; use https:// \(http:// only to a loopback host: 127.0.0.0/8, ::1 or localhost\)`},
 		"bad owner":          {`github_owner = "octo/app"`, `Attribute github_owner must be a GitHub user or organization name`},
 		"bad repository":     {`github_repository = "a b"`, `Attribute github_repository must be a repository name`},
 		"bad version":        {`runner_version = "latest"`, `Attribute runner_version must be a release version such as`},
-		"bad download URL":   {`runner_download_url = "s3://bucket/runner.tgz"`, `Attribute runner_download_url must be an http:// or https:// URL`},
+		"bad download URL":   {`runner_download_url = "s3://bucket/runner.tgz"`, `Attribute runner_download_url: "s3://bucket/runner.tgz" is not an https:// URL; use https:// \(http:// only to a loopback host`},
+		"plain http mirror":  {`runner_download_url = "http://mirror.internal/runner.tar.gz"`, `Attribute runner_download_url: "http://mirror.internal/runner.tar.gz" uses plain http:// to a host that is not loopback`},
+		"http to 128.0.0.1":  {`runner_download_url = "http://128.0.0.1/runner.tar.gz"`, `Attribute runner_download_url: "http://128.0.0.1/runner.tar.gz" uses plain http://`},
+		"short sha256":       {`runner_sha256 = "abc123"`, `Attribute runner_sha256 must be a SHA-256 digest: 64 hexadecimal digits, got: abc123`},
+		"sha256 not hex":     {`runner_sha256 = "` + strings.Repeat("g", 64) + `"`, `Attribute runner_sha256 must be a SHA-256 digest: 64 hexadecimal digits`},
+		"sha256 too long":    {`runner_sha256 = "` + strings.Repeat("a", 65) + `"`, `Attribute runner_sha256 must be a SHA-256 digest: 64 hexadecimal digits`},
 		"bad user":           {`runner_user = "Runner"`, `Attribute runner_user must be a user name`},
 		"heartbeat too slow": {`heartbeat_interval = "30s"`, `Attribute heartbeat_interval must be a duration such as .90s., .7m. or .1h30m., from 1s to 10s`},
 
 		"empty pool":                 {`pool = ""`, `Attribute pool string length must be between 1 and 40, got: 0`},
 		"empty region":               {`region = ""`, `Attribute region must be an AWS region such as eu-west-1, got: `},
 		"region with a zone":         {`region = "eu-west-1a"`, `Attribute region must be an AWS region such as eu-west-1, got: eu-west-1a`},
-		"URL without host":           {`github_url = "https://"`, `Attribute github_url must be an http:// or https:// URL, got: https://`},
+		"URL without host":           {`github_url = "https://"`, `Attribute github_url: "https://" is not a URL`},
 		"empty owner":                {`github_owner = ""`, `Attribute github_owner must be a GitHub user or organization name: 1-39 letters, digits or '-', not starting with '-', got: `},
 		"owner too long":             {`github_owner = "` + strings.Repeat("o", 40) + `"`, `Attribute github_owner must be a GitHub user or organization name: 1-39`},
 		"repository too long":        {`github_repository = "` + strings.Repeat("r", 101) + `"`, `Attribute github_repository must be a repository name: 1-100 letters, digits, '_', '.' or '-'`},
 		"empty repository":           {`github_repository = ""`, `Attribute github_repository must be a repository name: 1-100 letters`},
 		"version with v":             {`runner_version = "v2.300.0"`, `Attribute runner_version must be a release version such as [0-9.]+, got: v2.300.0`},
-		"empty download URL":         {`runner_download_url = ""`, `Attribute runner_download_url must be an http:// or https:// URL, got: `},
+		"empty download URL":         {`runner_download_url = ""`, `Attribute runner_download_url: "" is not a URL`},
 		"user too long":              {`runner_user = "` + strings.Repeat("u", 33) + `"`, `Attribute runner_user must be a user name: up to 32 lower-case letters, digits, '_' or '-', starting with a letter or '_'`},
 		"user starting with a digit": {`runner_user = "1runner"`, `Attribute runner_user must be a user name: up to 32 lower-case letters, digits, '_' or '-', starting with a letter or '_', got: 1runner`},
 		"heartbeat too fast":         {`heartbeat_interval = "500ms"`, `Attribute heartbeat_interval must be a duration such as .90s., .7m. or .1h30m., from 1s to 10s, got "500ms"`},

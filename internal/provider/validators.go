@@ -12,9 +12,12 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
+// urlPattern is the AWS endpoints' rule; URLs that GitHub tokens or the
+// runner travel over follow github.CheckURL (secureURLValidator).
 var urlPattern = regexp.MustCompile(`^https?://\S+$`)
 
 // namePattern is the character set of pool and resource class names.
@@ -26,6 +29,43 @@ func poolNameValidators() []validator.String {
 		stringvalidator.LengthBetween(1, protocol.MaxPoolNameLength),
 		stringvalidator.RegexMatches(namePattern, "may contain only letters, digits, '_' and '-'"),
 	}
+}
+
+// ruleValidator applies a rule of the packages beneath the provider at plan
+// time, so that Terraform refuses what they would, in their words.
+type ruleValidator struct {
+	summary     string
+	description string
+	check       func(string) error
+}
+
+func (v ruleValidator) Description(context.Context) string { return v.description }
+
+func (v ruleValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (v ruleValidator) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if err := v.check(req.ConfigValue.ValueString()); err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, v.summary, fmt.Sprintf("Attribute %s: %s.", req.Path, err))
+	}
+}
+
+// runIDValidator: a claim's run id is its runners' only GitHub label.
+func runIDValidator() validator.String {
+	return ruleValidator{summary: "Invalid run id", description: "must be " + protocol.RunIDRule, check: protocol.ValidateRunID}
+}
+
+// secureURLValidator: for the URLs that GitHub tokens, registration tokens
+// or the runner travel over.
+func secureURLValidator() validator.String {
+	return ruleValidator{summary: "Invalid URL", description: "must be a URL; " + github.URLRule, check: github.CheckURL}
+}
+
+// classNameValidator: resource class names have no '-' (protocol.ClassNameRule).
+func classNameValidator() validator.String {
+	return stringvalidator.RegexMatches(protocol.ClassNamePattern, protocol.ClassNameRule)
 }
 
 // durationValidator accepts Go duration text within [min, max].
@@ -189,7 +229,8 @@ const (
 type tagsValidator struct{}
 
 func (tagsValidator) Description(context.Context) string {
-	return fmt.Sprintf("tag keys must be 1-%d characters and values at most %d, of letters, digits, spaces and _ . : / = + - @; keys must not start with aws:", maxTagKeyLength, maxTagValueLength)
+	return fmt.Sprintf("tag keys must be 1-%d characters and values at most %d, of letters, digits, spaces and _ . : / = + - @; keys must not start with aws: or be %s or %s",
+		maxTagKeyLength, maxTagValueLength, protocol.TagPool, protocol.TagClass)
 }
 
 func (v tagsValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
@@ -206,6 +247,8 @@ func (v tagsValidator) ValidateMap(ctx context.Context, req validator.MapRequest
 			problem = fmt.Sprintf("tag key %q is %d characters long", key, n)
 		case strings.HasPrefix(strings.ToLower(key), "aws:"):
 			problem = fmt.Sprintf("tag key %q starts with aws:, which AWS reserves", key)
+		case key == protocol.TagPool || key == protocol.TagClass:
+			problem = fmt.Sprintf("tag key %q is the provider's: it tags each queue with its pool (%s) and class (%s)", key, protocol.TagPool, protocol.TagClass)
 		case !tagCharPattern.MatchString(key):
 			problem = fmt.Sprintf("tag key %q has a character AWS does not allow", key)
 		case value.IsUnknown():

@@ -77,6 +77,9 @@ func TestTagsValidation(t *testing.T) {
 		"bad key character":             {map[string]attr.Value{"team!": types.StringValue("v")}, `tag key "team!" has a character`},
 		"bad value character":           {map[string]attr.Value{"team": types.StringValue("a;b")}, `the value of tag "team" has a character`},
 		"null value":                    {map[string]attr.Value{"team": types.StringNull()}, `tag "team" has a null value`},
+		"queue owner: pool":             {map[string]attr.Value{"ec2runners:pool": types.StringValue("other")}, `tag key "ec2runners:pool" is the provider's`},
+		"queue owner: class":            {map[string]attr.Value{"ec2runners:class": types.StringValue("large")}, `tag key "ec2runners:class" is the provider's`},
+		"other ec2runners: key":         {map[string]attr.Value{"ec2runners:team": types.StringValue("ci")}, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			req := validator.MapRequest{Path: path.Root("tags"), ConfigValue: types.MapValueMust(types.StringType, tc.tags)}
@@ -123,6 +126,41 @@ func TestUniqueStringsValidation(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var resp validator.ListResponse
 			uniqueStrings{}.ValidateList(context.Background(), validator.ListRequest{Path: path.Root("fleet").AtName("subnet_ids"), ConfigValue: tc.list}, &resp)
+			switch {
+			case tc.want == "" && resp.Diagnostics.HasError():
+				t.Errorf("refused: %v", resp.Diagnostics)
+			case tc.want != "" && (!resp.Diagnostics.HasError() || !strings.Contains(resp.Diagnostics.Errors()[0].Detail(), tc.want)):
+				t.Errorf("diagnostics %v, want %q", resp.Diagnostics, tc.want)
+			}
+		})
+	}
+}
+
+// TestRuleValidators: plan-time checks that apply the packages' own rules
+// name the attribute and say what is allowed.
+func TestRuleValidators(t *testing.T) {
+	for name, tc := range map[string]struct {
+		v     validator.String
+		value types.String
+		want  string // substring of the error; "" means valid
+	}{
+		"run id":               {runIDValidator(), types.StringValue("run-1"), ""},
+		"run id in capitals":   {runIDValidator(), types.StringValue("Run-1"), `Attribute x: run id "Run-1" must be lower case: GitHub matches labels case-insensitively, so "Run-1" and "run-1" would share one label.`},
+		"run id with a space":  {runIDValidator(), types.StringValue("run 1"), `Attribute x: run id "run 1" must be 1-100 characters of lower-case letters`},
+		"unknown run id":       {runIDValidator(), types.StringUnknown(), ""},
+		"null run id":          {runIDValidator(), types.StringNull(), ""},
+		"https URL":            {secureURLValidator(), types.StringValue("https://ghe.example.com/api/v3"), ""},
+		"loopback http URL":    {secureURLValidator(), types.StringValue("http://127.0.0.1:8080"), ""},
+		"IPv6 loopback URL":    {secureURLValidator(), types.StringValue("http://[::1]:8080"), ""},
+		"localhost URL":        {secureURLValidator(), types.StringValue("http://localhost:8080"), ""},
+		"plain http URL":       {secureURLValidator(), types.StringValue("http://ghe.example.com"), `Attribute x: "http://ghe.example.com" uses plain http:// to a host that is not loopback`},
+		"not a URL":            {secureURLValidator(), types.StringValue("ghe.example.com"), `Attribute x: "ghe.example.com" is not a URL`},
+		"class name":           {classNameValidator(), types.StringValue("gpu_big"), ""},
+		"class name with dash": {classNameValidator(), types.StringValue("gpu-big"), "not '-'"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var resp validator.StringResponse
+			tc.v.ValidateString(context.Background(), validator.StringRequest{Path: path.Root("x"), ConfigValue: tc.value}, &resp)
 			switch {
 			case tc.want == "" && resp.Diagnostics.HasError():
 				t.Errorf("refused: %v", resp.Diagnostics)

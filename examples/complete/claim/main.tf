@@ -56,8 +56,8 @@ variable "run_id" {
   type        = string
 
   validation {
-    condition     = can(regex("^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$", var.run_id))
-    error_message = "The run ID must be 1-100 characters of letters, digits, '_', '.' and '-', starting with a letter or digit."
+    condition     = can(regex("^[a-z0-9][a-z0-9_.-]{0,99}$", var.run_id))
+    error_message = "The run ID must be 1-100 characters of lower-case letters, digits, '_', '.' and '-', starting with a letter or digit (lower case: GitHub matches labels case-insensitively)."
   }
 }
 

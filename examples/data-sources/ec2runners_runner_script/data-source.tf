@@ -5,11 +5,16 @@ data "ec2runners_runner_script" "agent" {
   github_repository = "app" # omit for organization runners
 
   # Runs once per instance, as root, before the runner serves its first claim.
+  # It ends up in the launch template's user data: keep secrets out of it.
   pre_runner_script = <<-EOT
     dnf install -y git docker
     systemctl enable --now docker
     usermod -aG docker runner
   EOT
+
+  # A mirror of the runner tarball, and the SHA-256 it must have:
+  # runner_download_url = "https://mirror.example.com/actions-runner-linux-x64-2.329.0.tar.gz"
+  # runner_sha256       = "<sha256sum of the tarball>"
 }
 
 # The launch template needs IMDSv2 with instance tags in metadata, and an
