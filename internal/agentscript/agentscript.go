@@ -155,21 +155,11 @@ func Render(o Options) (string, error) {
 	var b strings.Builder
 	b.WriteString("#!/bin/bash\n# Rendered by terraform-provider-ec2runners (data source ec2runners_runner_script).\n\n")
 	for _, s := range settings {
-		if !reads(body, s.name) {
-			// A setting rendered ahead of the agent that reads it.
-			b.WriteString("# shellcheck disable=SC2034 # not read by this version of the agent\n")
-		}
 		fmt.Fprintf(&b, "%s=%s\n", s.name, shellQuote(s.value))
 	}
 	b.WriteString("\n")
 	b.WriteString(body)
 	return b.String(), nil
-}
-
-// reads tells whether script mentions the variable name ($NAME, ${NAME} or
-// NAME in arithmetic).
-func reads(script, name string) bool {
-	return regexp.MustCompile(`\b` + regexp.QuoteMeta(name) + `\b`).MatchString(script)
 }
 
 // seconds writes d (or fallback when d is 0) as seconds for sleep and

@@ -36,8 +36,8 @@ func TestInstance_layout(t *testing.T) {
 
 	checkMode(t, o.StateDir, 0, 0o700|fs.ModeDir)
 	walk(t, o.StateDir, func(path string, info fs.FileInfo) {
-		if owner(info) != 0 || info.Mode().Perm()&0o077 != 0 {
-			t.Errorf("%s: owner %d, mode %s; want root's and private", path, owner(info), info.Mode())
+		if ownerOf(info) != 0 || info.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s: owner %d, mode %s; want root's and private", path, ownerOf(info), info.Mode())
 		}
 	})
 	checkMode(t, o.AgentPath, 0, 0o700)
@@ -45,8 +45,8 @@ func TestInstance_layout(t *testing.T) {
 		checkMode(t, dir, 0, 0o755|fs.ModeDir) // the umask 077 of the agent must not close these
 	}
 	walk(t, o.RunnerDir, func(path string, info fs.FileInfo) {
-		if owner(info) != 0 || info.Mode().Perm()&0o022 != 0 || info.Mode().Perm()&0o004 == 0 {
-			t.Errorf("%s: owner %d, mode %s; want root's, readable by all and writable by root only", path, owner(info), info.Mode())
+		if ownerOf(info) != 0 || info.Mode().Perm()&0o022 != 0 || info.Mode().Perm()&0o004 == 0 {
+			t.Errorf("%s: owner %d, mode %s; want root's, readable by all and writable by root only", path, ownerOf(info), info.Mode())
 		}
 	})
 
@@ -56,13 +56,13 @@ func TestInstance_layout(t *testing.T) {
 		rel, _ := filepath.Rel(runDir, path)
 		_, installed := os.Lstat(filepath.Join(o.RunnerDir, rel))
 		switch {
-		case info.IsDir() && owner(info) != uid:
-			t.Errorf("%s: a directory of the run owned by %d, want the runner user %d", path, owner(info), uid)
-		case !info.IsDir() && installed == nil && (owner(info) != 0 || info.Mode().Perm()&0o022 != 0):
-			t.Errorf("%s: an installed file owned by %d with mode %s, want root's and writable by root only", path, owner(info), info.Mode())
+		case info.IsDir() && ownerOf(info) != uid:
+			t.Errorf("%s: a directory of the run owned by %d, want the runner user %d", path, ownerOf(info), uid)
+		case !info.IsDir() && installed == nil && (ownerOf(info) != 0 || info.Mode().Perm()&0o022 != 0):
+			t.Errorf("%s: an installed file owned by %d with mode %s, want root's and writable by root only", path, ownerOf(info), info.Mode())
 		}
 	})
-	if info, err := os.Stat(filepath.Join(runDir, ".runner")); err != nil || owner(info) != uid {
+	if info, err := os.Stat(filepath.Join(runDir, ".runner")); err != nil || ownerOf(info) != uid {
 		t.Errorf("the run's registration %s/.runner: %v; want it written by the runner user", runDir, err)
 	}
 
@@ -260,12 +260,12 @@ func checkMode(t *testing.T, path string, uid int, mode fs.FileMode) {
 		t.Errorf("%s: %v", path, err)
 		return
 	}
-	if owner(info) != uid || info.Mode()&(fs.ModeDir|fs.ModePerm) != mode {
-		t.Errorf("%s: owner %d, mode %s; want owner %d, mode %s", path, owner(info), info.Mode(), uid, mode)
+	if ownerOf(info) != uid || info.Mode()&(fs.ModeDir|fs.ModePerm) != mode {
+		t.Errorf("%s: owner %d, mode %s; want owner %d, mode %s", path, ownerOf(info), info.Mode(), uid, mode)
 	}
 }
 
-func owner(info fs.FileInfo) int { return int(info.Sys().(*syscall.Stat_t).Uid) }
+func ownerOf(info fs.FileInfo) int { return int(info.Sys().(*syscall.Stat_t).Uid) }
 
 // procHidesPIDs tells whether /proc is mounted with hidepid, from a
 // mountinfo listing.
