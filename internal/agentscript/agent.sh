@@ -222,19 +222,21 @@ ddb() { aws_post dynamodb "$DYNAMODB_URL" 'application/x-amz-json-1.0' "$2" "Dyn
 
 key_json() { printf '{"PK":{"S":"%s"},"SK":{"S":"ID#%s"}}' "$1" "$2"; }
 
-# put_item TYPE ID VALUE: writes the item of TYPE and ID with VALUE (DynamoDB
-# JSON), and a TTL a day ahead, so the table forgets the item once the agent is gone.
-put_item() {
+# put_agent_item SK ENTITY_TYPE VALUE: writes item SK of this instance's
+# agent partition (AGENT#<instance ARN>, the only items it may write) with
+# VALUE (DynamoDB JSON), and a TTL a day ahead, so the table forgets the
+# item once the agent is gone.
+put_agent_item() {
 	local expires=$((EPOCHSECONDS + 86400))
-	ddb PutItem "{\"TableName\":\"$POOL\",\"Item\":{\"PK\":{\"S\":\"$1\"},\"SK\":{\"S\":\"ID#$2\"},\"entityType\":{\"S\":\"${1#TYPE#}\"},\"identifier\":{\"S\":\"$2\"},\"updatedAt\":{\"S\":\"$(now_ts)\"},\"expiresAt\":{\"N\":\"$expires\"},\"value\":$3}}"
+	ddb PutItem "{\"TableName\":\"$POOL\",\"Item\":{\"PK\":{\"S\":\"$AGENT_PK\"},\"SK\":{\"S\":\"$1\"},\"entityType\":{\"S\":\"$2\"},\"identifier\":{\"S\":\"$INSTANCE_ID\"},\"updatedAt\":{\"S\":\"$(now_ts)\"},\"expiresAt\":{\"N\":\"$expires\"},\"value\":$3}}"
 }
 
-heartbeat() { put_item 'TYPE#HEARTBEAT' "$INSTANCE_ID" '{"S":"PING"}'; }
+heartbeat() { put_agent_item HEARTBEAT HEARTBEAT '{"S":"PING"}'; }
 
 # signal STATE RUN_ID: the worker signal the claim waits for.
 signal() {
 	log "signal $1 for run $2"
-	until put_item 'TYPE#WS' "$INSTANCE_ID" "{\"M\":{\"state\":{\"S\":\"$1\"},\"runId\":{\"S\":\"$2\"}}}"; do
+	until put_agent_item SIGNAL WS "{\"M\":{\"state\":{\"S\":\"$1\"},\"runId\":{\"S\":\"$2\"}}}"; do
 		sleep 1
 	done
 }
@@ -248,19 +250,21 @@ read_record() {
 	REC_THRESHOLD=$(attr_s threshold "$REPLY")
 }
 
-# read_token FIELD: the pool's registration token (FIELD token) or removal
-# token (FIELD remove_token) into TOKEN, if it is valid for another minute.
+# read_token SORT_KEY RUN_ID: the token a claim (TOKEN#REGISTER) or a release
+# (TOKEN#REMOVE) handed this instance, into TOKEN, if it was handed for
+# RUN_ID and GITHUB_TARGET and is valid for another minute: a token for
+# another run or target is never used.
 read_token() {
 	local expires
-	ddb GetItem "{\"TableName\":\"$POOL\",\"Key\":$(key_json 'TYPE#METADATA' gh_registration_token),\"ConsistentRead\":true}" || return 1
-	TOKEN=$(attr_s "$1" "$REPLY")
-	expires=$(attr_s "${1%token}expires_at" "$REPLY")
-	if [ -z "$TOKEN" ]; then
-		log "the pool table holds no $1: configure the provider's github block"
+	ddb GetItem "{\"TableName\":\"$POOL\",\"Key\":{\"PK\":{\"S\":\"$AGENT_PK\"},\"SK\":{\"S\":\"$1\"}},\"ConsistentRead\":true,\"ProjectionExpression\":\"#v\",\"ExpressionAttributeNames\":{\"#v\":\"value\"}}" || return 1
+	TOKEN=$(attr_s token "$REPLY")
+	expires=$(attr_s expires_at "$REPLY")
+	if [ -z "$TOKEN" ] || [ "$(attr_s runId "$REPLY")" != "$2" ] || [ "$(attr_s target "$REPLY")" != "$GITHUB_TARGET" ]; then
+		log "no $1 token for run $2 and $GITHUB_TARGET in the pool table: configure the provider's github block"
 		return 1
 	fi
 	if [ "$(epoch_of "$expires" || echo 0)" -lt $((EPOCHSECONDS + 60)) ]; then
-		log "the pool's $1 expired at $expires"
+		log "the $1 token for run $2 expired at $expires"
 		return 1
 	fi
 }
@@ -407,7 +411,7 @@ stop_runner() {
 
 register() {
 	local run_id=$1
-	read_token token || return 1
+	read_token 'TOKEN#REGISTER' "$run_id" || return 1
 	log "registering runner $INSTANCE_ID with label $run_id at $GITHUB_URL/$GITHUB_TARGET"
 	"${AS_RUNNER[@]}" ./config.sh --unattended --url "$GITHUB_URL/$GITHUB_TARGET" --token "$TOKEN" \
 		--name "$INSTANCE_ID" --labels "$run_id" --no-default-labels --replace --work _work || {
@@ -417,14 +421,15 @@ register() {
 	start_runner
 }
 
-# deregister removes the runner from GitHub, so that no offline runner is
-# left behind; a failure leaves the local configuration out of the way, as
-# the next registration replaces the runner of the same name anyway.
+# deregister RUN_ID removes the runner of RUN_ID from GitHub, so that no
+# offline runner is left behind; a failure leaves the local configuration
+# out of the way, as the next registration replaces the runner of the same
+# name anyway.
 deregister() {
 	if [ ! -f .runner ]; then
 		return 0
 	fi
-	if read_token remove_token && "${AS_RUNNER[@]}" ./config.sh remove --token "$TOKEN"; then
+	if read_token 'TOKEN#REMOVE' "$1" && "${AS_RUNNER[@]}" ./config.sh remove --token "$TOKEN"; then
 		return 0
 	fi
 	log "config.sh remove failed"
@@ -472,7 +477,7 @@ serve() {
 		wait_for_release "$run_id"
 		log "released from run $run_id"
 		stop_runner
-		if deregister; then
+		if deregister "$run_id"; then
 			signal UD_REMOVE_REG_OK "$run_id"
 			signal UD_REMOVE_REG_REMOVE_RUN_OK "$run_id"
 		else
@@ -491,12 +496,20 @@ cleanup() {
 }
 
 run_agent() {
+	local identity
 	mkdir -p "$STATE_DIR" "$RUNNER_DIR" || exit 1
 	until imds_get meta-data/instance-id && [[ $REPLY =~ ^i-[0-9a-f]+$ ]]; do
 		log "waiting for the instance metadata service"
 		sleep 2
 	done
 	INSTANCE_ID=$REPLY
+	# The instance's ARN keys its agent partition, which IAM pins to it
+	# (dynamodb:LeadingKeys = AGENT#${ec2:SourceInstanceARN}).
+	until imds_get dynamic/instance-identity/document && identity=$REPLY && imds_get meta-data/services/partition; do
+		log "waiting for the instance identity document"
+		sleep 2
+	done
+	AGENT_PK="AGENT#arn:$REPLY:ec2:$(json_s region "$identity"):$(json_s accountId "$identity"):instance/$INSTANCE_ID"
 	INITIAL_RUN_ID=''
 	if imds_get meta-data/tags/instance/InitialRunId 2>/dev/null; then
 		INITIAL_RUN_ID=$REPLY

@@ -93,7 +93,7 @@ func newWorld(t *testing.T, prefix string, seed uint64) *world {
 	if err != nil || len(subnets.Subnets) == 0 {
 		t.Fatalf("subnets: %v", err)
 	}
-	m := &pool.Manager{DynamoDB: direct.DynamoDB, SQS: direct.SQS, EC2: direct.EC2}
+	m := &pool.Manager{DynamoDB: direct.DynamoDB, SQS: direct.SQS, EC2: direct.EC2, STS: direct.STS, Region: direct.Region}
 	if _, err := m.Create(ctx, pool.Spec{
 		Name:            w.pool,
 		ResourceClasses: map[string]protocol.ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}},

@@ -76,6 +76,10 @@ func (a *attempt) launch(ctx context.Context, n int) ([]Instance, error) {
 	if err := a.s.addOwned(ctx, a.req.RunID, instanceIDs(launched)...); err != nil {
 		return nil, abandon(launched, err)
 	}
+	// The agent reads its token once its record names the run.
+	if err := a.s.handToken(ctx, a.cfg.InstanceARNPrefix, instanceIDs(launched), a.regToken); err != nil {
+		return nil, abandon(launched, err)
+	}
 	now := a.c.now()
 	for i, inst := range launched {
 		err := a.s.putCreated(ctx, protocol.Instance{

@@ -60,7 +60,7 @@ func run(ctx context.Context) error {
 			os.Setenv(k, v)
 		}
 	}
-	clients, err := awsconfig.New(ctx, awsconfig.Options{Endpoints: awsconfig.Endpoints{SQS: endpoint, DynamoDB: endpoint, EC2: endpoint}})
+	clients, err := awsconfig.New(ctx, awsconfig.Options{Endpoints: awsconfig.Endpoints{SQS: endpoint, DynamoDB: endpoint, EC2: endpoint, STS: endpoint}})
 	if err != nil {
 		return err
 	}
