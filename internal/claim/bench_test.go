@@ -77,6 +77,9 @@ func newBenchPool(b *testing.B) *benchPool {
 	lt, err := e.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 		LaunchTemplateName: aws.String(p.name),
 		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String("ami-12c6146b")},
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: []ec2types.Tag{
+			{Key: aws.String(protocol.TagPool), Value: aws.String(p.name)},
+		}}},
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -1218,6 +1219,9 @@ type fakeEC2 struct {
 	typeInputs    []*ec2.DescribeInstanceTypesInput
 	ltImage       string // "" : the template has no AMI
 	ltInputs      []*ec2.DescribeLaunchTemplateVersionsInput
+	ltTags        map[string]string // the launch template's tags; nil: tagged for the test pool
+	ltMissing     bool              // DescribeLaunchTemplates finds no template
+	ltDescribes   []*ec2.DescribeLaunchTemplatesInput
 	images        map[string]ec2types.ArchitectureValues
 	imageInputs   []*ec2.DescribeImagesInput
 	terminated    []string
@@ -1324,6 +1328,30 @@ func (e *fakeEC2) DescribeLaunchTemplateVersions(_ context.Context, in *ec2.Desc
 		data.ImageId = aws.String(e.ltImage)
 	}
 	return &ec2.DescribeLaunchTemplateVersionsOutput{LaunchTemplateVersions: []ec2types.LaunchTemplateVersion{{LaunchTemplateData: data}}}, nil
+}
+
+// DescribeLaunchTemplates describes the one launch template there is, by
+// whatever id or name it is asked for, as EC2 does: an unknown one is an
+// error.
+func (e *fakeEC2) DescribeLaunchTemplates(_ context.Context, in *ec2.DescribeLaunchTemplatesInput, _ ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplatesOutput, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ltDescribes = append(e.ltDescribes, in)
+	if len(in.LaunchTemplateIds)+len(in.LaunchTemplateNames) != 1 {
+		return nil, errors.New("fake ec2: DescribeLaunchTemplates of exactly one id or name is supported")
+	}
+	if e.ltMissing {
+		return nil, &smithy.GenericAPIError{Code: "InvalidLaunchTemplateId.NotFound", Message: "the launch template does not exist"}
+	}
+	tags := e.ltTags
+	if tags == nil {
+		tags = map[string]string{protocol.TagPool: testPool}
+	}
+	lt := ec2types.LaunchTemplate{LaunchTemplateId: aws.String("lt-0123"), LaunchTemplateName: aws.String("runners")}
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		lt.Tags = append(lt.Tags, ec2types.Tag{Key: aws.String(k), Value: aws.String(tags[k])})
+	}
+	return &ec2.DescribeLaunchTemplatesOutput{LaunchTemplates: []ec2types.LaunchTemplate{lt}}, nil
 }
 
 func (e *fakeEC2) DescribeImages(_ context.Context, in *ec2.DescribeImagesInput, _ ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error) {
