@@ -35,54 +35,48 @@ resource "aws_iam_instance_profile" "runner" {
 
 # Jobs run on these instances and can use the instance's credentials too
 # (IMDS hop limit 1 keeps them from containers, not from the job's own
-# processes), so the role holds only what the agent needs, its own records
-# only where conditions allow:
+# processes), so the role holds exactly what the agent needs
+# (docs/guides/protocol.md), and only for its own instance where it writes:
 #
 # DynamoDB conditions can pin only the partition key (dynamodb:LeadingKeys),
-# never the sort key. The agent's items are PK = TYPE#INSTANCE / TYPE#HEARTBEAT
-# / TYPE#WS with SK = ID#<its instance id>, so the policy can limit it to
-# those item types and actions, not to its own instance id: a runner could
-# read other runners' records, and write heartbeats and signals for them.
-# ForAllValues is safe here because GetItem and PutItem always carry the key.
+# never the sort key. Everything an agent reads or writes but its record is
+# in its own partition, PK = AGENT#<its instance ARN> (heartbeat, signal, the
+# tokens a claim or release hands it), which the policy pins to the calling
+# instance with ec2:SourceInstanceARN: a runner reads no other runner's
+# tokens and writes no other runner's heartbeats or signals. It may read the
+# instance records (TYPE#INSTANCE): other runners' state and run ids, nothing
+# secret. ForAllValues is safe here because GetItem and PutItem always carry
+# the key. ($${...} is an IAM policy variable, not a Terraform one.)
 data "aws_iam_policy_document" "runner" {
   statement {
-    sid       = "ReadOwnRecordAndRegistrationToken"
+    sid       = "ReadInstanceRecords"
     actions   = ["dynamodb:GetItem"]
     resources = [local.table_arn]
 
-    # TYPE#INSTANCE: its instance record (state, runId, threshold);
-    # TYPE#METADATA: the registration token item (ID#gh_registration_token).
     condition {
       test     = "ForAllValues:StringEquals"
       variable = "dynamodb:LeadingKeys"
-      values   = ["TYPE#INSTANCE", "TYPE#METADATA"]
+      values   = ["TYPE#INSTANCE"]
     }
   }
 
   statement {
-    sid       = "WriteHeartbeatAndSignals"
-    actions   = ["dynamodb:PutItem"]
+    sid       = "OwnAgentPartition"
+    actions   = ["dynamodb:GetItem", "dynamodb:PutItem"]
     resources = [local.table_arn]
 
     condition {
       test     = "ForAllValues:StringEquals"
       variable = "dynamodb:LeadingKeys"
-      values   = ["TYPE#HEARTBEAT", "TYPE#WS"]
+      values   = ["AGENT#$${ec2:SourceInstanceARN}"]
     }
   }
 
-  # A runner past its deadline terminates itself. The instance tags set at
-  # launch limit this to the pool's instances that allow it.
+  # A runner past its deadline terminates itself, and nothing else.
   statement {
     sid       = "TerminateSelf"
     actions   = ["ec2:TerminateInstances"]
-    resources = ["arn:${local.partition}:ec2:${var.region}:${local.account_id}:instance/*"]
-
-    condition {
-      test     = "StringEquals"
-      variable = "aws:ResourceTag/AllowSelfTermination"
-      values   = ["true"]
-    }
+    resources = ["$${ec2:SourceInstanceARN}"]
 
     condition {
       test     = "StringEquals"
@@ -147,18 +141,34 @@ resource "aws_iam_role" "ci" {
 }
 
 data "aws_iam_policy_document" "ci" {
-  # The pool's table: instance records, claim records, the pool's config.
+  # The pool's table: its config, instance and claim records, the agents'
+  # heartbeats and signals.
   statement {
-    sid = "PoolTable"
-    actions = [
-      "dynamodb:GetItem",
-      "dynamodb:PutItem",
-      "dynamodb:UpdateItem",
-      "dynamodb:DeleteItem",
-      "dynamodb:Query",
-      "dynamodb:BatchGetItem",
-    ]
+    sid       = "ReadPoolTable"
+    actions   = ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"]
     resources = [local.table_arn]
+  }
+
+  # Writes to everything but TYPE#METADATA, the pool's config item, which
+  # only whoever applies the pool writes: a claim that could rewrite it could
+  # send runners anywhere. Instance and claim records, the reaper's lease,
+  # and the runners' agent partitions (the tokens claims and releases hand
+  # them). Transactions are authorized as the writes they contain.
+  statement {
+    sid       = "WritePoolTable"
+    actions   = ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"]
+    resources = [local.table_arn]
+
+    condition {
+      test     = "ForAllValues:StringLike"
+      variable = "dynamodb:LeadingKeys"
+      values = [
+        "TYPE#INSTANCE",
+        "TYPE#CLAIM",
+        "TYPE#LEASE",
+        "AGENT#arn:${local.partition}:ec2:${var.region}:${local.account_id}:instance/*",
+      ]
+    }
   }
 
   # The pool's queues, exactly (a wildcard <pool>-* would also match the
@@ -169,13 +179,36 @@ data "aws_iam_policy_document" "ci" {
     resources = values(ec2runners_pool.this.queue_arns)
   }
 
-  # Launching what the pool cannot give (fleet_fallback). Narrow CreateFleet
-  # and RunInstances to the launch template, subnets and security groups if
-  # your organization's policies require it.
+  # Launching what the pool cannot give (fleet_fallback), only from a launch
+  # template tagged for the pool: the pool's table names the template, the
+  # tag says it may be used (claims check it too, before CreateFleet).
   statement {
-    sid       = "LaunchRunners"
+    sid       = "LaunchFromPoolTemplate"
     actions   = ["ec2:CreateFleet", "ec2:RunInstances"]
-    resources = ["*"]
+    resources = ["arn:${local.partition}:ec2:${var.region}:${local.account_id}:launch-template/*"]
+
+    condition {
+      test     = "StringEquals"
+      variable = "aws:ResourceTag/ec2runners:pool"
+      values   = [local.pool]
+    }
+  }
+
+  # What else a launch creates or uses; not launch templates (above). Narrow
+  # the subnets and security groups if your organization's policies require it.
+  statement {
+    sid     = "LaunchRunners"
+    actions = ["ec2:CreateFleet", "ec2:RunInstances"]
+    resources = [
+      "arn:${local.partition}:ec2:${var.region}:${local.account_id}:fleet/*",
+      "arn:${local.partition}:ec2:${var.region}:${local.account_id}:instance/*",
+      "arn:${local.partition}:ec2:${var.region}:${local.account_id}:volume/*",
+      "arn:${local.partition}:ec2:${var.region}:${local.account_id}:network-interface/*",
+      "arn:${local.partition}:ec2:${var.region}:${local.account_id}:subnet/*",
+      "arn:${local.partition}:ec2:${var.region}:${local.account_id}:security-group/*",
+      "arn:${local.partition}:ec2:${var.region}:${local.account_id}:spot-instances-request/*",
+      "arn:${local.partition}:ec2:${var.region}::image/*",
+    ]
   }
 
   # Tags only while launching (the pool tags and InitialRunId), never on
@@ -192,10 +225,14 @@ data "aws_iam_policy_document" "ci" {
     }
   }
 
-  # Needed only with instance_selection = "explicit"; harmless otherwise.
+  # DescribeLaunchTemplates: the tag check before every launch;
+  # DescribeInstances: the reaper, and instances a lost CreateFleet answer
+  # launched. The others only for instance_selection = "explicit".
   statement {
-    sid = "ResolveInstanceTypes"
+    sid = "Describe"
     actions = [
+      "ec2:DescribeLaunchTemplates",
+      "ec2:DescribeInstances",
       "ec2:DescribeInstanceTypes",
       "ec2:DescribeLaunchTemplateVersions",
       "ec2:DescribeImages",

@@ -19,13 +19,15 @@ provider "ec2runners" {
     tags = var.tags
   }
 
-  # GitHub credentials for the runners' registration and removal tokens,
-  # which the provider keeps in the pool's table for the agents. Claims need
-  # them too (claim/main.tf).
+  # GitHub credentials for the runners' registration and removal tokens:
+  # each claim mints one and hands it to each of its runners, and each
+  # release a removal token (claim/main.tf). Only for this owner's pools.
   github {
     # Null falls back to the GITHUB_TOKEN environment variable.
-    token    = var.github_token
-    base_url = "https://api.github.com" # GitHub Enterprise Server: https://<host>/api/v3
+    token      = var.github_token
+    base_url   = "https://api.github.com" # GitHub Enterprise Server: https://<host>/api/v3
+    owner      = var.github_owner
+    repository = var.github_repository
 
     # Or, instead of a token, a GitHub App installed on the owner with the
     # same permissions (recommended for organizations):
@@ -124,6 +126,13 @@ resource "aws_launch_template" "runner" {
   # Claims launch with the version the pool names (latest_version below);
   # keeping the default version current helps anyone launching by hand.
   update_default_version = true
+
+  # Claims launch only a template tagged for their pool, and the CI role may
+  # launch only with one (iam.tf): the pool's table names the template, the
+  # tag says who may use it.
+  tags = {
+    "ec2runners:pool" = local.pool
+  }
 
   tag_specifications {
     resource_type = "instance"

@@ -36,6 +36,7 @@ provider "ec2runners" {
     sqs      = var.endpoint
     dynamodb = var.endpoint
     ec2      = var.endpoint
+    sts      = var.endpoint
   }
 }
 

@@ -9,12 +9,15 @@ provider "ec2runners" {
     }
   }
 
-  # For pools with a github_owner: claims fetch the runners' registration
-  # and removal tokens. A token (or GITHUB_TOKEN), or a GitHub App.
+  # For pools with a github_owner: each claim mints a registration token
+  # and each release a removal token for its runners, only for pools of
+  # this owner (default: GITHUB_REPOSITORY_OWNER). A token (or
+  # GITHUB_TOKEN), or a GitHub App.
   github {
     app_id          = 123456
     installation_id = 45678901
     private_key     = file("github-app.pem")
+    owner           = "octo-org"
   }
 }
 
@@ -29,5 +32,6 @@ provider "ec2runners" {
     sqs      = "http://localhost:4566"
     dynamodb = "http://localhost:4566"
     ec2      = "http://localhost:4566"
+    sts      = "http://localhost:4566"
   }
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript/scripttest"
@@ -36,8 +37,9 @@ const (
 )
 
 var (
-	endpoint string
-	clients  scripttest.Clients
+	endpoint  string
+	clients   scripttest.Clients
+	stsClient *sts.Client
 )
 
 func TestMain(m *testing.M) { os.Exit(runTests(m)) }
@@ -60,6 +62,7 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	clients = scripttest.Clients{DynamoDB: dynamodb.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg), EC2: ec2.NewFromConfig(cfg)}
+	stsClient = sts.NewFromConfig(cfg)
 	return m.Run()
 }
 
@@ -69,6 +72,7 @@ type fixture struct {
 	env        *scripttest.Env
 	pool       string
 	instanceID string
+	arnPrefix  string // of the pool's instances, from its config item
 	queueURL   string
 	claimer    *claim.Claimer
 }
@@ -79,7 +83,7 @@ func newFixture(t *testing.T, tags map[string]string) *fixture {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	f := &fixture{t: t, env: scripttest.NewEnv(t, endpoint, region), pool: "agent-" + hex.EncodeToString(b)}
-	m := &pool.Manager{DynamoDB: clients.DynamoDB, SQS: clients.SQS, EC2: clients.EC2}
+	m := &pool.Manager{DynamoDB: clients.DynamoDB, SQS: clients.SQS, EC2: clients.EC2, STS: stsClient, Region: region}
 	st, err := m.Create(ctx, pool.Spec{
 		Name:            f.pool,
 		ResourceClasses: map[string]protocol.ResourceClass{class: {CPU: 2, MemoryMiB: 4096}},
@@ -93,7 +97,7 @@ func newFixture(t *testing.T, tags map[string]string) *fixture {
 			t.Errorf("deleting the pool: %v", err)
 		}
 	})
-	f.queueURL = st.QueueURLs[class]
+	f.queueURL, f.arnPrefix = st.QueueURLs[class], st.Config.InstanceARNPrefix
 	if f.instanceID, err = scripttest.LaunchInstance(ctx, clients, f.pool, tags); err != nil {
 		t.Fatal(err)
 	}
@@ -101,14 +105,21 @@ func newFixture(t *testing.T, tags map[string]string) *fixture {
 	return f
 }
 
-// putTokens writes the pool's token item as the provider would, with tokens
-// the stub GitHub issued for target.
-func (f *fixture) putTokens(target string) {
-	reg, regExp := f.env.GitHub.IssueToken("registration-token", target)
-	rem, remExp := f.env.GitHub.IssueToken("remove-token", target)
-	item := protocol.RegistrationToken{Target: target, Token: reg, ExpiresAt: regExp, RemoveToken: rem, RemoveExpiresAt: remExp, FetchedAt: time.Now()}.Item()
-	if _, err := clients.DynamoDB.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(f.pool), Item: item}); err != nil {
-		f.t.Fatal(err)
+// arn is the instance's ARN.
+func (f *fixture) arn() string { return protocol.InstanceARN(f.arnPrefix, f.instanceID) }
+
+// putTokens hands the instance its registration and removal tokens for
+// runID, as a claim and its release would, with tokens the stub GitHub
+// issued for target.
+func (f *fixture) putTokens(target, runID string) {
+	for kind, sk := range map[string]string{"registration-token": protocol.SortKeyRegistrationToken, "remove-token": protocol.SortKeyRemovalToken} {
+		value, expires := f.env.GitHub.IssueToken(kind, target)
+		item := protocol.RunnerToken{
+			InstanceARN: f.arn(), SortKey: sk, Token: value, ExpiresAt: expires, RunID: runID, Target: target, UpdatedAt: protocol.FormatTime(time.Now()),
+		}.Item()
+		if _, err := clients.DynamoDB.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(f.pool), Item: item}); err != nil {
+			f.t.Fatal(err)
+		}
 	}
 }
 
@@ -119,12 +130,13 @@ func (f *fixture) putRecord(state, runID string, threshold time.Time) {
 }
 
 func (f *fixture) start(o agentscript.Options, tags map[string]string) *scripttest.Agent {
-	return scripttest.StartAgent(f.t, o, scripttest.NewIMDS(f.t, f.instanceID, tags))
+	return scripttest.StartAgent(f.t, o, scripttest.NewIMDS(f.t, f.arn(), tags))
 }
 
-func (f *fixture) get(typ string) map[string]string {
+// get reads the item sk of the instance's agent partition.
+func (f *fixture) get(sk string) map[string]string {
 	out, err := clients.DynamoDB.GetItem(context.Background(), &dynamodb.GetItemInput{
-		TableName: aws.String(f.pool), Key: protocol.Key(typ, f.instanceID), ConsistentRead: aws.Bool(true),
+		TableName: aws.String(f.pool), Key: protocol.AgentKey(f.arn(), sk), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		f.t.Fatal(err)
@@ -139,7 +151,7 @@ func (f *fixture) get(typ string) map[string]string {
 func (f *fixture) waitSignal(state, runID string) {
 	f.t.Helper()
 	await.True(f.t, fmt.Sprintf("signal %s for run %s", state, runID), func() error {
-		if s := f.get(protocol.TypeSignal); s["state"] != state || s["runId"] != runID {
+		if s := f.get(protocol.SortKeySignal); s["state"] != state || s["runId"] != runID {
 			return fmt.Errorf("last signal %v", s)
 		}
 		return nil
@@ -181,7 +193,6 @@ func (f *fixture) claim(runID string) (*claim.Result, error) {
 // from GitHub and the instance back in the queue for the next claim.
 func TestAgent_servesClaimsAndReleases(t *testing.T) {
 	f := newFixture(t, nil)
-	f.putTokens(owner + "/" + repo)
 	f.putRecord(protocol.StateIdle, "", time.Now().Add(10*time.Minute))
 	o := f.env.Options(t, f.pool, owner, repo)
 	f.start(o, nil)
@@ -209,6 +220,7 @@ func TestAgent_servesClaimsAndReleases(t *testing.T) {
 	}
 
 	for _, runID := range []string{"run-1", "run-2"} {
+		f.putTokens(owner+"/"+repo, runID)
 		res, err := f.claim(runID)
 		if err != nil {
 			t.Fatalf("claim %s: %v", runID, err)
@@ -252,7 +264,7 @@ func TestAgent_servesClaimsAndReleases(t *testing.T) {
 func TestAgent_fleetInstanceRegistersForInitialRun(t *testing.T) {
 	tags := map[string]string{protocol.TagInitialRunID: "run-0"}
 	f := newFixture(t, tags)
-	f.putTokens(owner)
+	f.putTokens(owner, "run-0")
 	f.putRecord(protocol.StateCreated, "run-0", time.Now().Add(10*time.Minute))
 	o := f.env.Options(t, f.pool, owner, "")
 	marker := filepath.Join(t.TempDir(), "pre-runner-ran")
@@ -276,7 +288,7 @@ func TestAgent_fleetInstanceRegistersForInitialRun(t *testing.T) {
 func TestAgent_preRunnerFailureSignalsUDFailed(t *testing.T) {
 	tags := map[string]string{protocol.TagInitialRunID: "run-0"}
 	f := newFixture(t, tags)
-	f.putTokens(owner + "/" + repo)
+	f.putTokens(owner+"/"+repo, "run-0")
 	f.putRecord(protocol.StateCreated, "run-0", time.Now().Add(10*time.Minute))
 	o := f.env.Options(t, f.pool, owner, repo)
 	o.PreRunnerScript = "echo provisioning failed >&2; exit 3"
@@ -289,7 +301,7 @@ func TestAgent_preRunnerFailureSignalsUDFailed(t *testing.T) {
 	if after := len(f.heartbeats()); after > before+1 {
 		t.Errorf("%d heartbeats in the %s after UD_FAILED: they went on", after-before, 3*o.HeartbeatInterval)
 	}
-	if s := f.get(protocol.TypeSignal); s["state"] != protocol.SignalUserDataFailed {
+	if s := f.get(protocol.SortKeySignal); s["state"] != protocol.SignalUserDataFailed {
 		t.Errorf("signal = %v, want UD_FAILED to stay the last", s)
 	}
 	if n := len(f.env.GitHub.Runners()); n != 0 {
@@ -317,25 +329,28 @@ func TestAgent_terminatesItselfPastThreshold(t *testing.T) {
 	f.checkSignatures("ec2 TerminateInstances")
 }
 
-// A registration GitHub refuses, or one without a token in the pool,
-// signals UD_REG_FAILED, which fails the claim at once.
+// A registration GitHub refuses, or one without a token handed for the run
+// and the agent's target, signals UD_REG_FAILED, which fails the claim at
+// once.
 func TestAgent_registrationFailureSignalsUDRegFailed(t *testing.T) {
 	for _, tc := range []struct {
 		name, log string
 		setup     func(*fixture)
 	}{
 		{"refused", "config.sh failed", func(f *fixture) {
-			f.putTokens(owner + "/" + repo)
+			f.putTokens(owner+"/"+repo, "run-1")
 			f.env.GitHub.RefuseRegistrations(true)
 		}},
 		{"noToken", "configure the provider's github block", func(*fixture) {}},
+		{"tokenOfAnotherRun", "no TOKEN#REGISTER token for run run-1", func(f *fixture) { f.putTokens(owner+"/"+repo, "run-0") }},
+		{"tokenOfAnotherTarget", "no TOKEN#REGISTER token for run run-1 and octo/app", func(f *fixture) { f.putTokens("mallory/"+repo, "run-1") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, nil)
 			tc.setup(f)
 			f.putRecord(protocol.StateIdle, "", time.Now().Add(10*time.Minute))
 			a := f.start(f.env.Options(t, f.pool, owner, repo), nil)
-			await.Until(t, "a first heartbeat", func() bool { return f.get(protocol.TypeHeartbeat)["updatedAt"] != "" })
+			await.Until(t, "a first heartbeat", func() bool { return f.get(protocol.SortKeyHeartbeat)["updatedAt"] != "" })
 			_, err := f.claim("run-1")
 			if err == nil || !strings.Contains(err.Error(), protocol.SignalRegistrationFailed) {
 				t.Fatalf("claim error = %v, want one naming %s", err, protocol.SignalRegistrationFailed)

@@ -29,10 +29,12 @@ const selfTerminationGrace = time.Minute
 type phase int
 
 const (
-	phaseWaiting     phase = iota // step 3: waiting for a runId
-	phaseRegistering              // SlowRegister: registering runID at registerAt
-	phaseRegistered               // step 5: registered for runID
-	phaseIgnoring                 // given runID but not registered (NeverRegisters, RegistrationFails)
+	phaseWaiting       phase = iota // step 3: waiting for a runId
+	phaseRegistering                // SlowRegister: registering runID at registerAt
+	phaseRegistered                 // step 5: registered for runID
+	phaseIgnoring                   // given runID but not registered (NeverRegisters, RegistrationFails)
+	phaseAwaitingToken              // given runID, its registration token not handed yet
+	phaseDeregistering              // left runID, its removal token not handed yet
 )
 
 // agent is one simulated runner agent. Its fields belong to its goroutine.
@@ -42,10 +44,14 @@ type agent struct {
 	b   Behavior
 	rng *rand.Rand
 
+	arn    string // its instance's
+	target string // the GitHub target it registers with; "": no tokens needed
+
 	primed       bool // SeedIdle wrote the first heartbeat already
 	phase        phase
 	runID        string // run being registered, registered, or ignored
 	registerAt   time.Time
+	tokenSince   time.Time // when it began to wait for the token of runID
 	userDataDone bool
 	described    bool
 	initialRunID string // the InitialRunId tag, once described
@@ -135,7 +141,7 @@ func (a *agent) loop(ctx context.Context) {
 func (a *agent) heartbeat(ctx context.Context) {
 	_, err := a.sim.c.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: a.table(),
-		Item:      protocol.HeartbeatItem(a.id, protocol.FormatTime(time.Now())),
+		Item:      protocol.HeartbeatItem(a.arn, protocol.FormatTime(time.Now())),
 	})
 	if err != nil {
 		a.fail(ctx, "writing heartbeat", err)
@@ -149,7 +155,7 @@ func (a *agent) signal(ctx context.Context, state, runID string) error {
 	_, err := a.sim.c.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: a.table(),
 		Item: protocol.Signal{
-			InstanceID: a.id, State: state, RunID: runID, UpdatedAt: protocol.FormatTime(time.Now()),
+			InstanceARN: a.arn, State: state, RunID: runID, UpdatedAt: protocol.FormatTime(time.Now()),
 		}.Item(),
 	})
 	if err != nil {
@@ -248,10 +254,18 @@ func (a *agent) step(ctx context.Context) (next time.Duration, stop string) {
 			return d, ""
 		}
 		return a.register(ctx)
+	case phaseAwaitingToken:
+		if runID != a.runID { // given another run, or none, meanwhile
+			a.phase, a.runID, a.tokenSince = phaseWaiting, "", time.Time{}
+			return 0, ""
+		}
+		return a.register(ctx)
 	case phaseRegistered: // step 5
 		if runID == a.runID {
 			return poll, ""
 		}
+		return a.release(ctx)
+	case phaseDeregistering:
 		return a.release(ctx)
 	default: // phaseIgnoring
 		if runID == a.runID {
@@ -262,31 +276,89 @@ func (a *agent) step(ctx context.Context) (next time.Duration, stop string) {
 	}
 }
 
-// register is step 4 for a.runID.
+// register is step 4 for a.runID, with its registration token.
 func (a *agent) register(ctx context.Context) (time.Duration, string) {
-	if a.signal(ctx, protocol.SignalRegistered, a.runID) != nil {
-		return a.jitter(a.opts().WaitInterval), ""
+	wait, poll := a.jitter(a.opts().WaitInterval), a.jitter(a.opts().PollInterval)
+	switch handed, err := a.hasToken(ctx, protocol.SortKeyRegistrationToken, a.runID); {
+	case err != nil:
+		a.fail(ctx, "reading its registration token", err)
+		return wait, ""
+	case !handed && a.waitedForToken() < a.opts().TokenWait:
+		a.phase = phaseAwaitingToken
+		return wait, ""
+	case !handed:
+		if a.signal(ctx, protocol.SignalRegistrationFailed, a.runID) != nil {
+			return wait, ""
+		}
+		a.emit(EventRegistrationFailed, a.runID, "no registration token for the run")
+		a.phase, a.tokenSince = phaseIgnoring, time.Time{}
+		return poll, ""
 	}
-	a.phase = phaseRegistered
+	if a.signal(ctx, protocol.SignalRegistered, a.runID) != nil {
+		return wait, ""
+	}
+	a.phase, a.tokenSince = phaseRegistered, time.Time{}
 	a.emit(EventRegistered, a.runID, "")
-	return a.jitter(a.opts().PollInterval), ""
+	return poll, ""
 }
 
-// release is step 6 for a.runID, after the record's runId changed.
+// waitedForToken is how long the agent has waited for the token of its run.
+func (a *agent) waitedForToken() time.Duration {
+	if a.tokenSince.IsZero() {
+		a.tokenSince = time.Now()
+	}
+	return time.Since(a.tokenSince)
+}
+
+// hasToken tells whether its agent partition holds the token sk for runID
+// and its target, valid for another minute, as the real agent requires: a
+// token for another run or target, planted or stale, is none. Without a
+// GitHub target no token is needed.
+func (a *agent) hasToken(ctx context.Context, sk, runID string) (bool, error) {
+	if a.target == "" {
+		return true, nil
+	}
+	out, err := a.sim.c.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: a.table(), Key: protocol.AgentKey(a.arn, sk), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return false, err
+	}
+	tok, err := protocol.RunnerTokenFromItem(out.Item)
+	return err == nil && tok.RunID == runID && tok.Target == a.target && time.Until(tok.ExpiresAt) > time.Minute, nil
+}
+
+// release is step 6 for a.runID, after the record's runId changed: it
+// deregisters with its removal token.
 func (a *agent) release(ctx context.Context) (time.Duration, string) {
-	old := a.runID
+	old, wait := a.runID, a.jitter(a.opts().WaitInterval)
 	if a.b == NeverConfirmsRelease {
 		a.emit(EventReleaseSilent, old, "")
-	} else {
+		a.phase, a.runID = phaseWaiting, ""
+		return 0, ""
+	}
+	switch handed, err := a.hasToken(ctx, protocol.SortKeyRemovalToken, old); {
+	case err != nil:
+		a.fail(ctx, "reading its removal token", err)
+		return wait, ""
+	case !handed && a.waitedForToken() < a.opts().TokenWait:
+		a.phase = phaseDeregistering
+		return wait, ""
+	case !handed:
+		if a.signal(ctx, protocol.SignalDeregistrationFailed, old) != nil {
+			return wait, ""
+		}
+		a.emit(EventReleaseFailed, old, "no removal token for the run")
+	default:
 		// On a failed write both are written again next time: the latest
 		// signal wins, so repeating UD_REMOVE_REG_OK is harmless.
 		if a.signal(ctx, protocol.SignalDeregistered, old) != nil ||
 			a.signal(ctx, protocol.SignalReleased, old) != nil {
-			return a.jitter(a.opts().WaitInterval), ""
+			return wait, ""
 		}
 		a.emit(EventReleased, old, "")
 	}
-	a.phase, a.runID = phaseWaiting, ""
+	a.phase, a.runID, a.tokenSince = phaseWaiting, "", time.Time{}
 	return 0, "" // back to step 3 at once: the record may already hold a new runId
 }
 

@@ -4,7 +4,9 @@
 // it heartbeats, terminates itself once its record's threshold is more than a
 // minute past, waits for a runId, "registers" (there is no GitHub here: it
 // only writes the worker signals), and confirms the release when the runId
-// changes.
+// changes. It writes into its instance's agent partition and, in a pool
+// with a GitHub target, registers and deregisters only with the token a
+// claim or release handed it for that run and target, as the real agent.
 //
 // A Behavior per instance makes an agent misbehave in one specific way, so
 // tests can drive a claim's failure paths.
@@ -18,14 +20,18 @@ package agentsim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
 // Behavior is how one simulated agent acts.
@@ -98,6 +104,10 @@ type Options struct {
 	SelfCheckInterval time.Duration
 	// RegisterDelay is how long a SlowRegister agent takes (default 3s).
 	RegisterDelay time.Duration
+	// TokenWait is how long an agent waits for the token of a run before it
+	// signals UD_REG_FAILED or UD_REMOVE_REG_FAILED (default 60s, the real
+	// agent's).
+	TokenWait time.Duration
 	// FleetWatchInterval between WatchFleet's DescribeInstances (default 200ms).
 	FleetWatchInterval time.Duration
 	// Logf, if set, receives errors (each distinct error once per agent until
@@ -119,6 +129,7 @@ func (o Options) withDefaults() Options {
 	def(&o.PollInterval, 10*time.Second)
 	def(&o.SelfCheckInterval, 15*time.Second)
 	def(&o.RegisterDelay, 3*time.Second)
+	def(&o.TokenWait, time.Minute)
 	def(&o.FleetWatchInterval, 200*time.Millisecond)
 	return o
 }
@@ -132,6 +143,7 @@ const (
 	EventUserDataOK         EventKind = "user-data-ok"        // UD_OK written (fleet-launched instance)
 	EventRegistered         EventKind = "registered"          // UD_REG_OK written for RunID
 	EventRegistrationFailed EventKind = "registration-failed" // UD_REG_FAILED written for RunID
+	EventReleaseFailed      EventKind = "release-failed"      // UD_REMOVE_REG_FAILED written for RunID (no removal token)
 	EventReleased           EventKind = "released"            // UD_REMOVE_REG_REMOVE_RUN_OK written for RunID
 	EventReleaseSilent      EventKind = "release-unconfirmed" // NeverConfirmsRelease saw RunID go and wrote nothing
 	EventSelfTerminated     EventKind = "self-terminated"     // TerminateInstances on itself after its threshold
@@ -157,12 +169,13 @@ type Sim struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex
-	stopped bool
-	agents  map[string]*agent // every agent ever started, by instance id
-	regs    map[string][]string
-	rels    map[string][]string
-	err     error
+	mu       sync.Mutex
+	stopped  bool
+	rendered *rendered         // read once from the pool config item
+	agents   map[string]*agent // every agent ever started, by instance id
+	regs     map[string][]string
+	rels     map[string][]string
+	err      error
 }
 
 // New returns a Sim for pool; it starts nothing by itself.
@@ -179,10 +192,18 @@ func New(c Clients, pool string, opts Options) *Sim {
 
 // Start starts an agent for instanceID with behaviour b, and reports whether
 // it did: there is at most one agent per instance id over the Sim's lifetime
-// (an agent that stopped is not restarted), and none after Stop. The agent
+// (an agent that stopped is not restarted), none after Stop, and none while
+// the pool config item cannot be read (the agents' ARN and GitHub target). The agent
 // runs until ctx is cancelled, Stop is called, or its instance is gone.
 func (s *Sim) Start(ctx context.Context, instanceID string, b Behavior) bool {
-	a := s.newAgent(instanceID, b)
+	r, err := s.settings(ctx)
+	if err != nil {
+		if !errors.As(err, new(*ddbtypes.ResourceNotFoundException)) {
+			s.recordErr(fmt.Errorf("agentsim: starting the agent of %s: %w", instanceID, err))
+		}
+		return false
+	}
+	a := s.newAgent(instanceID, b, r)
 	if a == nil {
 		return false
 	}
@@ -191,13 +212,14 @@ func (s *Sim) Start(ctx context.Context, instanceID string, b Behavior) bool {
 }
 
 // newAgent registers a new agent, or returns nil if one exists or the Sim stopped.
-func (s *Sim) newAgent(id string, b Behavior) *agent {
+func (s *Sim) newAgent(id string, b Behavior, r rendered) *agent {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped || s.agents[id] != nil {
 		return nil
 	}
-	a := &agent{sim: s, id: id, b: b, rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
+	a := &agent{sim: s, id: id, b: b, rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		arn: protocol.InstanceARN(r.arnPrefix, id), target: r.target}
 	s.agents[id] = a
 	s.wg.Add(1)
 	return a

@@ -80,7 +80,11 @@ type testPool struct {
 	queueURL string
 }
 
-func newPool(t *testing.T) testPool {
+// testARNPrefix is the prefix of the test pools' instance ARNs.
+const testARNPrefix = "arn:aws:ec2:us-east-1:123456789012:instance/"
+
+// newPool makes a pool whose runners register with target (nil: none).
+func newPool(t *testing.T, target *protocol.GitHubTarget) testPool {
 	t.Helper()
 	ctx := context.Background()
 	b := make([]byte, 4)
@@ -106,6 +110,13 @@ func newPool(t *testing.T) testPool {
 		t.Fatal(err)
 	}
 	p.queueURL = aws.ToString(q.QueueUrl)
+	cfg := protocol.PoolConfig{
+		Name: p.name, InstanceARNPrefix: testARNPrefix, GitHub: target,
+		ResourceClasses: map[string]protocol.ResourceClass{class: {CPU: 2, MemoryMiB: 4096}}, QueueURLs: map[string]string{class: p.queueURL},
+	}
+	if _, err := ddbClient.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(p.name), Item: cfg.Item(protocol.FormatTime(time.Now()))}); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		var gone *ddbtypes.ResourceNotFoundException
 		if _, err := ddbClient.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(protocol.TableName(p.name))}); err != nil && !errors.As(err, &gone) {
@@ -154,10 +165,10 @@ type recorder struct {
 
 func (r *recorder) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	out, err := r.DynamoDBAPI.PutItem(ctx, in, opts...)
-	if err == nil && protocol.StringAttr(in.Item, protocol.AttrPK) == protocol.TypeSignal {
-		s, _ := protocol.SignalFromItem(in.Item)
+	if s, ok := protocol.SignalFromItem(in.Item); err == nil && ok {
+		_, id, _ := protocol.SplitInstanceARN(s.InstanceARN)
 		r.mu.Lock()
-		r.signals[s.InstanceID] = append(r.signals[s.InstanceID], s.State+" "+s.RunID)
+		r.signals[id] = append(r.signals[id], s.State+" "+s.RunID)
 		r.mu.Unlock()
 	}
 	return out, err
@@ -221,7 +232,14 @@ type harness struct {
 // deleting the pool.
 func newHarness(t *testing.T, opts agentsim.Options) *harness {
 	t.Helper()
-	h := &harness{pool: newPool(t), events: &eventLog{}}
+	return newHarnessFor(t, opts, nil)
+}
+
+// newHarnessFor is newHarness for a pool whose runners register with
+// target, and need its tokens.
+func newHarnessFor(t *testing.T, opts agentsim.Options, target *protocol.GitHubTarget) *harness {
+	t.Helper()
+	h := &harness{pool: newPool(t, target), events: &eventLog{}}
 	h.rec = &recorder{DynamoDBAPI: ddbClient, signals: map[string][]string{}}
 	opts.OnEvent = h.events.add
 	opts.Logf = t.Logf
@@ -257,8 +275,19 @@ func (h *harness) table() *string { return aws.String(protocol.TableName(h.pool.
 
 func (h *harness) getItem(t *testing.T, typ, id string) map[string]ddbtypes.AttributeValue {
 	t.Helper()
+	return h.getKey(t, protocol.Key(typ, id))
+}
+
+// agentItem reads the item sk of the instance's agent partition.
+func (h *harness) agentItem(t *testing.T, id, sk string) map[string]ddbtypes.AttributeValue {
+	t.Helper()
+	return h.getKey(t, protocol.AgentKey(protocol.InstanceARN(testARNPrefix, id), sk))
+}
+
+func (h *harness) getKey(t *testing.T, key map[string]ddbtypes.AttributeValue) map[string]ddbtypes.AttributeValue {
+	t.Helper()
 	out, err := ddbClient.GetItem(context.Background(), &dynamodb.GetItemInput{
-		TableName: h.table(), Key: protocol.Key(typ, id), ConsistentRead: aws.Bool(true),
+		TableName: h.table(), Key: key, ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +298,7 @@ func (h *harness) getItem(t *testing.T, typ, id string) map[string]ddbtypes.Attr
 // signal returns "STATE runId" of the instance's latest signal, or "".
 func (h *harness) signal(t *testing.T, id string) string {
 	t.Helper()
-	item := h.getItem(t, protocol.TypeSignal, id)
+	item := h.agentItem(t, id, protocol.SortKeySignal)
 	if item == nil {
 		return ""
 	}
@@ -286,16 +315,13 @@ func (h *harness) signal(t *testing.T, id string) string {
 // heartbeat returns the heartbeat's updatedAt, or the zero time if none.
 func (h *harness) heartbeat(t *testing.T, id string) time.Time {
 	t.Helper()
-	item := h.getItem(t, protocol.TypeHeartbeat, id)
+	item := h.agentItem(t, id, protocol.SortKeyHeartbeat)
 	if item == nil {
 		return time.Time{}
 	}
-	if v := protocol.StringAttr(item, protocol.AttrValue); v != protocol.HeartbeatValue {
-		t.Fatalf("heartbeat value %q, want %q", v, protocol.HeartbeatValue)
-	}
-	ts, err := protocol.ParseTime(protocol.StringAttr(item, protocol.AttrUpdatedAt))
-	if err != nil {
-		t.Fatalf("heartbeat updatedAt: %v", err)
+	arn, ts, ok := protocol.HeartbeatFromItem(item)
+	if !ok || arn != protocol.InstanceARN(testARNPrefix, id) {
+		t.Fatalf("heartbeat item of %s is not one: %v", id, item)
 	}
 	return ts
 }
@@ -712,4 +738,55 @@ func TestStopsWhenTableDeleted(t *testing.T) {
 	}
 	h.awaitEvent(t, id, agentsim.EventStopped, "the agent to stop after its pool's table was deleted")
 	// Cleanup checks that Err stayed nil.
+}
+
+// putToken hands the instance the token sk for runID and target, as a
+// claim or release would.
+func (h *harness) putToken(t *testing.T, id, sk, runID, target string) {
+	t.Helper()
+	item := protocol.RunnerToken{
+		InstanceARN: protocol.InstanceARN(testARNPrefix, id), SortKey: sk, Token: "T-" + runID, ExpiresAt: time.Now().Add(time.Hour),
+		RunID: runID, Target: target, UpdatedAt: protocol.FormatTime(time.Now()),
+	}.Item()
+	if _, err := ddbClient.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: h.table(), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// In a pool with a GitHub target an agent registers and deregisters only
+// with the token handed for its run and the pool's target: one for another
+// run or target is not used, and none within TokenWait fails.
+func TestTokens(t *testing.T) {
+	t.Parallel()
+	opts := testOpts
+	opts.TokenWait = 3 * time.Second
+	h := newHarnessFor(t, opts, &protocol.GitHubTarget{Owner: "octo", Repository: "app"})
+	id := h.seed(t, agentsim.Healthy)
+
+	// Handed for another run and another target: it waits.
+	h.putToken(t, id, protocol.SortKeyRegistrationToken, "run-0", "octo/app")
+	h.setRun(t, id, protocol.StateClaimed, "run-1")
+	h.holdSignal(t, id, "", time.Second)
+	h.putToken(t, id, protocol.SortKeyRegistrationToken, "run-1", "mallory/app")
+	h.holdSignal(t, id, "", time.Second)
+	h.putToken(t, id, protocol.SortKeyRegistrationToken, "run-1", "octo/app")
+	h.waitSignal(t, id, "UD_REG_OK run-1")
+
+	// Released with the removal token of the run.
+	h.putToken(t, id, protocol.SortKeyRemovalToken, "run-1", "octo/app")
+	h.setRun(t, id, protocol.StateIdle, "")
+	h.waitSignal(t, id, "UD_REMOVE_REG_REMOVE_RUN_OK run-1")
+
+	// No registration token for run-2, and the removal token is still run-1's.
+	h.setRun(t, id, protocol.StateClaimed, "run-2")
+	h.waitSignal(t, id, "UD_REG_FAILED run-2")
+	h.setRun(t, id, protocol.StateClaimed, "run-3")
+	h.putToken(t, id, protocol.SortKeyRegistrationToken, "run-3", "octo/app")
+	h.waitSignal(t, id, "UD_REG_OK run-3")
+	h.setRun(t, id, protocol.StateIdle, "")
+	h.waitSignal(t, id, "UD_REMOVE_REG_FAILED run-3")
+	settle(t, "signals written", func() []string { return h.rec.of(id) }, []string{
+		"UD_REG_OK run-1", "UD_REMOVE_REG_OK run-1", "UD_REMOVE_REG_REMOVE_RUN_OK run-1",
+		"UD_REG_FAILED run-2", "UD_REG_OK run-3", "UD_REMOVE_REG_FAILED run-3",
+	})
 }

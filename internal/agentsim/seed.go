@@ -84,6 +84,10 @@ func (s *Sim) SeedIdle(ctx context.Context, n int, spec SeedSpec) ([]string, err
 	if s.c.SQS == nil {
 		return nil, errors.New("agentsim: SeedIdle needs an SQS client")
 	}
+	r, err := s.settings(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("agentsim: %w", err)
+	}
 	queueURL := spec.QueueURL
 	if queueURL == "" {
 		out, err := s.c.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(protocol.QueueName(s.pool, spec.ResourceClass))})
@@ -133,7 +137,7 @@ func (s *Sim) SeedIdle(ctx context.Context, n int, spec SeedSpec) ([]string, err
 		}); err != nil {
 			return ids, fmt.Errorf("agentsim: writing the instance record of %s: %w", id, err)
 		}
-		a := s.newAgent(id, spec.Behavior)
+		a := s.newAgent(id, spec.Behavior, r)
 		if a == nil {
 			return ids, fmt.Errorf("agentsim: cannot start an agent for %s: Sim stopped or agent exists", id)
 		}

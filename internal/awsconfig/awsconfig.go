@@ -36,6 +36,7 @@ type Endpoints struct {
 	SQS      string
 	DynamoDB string
 	EC2      string
+	STS      string
 }
 
 // Options are the provider's AWS settings; zero values mean "SDK default".
@@ -58,6 +59,7 @@ type Clients struct {
 	DynamoDB *dynamodb.Client
 	SQS      *sqs.Client
 	EC2      *ec2.Client
+	STS      *sts.Client // the caller's account, for the runners' ARNs
 }
 
 // DefaultMaxAttempts: enough to ride out throttling and 5xx bursts; the
@@ -92,6 +94,7 @@ func New(ctx context.Context, o Options) (*Clients, error) {
 		}),
 		SQS: sqs.NewFromConfig(cfg, func(opt *sqs.Options) { setEndpoint(&opt.BaseEndpoint, o.Endpoints.SQS) }),
 		EC2: ec2.NewFromConfig(cfg, func(opt *ec2.Options) { setEndpoint(&opt.BaseEndpoint, o.Endpoints.EC2) }),
+		STS: sts.NewFromConfig(cfg, func(opt *sts.Options) { setEndpoint(&opt.BaseEndpoint, o.Endpoints.STS) }),
 	}, nil
 }
 

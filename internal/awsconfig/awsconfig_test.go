@@ -138,7 +138,7 @@ func TestAssumeRoleWrapsCredentials(t *testing.T) {
 func TestEndpoints(t *testing.T) {
 	isolate(t)
 	t.Setenv("AWS_ENDPOINT_URL", "http://from-env:4566")
-	c, err := New(context.Background(), Options{Region: "us-east-1", AccessKey: "a", SecretKey: "b", Endpoints: Endpoints{SQS: "http://sqs-only:1"}})
+	c, err := New(context.Background(), Options{Region: "us-east-1", AccessKey: "a", SecretKey: "b", Endpoints: Endpoints{SQS: "http://sqs-only:1", STS: "http://sts-only:2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,5 +150,8 @@ func TestEndpoints(t *testing.T) {
 	}
 	if got := aws.ToString(c.EC2.Options().BaseEndpoint); got != "http://from-env:4566" {
 		t.Errorf("EC2 endpoint %q, want AWS_ENDPOINT_URL's", got)
+	}
+	if got := aws.ToString(c.STS.Options().BaseEndpoint); got != "http://sts-only:2" {
+		t.Errorf("STS endpoint %q, want the endpoints block's", got)
 	}
 }

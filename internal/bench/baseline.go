@@ -198,6 +198,7 @@ type BaselineClaimer struct {
 // BaselineRequest is one workflow's selection of Count warm runners.
 type BaselineRequest struct {
 	Table, QueueURL, RunID string
+	InstanceARNPrefix      string // the pool config's: the agents' partitions
 	Count                  int
 	Wants                  claim.Wants
 	MaxRuntime             time.Duration
@@ -281,7 +282,7 @@ func (c *BaselineClaimer) worker(ctx context.Context, pm *BaselinePickup, req Ba
 		if err != nil {
 			return "", fmt.Errorf("baseline: claiming %s: %w", m.ID, err)
 		}
-		if err := c.checks(ctx, req.Table, m.ID, req.RunID); err != nil {
+		if err := c.checks(ctx, req.Table, protocol.InstanceARN(req.InstanceARNPrefix, m.ID), req.RunID); err != nil {
 			return "", fmt.Errorf("baseline: %s failed its checks: %w", m.ID, err)
 		}
 		return m.ID, nil
@@ -309,12 +310,13 @@ func (c *BaselineClaimer) transition(ctx context.Context, table, id, fromState, 
 	return err
 }
 
-// checks polls the registration signal, then reads the heartbeat.
-func (c *BaselineClaimer) checks(ctx context.Context, table, id, runID string) error {
+// checks polls the registration signal, then reads the heartbeat, of the
+// instance instanceARN.
+func (c *BaselineClaimer) checks(ctx context.Context, table, instanceARN, runID string) error {
 	deadline := c.now().Add(c.RegistrationWait)
 	for {
 		out, err := c.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{
-			TableName: aws.String(table), Key: protocol.Key(protocol.TypeSignal, id), ConsistentRead: aws.Bool(true),
+			TableName: aws.String(table), Key: protocol.AgentKey(instanceARN, protocol.SortKeySignal), ConsistentRead: aws.Bool(true),
 		})
 		if err != nil {
 			return err
@@ -338,13 +340,13 @@ func (c *BaselineClaimer) checks(ctx context.Context, table, id, runID string) e
 		}
 	}
 	out, err := c.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(table), Key: protocol.Key(protocol.TypeHeartbeat, id), ConsistentRead: aws.Bool(true),
+		TableName: aws.String(table), Key: protocol.AgentKey(instanceARN, protocol.SortKeyHeartbeat), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		return err
 	}
-	beat, err := protocol.ParseTime(protocol.StringAttr(out.Item, protocol.AttrUpdatedAt))
-	if err != nil || c.now().Sub(beat) > c.HeartbeatMaxAge {
+	_, beat, ok := protocol.HeartbeatFromItem(out.Item)
+	if !ok || c.now().Sub(beat) > c.HeartbeatMaxAge {
 		return fmt.Errorf("unhealthy: heartbeat %q", protocol.StringAttr(out.Item, protocol.AttrUpdatedAt))
 	}
 	return nil

@@ -41,10 +41,11 @@ var claimAllowed = []string{"c*", "m*", "r*"}
 
 // warmPool is a pool in the emulator with n idle runners and their agents.
 type warmPool struct {
-	name     string
-	queueURL string
-	ids      []string
-	sim      *agentsim.Sim
+	name      string
+	queueURL  string
+	arnPrefix string // of its runners: where their agents write
+	ids       []string
+	sim       *agentsim.Sim
 	// dropRaw: clean up by deleting the table and queue directly (a
 	// table of thousands of records would take pool.Manager.Delete long).
 	dropRaw bool
@@ -55,7 +56,7 @@ func newWarmPool(b, owner *testing.B, e *env, n int) *warmPool {
 	b.Helper()
 	ctx := context.Background()
 	name := "bench-" + randomSuffix()
-	mgr := &pool.Manager{DynamoDB: e.db, SQS: e.sqs, EC2: e.ec2}
+	mgr := e.manager()
 	st, err := mgr.Create(ctx, pool.Spec{
 		Name: name, ResourceClasses: map[string]protocol.ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}},
 		IdleTimeout: poolIdle, MaxRuntime: poolRuntime,
@@ -63,7 +64,7 @@ func newWarmPool(b, owner *testing.B, e *env, n int) *warmPool {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := &warmPool{name: name, queueURL: st.QueueURLs["large"]}
+	p := &warmPool{name: name, queueURL: st.QueueURLs["large"], arnPrefix: st.Config.InstanceARNPrefix}
 	p.sim = agentsim.New(agentsim.Clients{DynamoDB: e.db, EC2: e.ec2, SQS: e.sqs}, name, agentsim.Options{
 		HeartbeatInterval: 5 * time.Second, WaitInterval: agentWait, PollInterval: agentWait, SelfCheckInterval: time.Minute,
 	})
@@ -289,7 +290,7 @@ func (p *warmPool) writeSignals(b *testing.B, e *env, state, runID string, ids [
 	for _, id := range ids {
 		_, err := e.db.PutItem(context.Background(), &dynamodb.PutItemInput{
 			TableName: aws.String(p.name),
-			Item:      protocol.Signal{InstanceID: id, State: state, RunID: runID, UpdatedAt: now}.Item(),
+			Item:      protocol.Signal{InstanceARN: protocol.InstanceARN(p.arnPrefix, id), State: state, RunID: runID, UpdatedAt: now}.Item(),
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -328,7 +329,7 @@ func benchBaselineCreate(b *testing.B, e *env, p *warmPool, n int, mode string, 
 		cdb, csqs, _ := e.counted(counter)
 		bc := &BaselineClaimer{DynamoDB: cdb, SQS: csqs, PollInterval: claimPoll, RegistrationWait: 10 * time.Second, HeartbeatMaxAge: 15 * time.Second}
 		req := BaselineRequest{
-			Table: p.name, QueueURL: p.queueURL, RunID: "bench-" + randomSuffix(), Count: n, MaxRuntime: poolRuntime,
+			Table: p.name, InstanceARNPrefix: p.arnPrefix, QueueURL: p.queueURL, RunID: "bench-" + randomSuffix(), Count: n, MaxRuntime: poolRuntime,
 			Wants: claim.Wants{ResourceClass: "large", Class: protocol.ResourceClass{CPU: 2, MemoryMiB: 4096}, AllowedTypes: claimAllowed, UsageClass: protocol.UsageOnDemand},
 		}
 		if mode == agentsInstant {

@@ -14,9 +14,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsconfig"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 )
 
 // TestMain prints the summary table after the benchmarks ran, and lets go
@@ -50,6 +52,7 @@ type env struct {
 	db  *dynamodb.Client
 	sqs *sqs.Client
 	ec2 *ec2.Client
+	sts *sts.Client // pools are created with the caller's account in their runners' ARNs
 }
 
 var (
@@ -81,6 +84,7 @@ func getEnv(b *testing.B) *env {
 		}
 		e := &env{endpoint: endpoint, stop: stop, cfg: cfg}
 		e.db, e.sqs, e.ec2 = e.clients(cfg)
+		e.sts = sts.NewFromConfig(cfg, func(o *sts.Options) { o.BaseEndpoint = aws.String(endpoint) })
 		theEnv = e
 	})
 	if envErr != nil {
@@ -93,6 +97,11 @@ func (e *env) clients(cfg aws.Config) (*dynamodb.Client, *sqs.Client, *ec2.Clien
 	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(e.endpoint) }),
 		sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(e.endpoint) }),
 		ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = aws.String(e.endpoint) })
+}
+
+// manager manages pools with the uncounted clients.
+func (e *env) manager() *pool.Manager {
+	return &pool.Manager{DynamoDB: e.db, SQS: e.sqs, EC2: e.ec2, STS: e.sts, Region: e.cfg.Region}
 }
 
 // counted returns clients whose calls c counts.

@@ -167,7 +167,7 @@ func benchScaleDelete(b *testing.B, e *env, p *warmPool, records int, op string)
 		c := e.claimer(counter)
 		if op == "delete-reaping" {
 			c.ReapInterval = 0 // the default
-			_, err := e.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &p.name, Key: protocol.Key(protocol.TypeMetadata, "reaper")})
+			_, err := e.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &p.name, Key: protocol.Key(protocol.TypeLease, protocol.ReaperLeaseID)})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -85,6 +85,9 @@ func newWorld(t *testing.T, prefix string, seed uint64) *world {
 	lt, err := direct.EC2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 		LaunchTemplateName: aws.String(w.pool),
 		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String("ami-12c6146b")},
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: []ec2types.Tag{
+			{Key: aws.String(protocol.TagPool), Value: aws.String(w.pool)},
+		}}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +96,7 @@ func newWorld(t *testing.T, prefix string, seed uint64) *world {
 	if err != nil || len(subnets.Subnets) == 0 {
 		t.Fatalf("subnets: %v", err)
 	}
-	m := &pool.Manager{DynamoDB: direct.DynamoDB, SQS: direct.SQS, EC2: direct.EC2}
+	m := &pool.Manager{DynamoDB: direct.DynamoDB, SQS: direct.SQS, EC2: direct.EC2, STS: direct.STS, Region: direct.Region}
 	if _, err := m.Create(ctx, pool.Spec{
 		Name:            w.pool,
 		ResourceClasses: map[string]protocol.ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}},

@@ -221,3 +221,40 @@ func TestReleaseBatchesCalls(t *testing.T) {
 		t.Errorf("queue holds %v, want all 12", q)
 	}
 }
+
+// In a pool with a GitHub target, a claim mints one registration token and
+// hands it to its runners in one BatchWriteItem per 25 (per batch of
+// runners taken from the queue); its release mints one removal token and
+// hands it over the same way. Nothing else changes.
+func TestTokensBatched(t *testing.T) {
+	for _, tc := range []struct{ runners, createWrites, releaseWrites int }{
+		{1, 1, 1}, {10, 1, 1}, {25, 1, 1}, {30, 2, 2},
+	} {
+		t.Run(fmt.Sprint(tc.runners), func(t *testing.T) {
+			t.Parallel()
+			src := &fakeTokens{}
+			e := tokenEnv(t, src)
+			e.seedMany(tc.runners)
+			res, err := e.create(tc.runners)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.assertComplete(t, res, tc.runners)
+			if n := e.db.count("BatchWriteItem"); n != tc.createWrites {
+				t.Errorf("claim: %d BatchWriteItem calls, want %d", n, tc.createWrites)
+			}
+			if _, err := e.release(); err != nil {
+				t.Fatal(err)
+			}
+			if n := e.db.count("BatchWriteItem") - tc.createWrites; n != tc.releaseWrites {
+				t.Errorf("release: %d BatchWriteItem calls, want %d", n, tc.releaseWrites)
+			}
+			if got := src.issued(); !slices.Equal(got, []string{"registration octo/app", "remove octo/app"}) {
+				t.Errorf("GitHub calls %q, want one token each for the claim and the release", got)
+			}
+			if q := e.sqs.queuedIDs(t, largeURL); len(q) != tc.runners {
+				t.Errorf("%d runners back in the queue, want %d", len(q), tc.runners)
+			}
+		})
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
@@ -76,6 +77,9 @@ func newBenchPool(b *testing.B) *benchPool {
 	lt, err := e.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 		LaunchTemplateName: aws.String(p.name),
 		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String("ami-12c6146b")},
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: []ec2types.Tag{
+			{Key: aws.String(protocol.TagPool), Value: aws.String(p.name)},
+		}}},
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -84,7 +88,7 @@ func newBenchPool(b *testing.B) *benchPool {
 	if err != nil {
 		b.Fatal(err)
 	}
-	mgr := &pool.Manager{DynamoDB: db, SQS: q, EC2: e}
+	mgr := &pool.Manager{DynamoDB: db, SQS: q, EC2: e, STS: sts.NewFromConfig(cfg, func(o *sts.Options) { o.BaseEndpoint = aws.String(endpoint) }), Region: cfg.Region}
 	st, err := mgr.Create(ctx, pool.Spec{
 		Name: p.name, ResourceClasses: map[string]protocol.ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}},
 		IdleTimeout: 7 * time.Minute, MaxRuntime: 30 * time.Minute,

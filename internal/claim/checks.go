@@ -67,8 +67,9 @@ func released(runID string, wait time.Duration) judge {
 // all the heartbeats and signals it still waits on in one BatchGetItem (50
 // runners per call), from the first moment.
 type agentWatch struct {
-	s       *store
-	pending map[string]watched
+	s         *store
+	arnPrefix string // the pool config's: where the agents' partitions are
+	pending   map[string]watched
 }
 
 type watched struct {
@@ -76,8 +77,8 @@ type watched struct {
 	judge    judge
 }
 
-func newAgentWatch(s *store) *agentWatch {
-	return &agentWatch{s: s, pending: map[string]watched{}}
+func newAgentWatch(s *store, arnPrefix string) *agentWatch {
+	return &agentWatch{s: s, arnPrefix: arnPrefix, pending: map[string]watched{}}
 }
 
 // add waits on the agent of id for at most wait.
@@ -94,7 +95,7 @@ func (w *agentWatch) poll(ctx context.Context) (map[string]error, error) {
 	for id := range w.pending {
 		ids = append(ids, id)
 	}
-	states, err := w.s.agents(ctx, ids)
+	states, err := w.s.agents(ctx, w.arnPrefix, ids)
 	if err != nil {
 		return nil, err
 	}

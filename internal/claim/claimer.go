@@ -39,7 +39,7 @@ type Claimer struct {
 	DynamoDB DynamoDBClient
 	SQS      SQSClient
 	EC2      EC2Client
-	Tokens   TokenSource      // nil: GitHub tokens are maintained elsewhere
+	GitHub   *GitHubAccess    // nil: no GitHub credentials
 	Now      func() time.Time // nil: time.Now
 	// ReapInterval: Create and Release reap the pool at most this often
 	// (0: DefaultReapInterval; negative: never).
@@ -88,15 +88,17 @@ func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
 	if queueURL == "" {
 		return nil, fmt.Errorf("pool %s has no queue for resource class %q; apply the pool to re-create it", req.Pool, req.ResourceClass)
 	}
+	// Minted before any runner is touched, and handed to each runner before
+	// it learns the run id: it registers at once.
+	regToken, err := c.mintToken(ctx, cfg, registrationToken, req.RunID)
+	if err != nil {
+		return nil, err
+	}
 	s := c.store(req.Pool)
 	// Reaping overlaps the claim's own waits; it is bounded, and its
 	// failures only logged.
 	defer c.reapAlongside(ctx, req.Pool)()
-	// Before any runner learns the run id: it registers at once.
-	if err := c.ensureTokens(ctx, s, cfg); err != nil {
-		return nil, err
-	}
-	a := &attempt{c: c, s: s, req: req, cfg: cfg, wants: wants, held: map[string]*held{}}
+	a := &attempt{c: c, s: s, req: req, cfg: cfg, wants: wants, regToken: regToken, held: map[string]*held{}}
 	a.rec = Record{Request: req, State: recordPending, Nonce: newNonce()}
 	if adopted, err := a.begin(ctx); err != nil || adopted != nil {
 		return adopted, err
@@ -148,6 +150,9 @@ type attempt struct {
 	wants  Wants
 	rec    Record
 	pickup *Pickup
+	// regToken is handed to every runner before it is given the run (nil:
+	// the pool's runners get no token).
+	regToken *runnerToken
 	// selectUntil: claim workers take no new candidate after it.
 	selectUntil time.Time
 
@@ -299,7 +304,7 @@ func (a *attempt) selectWarm(ctx context.Context) ([]Instance, error) {
 	var (
 		ready   []Instance
 		claimed = map[string]Instance{}
-		watch   = newAgentWatch(a.s)
+		watch   = newAgentWatch(a.s, a.cfg.InstanceARNPrefix)
 		more    = true
 	)
 	for {
@@ -360,10 +365,13 @@ func (a *attempt) selectWarm(ctx context.Context) ([]Instance, error) {
 }
 
 // claimAll claims runners the Pickup Manager took: listed in the claim
-// record first (so a crash cannot lose one), then each by its conditional
-// write, concurrently. The messages of runners claimed, or found owned by
-// someone else, are deleted; a runner still idle after a failed write keeps
-// its message, visible again when the pickup closes.
+// record first (so a crash cannot lose one), handed the claim's
+// registration token (one batched write), then each by its conditional
+// write, concurrently. A token handed to a runner that a concurrent claim
+// takes first is never used: an agent uses only a token for its record's
+// run. The messages of runners claimed, or found owned by someone else, are
+// deleted; a runner still idle after a failed write keeps its message,
+// visible again when the pickup closes.
 func (a *attempt) claimAll(ctx context.Context, msgs []protocol.Message) ([]Instance, error) {
 	if len(msgs) == 0 {
 		return nil, nil
@@ -374,6 +382,9 @@ func (a *attempt) claimAll(ctx context.Context, msgs []protocol.Message) ([]Inst
 	}
 	if err := a.s.addOwned(ctx, a.req.RunID, ids...); err != nil {
 		return nil, err
+	}
+	if err := a.s.handToken(ctx, a.cfg.InstanceARNPrefix, ids, a.regToken); err != nil {
+		return nil, err // the messages become visible again when the pickup closes
 	}
 	claim := transition{
 		fromState: protocol.StateIdle, toState: protocol.StateClaimed, toRunID: a.req.RunID,
@@ -455,7 +466,7 @@ func (a *attempt) createMissing(ctx context.Context, missing int) ([]Instance, e
 	if err != nil {
 		return nil, err
 	}
-	watch := newAgentWatch(a.s)
+	watch := newAgentWatch(a.s, a.cfg.InstanceARNPrefix)
 	wait := a.req.Timings.FleetValidationWait
 	for _, inst := range created {
 		watch.add(inst.ID, wait, registered(a.req.RunID, wait, false, a.req.Timings))

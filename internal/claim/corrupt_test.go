@@ -378,57 +378,6 @@ func TestCorruptPoolConfigIsAClearError(t *testing.T) {
 	}
 }
 
-// A corrupt registration token item reads as missing: refreshed when the
-// provider has GitHub credentials, a clear error before any runner is
-// touched when it has none.
-func TestCorruptTokenItemReadsAsMissing(t *testing.T) {
-	t.Parallel()
-	fresh := protocol.FormatTime(time.Now())
-	later := protocol.FormatTime(time.Now().Add(time.Hour))
-	for name, value := range map[string]types.AttributeValue{
-		"value a string":    sAttr("ghr_token"),
-		"value absent":      nil,
-		"no token":          &types.AttributeValueMemberM{Value: item{"timestamp": sAttr(fresh), "expires_at": sAttr(later), "target": sAttr("octo/app")}},
-		"token a number":    &types.AttributeValueMemberM{Value: item{"token": nAttr("1"), "timestamp": sAttr(fresh), "expires_at": sAttr(later)}},
-		"garbage timestamp": &types.AttributeValueMemberM{Value: item{"token": sAttr("t"), "timestamp": sAttr("now"), "expires_at": sAttr(later), "target": sAttr("octo/app")}},
-		"epoch expiry":      &types.AttributeValueMemberM{Value: item{"token": sAttr("t"), "timestamp": sAttr(fresh), "expires_at": nAttr("1780315200"), "target": sAttr("octo/app")}},
-	} {
-		put := func(e *env) {
-			it := protocol.BaseItem(protocol.TypeMetadata, protocol.RegistrationTokenID, fresh)
-			if value != nil {
-				it[protocol.AttrValue] = value
-			}
-			e.db.put(it)
-		}
-		t.Run(name+"/with credentials", func(t *testing.T) {
-			t.Parallel()
-			src := &fakeTokens{}
-			e := tokenEnv(t, src)
-			put(e)
-			e.seedIdle("i-1", healthy)
-			if _, err := e.create(1); err != nil {
-				t.Fatalf("claim failed: %v", err)
-			}
-			if tok, ok := e.tokenItem(); !ok || tok.Token != "registration-1" || tok.Target != "octo/app" {
-				t.Errorf("token item = %+v, want replaced by fresh tokens", tok)
-			}
-		})
-		t.Run(name+"/without credentials", func(t *testing.T) {
-			t.Parallel()
-			e := tokenEnv(t, nil)
-			put(e)
-			e.seedIdle("i-1", healthy)
-			_, err := e.create(1)
-			if err == nil || !strings.Contains(err.Error(), "registration token is missing or expires soon") {
-				t.Fatalf("claim error = %v, want the missing token explained", err)
-			}
-			if r := e.db.instance(t, "i-1"); r.State != protocol.StateIdle || r.RunID != "" {
-				t.Errorf("i-1 is %s for %q, want untouched", r.State, r.RunID)
-			}
-		})
-	}
-}
-
 // ---------------------------------------------------------------- corrupt records of a claim
 
 // One corrupt instance record among a claim's runners is skipped and
@@ -508,25 +457,5 @@ func TestIncompleteClaimRecordIsRefused(t *testing.T) {
 	}
 	if r := e.db.instance(t, "i-1"); r.State != protocol.StateRunning {
 		t.Errorf("i-1 is %s with no message in the queue (%v), want left running until the record is repaired", r.State, e.sqs.queuedIDs(t, largeURL))
-	}
-}
-
-// The token refresh is conditional on the item's updatedAt as read, not
-// on its value.timestamp: a token item written by another tool whose
-// updatedAt differs from its timestamp is still replaced.
-func TestTokenItemWithOwnUpdatedAtIsRefreshed(t *testing.T) {
-	t.Parallel()
-	src := &fakeTokens{}
-	e := tokenEnv(t, src)
-	old := e.putTokenItem("octo/app", 40*time.Minute, time.Hour)
-	it := e.db.get(protocol.TypeMetadata, protocol.RegistrationTokenID)
-	it[protocol.AttrUpdatedAt] = sAttr(protocol.FormatTime(old.FetchedAt.Add(time.Second)))
-	e.db.put(it)
-	e.seedIdle("i-1", healthy)
-	if _, err := e.create(1); err != nil {
-		t.Fatal(err)
-	}
-	if tok, _ := e.tokenItem(); tok.Token == old.Token {
-		t.Errorf("token item still holds %q after %d GitHub calls", tok.Token, src.count())
 	}
 }

@@ -26,6 +26,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -61,6 +62,9 @@ type fakeTable struct {
 	// unprocessOnce makes the first BatchGetItem of more than one key
 	// return its last key as unprocessed.
 	unprocessOnce bool
+	// unprocessedWrites: this many BatchWriteItem calls leave their last
+	// item unprocessed.
+	unprocessedWrites int
 	// onInstance reacts to a changed instance record (the fake agents);
 	// the items it returns are written at once, under the same lock.
 	onInstance func(old, cur protocol.Instance, existed bool) []item
@@ -360,9 +364,17 @@ func (f *fakeTable) written(old, cur item) {
 		oldInst, _ = protocol.InstanceFromItem(old)
 	}
 	for _, it := range f.onInstance(oldInst, curInst, old != nil) {
-		k, _ := keyString(protocol.Key(protocol.StringAttr(it, "PK"), protocol.IdentifierOf(it)))
-		f.items[k] = it
+		f.items[itemKeyString(it)] = it
 	}
+}
+
+// itemKeyString is the fake's key of an item, from its PK and SK.
+func itemKeyString(it item) string {
+	k, err := keyString(item{"PK": it["PK"], "SK": it["SK"]})
+	if err != nil {
+		panic(err)
+	}
+	return k
 }
 
 func (f *fakeTable) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
@@ -605,7 +617,47 @@ func (f *fakeTable) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemI
 	return out, nil
 }
 
-// put writes an item directly (test setup).
+// BatchWriteItem supports puts to this table, at most 25 distinct items; a
+// call beyond the first unprocessedWrites ones leaves its last item
+// unprocessed, as a throttled table does.
+func (f *fakeTable) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter(ctx, "BatchWriteItem", nil, in); err != nil {
+		return nil, err
+	}
+	out := &dynamodb.BatchWriteItemOutput{UnprocessedItems: map[string][]types.WriteRequest{}}
+	for table, reqs := range in.RequestItems {
+		if table != f.name {
+			return nil, &types.ResourceNotFoundException{Message: aws.String("Requested resource not found")}
+		}
+		if len(reqs) == 0 || len(reqs) > 25 {
+			return nil, fmt.Errorf("fake dynamodb: ValidationException: %d writes in one BatchWriteItem", len(reqs))
+		}
+		if f.unprocessedWrites > 0 {
+			f.unprocessedWrites--
+			out.UnprocessedItems[table] = reqs[len(reqs)-1:]
+			reqs = reqs[:len(reqs)-1]
+		}
+		seen := map[string]bool{}
+		for _, r := range reqs {
+			if r.PutRequest == nil {
+				return nil, errors.New("fake dynamodb: only PutRequest is supported in BatchWriteItem")
+			}
+			k, err := keyString(item{"PK": r.PutRequest.Item["PK"], "SK": r.PutRequest.Item["SK"]})
+			if err != nil {
+				return nil, err
+			}
+			if seen[k] {
+				return nil, errors.New("fake dynamodb: ValidationException: provided list of item keys contains duplicates")
+			}
+			seen[k] = true
+			f.items[k] = copyItem(r.PutRequest.Item)
+		}
+	}
+	return out, nil
+}
+
 // Query supports the one key condition the code uses (#pk = :pk), pages of
 // queryPage items in sort key order, and ExclusiveStartKey.
 func (f *fakeTable) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
@@ -647,22 +699,27 @@ func (f *fakeTable) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...fun
 	return out, nil
 }
 
+// put writes an item directly (test setup).
 func (f *fakeTable) put(it item) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	k, err := keyString(protocol.Key(protocol.StringAttr(it, "PK"), protocol.IdentifierOf(it)))
-	if err != nil {
-		panic(err)
-	}
-	f.items[k] = copyItem(it)
+	f.items[itemKeyString(it)] = copyItem(it)
 }
 
 // get reads an item directly (test assertions); nil when absent.
 func (f *fakeTable) get(typ, id string) item {
+	return f.getKey(protocol.Key(typ, id))
+}
+
+// getAgent reads item sk of an instance's agent partition directly.
+func (f *fakeTable) getAgent(id, sk string) item {
+	return f.getKey(protocol.AgentKey(arn(id), sk))
+}
+
+func (f *fakeTable) getKey(key item) item {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	k, _ := keyString(protocol.Key(typ, id))
-	return copyItem(f.items[k])
+	return copyItem(f.items[itemKeyString(key)])
 }
 
 func (f *fakeTable) instance(t *testing.T, id string) protocol.Instance {
@@ -732,9 +789,14 @@ const (
 // fakeAgents play the agents of PROTOCOL.md through the table: when an
 // instance record gets a run id they register (or not), when it loses one
 // they confirm the release (or not). Writes happen in the same table call
-// that changed the record, so tests are deterministic.
+// that changed the record, so tests are deterministic. With a GitHub
+// target, an agent needs the token for the run in its agent partition at
+// that moment, as a real one uses only a token for its record's run: a
+// registration without one fails (UD_REG_FAILED), a deregistration too
+// (UD_REMOVE_REG_FAILED).
 type fakeAgents struct {
 	mu        sync.Mutex
+	target    string // "": the pool has no GitHub target, tokens are not needed
 	behaviors map[string]behavior
 	// releaseDelay delays the release confirmation (written by a goroutine).
 	releaseDelay time.Duration
@@ -755,11 +817,23 @@ func (a *fakeAgents) get(id string) behavior {
 }
 
 func signalItem(id, state, runID string) item {
-	return protocol.Signal{InstanceID: id, State: state, RunID: runID, UpdatedAt: protocol.FormatTime(time.Now())}.Item()
+	return protocol.Signal{InstanceARN: arn(id), State: state, RunID: runID, UpdatedAt: protocol.FormatTime(time.Now())}.Item()
 }
 
 func heartbeatAt(id string, at time.Time) item {
-	return protocol.HeartbeatItem(id, protocol.FormatTime(at))
+	return protocol.HeartbeatItem(arn(id), protocol.FormatTime(at))
+}
+
+// hasToken tells whether the agent partition of id holds the token sk for
+// runID and the agents' target. Called with the table's lock held.
+func (a *fakeAgents) hasToken(id, sk, runID string) bool {
+	tok, err := protocol.RunnerTokenFromItem(a.table.items[itemKeyString(protocol.AgentKey(arn(id), sk))])
+	return err == nil && tok.RunID == runID && tok.Target == a.target && tok.ExpiresAt.After(time.Now())
+}
+
+// tokenFor tells whether the agent of id can go on with the token sk for runID.
+func (a *fakeAgents) tokenFor(id, sk, runID string) bool {
+	return a.target == "" || a.hasToken(id, sk, runID)
 }
 
 func (a *fakeAgents) react(old, cur protocol.Instance, existed bool) []item {
@@ -773,11 +847,12 @@ func (a *fakeAgents) react(old, cur protocol.Instance, existed bool) []item {
 	}
 	switch {
 	case cur.RunID != "" && (!existed || old.RunID != cur.RunID):
-		switch b {
-		case healthy, noHeartbeat, neverConfirmsRelease, releasesWrongRun:
-			out = append(out, signalItem(cur.ID, protocol.SignalRegistered, cur.RunID))
-		case registrationFails:
+		registers := a.tokenFor(cur.ID, protocol.SortKeyRegistrationToken, cur.RunID)
+		switch {
+		case b == registrationFails || (!registers && b != neverRegisters && b != staleHeartbeat):
 			out = append(out, signalItem(cur.ID, protocol.SignalRegistrationFailed, cur.RunID))
+		case b == healthy || b == noHeartbeat || b == neverConfirmsRelease || b == releasesWrongRun:
+			out = append(out, signalItem(cur.ID, protocol.SignalRegistered, cur.RunID))
 		}
 	case existed && old.RunID != "" && cur.RunID == "":
 		runID := old.RunID
@@ -786,6 +861,9 @@ func (a *fakeAgents) react(old, cur protocol.Instance, existed bool) []item {
 			return out
 		case releasesWrongRun:
 			runID = "some-other-run"
+		}
+		if !a.tokenFor(cur.ID, protocol.SortKeyRemovalToken, old.RunID) {
+			return append(out, signalItem(cur.ID, protocol.SignalDeregistrationFailed, runID))
 		}
 		out = append(out, signalItem(cur.ID, protocol.SignalDeregistered, runID))
 		if a.releaseDelay > 0 {
@@ -1141,6 +1219,9 @@ type fakeEC2 struct {
 	typeInputs    []*ec2.DescribeInstanceTypesInput
 	ltImage       string // "" : the template has no AMI
 	ltInputs      []*ec2.DescribeLaunchTemplateVersionsInput
+	ltTags        map[string]string // the launch template's tags; nil: tagged for the test pool
+	ltMissing     bool              // DescribeLaunchTemplates finds no template
+	ltDescribes   []*ec2.DescribeLaunchTemplatesInput
 	images        map[string]ec2types.ArchitectureValues
 	imageInputs   []*ec2.DescribeImagesInput
 	terminated    []string
@@ -1249,6 +1330,30 @@ func (e *fakeEC2) DescribeLaunchTemplateVersions(_ context.Context, in *ec2.Desc
 	return &ec2.DescribeLaunchTemplateVersionsOutput{LaunchTemplateVersions: []ec2types.LaunchTemplateVersion{{LaunchTemplateData: data}}}, nil
 }
 
+// DescribeLaunchTemplates describes the one launch template there is, by
+// whatever id or name it is asked for, as EC2 does: an unknown one is an
+// error.
+func (e *fakeEC2) DescribeLaunchTemplates(_ context.Context, in *ec2.DescribeLaunchTemplatesInput, _ ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplatesOutput, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ltDescribes = append(e.ltDescribes, in)
+	if len(in.LaunchTemplateIds)+len(in.LaunchTemplateNames) != 1 {
+		return nil, errors.New("fake ec2: DescribeLaunchTemplates of exactly one id or name is supported")
+	}
+	if e.ltMissing {
+		return nil, &smithy.GenericAPIError{Code: "InvalidLaunchTemplateId.NotFound", Message: "the launch template does not exist"}
+	}
+	tags := e.ltTags
+	if tags == nil {
+		tags = map[string]string{protocol.TagPool: testPool}
+	}
+	lt := ec2types.LaunchTemplate{LaunchTemplateId: aws.String("lt-0123"), LaunchTemplateName: aws.String("runners")}
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		lt.Tags = append(lt.Tags, ec2types.Tag{Key: aws.String(k), Value: aws.String(tags[k])})
+	}
+	return &ec2.DescribeLaunchTemplatesOutput{LaunchTemplates: []ec2types.LaunchTemplate{lt}}, nil
+}
+
 func (e *fakeEC2) DescribeImages(_ context.Context, in *ec2.DescribeImagesInput, _ ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -1337,13 +1442,17 @@ func instanceType(name string, vcpus int32, mib int64, burstable bool, archs ...
 // ---------------------------------------------------------------- fixture
 
 const (
-	testPool   = "testpool"
-	testRun    = "run-1"
-	largeURL   = "https://sqs.test/000000000000/testpool-large"
-	xlargeURL  = "https://sqs.test/000000000000/testpool-xlarge"
-	idleTime   = 20 * time.Minute
-	maxRunTime = time.Hour
+	testPool      = "testpool"
+	testARNPrefix = "arn:aws:ec2:eu-west-1:123456789012:instance/"
+	testRun       = "run-1"
+	largeURL      = "https://sqs.test/000000000000/testpool-large"
+	xlargeURL     = "https://sqs.test/000000000000/testpool-xlarge"
+	idleTime      = 20 * time.Minute
+	maxRunTime    = time.Hour
 )
+
+// arn is the ARN of a test instance.
+func arn(id string) string { return protocol.InstanceARN(testARNPrefix, id) }
 
 func testTimings() Timings {
 	return Timings{
@@ -1375,7 +1484,8 @@ func newEnv(t *testing.T) *env {
 		t: t, db: db, sqs: newFakeSQS(largeURL, xlargeURL), agents: agents,
 		ec2: &fakeEC2{images: map[string]ec2types.ArchitectureValues{}},
 		cfg: protocol.PoolConfig{
-			Name: testPool,
+			Name:              testPool,
+			InstanceARNPrefix: testARNPrefix,
 			ResourceClasses: map[string]protocol.ResourceClass{
 				"large": {CPU: 2, MemoryMiB: 4096}, "xlarge": {CPU: 4, MemoryMiB: 8192},
 			},

@@ -29,6 +29,9 @@ const maxOverrides = 300
 // launch starts n instances with one instant fleet, records them as created,
 // and returns them. Fewer than n: all are terminated and the claim fails.
 func (a *attempt) launch(ctx context.Context, n int) ([]Instance, error) {
+	if err := a.c.checkLaunchTemplate(ctx, a.req.Pool, a.cfg.Fleet); err != nil {
+		return nil, err
+	}
 	in, err := a.c.fleetRequest(ctx, a.req, a.cfg, a.wants.Class, n, clientToken(a.req, a.rec.Nonce, n))
 	if err != nil {
 		return nil, err
@@ -74,6 +77,10 @@ func (a *attempt) launch(ctx context.Context, n int) ([]Instance, error) {
 		return nil, abandon(launched, fmt.Errorf("CreateFleet launched %d of %d instance(s) (%s)", len(launched), n, strings.Join(reasons, "; ")))
 	}
 	if err := a.s.addOwned(ctx, a.req.RunID, instanceIDs(launched)...); err != nil {
+		return nil, abandon(launched, err)
+	}
+	// The agent reads its token once its record names the run.
+	if err := a.s.handToken(ctx, a.cfg.InstanceARNPrefix, instanceIDs(launched), a.regToken); err != nil {
 		return nil, abandon(launched, err)
 	}
 	now := a.c.now()
@@ -206,6 +213,34 @@ func (c *Claimer) resolveInstanceTypes(ctx context.Context, f *protocol.FleetCon
 	}
 	sort.Strings(types)
 	return types, nil
+}
+
+// checkLaunchTemplate makes sure the pool's launch template is tagged for
+// the pool: the config item names the template, and anyone who may write
+// the table could change it; the tag is set by whoever manages the
+// template (and IAM pins CreateFleet on it, aws:ResourceTag/ec2runners:pool).
+func (c *Claimer) checkLaunchTemplate(ctx context.Context, poolName string, f *protocol.FleetConfig) error {
+	in := &ec2.DescribeLaunchTemplatesInput{}
+	ref := f.LaunchTemplateID // as the fleet request names it
+	if ref != "" {
+		in.LaunchTemplateIds = []string{ref}
+	} else {
+		ref = f.LaunchTemplateName
+		in.LaunchTemplateNames = []string{ref}
+	}
+	out, err := c.EC2.DescribeLaunchTemplates(ctx, in)
+	if err != nil {
+		return fmt.Errorf("reading launch template %s: %w", ref, err)
+	}
+	if len(out.LaunchTemplates) != 1 {
+		return fmt.Errorf("launch template %s does not exist (DescribeLaunchTemplates found %d)", ref, len(out.LaunchTemplates))
+	}
+	for _, tag := range out.LaunchTemplates[0].Tags {
+		if aws.ToString(tag.Key) == protocol.TagPool && aws.ToString(tag.Value) == poolName {
+			return nil
+		}
+	}
+	return fmt.Errorf("launch template %s does not carry the tag %s = %s: pool %s launches only templates tagged for it; add the tag to the launch template", ref, protocol.TagPool, poolName, poolName)
 }
 
 // templateArchitecture is the architecture of the launch template's AMI.

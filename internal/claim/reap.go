@@ -31,7 +31,6 @@ const (
 	// staleClaimAge: a pending claim record this old belongs to an attempt
 	// that crashed and was never retried.
 	staleClaimAge = time.Hour
-	reaperLeaseID = "reaper"
 )
 
 // ReapResult says what a reap did.
@@ -75,7 +74,7 @@ func (s *store) takeReaperLease(ctx context.Context, interval time.Duration) (bo
 	now := s.now()
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
-		Key:                       protocol.Key(protocol.TypeMetadata, reaperLeaseID),
+		Key:                       protocol.Key(protocol.TypeLease, protocol.ReaperLeaseID),
 		UpdateExpression:          aws.String("SET #updatedAt = :now"),
 		ConditionExpression:       aws.String("attribute_not_exists(PK) OR #updatedAt < :cutoff"),
 		ExpressionAttributeNames:  map[string]string{"#updatedAt": protocol.AttrUpdatedAt},

@@ -214,6 +214,15 @@ func TestReapIfDueRunsOncePerInterval(t *testing.T) {
 			t.Errorf("call %d: ran %v (%v), want %v", i, ran, err, tc.want)
 		}
 	}
+	// The lease is TYPE#LEASE / ID#reaper, beside the pool config: claims
+	// may not write TYPE#METADATA.
+	lease := e.db.get(protocol.TypeLease, protocol.ReaperLeaseID)
+	if got := protocol.StringAttr(lease, protocol.AttrUpdatedAt); got != protocol.FormatTime(now.Add(-time.Hour)) {
+		t.Errorf("lease item %v, want updatedAt of the last reap", lease)
+	}
+	if it := e.db.get(protocol.TypeMetadata, protocol.ReaperLeaseID); it != nil {
+		t.Errorf("a lease under TYPE#METADATA: %v", it)
+	}
 }
 
 // Claims and releases reap the pool they use, at most once per interval.
@@ -231,7 +240,7 @@ func TestCreateAndReleaseReapThePool(t *testing.T) {
 		t.Errorf("after a claim, the expired runner is %s, want terminated", r.State)
 	}
 	e.putRecord("i-expired-2", protocol.StateIdle, "", now.Add(-time.Minute), now)
-	e.db.put(protocol.BaseItem(protocol.TypeMetadata, reaperLeaseID, protocol.FormatTime(now.Add(-2*DefaultReapInterval))))
+	e.db.put(protocol.BaseItem(protocol.TypeLease, protocol.ReaperLeaseID, protocol.FormatTime(now.Add(-2*DefaultReapInterval))))
 	if _, err := e.release(); err != nil {
 		t.Fatal(err)
 	}

@@ -13,11 +13,13 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
-// Release gives a claim's runners back to the pool: each goes running ->
-// idle, and once its agent confirms it left the run, its message goes back
-// to the queue with its new idle deadline. A runner that does not confirm,
-// or whose runtime ran out, is terminated instead. Releasing a released
-// claim does nothing. Outcomes say what happened to each instance.
+// Release gives a claim's runners back to the pool: each is handed a
+// removal token (pools with a GitHub target) and goes running -> idle, and
+// once its agent confirms it left the run, its message goes back to the
+// queue with its new idle deadline. A runner that does not confirm, whose
+// runtime ran out, or that could get no removal token, is terminated
+// instead. Releasing a released claim does nothing. Outcomes say what
+// happened to each instance.
 func (c *Claimer) Release(ctx context.Context, poolName, runID string) ([]string, error) {
 	s := c.store(poolName)
 	defer c.reapAlongside(ctx, poolName)()
@@ -28,11 +30,6 @@ func (c *Claimer) Release(ctx context.Context, poolName, runID string) ([]string
 	cfg, err := pool.ReadConfig(ctx, c.DynamoDB, poolName)
 	if err != nil {
 		return nil, err
-	}
-	// The agents deregister with the removal token. Without a valid one
-	// they cannot, and are terminated instead: never block a release.
-	if err := c.ensureTokens(ctx, s, cfg); err != nil {
-		c.log("releasing without fresh GitHub tokens: runners that cannot deregister are terminated", "error", err.Error())
 	}
 	outcomes, err := c.releaseAll(ctx, s, cfg, rec.Request, rec.OwnedIDs)
 	if err != nil {
@@ -71,7 +68,7 @@ func (c *Claimer) releaseAll(ctx context.Context, s *store, cfg protocol.PoolCon
 			idle = append(idle, id)
 		}
 	}
-	agents, err := s.agents(ctx, idle)
+	agents, err := s.agents(ctx, cfg.InstanceARNPrefix, idle)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +106,9 @@ func (c *Claimer) releaseHeld(ctx context.Context, s *store, cfg protocol.PoolCo
 }
 
 // settleAll settles instances and reports each outcome. Runners given back
-// go to idle (their conditional writes batched); their agents are watched
+// get the release's removal token, then go to idle (their conditional
+// writes batched); a runner that cannot get a token could not deregister
+// from GitHub, and is terminated instead. Their agents are watched
 // together until each confirms it left the run; the messages of the
 // confirmed ones go back to the queue in batches, the others are
 // terminated; and every settled instance leaves the claim record in one
@@ -149,6 +148,7 @@ func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConf
 			toIdle = append(toIdle, it.id)
 		}
 	}
+	toIdle = c.handRemovalToken(ctx, s, cfg, req.RunID, toIdle, discards)
 	idleUntil := c.now().Add(time.Duration(cfg.IdleTimeout))
 	results := s.applyEach(ctx, toIdle, func(id string) transition {
 		return transition{
@@ -181,7 +181,7 @@ func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConf
 			settled(id, discardOutcome("its deadline had passed", terminated), err)
 		}
 	})
-	watch := newAgentWatch(s)
+	watch := newAgentWatch(s, cfg.InstanceARNPrefix)
 	for id := range idleBy {
 		watch.add(id, req.Timings.ReleaseWait, released(req.RunID, req.Timings.ReleaseWait))
 	}
@@ -232,6 +232,29 @@ func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConf
 		}
 	}
 	return lines, errors.Join(errs...)
+}
+
+// handRemovalToken mints one removal token for the runners of ids and
+// writes it into their agent partitions, before they are told to leave.
+// It returns the runners that may go back to the pool: all, unless no
+// token could be had or written; then each goes to discards instead, as a
+// release never fails for tokens.
+func (c *Claimer) handRemovalToken(ctx context.Context, s *store, cfg protocol.PoolConfig, runID string, ids []string, discards map[string]string) []string {
+	if len(ids) == 0 {
+		return nil
+	}
+	tok, err := c.mintToken(ctx, cfg, removalToken, runID)
+	if err == nil {
+		err = s.handToken(ctx, cfg.InstanceARNPrefix, ids, tok)
+	}
+	if err == nil {
+		return ids
+	}
+	c.log("release: runners cannot deregister from GitHub, terminating them", "run", runID, "error", err.Error())
+	for _, id := range ids {
+		discards[id] = fmt.Sprintf("cannot deregister from GitHub (%v)", err)
+	}
+	return nil
 }
 
 // discard expires an instance the run holds and terminates it. If the run

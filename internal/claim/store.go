@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -278,31 +279,35 @@ type agentState struct {
 	signal    protocol.Signal
 }
 
-// agents reads the heartbeats and latest worker signals of ids, 50
-// instances per BatchGetItem. An instance that published nothing gets the
-// zero agentState.
-func (s *store) agents(ctx context.Context, ids []string) (map[string]agentState, error) {
+// agents reads the heartbeats and latest worker signals of ids from their
+// agent partitions (arnPrefix: the pool config's), 50 instances per
+// BatchGetItem. An instance that published nothing, or nothing readable,
+// gets the zero agentState.
+func (s *store) agents(ctx context.Context, arnPrefix string, ids []string) (map[string]agentState, error) {
 	states := make(map[string]agentState, len(ids))
-	for start := 0; start < len(ids); start += 50 { // two keys each, 100 per call
-		chunk := ids[start:min(start+50, len(ids))]
+	for chunk := range slices.Chunk(ids, 50) { // two keys each, 100 per call
+		byARN := make(map[string]string, len(chunk))
 		keys := make([]map[string]types.AttributeValue, 0, 2*len(chunk))
 		for _, id := range chunk {
-			keys = append(keys, protocol.Key(protocol.TypeHeartbeat, id), protocol.Key(protocol.TypeSignal, id))
+			arn := protocol.InstanceARN(arnPrefix, id)
+			byARN[arn] = id
+			keys = append(keys, protocol.AgentKey(arn, protocol.SortKeyHeartbeat), protocol.AgentKey(arn, protocol.SortKeySignal))
 		}
 		items, err := s.batchGetKeys(ctx, keys)
 		if err != nil {
 			return nil, err
 		}
+		update := func(arn string, set func(*agentState)) {
+			st := states[byARN[arn]]
+			set(&st)
+			states[byARN[arn]] = st
+		}
 		for _, item := range items {
-			id := protocol.IdentifierOf(item)
-			st := states[id]
-			switch protocol.StringAttr(item, protocol.AttrPK) {
-			case protocol.TypeHeartbeat:
-				st.heartbeat, _ = protocol.ParseTime(protocol.StringAttr(item, protocol.AttrUpdatedAt)) // unparsable: no heartbeat
-			case protocol.TypeSignal:
-				st.signal, _ = protocol.SignalFromItem(item)
+			if arn, at, ok := protocol.HeartbeatFromItem(item); ok {
+				update(arn, func(st *agentState) { st.heartbeat = at })
+			} else if sig, ok := protocol.SignalFromItem(item); ok {
+				update(sig.InstanceARN, func(st *agentState) { st.signal = sig })
 			}
-			states[id] = st
 		}
 	}
 	return states, nil

@@ -2,12 +2,9 @@ package claim
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
+	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
@@ -20,102 +17,88 @@ type TokenSource interface {
 	RemoveToken(context.Context, github.Target) (github.Token, error)
 }
 
-const (
-	// tokenMaxAge: GitHub's tokens live an hour; refreshed at half of it,
-	// a token outlives any claim's Create or release.
-	tokenMaxAge = 30 * time.Minute
-	// tokenMinLife: a token still this valid serves a release even when
-	// GitHub cannot be reached for a fresh one.
-	tokenMinLife = 15 * time.Minute
+// GitHubAccess is what the provider's github block allows: tokens from
+// Tokens, only for targets of Owner (and of Repository, when set). The
+// pool config item names the target, and anyone who may write the table
+// could change it: minting only for the configured owner keeps a changed
+// item from sending runners, with valid tokens, to someone else's account.
+type GitHubAccess struct {
+	Tokens     TokenSource
+	Owner      string // "": not configured, no token is minted
+	Repository string // "": any repository of Owner, and its organization runners
+}
+
+// tokenKind is one of the two tokens a runner gets: what it is for, its
+// sort key in the agent partition, and the GitHub call that mints it.
+type tokenKind struct {
+	purpose string
+	sortKey string
+	mint    func(TokenSource, context.Context, github.Target) (github.Token, error)
+}
+
+var (
+	registrationToken = tokenKind{"registration", protocol.SortKeyRegistrationToken, TokenSource.RegistrationToken}
+	removalToken      = tokenKind{"removal", protocol.SortKeyRemovalToken, TokenSource.RemoveToken}
 )
 
-// ensureTokens makes sure the pool's registration token item holds tokens
-// for the pool's GitHub target that stay valid for the whole claim or
-// release: fetched when missing, issued for another target, or older than
-// tokenMaxAge. Pools without a GitHub target leave the item alone.
-func (c *Claimer) ensureTokens(ctx context.Context, s *store, cfg protocol.PoolConfig) error {
+// runnerToken is a token minted for one run, ready to hand to its runners.
+type runnerToken struct {
+	kind   tokenKind
+	token  github.Token
+	runID  string
+	target string
+}
+
+// mintToken mints the token of kind for the runners of cfg serving runID:
+// nil without error for a pool without a GitHub target (its runners get
+// no token), an error naming the provider's github block when the
+// provider has no credentials, or when they are not for the pool's target.
+func (c *Claimer) mintToken(ctx context.Context, cfg protocol.PoolConfig, kind tokenKind, runID string) (*runnerToken, error) {
 	if cfg.GitHub == nil {
+		return nil, nil
+	}
+	target := *cfg.GitHub
+	g := c.GitHub
+	switch {
+	case g == nil:
+		return nil, fmt.Errorf("pool %s registers its runners with GitHub %s, and the provider has no GitHub credentials to mint their %s token: configure the provider's github block (token, or app_id, installation_id and private_key; and owner)",
+			cfg.Name, target, kind.purpose)
+	case g.Owner == "":
+		return nil, fmt.Errorf("pool %s registers its runners with GitHub %s, but the provider's github.owner is not set (nor GITHUB_REPOSITORY_OWNER): set github.owner = %q to let it mint their %s token",
+			cfg.Name, target, target.Owner, kind.purpose)
+	case !strings.EqualFold(target.Owner, g.Owner) || g.Repository != "" && !strings.EqualFold(target.Repository, g.Repository):
+		allowed := "any repository of the owner"
+		if g.Repository != "" {
+			allowed = fmt.Sprintf("%q", g.Repository)
+		}
+		return nil, fmt.Errorf("pool %s registers its runners with GitHub %s, but the provider's github block mints tokens only for github.owner = %q and github.repository = %s: no %s token is minted for another target",
+			cfg.Name, target, g.Owner, allowed, kind.purpose)
+	}
+	tok, err := kind.mint(g.Tokens, ctx, github.Target{Owner: target.Owner, Repository: target.Repository})
+	if err != nil {
+		return nil, fmt.Errorf("cannot get a runner %s token for %s: %w", kind.purpose, target, err)
+	}
+	return &runnerToken{kind: kind, token: tok, runID: runID, target: target.String()}, nil
+}
+
+// handToken writes t into the agent partition of each of ids, before they
+// learn (registration) or leave (removal) its run. A nil t hands nothing.
+func (s *store) handToken(ctx context.Context, arnPrefix string, ids []string, t *runnerToken) error {
+	if t == nil || len(ids) == 0 {
 		return nil
 	}
-	target := cfg.GitHub.String()
-	cur, version, found, err := s.readTokens(ctx)
-	if err != nil {
-		return err
+	now := protocol.FormatTime(s.now())
+	items := make([]map[string]types.AttributeValue, len(ids))
+	for i, id := range ids {
+		items[i] = protocol.RunnerToken{
+			InstanceARN: protocol.InstanceARN(arnPrefix, id), SortKey: t.kind.sortKey, Token: t.token.Value,
+			ExpiresAt: t.token.ExpiresAt, RunID: t.runID, Target: t.target, UpdatedAt: now,
+		}.Item()
 	}
-	now := c.now()
-	fresh := found && cur.Target == target && cur.RemoveToken != "" && now.Sub(cur.FetchedAt) < tokenMaxAge
-	if fresh {
-		return nil
+	if err := s.putAll(ctx, items); err != nil {
+		return fmt.Errorf("handing the %s token of run %s to its runners: %w", t.kind.purpose, t.runID, err)
 	}
-	usable := found && cur.Target == target && cur.RemoveToken != "" &&
-		cur.ExpiresAt.Sub(now) > tokenMinLife && cur.RemoveExpiresAt.Sub(now) > tokenMinLife
-	if c.Tokens == nil {
-		if usable {
-			return nil
-		}
-		return fmt.Errorf("pool %s registers runners with GitHub %s, but its registration token is missing or expires soon and the provider has no GitHub credentials: configure the provider's github block (token or GitHub App)", cfg.Name, target)
-	}
-	next, err := c.fetchTokens(ctx, *cfg.GitHub)
-	if err != nil {
-		if usable {
-			c.log("GitHub tokens not refreshed; the current ones are still valid", "target", target, "error", err.Error())
-			return nil
-		}
-		return fmt.Errorf("cannot get runner registration tokens for %s: %w", target, err)
-	}
-	next.FetchedAt = now
-	if err := s.putTokens(ctx, next, version, found); err != nil && !errors.Is(err, errConditionFailed) {
-		return err
-	} // a failed condition: another claim refreshed them just now
-	c.log("refreshed GitHub runner tokens", "target", target, "expires_at", protocol.FormatTime(next.ExpiresAt))
+	s.log("handed GitHub runner tokens", "token", t.kind.purpose, "run", t.runID, "target", t.target, "runners", len(ids),
+		"expires_at", protocol.FormatTime(t.token.ExpiresAt))
 	return nil
-}
-
-func (c *Claimer) fetchTokens(ctx context.Context, t protocol.GitHubTarget) (protocol.RegistrationToken, error) {
-	target := github.Target{Owner: t.Owner, Repository: t.Repository}
-	reg, err := c.Tokens.RegistrationToken(ctx, target)
-	if err != nil {
-		return protocol.RegistrationToken{}, err
-	}
-	rem, err := c.Tokens.RemoveToken(ctx, target)
-	if err != nil {
-		return protocol.RegistrationToken{}, err
-	}
-	return protocol.RegistrationToken{
-		Target: t.String(), Token: reg.Value, ExpiresAt: reg.ExpiresAt,
-		RemoveToken: rem.Value, RemoveExpiresAt: rem.ExpiresAt,
-	}, nil
-}
-
-// readTokens reads the token item and its version (its updatedAt, whoever
-// wrote it), for the conditional replacement.
-func (s *store) readTokens(ctx context.Context) (tok protocol.RegistrationToken, version string, found bool, err error) {
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(s.table), Key: protocol.Key(protocol.TypeMetadata, protocol.RegistrationTokenID), ConsistentRead: aws.Bool(true),
-	})
-	if err != nil || out.Item == nil {
-		return protocol.RegistrationToken{}, "", false, err
-	}
-	tok, err = protocol.RegistrationTokenFromItem(out.Item)
-	if err != nil {
-		return protocol.RegistrationToken{}, "", false, nil // corrupt: replaced like a missing one
-	}
-	return tok, protocol.StringAttr(out.Item, protocol.AttrUpdatedAt), true, nil
-}
-
-// putTokens replaces the item only if it is still the version read, so
-// concurrent claims do not overwrite each other's fresher tokens.
-func (s *store) putTokens(ctx context.Context, next protocol.RegistrationToken, version string, found bool) error {
-	in := &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: next.Item()}
-	if found {
-		in.ConditionExpression = aws.String("#updatedAt = :prev")
-		in.ExpressionAttributeNames = map[string]string{"#updatedAt": protocol.AttrUpdatedAt}
-		in.ExpressionAttributeValues = map[string]types.AttributeValue{":prev": str(version)}
-	}
-	_, err := s.db.PutItem(ctx, in)
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return errConditionFailed
-	}
-	return err
 }

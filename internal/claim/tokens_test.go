@@ -3,6 +3,7 @@ package claim
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,10 +15,9 @@ import (
 
 // fakeTokens issues numbered tokens valid for an hour, or fails.
 type fakeTokens struct {
-	mu      sync.Mutex
-	calls   []string // "registration octo/app", "remove octo/app"
-	err     error
-	onFetch func() // runs inside RegistrationToken, to stage races
+	mu    sync.Mutex
+	calls []string // "registration octo/app", "remove octo/app"
+	err   error
 }
 
 func (f *fakeTokens) issue(kind string, t github.Target) (github.Token, error) {
@@ -31,9 +31,6 @@ func (f *fakeTokens) issue(kind string, t github.Target) (github.Token, error) {
 }
 
 func (f *fakeTokens) RegistrationToken(_ context.Context, t github.Target) (github.Token, error) {
-	if f.onFetch != nil {
-		f.onFetch()
-	}
 	return f.issue("registration", t)
 }
 
@@ -41,200 +38,289 @@ func (f *fakeTokens) RemoveToken(_ context.Context, t github.Target) (github.Tok
 	return f.issue("remove", t)
 }
 
-func (f *fakeTokens) count() int {
+func (f *fakeTokens) issued() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.calls)
+	return slices.Clone(f.calls)
 }
 
-// tokenEnv is a pool that registers its runners with octo/app.
+// tokenEnv is a pool whose runners register with octo/app, and whose fake
+// agents need a token for each run; tokens, when not nil, are the
+// provider's credentials, for owner octo.
 func tokenEnv(t *testing.T, tokens TokenSource) *env {
 	t.Helper()
 	e := newEnv(t)
 	e.cfg.GitHub = &protocol.GitHubTarget{Owner: "octo", Repository: "app"}
 	e.writeConfig()
-	e.c.Tokens = tokens
+	e.agents.target = "octo/app"
+	if tokens != nil {
+		e.c.GitHub = &GitHubAccess{Tokens: tokens, Owner: "octo"}
+	}
 	return e
 }
 
-func (e *env) tokenItem() (protocol.RegistrationToken, bool) {
-	it := e.db.get(protocol.TypeMetadata, protocol.RegistrationTokenID)
+// token reads the token sk of instance id.
+func (e *env) token(id, sk string) (protocol.RunnerToken, bool) {
+	e.t.Helper()
+	it := e.db.getAgent(id, sk)
 	if it == nil {
-		return protocol.RegistrationToken{}, false
+		return protocol.RunnerToken{}, false
 	}
-	tok, err := protocol.RegistrationTokenFromItem(it)
+	tok, err := protocol.RunnerTokenFromItem(it)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	return tok, true
 }
 
-// putTokenItem writes a token item fetched age ago for target, whose tokens
-// expire life after it was fetched.
-func (e *env) putTokenItem(target string, age, life time.Duration) protocol.RegistrationToken {
-	fetched := time.Now().Add(-age).Truncate(time.Second)
-	tok := protocol.RegistrationToken{Target: target, Token: "old-reg", ExpiresAt: fetched.Add(life), RemoveToken: "old-rem", RemoveExpiresAt: fetched.Add(life), FetchedAt: fetched}
-	e.db.put(tok.Item())
-	return tok
+// assertToken checks that instance id holds the token sk with value for
+// the test run and octo/app.
+func (e *env) assertToken(t *testing.T, id, sk, value string) {
+	t.Helper()
+	tok, ok := e.token(id, sk)
+	switch {
+	case !ok:
+		t.Errorf("%s holds no %s", id, sk)
+	case tok.Token != value || tok.RunID != testRun || tok.Target != "octo/app" || tok.InstanceARN != arn(id):
+		t.Errorf("%s's %s = %+v, want %s for %s and octo/app", id, sk, tok, value, testRun)
+	case time.Until(tok.ExpiresAt) < 55*time.Minute:
+		t.Errorf("%s's %s expires at %v, want GitHub's hour", id, sk, tok.ExpiresAt)
+	}
 }
 
-func TestTokensFetchedWhenMissing(t *testing.T) {
+// One registration token per claim, handed to every runner before it is
+// given the run: the fake agents register only with a token for their
+// record's run in their partition at that moment.
+func TestRegistrationTokenHandedToEachWarmRunner(t *testing.T) {
 	t.Parallel()
 	src := &fakeTokens{}
 	e := tokenEnv(t, src)
-	e.seedIdle("i-1", healthy)
-	before := time.Now().Truncate(time.Second)
-	if _, err := e.create(1); err != nil {
+	e.seedMany(3)
+	res, err := e.create(3)
+	if err != nil {
 		t.Fatal(err)
 	}
-	tok, ok := e.tokenItem()
-	if !ok || tok.Target != "octo/app" || tok.Token != "registration-1" || tok.RemoveToken != "remove-2" {
-		t.Fatalf("token item = %+v (found %v), want both fresh tokens for octo/app", tok, ok)
+	e.assertComplete(t, res, 3)
+	if got := src.issued(); !slices.Equal(got, []string{"registration octo/app"}) {
+		t.Errorf("GitHub calls %q, want one registration token for the claim", got)
 	}
-	// Fetched during the claim; expiring an hour after the fetch.
-	if tok.FetchedAt.Before(before) || tok.FetchedAt.After(time.Now()) || time.Until(tok.ExpiresAt) < 55*time.Minute {
-		t.Errorf("token item times: fetched %v, expires %v", tok.FetchedAt, tok.ExpiresAt)
+	for _, id := range []string{"i-00", "i-01", "i-02"} {
+		e.assertToken(t, id, protocol.SortKeyRegistrationToken, "registration-1")
+	}
+	// Written in one call, before the transaction that claims them.
+	e.db.mu.Lock()
+	calls := slices.Clone(e.db.calls)
+	e.db.mu.Unlock()
+	put := slices.IndexFunc(calls, func(c ddbCall) bool { return c.op == "BatchWriteItem" })
+	claim := slices.IndexFunc(calls, func(c ddbCall) bool { return isClaimOf(c.in, "i-00") })
+	if put < 0 || claim < 0 || put > claim || e.db.count("BatchWriteItem") != 1 {
+		t.Errorf("BatchWriteItem at call %d (%d calls), claim at %d: want one write of the tokens before the claim", put, e.db.count("BatchWriteItem"), claim)
 	}
 }
 
-func TestTokensRefreshRules(t *testing.T) {
+// Launched runners get the token before their created record names the run.
+func TestRegistrationTokenHandedToEachLaunchedRunner(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name    string
-		target  string
-		age     time.Duration
-		fetches int
-	}{
-		{"fresh", "octo/app", 10 * time.Minute, 0},
-		{"olderThan30m", "octo/app", 31 * time.Minute, 2},
-		{"otherTarget", "octo/other", time.Minute, 2},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			src := &fakeTokens{}
-			e := tokenEnv(t, src)
-			before := e.putTokenItem(tc.target, tc.age, time.Hour)
-			e.seedIdle("i-1", healthy)
-			if _, err := e.create(1); err != nil {
-				t.Fatal(err)
-			}
-			if src.count() != tc.fetches {
-				t.Errorf("%d token calls (%v), want %d", src.count(), src.calls, tc.fetches)
-			}
-			after, _ := e.tokenItem()
-			if changed := after.Token != before.Token; changed != (tc.fetches > 0) {
-				t.Errorf("token item changed = %v, want %v", changed, tc.fetches > 0)
-			}
-			if after.Target != "octo/app" {
-				t.Errorf("token item target %q", after.Target)
-			}
-		})
+	src := &fakeTokens{}
+	e := tokenEnv(t, src)
+	res, err := e.create(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Created != 2 {
+		t.Fatalf("result %+v, want two launched", res)
+	}
+	for _, id := range ids(res.Instances) {
+		e.assertToken(t, id, protocol.SortKeyRegistrationToken, "registration-1")
+	}
+	if got := src.issued(); !slices.Equal(got, []string{"registration octo/app"}) {
+		t.Errorf("GitHub calls %q, want one registration token", got)
 	}
 }
 
-// A pool without a GitHub target leaves the item to whoever maintains it.
-func TestTokensUntouchedWithoutGitHubTarget(t *testing.T) {
+// Throttled writes leave items unprocessed: they are written again.
+func TestRegistrationTokensUnprocessedAreRetried(t *testing.T) {
+	t.Parallel()
+	e := tokenEnv(t, &fakeTokens{})
+	e.db.unprocessedWrites = 2
+	e.seedMany(3)
+	res, err := e.create(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.assertComplete(t, res, 3)
+	if n := e.db.count("BatchWriteItem"); n != 3 {
+		t.Errorf("%d BatchWriteItem calls, want 3 (two left an item unprocessed)", n)
+	}
+}
+
+// Tokens that cannot be handed over fail the claim before it claims the
+// runners; they go back to the pool untouched.
+func TestRegistrationTokenNotWrittenFailsBeforeClaiming(t *testing.T) {
+	t.Parallel()
+	e := tokenEnv(t, &fakeTokens{})
+	e.db.fail("BatchWriteItem", 1, errors.New("AccessDeniedException"))
+	e.seedIdle("i-1", healthy)
+	_, err := e.create(1)
+	if err == nil || !strings.Contains(err.Error(), "handing the registration token of run "+testRun) {
+		t.Fatalf("claim error = %v, want the token write named", err)
+	}
+	if r := e.db.instance(t, "i-1"); r.State != protocol.StateIdle || r.RunID != "" {
+		t.Errorf("i-1 is %s for %q, want untouched", r.State, r.RunID)
+	}
+	e.assertNothingHeld(t)
+}
+
+// A pool without a GitHub target gets no tokens: no GitHub call, no write.
+func TestNoTokensWithoutGitHubTarget(t *testing.T) {
 	t.Parallel()
 	src := &fakeTokens{}
 	e := newEnv(t)
-	e.c.Tokens = src
-	e.seedIdle("i-1", healthy)
-	if _, err := e.create(1); err != nil {
+	e.c.GitHub = &GitHubAccess{Tokens: src, Owner: "octo"}
+	e.claimed(t, map[string]behavior{"i-1": healthy})
+	if _, err := e.release(); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := e.tokenItem(); ok || src.count() != 0 {
-		t.Errorf("token item written (%v) or GitHub called %d times", ok, src.count())
+	if got := src.issued(); len(got) != 0 || e.db.count("BatchWriteItem") != 0 {
+		t.Errorf("GitHub calls %q, %d token writes; want none", got, e.db.count("BatchWriteItem"))
+	}
+	if _, ok := e.token("i-1", protocol.SortKeyRegistrationToken); ok {
+		t.Error("i-1 holds a registration token")
 	}
 }
 
-// When tokens are needed and cannot be had, the claim fails before any
-// runner learns the run id; tokens still valid long enough are used as
-// they are.
-func TestTokensUnavailable(t *testing.T) {
+// A claim that cannot mint the pool's tokens fails before it touches a
+// runner, saying which setting of the provider's github block is missing
+// or does not match.
+func TestRegistrationTokenRefused(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name    string
-		src     TokenSource
-		item    func(*env)
-		wantErr string
+		access  *GitHubAccess
+		target  protocol.GitHubTarget
+		wantErr []string
 	}{
-		{"noCredentialsNoItem", nil, func(*env) {}, "configure the provider's github block"},
-		{"noCredentialsExpiringItem", nil, func(e *env) { e.putTokenItem("octo/app", 50*time.Minute, time.Hour) }, "configure the provider's github block"},
-		{"noCredentialsUsableItem", nil, func(e *env) { e.putTokenItem("octo/app", 40*time.Minute, time.Hour) }, ""},
-		{"gitHubDownNoItem", &fakeTokens{err: errors.New("HTTP 503")}, func(*env) {}, "cannot get runner registration tokens for octo/app: HTTP 503"},
-		{"gitHubDownUsableItem", &fakeTokens{err: errors.New("HTTP 503")}, func(e *env) { e.putTokenItem("octo/app", 35*time.Minute, time.Hour) }, ""},
+		{"noCredentials", nil, protocol.GitHubTarget{Owner: "octo", Repository: "app"},
+			[]string{"pool testpool registers its runners with GitHub octo/app", "configure the provider's github block"}},
+		{"noOwner", &GitHubAccess{Tokens: &fakeTokens{}}, protocol.GitHubTarget{Owner: "octo", Repository: "app"},
+			[]string{"github.owner is not set (nor GITHUB_REPOSITORY_OWNER)", `set github.owner = "octo"`}},
+		{"otherOwner", &GitHubAccess{Tokens: &fakeTokens{}, Owner: "mallory"}, protocol.GitHubTarget{Owner: "octo", Repository: "app"},
+			[]string{"GitHub octo/app", `github.owner = "mallory"`, "github.repository = any repository of the owner"}},
+		{"otherRepository", &GitHubAccess{Tokens: &fakeTokens{}, Owner: "octo", Repository: "site"}, protocol.GitHubTarget{Owner: "octo", Repository: "app"},
+			[]string{"GitHub octo/app", `github.owner = "octo"`, `github.repository = "site"`}},
+		{"organizationWhenRepositorySet", &GitHubAccess{Tokens: &fakeTokens{}, Owner: "octo", Repository: "app"}, protocol.GitHubTarget{Owner: "octo"},
+			[]string{"GitHub octo,", `github.repository = "app"`}},
+		{"gitHubDown", &GitHubAccess{Tokens: &fakeTokens{err: errors.New("HTTP 503")}, Owner: "octo"}, protocol.GitHubTarget{Owner: "octo", Repository: "app"},
+			[]string{"cannot get a runner registration token for octo/app: HTTP 503"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := tokenEnv(t, tc.src)
-			tc.item(e)
+			e := tokenEnv(t, nil)
+			e.cfg.GitHub = &tc.target
+			e.writeConfig()
+			e.c.GitHub = tc.access
 			e.seedIdle("i-1", healthy)
 			_, err := e.create(1)
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Fatalf("claim failed: %v", err)
+			for _, want := range tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("claim error = %v, want it to say %q", err, want)
 				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("claim error = %v, want %q", err, tc.wantErr)
 			}
 			if r := e.db.instance(t, "i-1"); r.State != protocol.StateIdle || r.RunID != "" {
-				t.Errorf("i-1 is %s for %q: touched by a claim that had no tokens", r.State, r.RunID)
+				t.Errorf("i-1 is %s for %q: touched by a claim that had no token", r.State, r.RunID)
 			}
-			if n := len(e.sqs.queuedIDs(t, largeURL)); n != 1 {
-				t.Errorf("%d messages in the queue, want the runner's one untouched", n)
+			if n := len(e.sqs.receiveInputs()); n != 0 {
+				t.Errorf("%d receives from the queue, want none", n)
+			}
+			if _, ok := e.claimRecord(); ok {
+				t.Error("a claim record was written")
 			}
 		})
 	}
 }
 
-// Two claims refreshing at once: the second writer loses the condition and
-// keeps the first one's tokens instead of failing.
-func TestTokensConcurrentRefreshKeepsTheWinner(t *testing.T) {
+// The owner and repository match as GitHub compares names: ignoring case.
+func TestRegistrationTokenTargetMatchIgnoresCase(t *testing.T) {
 	t.Parallel()
-	src := &fakeTokens{}
-	e := tokenEnv(t, src)
-	e.putTokenItem("octo/app", 40*time.Minute, time.Hour)
-	winner := protocol.RegistrationToken{Target: "octo/app", Token: "winner", ExpiresAt: time.Now().Add(time.Hour), RemoveToken: "winner-rem", RemoveExpiresAt: time.Now().Add(time.Hour), FetchedAt: time.Now().Add(time.Second)}
-	src.onFetch = func() { e.db.put(winner.Item()) }
+	e := tokenEnv(t, nil)
+	e.c.GitHub = &GitHubAccess{Tokens: &fakeTokens{}, Owner: "Octo", Repository: "APP"}
 	e.seedIdle("i-1", healthy)
 	if _, err := e.create(1); err != nil {
 		t.Fatal(err)
 	}
-	if tok, _ := e.tokenItem(); tok.Token != "winner" {
-		t.Errorf("token item holds %q, want the concurrent winner's", tok.Token)
+}
+
+// One removal token per release, handed to every runner before it is told
+// to leave: the fake agents deregister only with a token for the run they
+// leave.
+func TestRemovalTokenHandedToEachReleasedRunner(t *testing.T) {
+	t.Parallel()
+	src := &fakeTokens{}
+	e := tokenEnv(t, src)
+	e.claimed(t, map[string]behavior{"i-1": healthy, "i-2": healthy})
+	writes := e.db.count("BatchWriteItem")
+	outcomes, err := e.release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(outcomes, []string{"i-1: released to the pool", "i-2: released to the pool"}) {
+		t.Errorf("outcomes %q", outcomes)
+	}
+	if got := src.issued(); !slices.Equal(got, []string{"registration octo/app", "remove octo/app"}) {
+		t.Errorf("GitHub calls %q, want one registration and one removal token", got)
+	}
+	for _, id := range []string{"i-1", "i-2"} {
+		e.assertToken(t, id, protocol.SortKeyRemovalToken, "remove-2")
+	}
+	if n := e.db.count("BatchWriteItem") - writes; n != 1 {
+		t.Errorf("%d BatchWriteItem calls for the release, want 1", n)
 	}
 }
 
-// Release refreshes the removal token the agents deregister with, and
-// releases even when GitHub cannot be reached.
-func TestTokensOnRelease(t *testing.T) {
+// A release never fails for tokens: without a removal token a runner
+// cannot deregister from GitHub, and is terminated instead of going back
+// to the pool with a stale registration.
+func TestReleaseWithoutRemovalTokenTerminates(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name      string
-		err       error
-		wantToken string
+		name    string
+		change  func(*env, *fakeTokens)
+		wantWhy string
 	}{
-		{"refreshed", nil, "registration-3"},
-		{"gitHubDown", errors.New("HTTP 503"), "old-reg"},
+		{"noCredentials", func(e *env, _ *fakeTokens) { e.c.GitHub = nil }, "configure the provider's github block"},
+		{"gitHubDown", func(_ *env, src *fakeTokens) { src.err = errors.New("HTTP 503") }, "HTTP 503"},
+		{"tokenNotWritten", func(e *env, _ *fakeTokens) {
+			e.db.failIf = func(op string, _ any) error {
+				if op == "BatchWriteItem" {
+					return errors.New("AccessDeniedException")
+				}
+				return nil
+			}
+		}, "AccessDeniedException"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			src := &fakeTokens{}
 			e := tokenEnv(t, src)
 			e.claimed(t, map[string]behavior{"i-1": healthy})
-			e.putTokenItem("octo/app", 31*time.Minute, time.Hour)
-			src.err = tc.err
+			tc.change(e, src)
+			sends := e.sqs.count("SendMessageBatch")
 			outcomes, err := e.release()
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("Release = %v: a release must not fail for tokens", err)
 			}
-			if len(outcomes) != 1 || outcomes[0] != "i-1: released to the pool" {
-				t.Errorf("outcomes %q", outcomes)
+			if len(outcomes) != 1 || !strings.Contains(outcomes[0], "cannot deregister from GitHub") ||
+				!strings.Contains(outcomes[0], tc.wantWhy) || !strings.HasSuffix(outcomes[0], "; terminated") {
+				t.Errorf("outcomes %q, want i-1 terminated because it cannot deregister (%s)", outcomes, tc.wantWhy)
 			}
-			if tok, _ := e.tokenItem(); tok.Token != tc.wantToken {
-				t.Errorf("token item holds %q, want %q", tok.Token, tc.wantToken)
+			if r := e.db.instance(t, "i-1"); r.State != protocol.StateTerminated || !slices.Contains(e.ec2.terminatedIDs(), "i-1") {
+				t.Errorf("i-1 is %s (terminated in EC2: %v), want terminated", r.State, e.ec2.terminatedIDs())
+			}
+			if n := e.sqs.count("SendMessageBatch") - sends; n != 0 {
+				t.Errorf("%d messages sent: a runner that cannot deregister went back to the pool", n)
+			}
+			if _, ok := e.claimRecord(); ok {
+				t.Error("the claim record is still there")
 			}
 		})
 	}

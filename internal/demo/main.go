@@ -25,6 +25,7 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsconfig"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
 const poolName = "demo-pool"
@@ -60,7 +61,7 @@ func run(ctx context.Context) error {
 			os.Setenv(k, v)
 		}
 	}
-	clients, err := awsconfig.New(ctx, awsconfig.Options{Endpoints: awsconfig.Endpoints{SQS: endpoint, DynamoDB: endpoint, EC2: endpoint}})
+	clients, err := awsconfig.New(ctx, awsconfig.Options{Endpoints: awsconfig.Endpoints{SQS: endpoint, DynamoDB: endpoint, EC2: endpoint, STS: endpoint}})
 	if err != nil {
 		return err
 	}
@@ -168,7 +169,8 @@ func repoRoot() (string, error) {
 	return filepath.Abs(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// launchTemplate makes (or finds) the runners' launch template and picks subnets.
+// launchTemplate makes (or finds) the runners' launch template, tagged for
+// the pool (claims launch no other), and picks subnets.
 func launchTemplate(ctx context.Context, client *ec2.Client) (string, []string, error) {
 	name := aws.String("ec2runners-demo")
 	lts, err := client.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{Filters: []ec2types.Filter{{Name: aws.String("launch-template-name"), Values: []string{*name}}}})
@@ -186,6 +188,12 @@ func launchTemplate(ctx context.Context, client *ec2.Client) (string, []string, 
 			return "", nil, err
 		}
 		id = aws.ToString(out.LaunchTemplate.LaunchTemplateId)
+	}
+	// Also on a template an earlier demo made before claims checked the tag.
+	if _, err := client.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{id}, Tags: []ec2types.Tag{
+		{Key: aws.String(protocol.TagPool), Value: aws.String(poolName)},
+	}}); err != nil {
+		return "", nil, err
 	}
 	subnets, err := client.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 )
 
 // DynamoDBClient is the part of the DynamoDB API a pool uses.
@@ -43,9 +44,17 @@ type EC2Client interface {
 	TerminateInstances(context.Context, *ec2.TerminateInstancesInput, ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
 }
 
+// STSClient is the part of the STS API a pool uses: the account its runners
+// run in, for their ARNs (GetCallerIdentity needs no IAM permission).
+type STSClient interface {
+	GetCallerIdentity(context.Context, *sts.GetCallerIdentityInput, ...func(*sts.Options)) (*sts.GetCallerIdentityOutput, error)
+}
+
 // Manager creates, reads, updates and deletes pools.
 type Manager struct {
 	DynamoDB DynamoDBClient
 	SQS      SQSClient
 	EC2      EC2Client
+	STS      STSClient
+	Region   string // of the clients: the region in the runners' ARNs
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
@@ -420,4 +421,24 @@ func (f *fakeEC2) sortedTerminated() []string {
 	out := slices.Clone(f.terminated)
 	sort.Strings(out)
 	return out
+}
+
+// fakeSTS answers GetCallerIdentity as STS does for a role session.
+type fakeSTS struct {
+	log     *callLog
+	account string
+	arn     string
+	err     error
+}
+
+func newFakeSTS(log *callLog) *fakeSTS {
+	return &fakeSTS{log: log, account: "123456789012", arn: "arn:aws:sts::123456789012:assumed-role/ci/session"}
+}
+
+func (f *fakeSTS) GetCallerIdentity(context.Context, *sts.GetCallerIdentityInput, ...func(*sts.Options)) (*sts.GetCallerIdentityOutput, error) {
+	f.log.add("GetCallerIdentity")
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &sts.GetCallerIdentityOutput{Account: aws.String(f.account), Arn: aws.String(f.arn), UserId: aws.String("AROATEST:session")}, nil
 }

@@ -194,7 +194,7 @@ func TestListInstances(t *testing.T) {
 	for _, inst := range want {
 		db.put(inst.Item())
 	}
-	db.put(protocol.HeartbeatItem("i-1", "2026-06-01T11:00:00Z"))
+	db.put(protocol.HeartbeatItem(protocol.InstanceARN(testARNPrefix, "i-1"), "2026-06-01T11:00:00Z"))
 	db.put(protocol.PoolConfig{Name: "ci"}.Item("2026-06-01T11:00:00Z"))
 	got, err := ListInstances(context.Background(), db, "ci")
 	if err != nil {

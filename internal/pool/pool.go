@@ -23,15 +23,16 @@ type Spec struct {
 	ForceDestroy    bool
 }
 
-func (s Spec) config(queueURLs map[string]string) protocol.PoolConfig {
+func (s Spec) config(queueURLs map[string]string, instanceARNPrefix string) protocol.PoolConfig {
 	return protocol.PoolConfig{
-		Name:            s.Name,
-		ResourceClasses: s.ResourceClasses,
-		IdleTimeout:     protocol.Duration(s.IdleTimeout),
-		MaxRuntime:      protocol.Duration(s.MaxRuntime),
-		Fleet:           s.Fleet,
-		QueueURLs:       queueURLs,
-		GitHub:          s.GitHub,
+		Name:              s.Name,
+		ResourceClasses:   s.ResourceClasses,
+		IdleTimeout:       protocol.Duration(s.IdleTimeout),
+		MaxRuntime:        protocol.Duration(s.MaxRuntime),
+		Fleet:             s.Fleet,
+		QueueURLs:         queueURLs,
+		GitHub:            s.GitHub,
+		InstanceARNPrefix: instanceARNPrefix,
 	}
 }
 
@@ -52,6 +53,10 @@ func (m *Manager) Create(ctx context.Context, spec Spec) (*Status, error) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("a DynamoDB table named %s already exists; import the pool with `terraform import` instead of creating it", spec.Name)
+	}
+	arnPrefix, err := m.instanceARNPrefix(ctx)
+	if err != nil {
+		return nil, err
 	}
 	urls := map[string]string{}
 	rollback := func(cause error) error {
@@ -76,7 +81,7 @@ func (m *Manager) Create(ctx context.Context, spec Spec) (*Status, error) {
 		}
 		urls[class] = url
 	}
-	if err := m.putConfig(ctx, spec.config(urls), time.Now()); err != nil {
+	if err := m.putConfig(ctx, spec.config(urls, arnPrefix), time.Now()); err != nil {
 		return nil, rollback(err)
 	}
 	return m.Read(ctx, spec.Name)
@@ -122,6 +127,10 @@ func (m *Manager) Read(ctx context.Context, name string) (*Status, error) {
 // Every refusal happens before anything changes.
 func (m *Manager) Update(ctx context.Context, spec Spec) (*Status, error) {
 	cur, err := m.Read(ctx, spec.Name)
+	if err != nil {
+		return nil, err
+	}
+	arnPrefix, err := m.instanceARNPrefix(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +184,7 @@ func (m *Manager) Update(ctx context.Context, spec Spec) (*Status, error) {
 	if err := m.ensureTTL(ctx, spec.Name); err != nil { // pools created before TTL was used
 		return nil, err
 	}
-	if err := m.putConfig(ctx, spec.config(urls), now); err != nil {
+	if err := m.putConfig(ctx, spec.config(urls, arnPrefix), now); err != nil {
 		return nil, err
 	}
 	return m.Read(ctx, spec.Name)

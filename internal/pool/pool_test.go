@@ -15,7 +15,10 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
-const testNow = "2026-06-01T12:00:00Z"
+const (
+	testNow       = "2026-06-01T12:00:00Z"
+	testARNPrefix = "arn:aws:ec2:eu-west-1:123456789012:instance/"
+)
 
 // fixture is an existing pool in the fakes: table, config item, one queue
 // per class and the given instance records. EC2 knows every instance.
@@ -24,6 +27,7 @@ type fixture struct {
 	db  *fakeDynamo
 	sqs *fakeSQS
 	ec2 *fakeEC2
+	sts *fakeSTS
 	m   *Manager
 	cfg protocol.PoolConfig
 }
@@ -34,9 +38,10 @@ func newFixture(t *testing.T, name string, classes map[string]protocol.ResourceC
 	f.db = newFakeDynamo(f.log, name)
 	f.sqs = newFakeSQS(f.log)
 	f.ec2 = newFakeEC2(f.log)
-	f.m = &Manager{DynamoDB: f.db, SQS: f.sqs, EC2: f.ec2}
+	f.sts = newFakeSTS(f.log)
+	f.m = &Manager{DynamoDB: f.db, SQS: f.sqs, EC2: f.ec2, STS: f.sts, Region: "eu-west-1"}
 	f.cfg = protocol.PoolConfig{
-		Name: name, ResourceClasses: classes, QueueURLs: map[string]string{},
+		Name: name, ResourceClasses: classes, QueueURLs: map[string]string{}, InstanceARNPrefix: testARNPrefix,
 		IdleTimeout: protocol.Duration(10 * time.Minute), MaxRuntime: protocol.Duration(time.Hour),
 	}
 	for class := range classes {
@@ -399,5 +404,48 @@ func TestUpdateEnablesTTLOnce(t *testing.T) {
 	}
 	if n := strings.Count(strings.Join(f.log.calls, "\n"), "UpdateTimeToLive"); n != 1 {
 		t.Errorf("UpdateTimeToLive called %d times, want once", n)
+	}
+}
+
+// Update writes the runners' ARN prefix from the caller's account and
+// partition and the clients' region.
+func TestUpdateWritesInstanceARNPrefix(t *testing.T) {
+	f := newFixture(t, "ci", twoClasses)
+	f.db.put(func() protocol.PoolConfig {
+		c := f.cfg
+		c.InstanceARNPrefix = "arn:aws:ec2:us-east-1:000000000000:instance/"
+		return c
+	}().Item(testNow))
+	f.sts.account, f.sts.arn = "210987654321", "arn:aws-cn:sts::210987654321:assumed-role/ci/session"
+	f.m.Region = "cn-north-1"
+	st, err := f.m.Update(context.Background(), Spec{Name: "ci", ResourceClasses: twoClasses})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "arn:aws-cn:ec2:cn-north-1:210987654321:instance/"
+	if st.Config.InstanceARNPrefix != want {
+		t.Errorf("instance ARN prefix %q, want %q", st.Config.InstanceARNPrefix, want)
+	}
+}
+
+// Without a usable caller identity nothing changes.
+func TestUpdateWithoutCallerIdentity(t *testing.T) {
+	for name, setup := range map[string]func(f *fixture){
+		"STS fails":          func(f *fixture) { f.sts.err = errors.New("ExpiredToken") },
+		"caller not an ARN":  func(f *fixture) { f.sts.arn = "user/ci" },
+		"no region":          func(f *fixture) { f.m.Region = "" },
+		"account not digits": func(f *fixture) { f.sts.account = "local" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, "ci", twoClasses)
+			setup(f)
+			_, err := f.m.Update(context.Background(), Spec{Name: "ci", ResourceClasses: map[string]protocol.ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}}})
+			if err == nil || !strings.Contains(err.Error(), "runners") {
+				t.Fatalf("Update = %v, want an error about the runners' account or ARNs", err)
+			}
+			if m := f.log.mutating(); len(m) > 0 {
+				t.Errorf("mutating calls %q", m)
+			}
+		})
 	}
 }

@@ -190,7 +190,7 @@ func strIfS(v types.AttributeValue) string {
 }
 
 // validPoolConfig is a pool config document as the provider writes it.
-const validPoolConfig = `{"name":"ci-runners","resourceClasses":{"large":{"cpu":2,"memoryMiB":4096},"xlarge":{"cpu":4,"memoryMiB":8192}},` +
+const validPoolConfig = `{"name":"ci-runners","instanceArnPrefix":"arn:aws:ec2:eu-west-1:123456789012:instance/","resourceClasses":{"large":{"cpu":2,"memoryMiB":4096},"xlarge":{"cpu":4,"memoryMiB":8192}},` +
 	`"idleTimeout":"7m","maxRuntime":"30m","fleet":{"launchTemplateId":"lt-0123456789abcdef0","launchTemplateVersion":"$Default",` +
 	`"subnetIds":["subnet-0a1b2c3d"],"instanceSelection":"attribute-based"},` +
 	`"queueUrls":{"large":"https://sqs.eu-west-1.amazonaws.com/123456789012/ci-runners-large"},"github":{"owner":"octo","repository":"app"}}`
@@ -199,8 +199,8 @@ func FuzzPoolConfigFromItem(f *testing.F) {
 	swap := func(old, new string) string { return strings.Replace(validPoolConfig, old, new, 1) }
 	for _, doc := range []string{
 		validPoolConfig,
-		`{"name":"p","resourceClasses":{"large":{"cpu":2,"memoryMiB":4096}},"idleTimeout":"1h","maxRuntime":"6h","queueUrls":{}}`,
-		`{"name":"gpu_pool-2","resourceClasses":{"big":{"cpu":8,"memoryMiB":32768}},"idleTimeout":"45s","maxRuntime":"2h0m5s",` +
+		`{"name":"p","instanceArnPrefix":"arn:aws-cn:ec2:cn-north-1:123456789012:instance/","resourceClasses":{"large":{"cpu":2,"memoryMiB":4096}},"idleTimeout":"1h","maxRuntime":"6h","queueUrls":{}}`,
+		`{"name":"gpu_pool-2","instanceArnPrefix":"arn:aws:ec2:us-east-1:000000000000:instance/","resourceClasses":{"big":{"cpu":8,"memoryMiB":32768}},"idleTimeout":"45s","maxRuntime":"2h0m5s",` +
 			`"fleet":{"launchTemplateName":"runner","launchTemplateVersion":"3","subnetIds":["subnet-a","subnet-b"],"instanceSelection":"explicit"},"queueUrls":null}`,
 		"", "null", "{}", "[]", `"ci"`, "{", validPoolConfig + "x",
 		swap(`"name":"ci-runners"`, `"name":""`),
@@ -231,6 +231,13 @@ func FuzzPoolConfigFromItem(f *testing.F) {
 		swap(`"github":{"owner":"octo","repository":"app"}`, `"github":{}`),
 		swap(`"github":{"owner":"octo","repository":"app"}`, `"github":null`),
 		swap(`"queueUrls":{`, `"queueUrls":{"xlarge":"","`),
+		swap(`"instanceArnPrefix":"arn:aws:ec2:eu-west-1:123456789012:instance/",`, ``),
+		swap(`:instance/"`, `:instance/i-0abc"`),
+		swap(`:instance/"`, `:instance"`),
+		swap(`123456789012:instance`, `12345:instance`),
+		swap(`arn:aws:ec2:eu-west-1`, `arn:aws:ec2:*`),
+		swap(`"instanceArnPrefix":"arn:aws:ec2:eu-west-1:123456789012:instance/"`, `"instanceArnPrefix":null`),
+		swap(`"instanceArnPrefix":"arn:aws:ec2:eu-west-1:123456789012:instance/"`, `"instanceArnPrefix":["arn:aws:ec2:eu-west-1:123456789012:instance/"]`),
 	} {
 		f.Add(doc, uint8(0))
 	}
@@ -276,6 +283,9 @@ func FuzzPoolConfigFromItem(f *testing.F) {
 				t.Errorf("accepted config %q with an unusable fleet %+v", doc, *fl)
 			}
 		}
+		if !referenceAgentPK.MatchString("AGENT#"+c.InstanceARNPrefix+"i-1") || !strings.HasSuffix(c.InstanceARNPrefix, ":instance/") {
+			t.Errorf("accepted config %q with instance ARN prefix %q", doc, c.InstanceARNPrefix)
+		}
 		if g := c.GitHub; g != nil && !GitHubOwnerPattern.MatchString(g.Owner) {
 			t.Errorf("accepted config %q with GitHub owner %q", doc, g.Owner)
 		}
@@ -294,101 +304,136 @@ func FuzzPoolConfigFromItem(f *testing.F) {
 	})
 }
 
-func FuzzRegistrationTokenFromItem(f *testing.F) {
-	const (
-		ts  = "2026-06-01T12:00:00Z"
-		exp = "2026-06-01T13:00:00Z"
-	)
-	// shapes: one byte per field, in the order target, token, timestamp,
-	// expires_at, remove_token, remove_expires_at; then the value's shape.
-	all := []byte{0, 0, 0, 0, 0, 0, 0}
-	f.Add("octo/app", "AABBCC", ts, exp, "RRMM", exp, all)
-	f.Add("octo", "AABBCC", ts, exp, "", "", all)
-	f.Add("", "AABBCC", ts, exp, "", "", []byte{2, 0, 0, 0, 2, 2, 0}) // a seeds-era item: token, timestamp, expires_at only
-	f.Add("octo/app", "", ts, exp, "RRMM", exp, all)                  // no token
-	f.Add("octo/app", "AABBCC", "", exp, "RRMM", exp, all)            // no timestamp
-	f.Add("octo/app", "AABBCC", ts, "tomorrow", "RRMM", exp, all)
-	f.Add("octo/app", "AABBCC", ts, exp, "RRMM", "", all)                        // remove token without expiry
-	f.Add("octo/app", "AABBCC", ts, exp, "", "garbage", all)                     // stray expiry without remove token
-	f.Add("octo/app", "AABBCC", "2026-06-01T12:00:00.5Z", exp, "RRMM", exp, all) // fractional seconds
-	f.Add("octo/app", "AABBCC", ts, "2026-06-01T14:00:00+02:00", "RRMM", exp, all)
-	f.Add("octo/app", "AABBCC", ts, exp, "RRMM", exp, []byte{0, 3, 0, 0, 0, 0, 0}) // token is a number
-	f.Add("octo/app", "AABBCC", ts, exp, "RRMM", exp, []byte{0, 0, 3, 0, 0, 0, 0}) // timestamp is a number
-	f.Add("octo/app", "AABBCC", ts, exp, "RRMM", exp, []byte{0, 0, 0, 0, 0, 0, 1}) // value is a string
-	f.Add("octo/app", "AABBCC", ts, exp, "RRMM", exp, []byte{0, 0, 0, 0, 0, 0, 2}) // no value
-	f.Add("octo/app", strings.Repeat("T", 5000), ts, exp, "RRMM", exp, all)
-	f.Add("octo/app", "AABBCC", "0000-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "RRMM", "0001-01-01T00:00:00Z", all)
-	f.Fuzz(func(t *testing.T, target, token, timestamp, expiresAt, remove, removeExpiresAt string, shapes []byte) {
-		shape := func(i int) uint8 {
-			if i < len(shapes) {
-				return shapes[i]
-			}
-			return 0
+// referenceAgentPK is an independent reading of the agent partition key:
+// AGENT#arn:<partition>:ec2:<region>:<12-digit account>:instance/<id>.
+var referenceAgentPK = regexp.MustCompile(`^AGENT#arn:aws(-[a-z]+)*:ec2:[a-z]{2}(-[a-z]+)+-[0-9]+:[0-9]{12}:instance/([A-Za-z0-9-]+)$`)
+
+// referenceAgentID is the instance id an agent partition key names, or "".
+func referenceAgentID(pk string) string {
+	if m := referenceAgentPK.FindStringSubmatch(pk); m != nil {
+		return m[3]
+	}
+	return ""
+}
+
+// referenceTarget: GitHub's owner, or owner/repository.
+var referenceTarget = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,38}(/[A-Za-z0-9_.-]{1,100})?$`)
+
+const fuzzPK = "AGENT#arn:aws:ec2:eu-west-1:123456789012:instance/i-0abc"
+
+// agentFuzzItem builds an agent partition item from fuzz input: the key
+// attributes, then the value map's fields (or, by the last shape, a string
+// value or none), each of a shape chosen by shapes.
+func agentFuzzItem(shapes []byte, pk, sk, identifier, updatedAt string, value []struct{ name, value string }) map[string]types.AttributeValue {
+	shape := func(i int) uint8 {
+		if i < len(shapes) {
+			return shapes[i]
 		}
-		fields := []struct{ name, value string }{
-			{"target", target}, {"token", token}, {"timestamp", timestamp},
-			{"expires_at", expiresAt}, {"remove_token", remove}, {"remove_expires_at", removeExpiresAt},
+		return 0
+	}
+	item := map[string]types.AttributeValue{}
+	for i, a := range []struct{ name, value string }{{AttrPK, pk}, {AttrSK, sk}, {AttrIdentifier, identifier}, {AttrUpdatedAt, updatedAt}} {
+		setAttr(item, a.name, fuzzAttr(shape(i), a.value))
+	}
+	m := map[string]types.AttributeValue{}
+	for i, fl := range value {
+		setAttr(m, fl.name, fuzzAttr(shape(4+i), fl.value))
+	}
+	switch shape(4+len(value)) % 3 {
+	case 0:
+		item[AttrValue] = &types.AttributeValueMemberM{Value: m}
+	case 1:
+		if len(value) > 0 {
+			item[AttrValue] = &types.AttributeValueMemberS{Value: value[0].value}
 		}
-		value := map[string]types.AttributeValue{}
-		for i, fl := range fields {
-			setAttr(value, fl.name, fuzzAttr(shape(i), fl.value))
-		}
-		item := BaseItem(TypeMetadata, RegistrationTokenID, "2026-06-01T12:00:00Z")
-		switch shape(len(fields)) % 3 {
-		case 0:
-			item[AttrValue] = &types.AttributeValueMemberM{Value: value}
-		case 1:
-			item[AttrValue] = &types.AttributeValueMemberS{Value: token}
-		}
-		got, err := RegistrationTokenFromItem(item)
+	}
+	return item
+}
+
+// agentKeyValid reads an agent item's key independently: the partition
+// names an instance, identifier is its id, and the sort key is sk.
+func agentKeyValid(item map[string]types.AttributeValue, sk string) bool {
+	id := referenceAgentID(strIfS(item[AttrPK]))
+	return id != "" && strIfS(item[AttrIdentifier]) == id && strIfS(item[AttrSK]) == sk
+}
+
+// valueMap is the item's value map, or nil.
+func valueMap(item map[string]types.AttributeValue) map[string]types.AttributeValue {
+	if m, ok := item[AttrValue].(*types.AttributeValueMemberM); ok {
+		return m.Value
+	}
+	return nil
+}
+
+func FuzzRunnerTokenFromItem(f *testing.F) {
+	const exp = "2026-06-01T13:00:00Z"
+	// shapes: PK, SK, identifier, updatedAt, then the value's token,
+	// expires_at, runId and target, then the value's shape.
+	all := make([]byte, 9)
+	f.Add(fuzzPK, SortKeyRegistrationToken, "i-0abc", "AABBCC", exp, "run-1", "octo/app", all)
+	f.Add(fuzzPK, SortKeyRemovalToken, "i-0abc", "RRMM", exp, "run-1", "octo", all)
+	f.Add(fuzzPK, "TOKEN#register", "i-0abc", "AABBCC", exp, "run-1", "octo/app", all)
+	f.Add(fuzzPK, "ID#gh_registration_token", "i-0abc", "AABBCC", exp, "run-1", "octo/app", all)
+	f.Add("TYPE#METADATA", SortKeyRegistrationToken, "i-0abc", "AABBCC", exp, "run-1", "octo/app", all)
+	f.Add(fuzzPK, SortKeyRegistrationToken, "i-0abd", "AABBCC", exp, "run-1", "octo/app", all) // another instance's id
+	f.Add(fuzzPK, SortKeyRegistrationToken, "i-0abc", "", exp, "run-1", "octo/app", all)
+	f.Add(fuzzPK, SortKeyRegistrationToken, "i-0abc", "AABBCC", exp, "", "octo/app", all)
+	f.Add(fuzzPK, SortKeyRegistrationToken, "i-0abc", "AABBCC", exp, "run-1", "", all)
+	f.Add(fuzzPK, SortKeyRegistrationToken, "i-0abc", "AABBCC", exp, "run-1", "octo/app/x", all)
+	f.Add(fuzzPK, SortKeyRegistrationToken, "i-0abc", "AABBCC", exp, "run-1", "-octo", all)
+	f.Add(fuzzPK, SortKeyRegistrationToken, "i-0abc", "AABBCC", "2026-06-01T13:00:00.5Z", "run-1", "octo/app", all)
+	f.Add(fuzzPK, SortKeyRegistrationToken, "i-0abc", "AABBCC", "0000-01-01T00:00:00Z", "run-1", "octo/app", all)
+	f.Add(fuzzPK, SortKeyRegistrationToken, "i-0abc", "AABBCC", exp, "run-1", "octo/app", []byte{0, 0, 0, 0, 3, 0, 0, 0, 0}) // token is a number
+	f.Add(fuzzPK, SortKeyRegistrationToken, "i-0abc", "AABBCC", exp, "run-1", "octo/app", []byte{0, 0, 2, 0, 0, 0, 0, 0, 0}) // no identifier
+	f.Add(fuzzPK, SortKeyRegistrationToken, "i-0abc", "AABBCC", exp, "run-1", "octo/app", []byte{0, 0, 0, 0, 0, 0, 0, 0, 1}) // value is a string
+	f.Add(fuzzPK, SortKeyRegistrationToken, "i-0abc", "AABBCC", exp, "run-1", "octo/app", []byte{0, 0, 0, 0, 0, 0, 0, 0, 2}) // no value
+	f.Add(fuzzPK, SortKeyRegistrationToken, "i-0abc", strings.Repeat("T", 5000), exp, strings.Repeat("r", 100), "octo/"+strings.Repeat("a", 100), all)
+	f.Fuzz(func(t *testing.T, pk, sk, identifier, token, expiresAt, runID, target string, shapes []byte) {
+		item := agentFuzzItem(shapes, pk, sk, identifier, "2026-06-01T12:00:00Z", []struct{ name, value string }{
+			{"token", token}, {"expires_at", expiresAt}, {"runId", runID}, {"target", target},
+		})
+		got, err := RunnerTokenFromItem(item)
 
 		// What the item holds, read independently.
-		_, isMap := item[AttrValue].(*types.AttributeValueMemberM)
+		v := valueMap(item)
 		in := map[string]string{}
-		for name, v := range value {
-			in[name] = strIfS(v)
+		for _, name := range []string{"token", "expires_at", "runId", "target"} {
+			in[name] = strIfS(v[name])
 		}
-		okTime := func(s string) bool { _, ok := referenceTime(s); return ok }
-		valid := isMap && in["token"] != "" && okTime(in["timestamp"]) && okTime(in["expires_at"]) &&
-			(okTime(in["remove_expires_at"]) || (in["remove_token"] == "" && in["remove_expires_at"] == ""))
+		sortKey := strIfS(item[AttrSK])
+		_, okTime := referenceTime(in["expires_at"])
+		valid := (sortKey == SortKeyRegistrationToken || sortKey == SortKeyRemovalToken) && agentKeyValid(item, sortKey) &&
+			v != nil && in["token"] != "" && in["runId"] != "" && okTime && referenceTarget.MatchString(in["target"])
 		if (err == nil) != valid {
-			t.Fatalf("RegistrationTokenFromItem(%v) = %+v, %v; want valid = %v", in, got, err, valid)
+			t.Fatalf("RunnerTokenFromItem(%v) = %+v, %v; want valid = %v", item, got, err, valid)
 		}
 		if err != nil {
-			if !reflect.DeepEqual(got, RegistrationToken{}) {
+			if !reflect.DeepEqual(got, RunnerToken{}) {
 				t.Errorf("returned %+v with its error", got)
 			}
-			if !strings.HasPrefix(err.Error(), "registration token item") {
-				t.Errorf("error %q does not name the registration token item", err)
+			if !strings.HasPrefix(err.Error(), "runner token item") {
+				t.Errorf("error %q does not name the runner token item", err)
 			}
 			return
 		}
-		if got.Target != in["target"] || got.Token != in["token"] || got.RemoveToken != in["remove_token"] ||
-			FormatTime(got.FetchedAt) != in["timestamp"] || FormatTime(got.ExpiresAt) != in["expires_at"] ||
-			(in["remove_expires_at"] != "" && FormatTime(got.RemoveExpiresAt) != in["remove_expires_at"]) {
-			t.Fatalf("RegistrationTokenFromItem(%v) = %+v", in, got)
+		if "AGENT#"+got.InstanceARN != strIfS(item[AttrPK]) || got.SortKey != sortKey || got.Token != in["token"] || got.RunID != in["runId"] ||
+			got.Target != in["target"] || FormatTime(got.ExpiresAt) != in["expires_at"] || got.UpdatedAt != strIfS(item[AttrUpdatedAt]) {
+			t.Fatalf("RunnerTokenFromItem(%v) = %+v", in, got)
 		}
-		// Re-rendered, it reads back the same, with the same strings.
+		// Re-rendered, it has the same key and value and reads back the same.
 		again := got.Item()
-		back, err := RegistrationTokenFromItem(again)
-		if err != nil {
-			t.Fatalf("token %+v does not read back from its own item: %v", got, err)
-		}
-		if back.Target != got.Target || back.Token != got.Token || back.RemoveToken != got.RemoveToken ||
-			!back.FetchedAt.Equal(got.FetchedAt) || !back.ExpiresAt.Equal(got.ExpiresAt) || !back.RemoveExpiresAt.Equal(got.RemoveExpiresAt) {
-			t.Fatalf("round trip: %+v, then %+v", got, back)
-		}
-		rendered := again[AttrValue].(*types.AttributeValueMemberM).Value
-		for _, name := range []string{"target", "token", "timestamp", "expires_at", "remove_token"} {
-			if s := strIfS(rendered[name]); s != in[name] {
-				t.Errorf("re-rendered %s = %q, read %q", name, s, in[name])
+		for _, name := range []string{AttrPK, AttrSK, AttrIdentifier} {
+			if strIfS(again[name]) != strIfS(item[name]) {
+				t.Errorf("re-rendered %s = %q, read %q", name, strIfS(again[name]), strIfS(item[name]))
 			}
 		}
-		if in["remove_expires_at"] != "" && strIfS(rendered["remove_expires_at"]) != in["remove_expires_at"] {
-			t.Errorf("re-rendered remove_expires_at = %q, read %q", strIfS(rendered["remove_expires_at"]), in["remove_expires_at"])
+		for name, want := range in {
+			if s := strIfS(valueMap(again)[name]); s != want {
+				t.Errorf("re-rendered %s = %q, read %q", name, s, want)
+			}
 		}
-		if strIfS(again[AttrUpdatedAt]) != in["timestamp"] {
-			t.Errorf("re-rendered updatedAt = %q, want the timestamp %q", strIfS(again[AttrUpdatedAt]), in["timestamp"])
+		if back, err := RunnerTokenFromItem(again); err != nil || !reflect.DeepEqual(back, got) {
+			t.Fatalf("round trip: %+v, then %+v, %v", got, back, err)
 		}
 	})
 }
@@ -409,7 +454,7 @@ func FuzzInstanceFromItem(f *testing.F) {
 	f.Add(TypeInstance, "i-1", StateIdle, "", th, "large", "c6i.large", UsageOnDemand, now, all)                                  // SK without ID#
 	f.Add(TypeInstance, "ID#", StateIdle, "", th, "large", "c6i.large", UsageOnDemand, now, all)
 	f.Add(TypeInstance, "ID#ID#i-1", StateIdle, "", th, "large", "c6i.large", UsageOnDemand, now, all)
-	f.Add(TypeHeartbeat, "ID#i-1", StateIdle, "", th, "large", "c6i.large", UsageOnDemand, now, all)
+	f.Add(TypeMetadata, "ID#i-1", StateIdle, "", th, "large", "c6i.large", UsageOnDemand, now, all)
 	f.Add("type#instance", "ID#i-1", StateIdle, "", th, "large", "c6i.large", UsageOnDemand, now, all)
 	f.Add(TypeInstance, "ID#i-1", StateIdle, "", th, "large", "c6i.large", UsageOnDemand, now, []byte{2, 2, 2, 2, 2, 2, 2, 2, 2})
 	f.Add(TypeInstance, "ID#"+strings.Repeat("i", 2048), StateIdle, strings.Repeat("r", 2048), th, "large", "c6i.large", UsageOnDemand, now, all)
@@ -461,67 +506,96 @@ func FuzzInstanceFromItem(f *testing.F) {
 
 func FuzzSignalFromItem(f *testing.F) {
 	const now = "2026-06-01T12:00:00Z"
-	// shapes: PK, SK, value.state, value.runId, updatedAt, then the value's shape.
-	all := []byte{0, 0, 0, 0, 0, 0}
+	// shapes: PK, SK, identifier, updatedAt, value.state, value.runId, then the value's shape.
+	all := make([]byte, 7)
 	for _, sig := range []string{SignalUserDataOK, SignalUserDataFailed, SignalRegistered, SignalRegistrationFailed,
 		SignalDeregistered, SignalDeregistrationFailed, SignalReleased} {
-		f.Add(TypeSignal, "ID#i-0abc", sig, "run-1", now, all)
+		f.Add(fuzzPK, SortKeySignal, "i-0abc", sig, "run-1", now, all)
 	}
-	f.Add(TypeSignal, "ID#i-0abc", "UD_SOMETHING_NEW", "run-1", now, all) // unknown signals pass through
-	f.Add(TypeSignal, "ID#i-0abc", "", "run-1", now, all)
-	f.Add(TypeSignal, "ID#i-0abc", SignalRegistered, "", "", all)
-	f.Add(TypeSignal, "ID#i-0abc", SignalRegistered, "run-1", "garbage", all)
-	f.Add(TypeSignal, "ID#i-0abc", SignalRegistered, "run-1", now, []byte{0, 0, 3, 0, 0, 0}) // state is a number
-	f.Add(TypeSignal, "ID#i-0abc", SignalRegistered, "run-1", now, []byte{0, 0, 0, 2, 0, 0}) // no runId
-	f.Add(TypeSignal, "ID#i-0abc", SignalRegistered, "run-1", now, []byte{0, 0, 0, 0, 0, 1}) // value is a string
-	f.Add(TypeSignal, "ID#i-0abc", SignalRegistered, "run-1", now, []byte{0, 0, 0, 0, 0, 2}) // no value
-	f.Add(TypeHeartbeat, "ID#i-0abc", SignalRegistered, "run-1", now, all)
-	f.Add(TypeSignal, "i-0abc", SignalRegistered, "run-1", now, all)
-	f.Add(TypeSignal, "ID#", SignalRegistered, "run-1", now, all)
-	f.Add(TypeSignal, "ID#i-0abc", strings.Repeat("UD_", 2000), strings.Repeat("r", 2000), now, all)
-	f.Fuzz(func(t *testing.T, pk, sk, state, runID, updatedAt string, shapes []byte) {
-		shape := func(i int) uint8 {
-			if i < len(shapes) {
-				return shapes[i]
-			}
-			return 0
-		}
-		item := map[string]types.AttributeValue{}
-		setAttr(item, AttrPK, fuzzAttr(shape(0), pk))
-		setAttr(item, AttrSK, fuzzAttr(shape(1), sk))
-		setAttr(item, AttrUpdatedAt, fuzzAttr(shape(4), updatedAt))
-		value := map[string]types.AttributeValue{}
-		setAttr(value, "state", fuzzAttr(shape(2), state))
-		setAttr(value, "runId", fuzzAttr(shape(3), runID))
-		switch shape(5) % 3 {
-		case 0:
-			item[AttrValue] = &types.AttributeValueMemberM{Value: value}
-		case 1:
-			item[AttrValue] = &types.AttributeValueMemberS{Value: state}
-		}
+	f.Add(fuzzPK, SortKeySignal, "i-0abc", "UD_SOMETHING_NEW", "run-1", now, all) // unknown signals pass through
+	f.Add(fuzzPK, SortKeySignal, "i-0abc", "", "run-1", now, all)
+	f.Add(fuzzPK, SortKeySignal, "i-0abc", SignalRegistered, "", "", all)
+	f.Add(fuzzPK, SortKeySignal, "i-0abc", SignalRegistered, "run-1", "garbage", all)
+	f.Add(fuzzPK, SortKeySignal, "i-0abc", SignalRegistered, "run-1", now, []byte{0, 0, 0, 0, 3, 0, 0}) // state is a number
+	f.Add(fuzzPK, SortKeySignal, "i-0abc", SignalRegistered, "run-1", now, []byte{0, 0, 0, 0, 0, 2, 0}) // no runId
+	f.Add(fuzzPK, SortKeySignal, "i-0abc", SignalRegistered, "run-1", now, []byte{0, 0, 0, 0, 0, 0, 1}) // value is a string
+	f.Add(fuzzPK, SortKeySignal, "i-0abc", SignalRegistered, "run-1", now, []byte{0, 0, 0, 0, 0, 0, 2}) // no value
+	f.Add(fuzzPK, SortKeySignal, "i-0abc", SignalRegistered, "run-1", now, []byte{0, 0, 2, 0, 0, 0, 0}) // no identifier
+	f.Add(fuzzPK, SortKeyHeartbeat, "i-0abc", SignalRegistered, "run-1", now, all)
+	f.Add(fuzzPK, "ID#i-0abc", "i-0abc", SignalRegistered, "run-1", now, all)
+	f.Add("TYPE#WS", SortKeySignal, "i-0abc", SignalRegistered, "run-1", now, all)
+	f.Add("AGENT#i-0abc", SortKeySignal, "i-0abc", SignalRegistered, "run-1", now, all)
+	f.Add(fuzzPK, SortKeySignal, "i-0abd", SignalRegistered, "run-1", now, all)
+	f.Add("AGENT#arn:aws:ec2:eu-west-1:123456789012:instance/", SortKeySignal, "", SignalRegistered, "run-1", now, all)
+	f.Add("AGENT#arn:aws:ec2:eu-west-1:123456789012:instance/i-0abc/x", SortKeySignal, "x", SignalRegistered, "run-1", now, all)
+	f.Add(fuzzPK, SortKeySignal, "i-0abc", strings.Repeat("UD_", 2000), strings.Repeat("r", 2000), now, all)
+	f.Fuzz(func(t *testing.T, pk, sk, identifier, state, runID, updatedAt string, shapes []byte) {
+		item := agentFuzzItem(shapes, pk, sk, identifier, updatedAt, []struct{ name, value string }{{"state", state}, {"runId", runID}})
 		s, ok := SignalFromItem(item)
-		_, isMap := item[AttrValue].(*types.AttributeValueMemberM)
-		id, hasPrefix := strings.CutPrefix(strIfS(item[AttrSK]), "ID#")
-		wantState, wantRun := strIfS(value["state"]), strIfS(value["runId"])
-		valid := isMap && strIfS(item[AttrPK]) == TypeSignal && hasPrefix && id != "" && wantState != ""
+		v := valueMap(item)
+		wantState, wantRun := strIfS(v["state"]), strIfS(v["runId"])
+		valid := v != nil && agentKeyValid(item, SortKeySignal) && wantState != ""
 		if ok != valid {
 			t.Fatalf("SignalFromItem(%v) = %+v, %v; want ok = %v", item, s, ok, valid)
 		}
 		if !ok {
+			if s != (Signal{}) {
+				t.Errorf("returned %+v with ok = false", s)
+			}
 			return
 		}
-		want := Signal{InstanceID: id, State: wantState, RunID: wantRun, UpdatedAt: strIfS(item[AttrUpdatedAt])}
+		want := Signal{InstanceARN: strings.TrimPrefix(strIfS(item[AttrPK]), "AGENT#"), State: wantState, RunID: wantRun, UpdatedAt: strIfS(item[AttrUpdatedAt])}
 		if s != want {
 			t.Fatalf("SignalFromItem = %+v, want %+v", s, want)
 		}
 		again := s.Item()
-		for _, name := range []string{AttrPK, AttrSK, AttrUpdatedAt} {
+		for _, name := range []string{AttrPK, AttrSK, AttrIdentifier, AttrUpdatedAt} {
 			if strIfS(again[name]) != strIfS(item[name]) {
 				t.Errorf("re-rendered %s = %q, read %q", name, strIfS(again[name]), strIfS(item[name]))
 			}
 		}
 		if back, ok := SignalFromItem(again); !ok || back != s {
 			t.Fatalf("round trip: %+v, then %+v, %v", s, back, ok)
+		}
+	})
+}
+
+func FuzzHeartbeatFromItem(f *testing.F) {
+	const now = "2026-06-01T12:00:05Z"
+	// shapes: PK, SK, identifier, updatedAt, then the value's shape (a
+	// string by default: shape 1 of agentFuzzItem's value).
+	str := []byte{0, 0, 0, 0, 0, 1}
+	f.Add(fuzzPK, SortKeyHeartbeat, "i-0abc", HeartbeatValue, now, str)
+	f.Add(fuzzPK, SortKeyHeartbeat, "i-0abc", "PONG", now, str)
+	f.Add(fuzzPK, SortKeyHeartbeat, "i-0abc", "ping", now, str)
+	f.Add(fuzzPK, SortKeyHeartbeat, "i-0abc", HeartbeatValue, "", str)
+	f.Add(fuzzPK, SortKeyHeartbeat, "i-0abc", HeartbeatValue, "2026-06-01T12:00:05.5Z", str)
+	f.Add(fuzzPK, SortKeyHeartbeat, "i-0abc", HeartbeatValue, "2026-06-01T14:00:05+02:00", str)
+	f.Add(fuzzPK, SortKeyHeartbeat, "i-0abc", HeartbeatValue, now, []byte{0, 0, 0, 0, 0, 0}) // value is a map
+	f.Add(fuzzPK, SortKeyHeartbeat, "i-0abc", HeartbeatValue, now, []byte{0, 0, 0, 0, 0, 2}) // no value
+	f.Add(fuzzPK, SortKeyHeartbeat, "i-0abc", HeartbeatValue, now, []byte{0, 0, 0, 3, 0, 1}) // updatedAt is a number
+	f.Add(fuzzPK, SortKeySignal, "i-0abc", HeartbeatValue, now, str)
+	f.Add("TYPE#HEARTBEAT", "ID#i-0abc", "i-0abc", HeartbeatValue, now, str)
+	f.Add(fuzzPK, SortKeyHeartbeat, "i-1", HeartbeatValue, now, str)
+	f.Fuzz(func(t *testing.T, pk, sk, identifier, value, updatedAt string, shapes []byte) {
+		item := agentFuzzItem(shapes, pk, sk, identifier, updatedAt, []struct{ name, value string }{{"value", value}})
+		arn, at, ok := HeartbeatFromItem(item)
+		want, okTime := referenceTime(strIfS(item[AttrUpdatedAt]))
+		valid := agentKeyValid(item, SortKeyHeartbeat) && strIfS(item[AttrValue]) == HeartbeatValue && okTime
+		if ok != valid {
+			t.Fatalf("HeartbeatFromItem(%v) = %q, %v, %v; want ok = %v", item, arn, at, ok, valid)
+		}
+		if !ok {
+			if arn != "" || !at.IsZero() {
+				t.Errorf("returned %q, %v with ok = false", arn, at)
+			}
+			return
+		}
+		if "AGENT#"+arn != strIfS(item[AttrPK]) || !at.Equal(want) {
+			t.Fatalf("HeartbeatFromItem = %q, %v", arn, at)
+		}
+		if back, bat, ok := HeartbeatFromItem(HeartbeatItem(arn, FormatTime(at))); !ok || back != arn || !bat.Equal(at) {
+			t.Fatalf("round trip: %q %v, then %q %v %v", arn, at, back, bat, ok)
 		}
 	})
 }

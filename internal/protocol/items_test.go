@@ -32,10 +32,8 @@ func TestKeyAndBaseItem(t *testing.T) {
 		wantEntityType string
 	}{
 		{typ: TypeInstance, id: "i-0abc", now: "2026-06-01T12:00:00Z", wantSK: "ID#i-0abc", wantEntityType: "INSTANCE"},
-		{typ: TypeHeartbeat, id: "i-0abc", now: "2026-06-01T12:00:05Z", wantSK: "ID#i-0abc", wantEntityType: "HEARTBEAT"},
-		{typ: TypeSignal, id: "i-1", now: "2026-06-01T12:00:00Z", wantSK: "ID#i-1", wantEntityType: "WS"},
 		{typ: TypeMetadata, id: PoolConfigID, now: "2026-06-01T12:00:00Z", wantSK: "ID#pool_config", wantEntityType: "METADATA"},
-		{typ: TypeMetadata, id: RegistrationTokenID, now: "2026-06-01T12:00:00Z", wantSK: "ID#gh_registration_token", wantEntityType: "METADATA"},
+		{typ: TypeLease, id: ReaperLeaseID, now: "2026-06-01T12:00:00Z", wantSK: "ID#reaper", wantEntityType: "LEASE"},
 		{typ: TypeClaim, id: "run-7", now: "2026-06-01T12:00:00Z", wantSK: "ID#run-7", wantEntityType: "CLAIM"},
 	}
 	for _, tt := range tests {
@@ -57,13 +55,14 @@ func TestKeyAndBaseItem(t *testing.T) {
 			}
 		})
 	}
-	// The protocol's literal partition keys.
+	// The protocol's literal keys.
 	for got, want := range map[string]string{
-		TypeInstance: "TYPE#INSTANCE", TypeHeartbeat: "TYPE#HEARTBEAT", TypeSignal: "TYPE#WS",
-		TypeMetadata: "TYPE#METADATA", TypeClaim: "TYPE#CLAIM",
+		TypeInstance: "TYPE#INSTANCE", TypeMetadata: "TYPE#METADATA", TypeClaim: "TYPE#CLAIM", TypeLease: "TYPE#LEASE",
+		AgentPartitionPrefix: "AGENT#", SortKeyHeartbeat: "HEARTBEAT", SortKeySignal: "SIGNAL",
+		SortKeyRegistrationToken: "TOKEN#REGISTER", SortKeyRemovalToken: "TOKEN#REMOVE",
 	} {
 		if got != want {
-			t.Errorf("partition key constant %q, want %q", got, want)
+			t.Errorf("key constant %q, want %q", got, want)
 		}
 	}
 }
@@ -131,8 +130,8 @@ func TestInstanceFromItemRejects(t *testing.T) {
 		item map[string]types.AttributeValue
 	}{
 		{name: "nil", item: nil},
-		{name: "heartbeat", item: HeartbeatItem("i-1", "2026-06-01T12:00:00Z")},
-		{name: "signal", item: Signal{InstanceID: "i-1", State: SignalRegistered, RunID: "r"}.Item()},
+		{name: "heartbeat", item: HeartbeatItem(testARN("i-1"), "2026-06-01T12:00:00Z")},
+		{name: "signal", item: Signal{InstanceARN: testARN("i-1"), State: SignalRegistered, RunID: "r"}.Item()},
 		{name: "pool config", item: PoolConfig{Name: "p"}.Item("2026-06-01T12:00:00Z")},
 		{name: "no state", item: without("state")},
 		{name: "no PK", item: without("PK")},
@@ -166,9 +165,9 @@ func TestInstanceFromItemRejects(t *testing.T) {
 
 func TestSignalItemRoundTrip(t *testing.T) {
 	for _, in := range []Signal{
-		{InstanceID: "i-0abc", State: SignalRegistered, RunID: "run-1", UpdatedAt: "2026-06-01T12:00:00Z"},
-		{InstanceID: "i-0abc", State: SignalUserDataOK, RunID: "", UpdatedAt: "2026-06-01T12:00:00Z"},
-		{InstanceID: "i-2", State: SignalReleased, RunID: "run-9", UpdatedAt: "2026-06-01T12:00:00Z"},
+		{InstanceARN: testARN("i-0abc"), State: SignalRegistered, RunID: "run-1", UpdatedAt: "2026-06-01T12:00:00Z"},
+		{InstanceARN: testARN("i-0abc"), State: SignalUserDataOK, RunID: "", UpdatedAt: "2026-06-01T12:00:00Z"},
+		{InstanceARN: "arn:aws-cn:ec2:cn-north-1:210987654321:instance/i-2", State: SignalReleased, RunID: "run-9", UpdatedAt: "2026-06-01T12:00:00Z"},
 	} {
 		item := in.Item()
 		value, ok := item["value"].(*types.AttributeValueMemberM)
@@ -183,7 +182,8 @@ func TestSignalItemRoundTrip(t *testing.T) {
 			t.Errorf("%+v: expiresAt = %v, want N 1780401600 (a day later)", in, item[AttrExpiresAt])
 		}
 		delete(item, AttrExpiresAt)
-		want := map[string]string{"PK": "TYPE#WS", "SK": "ID#" + in.InstanceID, "entityType": "WS", "identifier": in.InstanceID, "updatedAt": in.UpdatedAt}
+		_, id, _ := SplitInstanceARN(in.InstanceARN)
+		want := map[string]string{"PK": "AGENT#" + in.InstanceARN, "SK": "SIGNAL", "entityType": "WS", "identifier": id, "updatedAt": in.UpdatedAt}
 		if got := sAttrs(t, item); !reflect.DeepEqual(got, want) {
 			t.Errorf("%+v: item = %v, want %v", in, got, want)
 		}
@@ -195,23 +195,34 @@ func TestSignalItemRoundTrip(t *testing.T) {
 }
 
 func TestSignalFromItemWithoutSignal(t *testing.T) {
-	base := func() map[string]types.AttributeValue { return BaseItem(TypeSignal, "i-1", "2026-06-01T12:00:00Z") }
-	withValue := func(v types.AttributeValue) map[string]types.AttributeValue {
-		item := base()
-		item["value"] = v
+	good := func() map[string]types.AttributeValue {
+		return Signal{InstanceARN: testARN("i-1"), State: SignalRegistered, RunID: "r", UpdatedAt: "2026-06-01T12:00:00Z"}.Item()
+	}
+	with := func(attr string, v types.AttributeValue) map[string]types.AttributeValue {
+		item := good()
+		if v == nil {
+			delete(item, attr)
+		} else {
+			item[attr] = v
+		}
 		return item
 	}
+	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	tests := []struct {
 		name string
 		item map[string]types.AttributeValue
 	}{
 		{name: "nil item", item: nil},
-		{name: "no value", item: base()},
-		{name: "string value (a heartbeat)", item: HeartbeatItem("i-1", "2026-06-01T12:00:00Z")},
-		{name: "map without state", item: withValue(&types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-			"runId": &types.AttributeValueMemberS{Value: "r"}}})},
-		{name: "empty state", item: withValue(&types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-			"state": &types.AttributeValueMemberS{Value: ""}, "runId": &types.AttributeValueMemberS{Value: "r"}}})},
+		{name: "no value", item: with("value", nil)},
+		{name: "string value (a heartbeat)", item: HeartbeatItem(testARN("i-1"), "2026-06-01T12:00:00Z")},
+		{name: "map without state", item: with("value", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"runId": s("r")}})},
+		{name: "empty state", item: with("value", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"state": s(""), "runId": s("r")}})},
+		{name: "old key TYPE#WS", item: with("PK", s("TYPE#WS"))},
+		{name: "bare instance id as partition", item: with("PK", s("AGENT#i-1"))},
+		{name: "prefix without instance id", item: with("PK", s("AGENT#"+testPrefix))},
+		{name: "other sort key", item: with("SK", s("HEARTBEAT"))},
+		{name: "identifier of another instance", item: with("identifier", s("i-2"))},
+		{name: "no identifier", item: with("identifier", nil)},
 	}
 	for _, tt := range tests {
 		if got, ok := SignalFromItem(tt.item); ok {
@@ -221,7 +232,11 @@ func TestSignalFromItemWithoutSignal(t *testing.T) {
 }
 
 func TestHeartbeatItem(t *testing.T) {
-	item := HeartbeatItem("i-0abc", "2026-06-01T12:00:05Z")
+	item := HeartbeatItem(testARN("i-0abc"), "2026-06-01T12:00:05Z")
+	arn, at, ok := HeartbeatFromItem(item)
+	if !ok || arn != testARN("i-0abc") || FormatTime(at) != "2026-06-01T12:00:05Z" {
+		t.Errorf("HeartbeatFromItem = %q, %v, %v", arn, at, ok)
+	}
 	// The TTL: a day after the heartbeat, so a gone agent's item expires.
 	if ttl, ok := item[AttrExpiresAt].(*types.AttributeValueMemberN); !ok || ttl.Value != "1780401605" {
 		t.Errorf("expiresAt = %v, want N 1780401605", item[AttrExpiresAt])
@@ -229,11 +244,25 @@ func TestHeartbeatItem(t *testing.T) {
 	delete(item, AttrExpiresAt)
 	got := sAttrs(t, item)
 	want := map[string]string{
-		"PK": "TYPE#HEARTBEAT", "SK": "ID#i-0abc", "entityType": "HEARTBEAT", "identifier": "i-0abc",
+		"PK": "AGENT#" + testARN("i-0abc"), "SK": "HEARTBEAT", "entityType": "HEARTBEAT", "identifier": "i-0abc",
 		"updatedAt": "2026-06-01T12:00:05Z", "value": "PING",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("HeartbeatItem = %v, want %v", got, want)
+	}
+	for name, bad := range map[string]map[string]types.AttributeValue{
+		"signal":          Signal{InstanceARN: testARN("i-1"), State: SignalRegistered, UpdatedAt: "2026-06-01T12:00:05Z"}.Item(),
+		"no timestamp":    HeartbeatItem(testARN("i-1"), ""),
+		"fractional time": HeartbeatItem(testARN("i-1"), "2026-06-01T12:00:05.5Z"),
+		"not PING": func() map[string]types.AttributeValue {
+			it := HeartbeatItem(testARN("i-1"), "2026-06-01T12:00:05Z")
+			it["value"] = &types.AttributeValueMemberS{Value: "PONG"}
+			return it
+		}(),
+	} {
+		if arn, at, ok := HeartbeatFromItem(bad); ok {
+			t.Errorf("%s: HeartbeatFromItem = %q, %v, true; want ok = false", name, arn, at)
+		}
 	}
 }
 
@@ -252,17 +281,19 @@ func TestPoolConfigItemRoundTrip(t *testing.T) {
 		cfg  PoolConfig
 	}{
 		{name: "without fleet", cfg: PoolConfig{
-			Name:            "ci",
-			ResourceClasses: DefaultResourceClasses(),
-			IdleTimeout:     Duration(7 * time.Minute),
-			MaxRuntime:      Duration(90 * time.Minute),
-			QueueURLs:       map[string]string{"large": "https://sqs.eu-west-1.amazonaws.com/123/ci-large"},
+			Name:              "ci",
+			InstanceARNPrefix: testPrefix,
+			ResourceClasses:   DefaultResourceClasses(),
+			IdleTimeout:       Duration(7 * time.Minute),
+			MaxRuntime:        Duration(90 * time.Minute),
+			QueueURLs:         map[string]string{"large": "https://sqs.eu-west-1.amazonaws.com/123/ci-large"},
 		}},
 		{name: "with fleet by id", cfg: PoolConfig{
-			Name:            "gpu_pool-2",
-			ResourceClasses: map[string]ResourceClass{"big": {CPU: 8, MemoryMiB: 32768}},
-			IdleTimeout:     Duration(45 * time.Second),
-			MaxRuntime:      Duration(2*time.Hour + 5*time.Second),
+			Name:              "gpu_pool-2",
+			InstanceARNPrefix: "arn:aws-us-gov:ec2:us-gov-west-1:000000000000:instance/",
+			ResourceClasses:   map[string]ResourceClass{"big": {CPU: 8, MemoryMiB: 32768}},
+			IdleTimeout:       Duration(45 * time.Second),
+			MaxRuntime:        Duration(2*time.Hour + 5*time.Second),
 			Fleet: &FleetConfig{
 				LaunchTemplateID:      "lt-0123",
 				LaunchTemplateVersion: "$Latest",
@@ -272,10 +303,11 @@ func TestPoolConfigItemRoundTrip(t *testing.T) {
 			QueueURLs: map[string]string{"big": "https://sqs/123/gpu_pool-2-big"},
 		}},
 		{name: "with fleet by name", cfg: PoolConfig{
-			Name:            "p",
-			ResourceClasses: map[string]ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}},
-			IdleTimeout:     Duration(time.Hour),
-			MaxRuntime:      Duration(6 * time.Hour),
+			Name:              "p",
+			InstanceARNPrefix: testPrefix,
+			ResourceClasses:   map[string]ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}},
+			IdleTimeout:       Duration(time.Hour),
+			MaxRuntime:        Duration(6 * time.Hour),
 			Fleet: &FleetConfig{
 				LaunchTemplateName:    "runner",
 				LaunchTemplateVersion: "3",
@@ -343,6 +375,9 @@ func TestPoolConfigFromItemInvalid(t *testing.T) {
 		{name: "bad duration", item: item(&types.AttributeValueMemberS{Value: `{"name":"ci","idleTimeout":"soon"}`})},
 		{name: "no value", item: item(nil)},
 		{name: "value not a string", item: item(&types.AttributeValueMemberN{Value: "1"})},
+		{name: "no instance ARN prefix", item: PoolConfig{Name: "ci", ResourceClasses: DefaultResourceClasses()}.Item("2026-06-01T12:00:00Z")},
+		{name: "instance ARN prefix of another service", item: PoolConfig{Name: "ci", ResourceClasses: DefaultResourceClasses(),
+			InstanceARNPrefix: "arn:aws:ecs:eu-west-1:123456789012:instance/"}.Item("2026-06-01T12:00:00Z")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

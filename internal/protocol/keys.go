@@ -6,19 +6,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// Partition keys of the pool table.
+// Partition keys of the pool table, beside the agent partitions (agent.go).
 const (
-	TypeInstance  = "TYPE#INSTANCE"
-	TypeHeartbeat = "TYPE#HEARTBEAT"
-	TypeSignal    = "TYPE#WS"
-	TypeMetadata  = "TYPE#METADATA"
-	TypeClaim     = "TYPE#CLAIM"
+	TypeInstance = "TYPE#INSTANCE"
+	TypeMetadata = "TYPE#METADATA" // written only by the pool resource
+	TypeClaim    = "TYPE#CLAIM"
+	TypeLease    = "TYPE#LEASE" // leases that claims take; they may not write TYPE#METADATA
 )
 
-// Identifiers of the metadata items.
+// Identifiers of the metadata and lease items.
 const (
-	PoolConfigID        = "pool_config"
-	RegistrationTokenID = "gh_registration_token"
+	PoolConfigID  = "pool_config"
+	ReaperLeaseID = "reaper"
 )
 
 // Attribute names shared by every item.

@@ -40,6 +40,9 @@ type PoolConfig struct {
 	Fleet           *FleetConfig             `json:"fleet,omitempty"`
 	QueueURLs       map[string]string        `json:"queueUrls"`
 	GitHub          *GitHubTarget            `json:"github,omitempty"`
+	// InstanceARNPrefix is arn:<partition>:ec2:<region>:<account>:instance/
+	// of the pool's runners, whose agent partitions are AGENT#<prefix><id>.
+	InstanceARNPrefix string `json:"instanceArnPrefix"`
 }
 
 // GitHubTarget is where a pool's runners register: a repository, or an
@@ -86,8 +89,8 @@ func (c PoolConfig) Item(now string) map[string]types.AttributeValue {
 
 // PoolConfigFromItem reads the pool config item. A document that cannot be
 // a pool's settings is an error rather than a zero or half-read config: not
-// a JSON object, an invalid name or invalid resource classes, a negative
-// duration, an unusable fleet or GitHub target.
+// a JSON object, an invalid name, instance ARN prefix or resource classes,
+// a negative duration, an unusable fleet or GitHub target.
 func PoolConfigFromItem(item map[string]types.AttributeValue) (PoolConfig, error) {
 	value, ok := item[AttrValue].(*types.AttributeValueMemberS)
 	if !ok {
@@ -108,6 +111,9 @@ func PoolConfigFromItem(item map[string]types.AttributeValue) (PoolConfig, error
 func (c PoolConfig) validate() error {
 	if err := ValidatePoolName(c.Name); err != nil {
 		return err
+	}
+	if err := ValidateInstanceARNPrefix(c.InstanceARNPrefix); err != nil {
+		return fmt.Errorf("instanceArnPrefix: %w", err)
 	}
 	if err := ValidateResourceClasses(c.ResourceClasses); err != nil {
 		return err

@@ -1,7 +1,7 @@
 package protocol
 
 import (
-	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -22,15 +22,15 @@ const (
 
 // Signal is the latest worker signal of one instance.
 type Signal struct {
-	InstanceID string
-	State      string
-	RunID      string
-	UpdatedAt  string
+	InstanceARN string
+	State       string
+	RunID       string
+	UpdatedAt   string
 }
 
-// Item renders the signal as a table item.
+// Item renders the signal as the SIGNAL item of the instance's agent partition.
 func (s Signal) Item() map[string]types.AttributeValue {
-	item := BaseItem(TypeSignal, s.InstanceID, s.UpdatedAt)
+	item := agentItem(s.InstanceARN, SortKeySignal, entitySignal, s.UpdatedAt)
 	if t, err := ParseTime(s.UpdatedAt); err == nil {
 		item[AttrExpiresAt] = ExpiresAt(t)
 	}
@@ -42,27 +42,43 @@ func (s Signal) Item() map[string]types.AttributeValue {
 }
 
 // SignalFromItem reads a worker signal item; ok is false when item holds
-// none, or is not a signal item (PK TYPE#WS, SK ID#<instance-id>).
+// none, or is not a signal item (PK AGENT#<instance ARN>, SK SIGNAL).
 func SignalFromItem(item map[string]types.AttributeValue) (s Signal, ok bool) {
+	arn, isAgent := agentOf(item, SortKeySignal)
 	value, isMap := item[AttrValue].(*types.AttributeValueMemberM)
-	if !isMap || StringAttr(item, AttrPK) != TypeSignal || !strings.HasPrefix(StringAttr(item, AttrSK), "ID#") || IdentifierOf(item) == "" {
+	if !isAgent || !isMap {
 		return Signal{}, false
 	}
 	s = Signal{
-		InstanceID: IdentifierOf(item),
-		State:      StringAttr(value.Value, signalValueState),
-		RunID:      StringAttr(value.Value, signalValueRunID),
-		UpdatedAt:  StringAttr(item, AttrUpdatedAt),
+		InstanceARN: arn,
+		State:       StringAttr(value.Value, signalValueState),
+		RunID:       StringAttr(value.Value, signalValueRunID),
+		UpdatedAt:   StringAttr(item, AttrUpdatedAt),
 	}
-	return s, s.State != ""
+	if s.State == "" {
+		return Signal{}, false
+	}
+	return s, true
 }
 
 // HeartbeatItem is the heartbeat an agent writes every few seconds.
-func HeartbeatItem(instanceID, now string) map[string]types.AttributeValue {
-	item := BaseItem(TypeHeartbeat, instanceID, now)
+func HeartbeatItem(instanceARN, now string) map[string]types.AttributeValue {
+	item := agentItem(instanceARN, SortKeyHeartbeat, entityHeartbeat, now)
 	if t, err := ParseTime(now); err == nil {
 		item[AttrExpiresAt] = ExpiresAt(t)
 	}
 	item[AttrValue] = &types.AttributeValueMemberS{Value: HeartbeatValue}
 	return item
+}
+
+// HeartbeatFromItem reads a heartbeat item: the instance and when it beat.
+// ok is false unless the item is a HEARTBEAT item of an agent partition
+// with the value PING and a timestamp.
+func HeartbeatFromItem(item map[string]types.AttributeValue) (instanceARN string, at time.Time, ok bool) {
+	arn, isAgent := agentOf(item, SortKeyHeartbeat)
+	at, err := ParseTime(StringAttr(item, AttrUpdatedAt))
+	if !isAgent || StringAttr(item, AttrValue) != HeartbeatValue || err != nil {
+		return "", time.Time{}, false
+	}
+	return arn, at, true
 }

@@ -2,83 +2,86 @@ package protocol
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// RegistrationToken is the registration token item: the GitHub tokens the
-// agents register and deregister their runners with. PROTOCOL.md names
-// token, timestamp and expires_at; the removal token and the target it was
-// issued for are this project's additions (docs/guides/protocol.md).
-type RegistrationToken struct {
-	Target          string    // "owner/repository", or "owner" for organization runners
-	Token           string    // registration token
-	ExpiresAt       time.Time // of Token
-	RemoveToken     string
-	RemoveExpiresAt time.Time
-	FetchedAt       time.Time // "timestamp"
+// RunnerToken is a GitHub token handed to one runner in its agent
+// partition: the registration token (SortKeyRegistrationToken), written by
+// a claim before the runner learns the run id, or the removal token
+// (SortKeyRemovalToken), written by a release before the runner is told to
+// leave. The agent uses it only for RunID and Target: no token is shared
+// between instances, and none planted for another run or target is used.
+type RunnerToken struct {
+	InstanceARN string
+	SortKey     string // SortKeyRegistrationToken or SortKeyRemovalToken
+	Token       string
+	ExpiresAt   time.Time
+	RunID       string // the run the token is for
+	Target      string // "owner/repository", or "owner" for organization runners
+	UpdatedAt   string
 }
 
-// Fields of the registration token item's value map.
+// Fields of the token item's value map.
 const (
-	tokenTarget          = "target"
-	tokenValue           = "token"
-	tokenExpiresAt       = "expires_at"
-	tokenRemove          = "remove_token"
-	tokenRemoveExpiresAt = "remove_expires_at"
-	tokenTimestamp       = "timestamp"
+	tokenValue     = "token"
+	tokenExpiresAt = "expires_at"
+	tokenRunID     = "runId"
+	tokenTarget    = "target"
 )
 
-// Item renders the token item.
-func (t RegistrationToken) Item() map[string]types.AttributeValue {
-	item := BaseItem(TypeMetadata, RegistrationTokenID, FormatTime(t.FetchedAt))
+// Item renders the token item; the table forgets it when the token expires.
+func (t RunnerToken) Item() map[string]types.AttributeValue {
+	item := agentItem(t.InstanceARN, t.SortKey, entityToken, t.UpdatedAt)
+	item[AttrExpiresAt] = &types.AttributeValueMemberN{Value: strconv.FormatInt(t.ExpiresAt.Unix(), 10)}
 	item[AttrValue] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-		tokenTarget:          &types.AttributeValueMemberS{Value: t.Target},
-		tokenValue:           &types.AttributeValueMemberS{Value: t.Token},
-		tokenExpiresAt:       &types.AttributeValueMemberS{Value: FormatTime(t.ExpiresAt)},
-		tokenRemove:          &types.AttributeValueMemberS{Value: t.RemoveToken},
-		tokenRemoveExpiresAt: &types.AttributeValueMemberS{Value: FormatTime(t.RemoveExpiresAt)},
-		tokenTimestamp:       &types.AttributeValueMemberS{Value: FormatTime(t.FetchedAt)},
+		tokenValue:     &types.AttributeValueMemberS{Value: t.Token},
+		tokenExpiresAt: &types.AttributeValueMemberS{Value: FormatTime(t.ExpiresAt)},
+		tokenRunID:     &types.AttributeValueMemberS{Value: t.RunID},
+		tokenTarget:    &types.AttributeValueMemberS{Value: t.Target},
 	}}
 	return item
 }
 
-// RegistrationTokenFromItem reads the token item. An item written by
-// another tool without the removal token or target reads with those empty,
-// which makes it due for a refresh.
-func RegistrationTokenFromItem(item map[string]types.AttributeValue) (RegistrationToken, error) {
+// RunnerTokenFromItem reads a token item. Anything but a token item of an
+// agent partition with a token, its expiry, a run id and a GitHub target is
+// an error.
+func RunnerTokenFromItem(item map[string]types.AttributeValue) (RunnerToken, error) {
+	sk := StringAttr(item, AttrSK)
+	if sk != SortKeyRegistrationToken && sk != SortKeyRemovalToken {
+		return RunnerToken{}, fmt.Errorf("runner token item: sort key %q is not %s or %s", sk, SortKeyRegistrationToken, SortKeyRemovalToken)
+	}
+	arn, ok := agentOf(item, sk)
+	if !ok {
+		return RunnerToken{}, fmt.Errorf("runner token item: partition key %q and identifier %q do not name an instance's agent partition", StringAttr(item, AttrPK), StringAttr(item, AttrIdentifier))
+	}
 	value, ok := item[AttrValue].(*types.AttributeValueMemberM)
 	if !ok {
-		return RegistrationToken{}, fmt.Errorf("registration token item has no value map")
+		return RunnerToken{}, fmt.Errorf("runner token item: its %s attribute is %s, want a map", AttrValue, describeAttr(item[AttrValue]))
 	}
 	v := value.Value
-	t := RegistrationToken{
-		Target:      StringAttr(v, tokenTarget),
-		Token:       StringAttr(v, tokenValue),
-		RemoveToken: StringAttr(v, tokenRemove),
+	t := RunnerToken{
+		InstanceARN: arn, SortKey: sk, Token: StringAttr(v, tokenValue), RunID: StringAttr(v, tokenRunID),
+		Target: StringAttr(v, tokenTarget), UpdatedAt: StringAttr(item, AttrUpdatedAt),
 	}
-	for _, f := range []struct {
-		name string
-		dst  *time.Time
-		need bool
-	}{
-		{tokenTimestamp, &t.FetchedAt, true},
-		{tokenExpiresAt, &t.ExpiresAt, true},
-		{tokenRemoveExpiresAt, &t.RemoveExpiresAt, t.RemoveToken != ""},
-	} {
-		s := StringAttr(v, f.name)
-		if s == "" && !f.need {
-			continue
-		}
-		ts, err := ParseTime(s)
-		if err != nil {
-			return RegistrationToken{}, fmt.Errorf("registration token item: %s: %w", f.name, err)
-		}
-		*f.dst = ts
+	expires, err := ParseTime(StringAttr(v, tokenExpiresAt))
+	switch {
+	case err != nil:
+		return RunnerToken{}, fmt.Errorf("runner token item: %s: %w", tokenExpiresAt, err)
+	case t.Token == "" || t.RunID == "":
+		return RunnerToken{}, fmt.Errorf("runner token item has no %s or no %s", tokenValue, tokenRunID)
+	case !validTarget(t.Target):
+		return RunnerToken{}, fmt.Errorf("runner token item: target %q is not a GitHub owner or owner/repository", t.Target)
 	}
-	if t.Token == "" {
-		return RegistrationToken{}, fmt.Errorf("registration token item has no token")
-	}
+	t.ExpiresAt = expires
 	return t, nil
+}
+
+// validTarget tells whether s is "owner" or "owner/repository" (GitHubTarget.String).
+func validTarget(s string) bool {
+	owner, repo, hasRepo := strings.Cut(s, "/")
+	return GitHubOwnerPattern.MatchString(owner) && (!hasRepo || GitHubRepositoryPattern.MatchString(repo))
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript/scripttest"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -28,7 +29,8 @@ import (
 // API: the claim registers the runner under the run id, the destroy removes
 // it from GitHub and puts the instance back in the pool. No token reaches
 // the state or the logs. The credentials come from GITHUB_TOKEN and
-// GITHUB_API_URL, as in a GitHub Actions job.
+// GITHUB_API_URL, the owner they mint for from GITHUB_REPOSITORY_OWNER, as
+// in a GitHub Actions job.
 func TestAccClaim_realAgent(t *testing.T) {
 	e := newClaimEnv(t, "acc-agent")
 	gh := scripttest.NewEnv(t, os.Getenv("AWS_ENDPOINT_URL"), testClients.Region)
@@ -41,6 +43,7 @@ func TestAccClaim_realAgent(t *testing.T) {
 	// test framework logs) holds no secret either.
 	t.Setenv("GITHUB_TOKEN", gh.GitHub.APIKey)
 	t.Setenv("GITHUB_API_URL", gh.GitHub.URL)
+	t.Setenv("GITHUB_REPOSITORY_OWNER", "octo")
 	poolConfig := strings.Replace(e.poolConfig(), "force_destroy", "github_owner      = \"octo\"\n  github_repository = \"app\"\n  force_destroy", 1)
 	var instanceID string
 	var ids []string // instanceID, for the shared checks
@@ -58,10 +61,15 @@ func TestAccClaim_realAgent(t *testing.T) {
 		if err := scripttest.PutRecord(ctx, clients, e.pool, aws.ToString(queue.QueueUrl), id, protocol.StateIdle, "", time.Now().Add(10*time.Minute)); err != nil {
 			return err
 		}
-		scripttest.StartAgent(t, gh.Options(t, e.pool, "octo", "app"), scripttest.NewIMDS(t, id, nil))
+		cfg, err := pool.ReadConfig(ctx, testClients.DynamoDB, e.pool)
+		if err != nil {
+			return err
+		}
+		arn := protocol.InstanceARN(cfg.InstanceARNPrefix, id)
+		scripttest.StartAgent(t, gh.Options(t, e.pool, "octo", "app"), scripttest.NewIMDS(t, arn, nil))
 		// A warm runner is healthy when claimed: wait for its first heartbeat.
 		return await.Poll(await.Patience, func() error {
-			out, err := testClients.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(e.pool), Key: protocol.Key(protocol.TypeHeartbeat, id)})
+			out, err := testClients.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(e.pool), Key: protocol.AgentKey(arn, protocol.SortKeyHeartbeat)})
 			if err == nil && out.Item == nil {
 				err = errors.New("no heartbeat of the agent yet")
 			}
@@ -91,12 +99,7 @@ func TestAccClaim_realAgent(t *testing.T) {
 						}
 						return nil
 					}),
-					func(*terraform.State) error {
-						if calls := gh.GitHub.APICalls(); !slices.Equal(calls, []string{"registration-token octo/app", "remove-token octo/app"}) {
-							return fmt.Errorf("GitHub API calls %v, want one registration and one remove token", calls)
-						}
-						return nil
-					},
+					apiCalls(gh.GitHub, "registration-token octo/app"),
 					noSecretsIn(gh.GitHub),
 				),
 			},
@@ -116,6 +119,7 @@ func TestAccClaim_realAgent(t *testing.T) {
 						}
 						return nil
 					},
+					apiCalls(gh.GitHub, "registration-token octo/app", "remove-token octo/app"),
 					e.checkRecords(protocol.StateIdle, "", &ids),
 					e.checkQueueHolds(&ids),
 				),
@@ -126,7 +130,7 @@ func TestAccClaim_realAgent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reading the provider's logs: %v", err)
 	}
-	if !strings.Contains(string(logs), "refreshed GitHub runner tokens") {
+	if !strings.Contains(string(logs), "handed GitHub runner tokens") {
 		t.Fatal("the provider's debug logs were not captured; the secrets check below would prove nothing")
 	}
 	for _, secret := range append(gh.GitHub.IssuedTokens(), gh.GitHub.APIKey) {
@@ -135,6 +139,17 @@ func TestAccClaim_realAgent(t *testing.T) {
 			line, _, _ = strings.Cut(line, "\n")
 			t.Errorf("a GitHub token appears in the logs: %.300s", strings.ReplaceAll(line, secret, "<SECRET>"))
 		}
+	}
+}
+
+// apiCalls checks the calls made to the stub's REST API: one token per
+// claim and per release, minted by the provider.
+func apiCalls(g *scripttest.GitHub, want ...string) func(*terraform.State) error {
+	return func(*terraform.State) error {
+		if calls := g.APICalls(); !slices.Equal(calls, want) {
+			return fmt.Errorf("GitHub API calls %v, want %v", calls, want)
+		}
+		return nil
 	}
 }
 

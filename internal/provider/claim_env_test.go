@@ -41,6 +41,9 @@ func newClaimEnv(t *testing.T, prefix string) *claimEnv {
 	lt, err := testClients.EC2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 		LaunchTemplateName: aws.String(e.pool),
 		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String("ami-12c6146b")},
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: []ec2types.Tag{
+			{Key: aws.String(protocol.TagPool), Value: aws.String(e.pool)},
+		}}},
 	})
 	if err != nil {
 		t.Fatalf("creating launch template: %v", err)

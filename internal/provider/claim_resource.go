@@ -197,11 +197,7 @@ func (r *claimResource) Configure(_ context.Context, req resource.ConfigureReque
 
 func (r *claimResource) claimer(ctx context.Context) *claim.Claimer {
 	c := r.data.clients
-	cl := &claim.Claimer{DynamoDB: c.DynamoDB, SQS: c.SQS, EC2: c.EC2, Log: tflogAdapter(ctx)}
-	if r.data.github != nil { // a nil *github.Client would be a non-nil TokenSource
-		cl.Tokens = r.data.github
-	}
-	return cl
+	return &claim.Claimer{DynamoDB: c.DynamoDB, SQS: c.SQS, EC2: c.EC2, GitHub: r.data.github, Log: tflogAdapter(ctx)}
 }
 
 // ModifyPlan checks the claim against its pool at plan time when the pool

@@ -22,19 +22,20 @@ func NewPoolDataSource() datasource.DataSource { return &poolDataSource{} }
 type poolDataSource struct{ data *providerData }
 
 type poolDataSourceModel struct {
-	ID              types.String `tfsdk:"id"`
-	Name            types.String `tfsdk:"name"`
-	ResourceClasses types.Map    `tfsdk:"resource_classes"`
-	IdleTimeout     types.String `tfsdk:"idle_timeout"`
-	MaxRuntime      types.String `tfsdk:"max_runtime"`
-	Fleet           types.Object `tfsdk:"fleet"`
-	GitHubOwner     types.String `tfsdk:"github_owner"`
-	GitHubRepo      types.String `tfsdk:"github_repository"`
-	TableName       types.String `tfsdk:"table_name"`
-	TableARN        types.String `tfsdk:"table_arn"`
-	QueueURLs       types.Map    `tfsdk:"queue_urls"`
-	IdleMessages    types.Map    `tfsdk:"idle_messages"`
-	InstanceCounts  types.Map    `tfsdk:"instance_counts"`
+	ID                types.String `tfsdk:"id"`
+	Name              types.String `tfsdk:"name"`
+	ResourceClasses   types.Map    `tfsdk:"resource_classes"`
+	IdleTimeout       types.String `tfsdk:"idle_timeout"`
+	MaxRuntime        types.String `tfsdk:"max_runtime"`
+	Fleet             types.Object `tfsdk:"fleet"`
+	GitHubOwner       types.String `tfsdk:"github_owner"`
+	GitHubRepo        types.String `tfsdk:"github_repository"`
+	InstanceARNPrefix types.String `tfsdk:"instance_arn_prefix"`
+	TableName         types.String `tfsdk:"table_name"`
+	TableARN          types.String `tfsdk:"table_arn"`
+	QueueURLs         types.Map    `tfsdk:"queue_urls"`
+	IdleMessages      types.Map    `tfsdk:"idle_messages"`
+	InstanceCounts    types.Map    `tfsdk:"instance_counts"`
 }
 
 func (d *poolDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
@@ -72,11 +73,12 @@ func (d *poolDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 					"instance_selection":      computedString("`attribute-based` or `explicit`."),
 				},
 			},
-			"github_owner":      computedString("GitHub user or organization the runners register with; null when the pool records none."),
-			"github_repository": computedString("Repository the runners register with; null for organization runners."),
-			"table_name":        computedString("Name of the DynamoDB table."),
-			"table_arn":         computedString("ARN of the DynamoDB table."),
-			"queue_urls":        schema.MapAttribute{Computed: true, ElementType: types.StringType, Description: "URL of each class's SQS queue."},
+			"github_owner":        computedString("GitHub user or organization the runners register with; null when the pool records none."),
+			"github_repository":   computedString("Repository the runners register with; null for organization runners."),
+			"instance_arn_prefix": computedString("`arn:<partition>:ec2:<region>:<account>:instance/` of the pool's runners: each runner's agent partition in the table is `AGENT#<prefix><instance id>`, for IAM policies (`dynamodb:LeadingKeys`)."),
+			"table_name":          computedString("Name of the DynamoDB table."),
+			"table_arn":           computedString("ARN of the DynamoDB table."),
+			"queue_urls":          schema.MapAttribute{Computed: true, ElementType: types.StringType, Description: "URL of each class's SQS queue."},
 			"idle_messages": schema.MapAttribute{
 				Computed: true, ElementType: types.Int64Type,
 				Description: "Approximate number of visible idle-runner messages in each class's queue.",
@@ -99,8 +101,7 @@ func (d *poolDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	c := d.data.clients
-	mgr := &pool.Manager{DynamoDB: c.DynamoDB, SQS: c.SQS, EC2: c.EC2}
+	mgr := poolManager(d.data.clients)
 	name := m.Name.ValueString()
 	st, err := mgr.Read(ctx, name)
 	if err == nil && st != nil {
@@ -121,6 +122,7 @@ func (d *poolDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 	m.MaxRuntime = types.StringValue(protocol.FormatDuration(time.Duration(cfg.MaxRuntime)))
 	m.Fleet = fleetValue(cfg.Fleet)
 	m.GitHubOwner, m.GitHubRepo = githubTargetValues(cfg.GitHub)
+	m.InstanceARNPrefix = types.StringValue(cfg.InstanceARNPrefix)
 	m.TableName = types.StringValue(protocol.TableName(name))
 	m.TableARN = types.StringValue(st.TableARN)
 	m.QueueURLs = stringMapValue(st.QueueURLs)

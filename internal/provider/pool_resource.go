@@ -27,6 +27,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsconfig"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
@@ -155,7 +156,7 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 			},
 			"github_owner": schema.StringAttribute{
 				Optional:    true,
-				Description: "GitHub user or organization the pool's runners register with. With it, and the provider's `github` block, every claim makes sure the pool holds registration and removal tokens for the agents. Without it, the pool's token item is left to whoever maintains it.",
+				Description: "GitHub user or organization the pool's runners register with. With it, every claim hands each of its runners a registration token, and every release a removal token, minted with the provider's `github` block, whose `owner` must match. Without it, claims hand the runners no tokens.",
 				Validators:  []validator.String{githubOwnerValidator()},
 			},
 			"github_repository": schema.StringAttribute{
@@ -224,9 +225,11 @@ func (r *poolResource) Configure(_ context.Context, req resource.ConfigureReques
 	r.data = configuredData(req.ProviderData, &resp.Diagnostics)
 }
 
-func (r *poolResource) manager() *pool.Manager {
-	c := r.data.clients
-	return &pool.Manager{DynamoDB: c.DynamoDB, SQS: c.SQS, EC2: c.EC2}
+func (r *poolResource) manager() *pool.Manager { return poolManager(r.data.clients) }
+
+// poolManager manages pools with the provider's clients.
+func poolManager(c *awsconfig.Clients) *pool.Manager {
+	return &pool.Manager{DynamoDB: c.DynamoDB, SQS: c.SQS, EC2: c.EC2, STS: c.STS, Region: c.Region}
 }
 
 // ModifyPlan computes tags_all and plans queue changes: queue_urls and

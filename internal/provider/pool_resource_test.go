@@ -398,8 +398,7 @@ func deleteQueueOutside(pool, class string) resource.TestCheckFunc {
 
 func deletePoolOutside(name string) resource.TestCheckFunc {
 	return func(*terraform.State) error {
-		m := &pool.Manager{DynamoDB: testClients.DynamoDB, SQS: testClients.SQS, EC2: testClients.EC2}
-		return m.Delete(context.Background(), name, false)
+		return poolManager(testClients).Delete(context.Background(), name, false)
 	}
 }
 

@@ -21,7 +21,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsconfig"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 )
 
 var _ provider.Provider = (*ec2runnersProvider)(nil)
@@ -39,7 +39,7 @@ func New(version string) func() provider.Provider {
 type providerData struct {
 	clients     *awsconfig.Clients
 	defaultTags map[string]string
-	github      *github.Client // nil: no GitHub credentials
+	github      *claim.GitHubAccess // nil: no GitHub credentials
 }
 
 type providerModel struct {
@@ -61,6 +61,7 @@ type providerModel struct {
 		SQS      types.String `tfsdk:"sqs"`
 		DynamoDB types.String `tfsdk:"dynamodb"`
 		EC2      types.String `tfsdk:"ec2"`
+		STS      types.String `tfsdk:"sts"`
 	} `tfsdk:"endpoints"`
 	DefaultTags *struct {
 		Tags types.Map `tfsdk:"tags"`
@@ -153,6 +154,7 @@ func (p *ec2runnersProvider) Schema(_ context.Context, _ provider.SchemaRequest,
 					"sqs":      endpoint("SQS"),
 					"dynamodb": endpoint("DynamoDB"),
 					"ec2":      endpoint("EC2"),
+					"sts":      endpoint("STS"),
 				},
 			},
 			"github": githubBlock(),
@@ -203,7 +205,7 @@ func (p *ec2runnersProvider) Configure(ctx context.Context, req provider.Configu
 		opts.AssumeRole = &awsconfig.AssumeRole{RoleARN: ar.RoleARN.ValueString(), SessionName: ar.SessionName.ValueString(), ExternalID: ar.ExternalID.ValueString(), Duration: d}
 	}
 	if e := m.Endpoints; e != nil {
-		opts.Endpoints = awsconfig.Endpoints{SQS: e.SQS.ValueString(), DynamoDB: e.DynamoDB.ValueString(), EC2: e.EC2.ValueString()}
+		opts.Endpoints = awsconfig.Endpoints{SQS: e.SQS.ValueString(), DynamoDB: e.DynamoDB.ValueString(), EC2: e.EC2.ValueString(), STS: e.STS.ValueString()}
 	}
 	data := &providerData{defaultTags: map[string]string{}}
 	if m.DefaultTags != nil {
@@ -212,7 +214,7 @@ func (p *ec2runnersProvider) Configure(ctx context.Context, req provider.Configu
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	gh, d := m.GitHub.client()
+	gh, d := m.GitHub.access()
 	resp.Diagnostics.Append(d...)
 	if resp.Diagnostics.HasError() {
 		return

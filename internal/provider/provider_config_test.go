@@ -41,6 +41,7 @@ provider "ec2runners" {
     sqs      = %[1]q
     dynamodb = %[1]q
     ec2      = %[1]q
+    sts      = %[1]q
   }
   default_tags {
     tags = { owner = "platform", env = "default" }
@@ -194,11 +195,40 @@ data "ec2runners_runner_script" "test" {
     base_url = "http://ghe.example.com/api/v3"`,
 			`Attribute github.base_url: "http://ghe.example.com/api/v3" uses plain http:// to a host that is not loopback, so tokens or the runner could be read or changed on the way; use https:// \(http:// only to a loopback host: 127.0.0.0/8, ::1 or localhost\)`,
 		},
+		"owner not a GitHub name": {
+			`token = "ghp_x"
+    owner = "-octo"`,
+			`Attribute github.owner must be a GitHub user or organization name`,
+		},
+		"repository with owner": {
+			`token = "ghp_x"
+    owner = "octo"
+    repository = "octo/app"`,
+			`Attribute github.repository must be a repository name`,
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			expectPlanError(t, "provider \"ec2runners\" {\n  github {\n    "+tc.block+"\n  }\n}\n"+dataSource, tc.want)
 		})
 	}
+}
+
+// github.owner defaults to GITHUB_REPOSITORY_OWNER, which is checked like
+// the attribute. Not parallel: it sets process-wide variables.
+func TestAccProvider_githubOwnerFromEnvironmentInvalid(t *testing.T) {
+	t.Setenv("GITHUB_TOKEN", "ghp_x")
+	t.Setenv("GITHUB_REPOSITORY_OWNER", "octo org")
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviders,
+		Steps: []resource.TestStep{{
+			Config: `
+data "ec2runners_runner_script" "test" {
+  pool         = "ci"
+  github_owner = "octo"
+}`,
+			ExpectError: regexp.MustCompile(wrapped(`GITHUB_REPOSITORY_OWNER, which is "octo org": not a GitHub user or organization name`)),
+		}},
+	})
 }
 
 // A GitHub App with a valid key configures; its tokens are fetched only by claims.

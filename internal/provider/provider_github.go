@@ -14,7 +14,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
 // githubModel is the provider's github block.
@@ -24,12 +26,14 @@ type githubModel struct {
 	InstallationID types.Int64  `tfsdk:"installation_id"`
 	PrivateKey     types.String `tfsdk:"private_key"`
 	BaseURL        types.String `tfsdk:"base_url"`
+	Owner          types.String `tfsdk:"owner"`
+	Repository     types.String `tfsdk:"repository"`
 }
 
 func githubBlock() schema.SingleNestedBlock {
 	app := func(name string) path.Expression { return path.MatchRelative().AtParent().AtName(name) }
 	return schema.SingleNestedBlock{
-		Description: "GitHub credentials for the runner registration and removal tokens that claims keep in pools with a `github_owner`. Either `token` or the three GitHub App settings. Tokens are never written to state or logs.",
+		Description: "GitHub credentials, and the owner they mint runner tokens for: in a pool with a `github_owner`, each claim mints one registration token and each release one removal token, and hands it to each of its runners. Only for pools whose `github_owner` (and `github_repository`) match `owner` (and `repository`): the pool's settings live in its table, and its target is not trusted from there. Either `token` or the three GitHub App settings. Tokens are never written to state or logs.",
 		Attributes: map[string]schema.Attribute{
 			"token": schema.StringAttribute{
 				Optional: true, Sensitive: true,
@@ -52,20 +56,49 @@ func githubBlock() schema.SingleNestedBlock {
 				Optional: true, Description: "GitHub REST API root; `https://HOST/api/v3` for GitHub Enterprise Server. https only (the token travels over it); http only to a loopback host (`127.0.0.0/8`, `::1`, `localhost`), for tests. Default: `GITHUB_API_URL` (set in GitHub Actions jobs), then `https://api.github.com`.",
 				Validators: []validator.String{secureURLValidator()},
 			},
+			"owner": schema.StringAttribute{
+				Optional: true, Description: "GitHub user or organization the provider mints runner tokens for: a claim of a pool whose `github_owner` is another fails, and its release terminates the runners instead of returning them to the pool. Default: `GITHUB_REPOSITORY_OWNER` (set in GitHub Actions jobs). Required, from one of them, for pools with a `github_owner`.",
+				Validators: []validator.String{githubOwnerValidator()},
+			},
+			"repository": schema.StringAttribute{
+				Optional: true, Description: "Limits the tokens to this repository of `owner`: claims of pools whose runners register elsewhere (another repository, or the organization) fail, as for another owner. Default: any repository of `owner`, and its organization.",
+				Validators: []validator.String{githubRepositoryValidator()},
+			},
 		},
 	}
+}
+
+// access is what claims may do with GitHub: mint runner tokens with the
+// block's credentials for its owner (and repository); nil when neither the
+// block nor the environment gives credentials.
+func (m *githubModel) access() (*claim.GitHubAccess, diag.Diagnostics) {
+	if m == nil {
+		m = &githubModel{} // no block: the environment alone
+	}
+	c, diags := m.client()
+	if c == nil {
+		return nil, diags
+	}
+	owner := m.Owner.ValueString() // validated at plan time
+	if owner == "" {
+		owner = os.Getenv("GITHUB_REPOSITORY_OWNER")
+		if owner != "" && !protocol.GitHubOwnerPattern.MatchString(owner) {
+			diags.AddAttributeError(path.Root("github").AtName("owner"), "Invalid GITHUB_REPOSITORY_OWNER",
+				fmt.Sprintf("github.owner defaults to GITHUB_REPOSITORY_OWNER, which is %q: not a GitHub user or organization name (1-39 letters, digits or '-', not starting with '-'). Set github.owner.", owner))
+			return nil, diags
+		}
+	}
+	return &claim.GitHubAccess{Tokens: c, Owner: owner, Repository: m.Repository.ValueString()}, diags
 }
 
 // client builds the GitHub client from the block and the environment; nil
 // when neither gives credentials.
 func (m *githubModel) client() (*github.Client, diag.Diagnostics) {
 	var diags diag.Diagnostics
-	if m == nil {
-		m = &githubModel{}
-	}
 	for name, unknown := range map[string]bool{
 		"token": m.Token.IsUnknown(), "app_id": m.AppID.IsUnknown(), "installation_id": m.InstallationID.IsUnknown(),
 		"private_key": m.PrivateKey.IsUnknown(), "base_url": m.BaseURL.IsUnknown(),
+		"owner": m.Owner.IsUnknown(), "repository": m.Repository.IsUnknown(),
 	} {
 		if unknown {
 			diags.AddAttributeError(path.Root("github").AtName(name), "Unknown provider setting",

@@ -139,11 +139,8 @@ func githubRepositoryValidator() validator.String {
 	return stringvalidator.RegexMatches(protocol.GitHubRepositoryPattern, "must be a repository name: 1-100 letters, digits, '_', '.' or '-'")
 }
 
-// awsRegionPattern matches AWS region names: eu-west-1, us-gov-west-1, ap-southeast-2.
-var awsRegionPattern = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
-
 func regionValidator() validator.String {
-	return stringvalidator.RegexMatches(awsRegionPattern, "must be an AWS region such as eu-west-1")
+	return stringvalidator.RegexMatches(protocol.RegionPattern, "must be an AWS region such as eu-west-1")
 }
 
 // IAM's rules for what assume_role passes to STS.

@@ -9,6 +9,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
 // TestPatternValidation checks the plain patterns against real and
@@ -19,7 +21,7 @@ func TestPatternValidation(t *testing.T) {
 		good  []string
 		bad   []string
 	}{
-		"region": {awsRegionPattern.MatchString,
+		"region": {protocol.RegionPattern.MatchString,
 			[]string{"us-east-1", "eu-west-1", "ap-southeast-2", "us-gov-west-1", "cn-north-1", "il-central-1", "eu-isoe-west-1"},
 			[]string{"", "Mars", "EU-WEST-1", "eu-west", "eu-west-1a", "euwest1", " eu-west-1", "eu-west-1\n", "eu_west_1"}},
 		"role ARN": {roleARNPattern.MatchString,

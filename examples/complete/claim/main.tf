@@ -27,9 +27,10 @@ terraform {
 # assumed by aws-actions/configure-aws-credentials (AWS_REGION and the role's
 # keys).
 provider "ec2runners" {
-  # Claims and releases keep the pool's GitHub registration and removal
-  # tokens fresh (GitHub's expire after an hour), so they need credentials
-  # that may create them, as the pool stack does.
+  # Each claim mints a GitHub registration token for its runners, and each
+  # release a removal token, so they need credentials that may create them,
+  # as the pool stack does; only for pools of the owner, which defaults to
+  # GITHUB_REPOSITORY_OWNER (set in GitHub Actions jobs).
   github {
     # Null falls back to the GITHUB_TOKEN environment variable.
     token = var.github_token

@@ -8,8 +8,8 @@ resource "ec2runners_pool" "ci" {
     "2xlarge" = { cpu = 8, memory_mib = 16384 }
   }
 
-  # Where the runners register; claims keep the registration tokens fresh
-  # with the provider's github credentials.
+  # Where the runners register; claims and releases mint their tokens with
+  # the provider's github credentials, whose owner must match.
   github_owner      = "octo-org"
   github_repository = "app"
 

@@ -198,8 +198,8 @@ func (g *GitHub) checkToken(value, kind, target string) error {
 	return nil
 }
 
-// IssueToken hands out a token directly, for tests that seed the pool's
-// token item themselves instead of through the provider.
+// IssueToken hands out a token directly, for tests that hand an instance
+// its tokens themselves instead of through the provider.
 func (g *GitHub) IssueToken(kind, target string) (string, time.Time) {
 	value := "ATEST" + strings.ToUpper(randomHex(12))
 	expires := time.Now().Add(time.Hour).Truncate(time.Second)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
 // Credentials the metadata service hands out; the proxy verifies signatures
@@ -25,8 +27,16 @@ type IMDS struct {
 	URL string
 }
 
-// NewIMDS serves the metadata of instanceID with the given instance tags.
-func NewIMDS(t testing.TB, instanceID string, tags map[string]string) *IMDS {
+// NewIMDS serves the metadata of the instance instanceARN names (its id,
+// and in its identity document its account and region; its partition) with
+// the given instance tags.
+func NewIMDS(t testing.TB, instanceARN string, tags map[string]string) *IMDS {
+	prefix, instanceID, ok := protocol.SplitInstanceARN(instanceARN)
+	if !ok {
+		t.Fatalf("scripttest: %q is not an instance ARN", instanceARN)
+	}
+	arn := strings.Split(prefix, ":") // arn, partition, ec2, region, account, instance/
+	identity, _ := json.Marshal(map[string]string{"accountId": arn[4], "region": arn[3], "instanceId": instanceID, "architecture": "x86_64"})
 	creds, _ := json.Marshal(map[string]string{
 		"Code": "Success", "Type": "AWS-HMAC", "LastUpdated": time.Now().UTC().Format(time.RFC3339),
 		"AccessKeyId": AccessKeyID, "SecretAccessKey": SecretAccessKey, "Token": SessionToken,
@@ -45,8 +55,14 @@ func NewIMDS(t testing.TB, instanceID string, tags map[string]string) *IMDS {
 			http.Error(w, "IMDSv2 session token required", http.StatusUnauthorized)
 			return
 		}
+		if r.URL.Path == "/latest/dynamic/instance-identity/document" {
+			_, _ = w.Write(identity)
+			return
+		}
 		path := strings.TrimPrefix(r.URL.Path, "/latest/meta-data/")
 		switch {
+		case path == "services/partition":
+			_, _ = w.Write([]byte(arn[1]))
 		case path == "instance-id":
 			_, _ = w.Write([]byte(instanceID))
 		case path == "iam/security-credentials/":

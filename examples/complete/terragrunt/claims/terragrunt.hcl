@@ -3,7 +3,7 @@
 #   CLAIM_RUN_ID="$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT" terragrunt apply
 #   CLAIM_RUN_ID="$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT" terragrunt destroy
 # with the AWS credentials of the CI role, and GitHub credentials in
-# TF_VAR_github_token (claims keep the pool's registration tokens fresh).
+# TF_VAR_github_token (claims and releases mint the runners' tokens).
 include "root" {
   path   = find_in_parent_folders("root.hcl")
   expose = true
