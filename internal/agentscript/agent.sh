@@ -511,15 +511,16 @@ check_runner() {
 	fi
 }
 
-# install_run_dir gives the run a runner directory of its own in the runner
-# user's home: the installation's files hard-linked (still root's and
-# read-only: a job can replace one in this copy, never in the installation)
-# in directories the runner can write its configuration and work in. It
-# goes with the home at release.
+# install_run_dir DIR makes DIR, in the runner user's home, a runner
+# directory of its own: the installation's files hard-linked (still root's
+# and read-only: a job can replace one in this copy, never in the
+# installation) in directories the runner can write its configuration and
+# work in. It goes with the home at release. Called only while no process
+# of the runner user runs, so nothing can swap DIR for a link meanwhile.
 install_run_dir() {
-	RUN_DIR="$RUNNER_HOME/runner"
-	cp -al "$RUNNER_DIR" "$RUN_DIR" 2>/dev/null || cp -a "$RUNNER_DIR" "$RUN_DIR" || return 1
-	find "$RUN_DIR" -type d -exec chown "$RUNNER_USER:" {} + -exec chmod 0755 {} +
+	rm -rf --one-file-system "$1"
+	cp -al "$RUNNER_DIR" "$1" 2>/dev/null || cp -a "$RUNNER_DIR" "$1" || return 1
+	find "$1" -type d -exec chown "$RUNNER_USER:" {} + -exec chmod 0755 {} +
 }
 
 # run_pre_runner_script runs the user's script once per instance, as root.
@@ -592,7 +593,8 @@ stop_runner() {
 register() {
 	local run_id=$1
 	await_token REGISTER "$run_id" && check_runner || return 1
-	if ! wipe_jobs || ! install_run_dir; then
+	RUN_DIR="$RUNNER_HOME/runner"
+	if ! wipe_jobs || ! install_run_dir "$RUN_DIR"; then
 		log "cannot prepare the run's runner directory"
 		return 1
 	fi
@@ -607,12 +609,22 @@ register() {
 }
 
 # deregister RUN_ID removes the run's runner from GitHub with the removal
-# token the release left, so that no offline runner is left behind.
+# token the release left, so that no offline runner is left behind. The
+# run's runner directory is the jobs' to change: its code is not run again.
+# config.sh runs from a fresh copy of the installation, with the run's
+# registration files copied by the runner user (a link there cannot make
+# root read anything for it).
 deregister() {
-	if [ -z "$RUN_DIR" ] || [ ! -f "$RUN_DIR/.runner" ]; then
+	local from=$RUN_DIR
+	if [ -z "$from" ] || [ ! -f "$from/.runner" ]; then
 		return 0 # never registered
 	fi
 	await_token REMOVE "$1" || return 1
+	RUN_DIR="$RUNNER_HOME/runner-remove"
+	if ! install_run_dir "$RUN_DIR" || ! (cd "$from" && exec "${AS_RUNNER[@]}" cp .runner .credentials* "$RUN_DIR/"); then
+		log "cannot prepare the runner's removal"
+		return 1
+	fi
 	if ! (cd "$RUN_DIR" && ACTIONS_RUNNER_INPUT_TOKEN=$TOKEN exec "${AS_RUNNER[@]}" ./config.sh remove); then
 		log "config.sh remove failed"
 		return 1

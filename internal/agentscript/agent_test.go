@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -25,6 +27,7 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -66,28 +69,35 @@ func runTests(m *testing.M) int {
 	return m.Run()
 }
 
-// fixture is one pool with one instance in EC2 whose agent is the script.
+// fixture is one pool with one instance in EC2 whose agent is the script,
+// run in the instance stand-in, and a claimer that mints the runners'
+// tokens from the stub GitHub, as the provider does.
 type fixture struct {
 	t          *testing.T
 	env        *scripttest.Env
 	pool       string
+	repository string // of the pool's GitHub target; "": organization runners
 	instanceID string
 	arnPrefix  string // of the pool's instances, from its config item
 	queueURL   string
 	claimer    *claim.Claimer
+	inst       *scripttest.Instance
 }
 
-func newFixture(t *testing.T, tags map[string]string) *fixture {
+// newFixture makes a pool registering runners with owner/repository (with
+// owner alone when repository is "") and an instance with tags.
+func newFixture(t *testing.T, repository string, tags map[string]string) *fixture {
 	t.Parallel()
 	ctx := context.Background()
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	f := &fixture{t: t, env: scripttest.NewEnv(t, endpoint, region), pool: "agent-" + hex.EncodeToString(b)}
+	f := &fixture{t: t, env: scripttest.NewEnv(t, endpoint, region), pool: "agent-" + hex.EncodeToString(b), repository: repository}
 	m := &pool.Manager{DynamoDB: clients.DynamoDB, SQS: clients.SQS, EC2: clients.EC2, STS: stsClient, Region: region}
 	st, err := m.Create(ctx, pool.Spec{
 		Name:            f.pool,
 		ResourceClasses: map[string]protocol.ResourceClass{class: {CPU: 2, MemoryMiB: 4096}},
 		IdleTimeout:     10 * time.Minute, MaxRuntime: 30 * time.Minute,
+		GitHub: &protocol.GitHubTarget{Owner: owner, Repository: repository},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -101,25 +111,45 @@ func newFixture(t *testing.T, tags map[string]string) *fixture {
 	if f.instanceID, err = scripttest.LaunchInstance(ctx, clients, f.pool, tags); err != nil {
 		t.Fatal(err)
 	}
-	f.claimer = &claim.Claimer{DynamoDB: clients.DynamoDB, SQS: clients.SQS, EC2: clients.EC2}
+	gh, err := github.New(github.Config{BaseURL: f.env.GitHub.URL, Token: f.env.GitHub.APIKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.claimer = &claim.Claimer{
+		DynamoDB: clients.DynamoDB, SQS: clients.SQS, EC2: clients.EC2,
+		GitHub: &claim.GitHubAccess{Tokens: gh, Owner: owner, Repository: repository},
+	}
 	return f
+}
+
+// options renders the script for the pool's GitHub target.
+func (f *fixture) options() agentscript.Options { return f.env.Options(f.pool, owner, f.repository) }
+
+// start runs the user data in the instance stand-in, as EC2 runs it.
+func (f *fixture) start(o agentscript.Options, tags map[string]string) *scripttest.Instance {
+	f.inst = f.env.StartInstance(f.t, o, scripttest.InstanceConfig{InstanceID: f.instanceID, Tags: tags})
+	return f.inst
+}
+
+// awaitServing waits until the agent has prepared the instance and waits
+// for claims: a warm runner in the pool has done so long before.
+func (f *fixture) awaitServing() {
+	f.t.Helper()
+	await.Until(f.t, "the agent ready for claims", func() bool { return strings.Contains(f.inst.Output(), "ready: waiting for a claim") })
 }
 
 // arn is the instance's ARN.
 func (f *fixture) arn() string { return protocol.InstanceARN(f.arnPrefix, f.instanceID) }
 
-// putTokens hands the instance its registration and removal tokens for
-// runID, as a claim and its release would, with tokens the stub GitHub
-// issued for target.
-func (f *fixture) putTokens(target, runID string) {
-	for kind, sk := range map[string]string{"registration-token": protocol.SortKeyRegistrationToken, "remove-token": protocol.SortKeyRemovalToken} {
-		value, expires := f.env.GitHub.IssueToken(kind, target)
-		item := protocol.RunnerToken{
-			InstanceARN: f.arn(), SortKey: sk, Token: value, ExpiresAt: expires, RunID: runID, Target: target, UpdatedAt: protocol.FormatTime(time.Now()),
-		}.Item()
-		if _, err := clients.DynamoDB.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(f.pool), Item: item}); err != nil {
-			f.t.Fatal(err)
-		}
+// putToken hands the instance a registration token for runID and target,
+// as a claim would, issued by the stub GitHub.
+func (f *fixture) putToken(target, runID string) {
+	value, expires := f.env.GitHub.IssueToken("registration-token", target)
+	item := protocol.RunnerToken{
+		InstanceARN: f.arn(), SortKey: protocol.SortKeyRegistrationToken, Token: value, ExpiresAt: expires, RunID: runID, Target: target, UpdatedAt: protocol.FormatTime(time.Now()),
+	}.Item()
+	if _, err := clients.DynamoDB.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(f.pool), Item: item}); err != nil {
+		f.t.Fatal(err)
 	}
 }
 
@@ -127,10 +157,6 @@ func (f *fixture) putRecord(state, runID string, threshold time.Time) {
 	if err := scripttest.PutRecord(context.Background(), clients, f.pool, f.queueURL, f.instanceID, state, runID, threshold); err != nil {
 		f.t.Fatal(err)
 	}
-}
-
-func (f *fixture) start(o agentscript.Options, tags map[string]string) *scripttest.Agent {
-	return scripttest.StartAgent(f.t, o, scripttest.NewIMDS(f.t, f.arn(), tags))
 }
 
 // get reads the item sk of the instance's agent partition.
@@ -188,39 +214,42 @@ func (f *fixture) claim(runID string) (*claim.Result, error) {
 	})
 }
 
-// A warm runner served by the real script: heartbeats, then for each claim a
-// registration under the run id, and on release the runner stopped, removed
-// from GitHub and the instance back in the queue for the next claim.
-func TestAgent_servesClaimsAndReleases(t *testing.T) {
-	f := newFixture(t, nil)
+// The agent as EC2 runs it, in the instance stand-in: the user data, run as
+// root, installs the unit and starts it; the agent reads the instance
+// metadata at 169.254.169.254 and heartbeats to the emulator from inside the
+// instance's network namespace; each claim registers a runner whose job
+// runs as the runner user the script created; each release stops it,
+// removes it from GitHub and puts the instance back in the queue.
+func TestInstance_servesClaimsAsEC2RunsIt(t *testing.T) {
+	f := newFixture(t, repo, nil)
+	t.Cleanup(func() { checkInstanceGone(t, f.inst) }) // after the instance's own cleanup
 	f.putRecord(protocol.StateIdle, "", time.Now().Add(10*time.Minute))
-	o := f.env.Options(t, f.pool, owner, repo)
-	f.start(o, nil)
+	inst := f.start(f.options(), nil)
+	o := inst.Options
 
-	// Heartbeats keep coming, spaced by about the interval, judged from
-	// their own timestamps (whole seconds): n beats span at least n-1
-	// intervals less the rounding, and on average no more than a few
-	// seconds beyond the interval.
-	const n = 6
-	await.True(t, fmt.Sprintf("%d heartbeats", n), func() error {
-		if got := f.heartbeats(); len(got) < n {
-			return fmt.Errorf("%d written: %v", len(got), got)
+	await.True(t, "the user data to finish", func() error {
+		if status, exited := inst.UserDataExit(); !exited {
+			return errors.New("still running")
+		} else if status != 0 {
+			return fmt.Errorf("exit status %d", status)
 		}
 		return nil
 	})
-	beats := f.heartbeats()[:n]
-	first, err1 := protocol.ParseTime(beats[0])
-	last, err2 := protocol.ParseTime(beats[n-1])
-	if err1 != nil || err2 != nil {
-		t.Fatalf("heartbeat timestamps %v: %v, %v", beats, err1, err2)
+	if got, want := inst.SystemctlCalls(), []string{"daemon-reload", "enable --now ec2runners-agent.service"}; !slices.Equal(got, want) {
+		t.Errorf("systemctl calls = %q, want %q", got, want)
 	}
-	span, interval := last.Sub(first), o.HeartbeatInterval
-	if span < (n-1)*interval-time.Second || span > (n-1)*(interval+5*time.Second) {
-		t.Errorf("%d heartbeats %v span %s, want about %d intervals of %s", n, beats, span, n-1, interval)
+	unit, err := os.ReadFile(filepath.Join(o.SystemdDir, scripttest.AgentUnit))
+	if err != nil || !strings.Contains(string(unit), "ExecStart="+o.AgentPath+" run\n") || !strings.Contains(string(unit), "Restart=always") {
+		t.Errorf("unit file = %q, %v", unit, err)
 	}
+	checkHeartbeatCadence(t, f, o.HeartbeatInterval)
+	if !strings.Contains(inst.Output(), "agent of "+f.instanceID) {
+		t.Errorf("the agent did not learn its instance id from the metadata service:\n%s", inst.Output())
+	}
+	checkIdentityOverIPv6(t, inst)
+	f.awaitServing()
 
 	for _, runID := range []string{"run-1", "run-2"} {
-		f.putTokens(owner+"/"+repo, runID)
 		res, err := f.claim(runID)
 		if err != nil {
 			t.Fatalf("claim %s: %v", runID, err)
@@ -235,12 +264,8 @@ func TestAgent_servesClaimsAndReleases(t *testing.T) {
 			}
 			return nil
 		})
-
-		outcomes, err := f.claimer.Release(context.Background(), f.pool, runID)
-		if err != nil {
-			t.Fatalf("release %s: %v (%v)", runID, err, outcomes)
-		}
-		f.waitSignal(protocol.SignalReleased, runID)
+		checkJob(t, f, runID)
+		release(t, f, runID)
 		if r, registered := f.env.GitHub.Runners()[f.instanceID]; registered {
 			t.Fatalf("after release of %s the runner is still registered: %+v", runID, r)
 		}
@@ -258,39 +283,129 @@ func TestAgent_servesClaimsAndReleases(t *testing.T) {
 	f.checkSignatures("dynamodb PutItem", "dynamodb GetItem")
 }
 
-// A fresh fleet instance: the pre-runner script runs once and UD_OK is
-// signalled for the InitialRunId tag, then it registers for that run at
-// organization level, as the claim's created record asks.
-func TestAgent_fleetInstanceRegistersForInitialRun(t *testing.T) {
+// checkHeartbeatCadence: heartbeats keep coming, spaced by about the
+// interval, judged from their own timestamps (whole seconds): n beats span
+// at least n-1 intervals less the rounding, and on average no more than a
+// few seconds beyond the interval.
+func checkHeartbeatCadence(t *testing.T, f *fixture, interval time.Duration) {
+	t.Helper()
+	const n = 6
+	await.True(t, fmt.Sprintf("%d heartbeats", n), func() error {
+		if got := f.heartbeats(); len(got) < n {
+			return fmt.Errorf("%d written: %v", len(got), got)
+		}
+		return nil
+	})
+	beats := f.heartbeats()[:n]
+	first, err1 := protocol.ParseTime(beats[0])
+	last, err2 := protocol.ParseTime(beats[n-1])
+	if err1 != nil || err2 != nil {
+		t.Fatalf("heartbeat timestamps %v: %v, %v", beats, err1, err2)
+	}
+	if span := last.Sub(first); span < (n-1)*interval-time.Second || span > (n-1)*(interval+5*time.Second) {
+		t.Errorf("%d heartbeats %v span %s, want about %d intervals of %s", n, beats, span, n-1, interval)
+	}
+}
+
+// checkJob runs a job on the runner of runID: it runs as the runner user,
+// in its workspace below the run's runner directory in the runner user's
+// home, with a job's environment.
+func checkJob(t *testing.T, f *fixture, runID string) {
+	t.Helper()
+	job := runJob(t, f, runID, `id -un
+echo "GITHUB_ACTIONS=$GITHUB_ACTIONS"
+echo "HOME=$HOME"
+echo "PWD=$PWD"
+echo "GITHUB_WORKSPACE=$GITHUB_WORKSPACE"
+echo "RUNNER_TEMP=$RUNNER_TEMP"
+`)
+	home := "/home/" + f.inst.RunnerUser
+	work := home + "/runner/_work"
+	want := strings.Join([]string{
+		f.inst.RunnerUser,
+		"GITHUB_ACTIONS=true",
+		"HOME=" + home,
+		"PWD=" + work + "/" + repo + "/" + repo,
+		"GITHUB_WORKSPACE=" + work + "/" + repo + "/" + repo,
+		"RUNNER_TEMP=" + work + "/_temp",
+	}, "\n") + "\n"
+	if job.ExitCode != 0 || job.Output != want || job.Runner != f.instanceID {
+		t.Errorf("job ran on %q with exit code %d and output:\n%s\nwant exit code 0 on %s and:\n%s", job.Runner, job.ExitCode, job.Output, f.instanceID, want)
+	}
+}
+
+// checkIdentityOverIPv6 reads the instance identity document inside the
+// instance, from the metadata service's IPv6 address: the emulator's account.
+func checkIdentityOverIPv6(t *testing.T, inst *scripttest.Instance) {
+	t.Helper()
+	out, err := inst.Command("bash", "-c", `imds=http://[fd00:ec2::254]/latest
+		token=$(curl -gsSf -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' "$imds/api/token") &&
+		curl -gsSf -H "X-aws-ec2-metadata-token: $token" "$imds/dynamic/instance-identity/document"`).CombinedOutput()
+	for _, want := range []string{`"accountId" : "000000000000"`, `"instanceId" : "` + inst.ID + `"`, `"region" : "` + region + `"`} {
+		if err != nil || !strings.Contains(string(out), want) {
+			t.Errorf("identity document over IPv6: %v\n%s\nwant %s in it", err, out, want)
+		}
+	}
+}
+
+// checkInstanceGone checks that the instance's cleanup left nothing behind.
+func checkInstanceGone(t *testing.T, inst *scripttest.Instance) {
+	if inst == nil {
+		return
+	}
+	if _, err := user.Lookup(inst.RunnerUser); err == nil {
+		t.Errorf("the runner user %s outlived the instance", inst.RunnerUser)
+	}
+	for _, path := range []string{inst.Root, "/home/" + inst.RunnerUser} {
+		if _, err := os.Stat(path); err == nil {
+			t.Errorf("%s outlived the instance", path)
+		}
+	}
+}
+
+// A fresh fleet instance: the pre-runner script runs once, as root, and
+// UD_OK is signalled for the InitialRunId tag; then it registers for that
+// run at organization level, as the claim's created record asks.
+func TestInstance_fleetInstanceRegistersForInitialRun(t *testing.T) {
 	tags := map[string]string{protocol.TagInitialRunID: "run-0"}
-	f := newFixture(t, tags)
-	f.putTokens(owner, "run-0")
+	f := newFixture(t, "", tags)
+	f.putToken(owner, "run-0")
 	f.putRecord(protocol.StateCreated, "run-0", time.Now().Add(10*time.Minute))
-	o := f.env.Options(t, f.pool, owner, "")
-	marker := filepath.Join(t.TempDir(), "pre-runner-ran")
-	o.PreRunnerScript = "echo ran >> " + marker
-	a := f.start(o, tags)
+	o := f.options()
+	marker := filepath.Join(markerDir(t), "pre-runner-ran") // /tmp is the instance's own
+	o.PreRunnerScript = "id -un >> " + marker
+	inst := f.start(o, tags)
 	f.waitSignal(protocol.SignalRegistered, "run-0")
 	if r := f.env.GitHub.Runners()[f.instanceID]; r.Target != owner || r.Labels != "run-0" {
 		t.Errorf("runner = %+v, want organization %s with label run-0", r, owner)
 	}
-	if b, err := os.ReadFile(marker); err != nil || string(b) != "ran\n" {
-		t.Errorf("pre-runner script output %q, %v; want it run once", b, err)
+	if b, err := os.ReadFile(marker); err != nil || string(b) != "root\n" {
+		t.Errorf("pre-runner script output %q, %v; want it run once, as root", b, err)
 	}
-	if !strings.Contains(a.Output(), "signal UD_OK for run run-0") {
-		t.Errorf("no UD_OK for run-0 in the agent's log:\n%s", a.Output())
+	if !strings.Contains(inst.Output(), "signal UD_OK for run run-0") {
+		t.Errorf("no UD_OK for run-0 in the agent's log:\n%s", inst.Output())
 	}
 	f.checkSignatures("dynamodb PutItem", "dynamodb GetItem")
 }
 
+// markerDir is a directory both the test and the instance see.
+func markerDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("/var/tmp", "ec2runners-marker-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
 // A failing pre-runner script signals UD_FAILED and the instance goes
 // silent: no more heartbeats, no registration.
-func TestAgent_preRunnerFailureSignalsUDFailed(t *testing.T) {
+func TestInstance_preRunnerFailureSignalsUDFailed(t *testing.T) {
 	tags := map[string]string{protocol.TagInitialRunID: "run-0"}
-	f := newFixture(t, tags)
-	f.putTokens(owner+"/"+repo, "run-0")
+	f := newFixture(t, repo, tags)
+	f.putToken(owner+"/"+repo, "run-0")
 	f.putRecord(protocol.StateCreated, "run-0", time.Now().Add(10*time.Minute))
-	o := f.env.Options(t, f.pool, owner, repo)
+	o := f.options()
 	o.PreRunnerScript = "echo provisioning failed >&2; exit 3"
 	f.start(o, tags)
 	f.waitSignal(protocol.SignalUserDataFailed, "run-0")
@@ -311,10 +426,10 @@ func TestAgent_preRunnerFailureSignalsUDFailed(t *testing.T) {
 
 // Past its threshold (plus the minute of grace) the instance terminates
 // itself in EC2, and the agent ends.
-func TestAgent_terminatesItselfPastThreshold(t *testing.T) {
-	f := newFixture(t, nil)
+func TestInstance_terminatesItselfPastThreshold(t *testing.T) {
+	f := newFixture(t, repo, nil)
 	f.putRecord(protocol.StateIdle, "", time.Now().Add(-2*time.Minute))
-	a := f.start(f.env.Options(t, f.pool, owner, repo), nil)
+	inst := f.start(f.options(), nil)
 	await.True(t, "the instance terminated in EC2", func() error {
 		out, err := clients.EC2.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{InstanceIds: []string{f.instanceID}})
 		if err != nil {
@@ -325,84 +440,42 @@ func TestAgent_terminatesItselfPastThreshold(t *testing.T) {
 		}
 		return nil
 	})
-	await.Done(t, "the agent ending after terminating its instance", a.Done())
+	await.Done(t, "the agent ending after terminating its instance", inst.Done())
 	f.checkSignatures("ec2 TerminateInstances")
 }
 
 // A registration GitHub refuses, or one without a token handed for the run
-// and the agent's target, signals UD_REG_FAILED, which fails the claim at
-// once.
-func TestAgent_registrationFailureSignalsUDRegFailed(t *testing.T) {
+// and the agent's own target, signals UD_REG_FAILED, which fails the claim
+// at once.
+func TestInstance_registrationFailureSignalsUDRegFailed(t *testing.T) {
 	for _, tc := range []struct {
-		name, log string
-		setup     func(*fixture)
+		name, log      string
+		poolRepository string
+		refuse         bool
 	}{
-		{"refused", "config.sh failed", func(f *fixture) {
-			f.putTokens(owner+"/"+repo, "run-1")
-			f.env.GitHub.RefuseRegistrations(true)
-		}},
-		{"noToken", "configure the provider's github block", func(*fixture) {}},
-		{"tokenOfAnotherRun", "no TOKEN#REGISTER token for run run-1", func(f *fixture) { f.putTokens(owner+"/"+repo, "run-0") }},
-		{"tokenOfAnotherTarget", "no TOKEN#REGISTER token for run run-1 and octo/app", func(f *fixture) { f.putTokens("mallory/"+repo, "run-1") }},
+		{"refused", "config.sh failed", repo, true},
+		// The pool registers with another repository than the agent's: the
+		// claim hands it a token for that one, which it must not use.
+		{"tokenOfAnotherTarget", "no usable REGISTER token for run run-1 and octo/app", "other", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, nil)
-			tc.setup(f)
+			f := newFixture(t, tc.poolRepository, nil)
+			f.env.GitHub.RefuseRegistrations(tc.refuse)
+			o := f.env.Options(f.pool, owner, repo)
+			o.TokenWait = 2 * time.Second // the claim writes it first: none later
 			f.putRecord(protocol.StateIdle, "", time.Now().Add(10*time.Minute))
-			a := f.start(f.env.Options(t, f.pool, owner, repo), nil)
-			await.Until(t, "a first heartbeat", func() bool { return f.get(protocol.SortKeyHeartbeat)["updatedAt"] != "" })
+			inst := f.start(o, nil)
+			f.awaitServing()
 			_, err := f.claim("run-1")
 			if err == nil || !strings.Contains(err.Error(), protocol.SignalRegistrationFailed) {
 				t.Fatalf("claim error = %v, want one naming %s", err, protocol.SignalRegistrationFailed)
 			}
-			if !strings.Contains(a.Output(), tc.log) {
-				t.Errorf("agent log lacks %q:\n%s", tc.log, a.Output())
+			if !strings.Contains(inst.Output(), tc.log) {
+				t.Errorf("agent log lacks %q:\n%s", tc.log, inst.Output())
 			}
 			if slices.ContainsFunc(f.env.GitHub.Events(), func(e string) bool { return strings.HasPrefix(e, "register ") }) {
 				t.Errorf("a runner got registered: %v", f.env.GitHub.Events())
 			}
 		})
-	}
-}
-
-// As user data, the script installs itself as a systemd service and starts it.
-func TestAgent_installsSystemdService(t *testing.T) {
-	t.Parallel()
-	env := scripttest.NewEnv(t, endpoint, region)
-	o := env.Options(t, "ci-runners", owner, repo)
-	script, err := agentscript.Render(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	userData := filepath.Join(dir, "user-data")
-	calls := filepath.Join(dir, "systemctl.calls")
-	if err := os.WriteFile(userData, []byte(script), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(o.SystemdDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "bin")
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(bin, "systemctl"), []byte("#!/bin/sh\necho \"$*\" >> "+calls+"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := scripttest.Command(userData)
-	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("user data: %v\n%s", err, out)
-	}
-	if installed, err := os.ReadFile(o.AgentPath); err != nil || string(installed) != script {
-		t.Errorf("installed agent differs from the user data (%v)", err)
-	}
-	unit, err := os.ReadFile(filepath.Join(o.SystemdDir, "ec2runners-agent.service"))
-	if err != nil || !strings.Contains(string(unit), "ExecStart="+o.AgentPath+" run\n") || !strings.Contains(string(unit), "Restart=always") {
-		t.Errorf("unit file = %q, %v", unit, err)
-	}
-	if got, _ := os.ReadFile(calls); string(got) != "daemon-reload\nenable --now ec2runners-agent.service\n" {
-		t.Errorf("systemctl calls = %q", got)
 	}
 }

@@ -178,9 +178,11 @@ env | grep -q LEFT && left environment
 exit 0
 `
 
+// attempts are the hostile job's reports, which come before what it read.
 func attempts(output string) []string {
 	var out []string
-	sc := bufio.NewScanner(strings.NewReader(output))
+	reports, _, _ := strings.Cut(output, "--- what the job could read")
+	sc := bufio.NewScanner(strings.NewReader(reports))
 	for sc.Scan() {
 		if line := sc.Text(); strings.HasSuffix(line, ": blocked") || strings.Contains(line, ": REACHED ") {
 			out = append(out, line)
@@ -199,10 +201,10 @@ func secrets(f *fixture) []string {
 // for runID; it returns once the runner is online for the run.
 func startServing(t *testing.T, runID string) (*fixture, *scripttest.Instance) {
 	t.Helper()
-	f := newFixture(t, nil)
+	f := newFixture(t, repo, nil)
 	f.putRecord(protocol.StateIdle, "", time.Now().Add(10*time.Minute))
-	inst := f.env.StartInstance(t, f.env.Options(t, f.pool, owner, repo), scripttest.InstanceConfig{InstanceID: f.instanceID})
-	f.awaitServing(inst)
+	inst := f.start(f.options(), nil)
+	f.awaitServing()
 	claimAgain(t, f, runID)
 	return f, inst
 }

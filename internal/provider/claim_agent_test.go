@@ -23,9 +23,8 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
-// The runner is served by the real agent script (run by bash on this
-// machine, with a stand-in metadata service, a stub GitHub and the stub
-// runner), and the provider fetches its GitHub tokens from the stub's REST
+// The runner is served by the real agent script (run as EC2 runs it, in the
+// instance stand-in, with a stub GitHub and the stub runner), and the provider fetches its GitHub tokens from the stub's REST
 // API: the claim registers the runner under the run id, the destroy removes
 // it from GitHub and puts the instance back in the pool. No token reaches
 // the state or the logs. The credentials come from GITHUB_TOKEN and
@@ -66,14 +65,19 @@ func TestAccClaim_realAgent(t *testing.T) {
 			return err
 		}
 		arn := protocol.InstanceARN(cfg.InstanceARNPrefix, id)
-		scripttest.StartAgent(t, gh.Options(t, e.pool, "octo", "app"), scripttest.NewIMDS(t, arn, nil))
-		// A warm runner is healthy when claimed: wait for its first heartbeat.
+		inst := gh.StartInstance(t, gh.Options(e.pool, "octo", "app"), scripttest.InstanceConfig{InstanceID: id})
+		// A warm runner in a pool has long been prepared and heartbeating.
 		return await.Poll(await.Patience, func() error {
 			out, err := testClients.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(e.pool), Key: protocol.AgentKey(arn, protocol.SortKeyHeartbeat)})
-			if err == nil && out.Item == nil {
-				err = errors.New("no heartbeat of the agent yet")
+			switch {
+			case err != nil:
+				return err
+			case out.Item == nil:
+				return errors.New("no heartbeat of the agent yet")
+			case !strings.Contains(inst.Output(), "ready: waiting for a claim"):
+				return errors.New("the agent is still preparing the instance")
 			}
-			return err
+			return nil
 		})
 	}
 	runner := func(check func(r scripttest.Runner, registered bool) error) func(*terraform.State) error {
@@ -88,8 +92,9 @@ func TestAccClaim_realAgent(t *testing.T) {
 			{Config: poolConfig, Check: startAgent},
 			{
 				Config: poolConfig + e.claimConfig("test", `
-  run_id         = "run-agent"
-  fleet_fallback = false`),
+  run_id            = "run-agent"
+  fleet_fallback    = false
+  registration_wait = "1m"`),
 				Check: resource.ComposeTestCheckFunc(
 					resource.TestCheckResourceAttrPtr("ec2runners_claim.test", "instance_ids.0", &instanceID),
 					e.checkRecords(protocol.StateRunning, "run-agent", &ids),

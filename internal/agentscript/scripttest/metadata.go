@@ -18,6 +18,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 )
 
+// Credentials the metadata service hands out; the proxy verifies signatures
+// with them. The secret has '/' and '+' like real ones.
+const (
+	AccessKeyID     = "ASIATESTAGENT00001"
+	SecretAccessKey = "agent/secret+key/0123456789abcdefghijklmn"
+	SessionToken    = "IQoJb3JpZ2luX2VjEOb//////////wEaCXVzLWVhc3QtMSJHMEUCIQ+test="
+	instanceRole    = "ec2runners-agent"
+)
+
 // Metadata is what the instance metadata service of one instance stand-in
 // tells: the instance metadata the agent reads, the instance identity
 // document, instance metadata tags, and the instance profile's credentials

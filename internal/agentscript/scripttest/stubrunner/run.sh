@@ -11,7 +11,8 @@ work=$(cat .work 2>/dev/null || echo _work)
 home=$(getent passwd "$(id -un)" | cut -d: -f6)
 echo $$ >run.pid
 curl -sSf -X POST "$STUB/_stub/run" --data-urlencode "name=$name"
-trap 'curl -sSf -X POST "$STUB/_stub/stop" --data-urlencode "name=$name"; exit 0' TERM INT
+# Once: runuser passes on the SIGTERM its process group also gets.
+trap 'trap "" TERM INT; curl -sSf -X POST "$STUB/_stub/stop" --data-urlencode "name=$name"; exit 0' TERM INT
 
 # run_job runs the job in $work/_job: a line "<id> <repository>", then the
 # script. RUNNER_TEMP is emptied for every job, as the real runner does.
