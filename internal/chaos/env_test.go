@@ -53,7 +53,7 @@ func runTests(m *testing.M) int {
 func clientsFor(ctx context.Context, url string) (*awsconfig.Clients, error) {
 	return awsconfig.New(ctx, awsconfig.Options{
 		Region: region, AccessKey: "test", SecretKey: "test",
-		Endpoints: awsconfig.Endpoints{SQS: url, DynamoDB: url, EC2: url},
+		Endpoints: awsconfig.Endpoints{SQS: url, DynamoDB: url, EC2: url, STS: url},
 	})
 }
 

@@ -459,6 +459,7 @@ provider "ec2runners" {
     sqs      = %[1]q
     dynamodb = %[1]q
     ec2      = %[1]q
+    sts      = %[1]q
   }
 }
 

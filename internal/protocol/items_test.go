@@ -319,11 +319,12 @@ func TestPoolConfigItemRoundTrip(t *testing.T) {
 		// Written before '-' was refused in class names (ValidateClassName):
 		// still read, so that the pool can be refreshed and its class renamed.
 		{name: "class with a dash", cfg: PoolConfig{
-			Name:            "ci",
-			ResourceClasses: map[string]ResourceClass{"gpu-big": {CPU: 8, MemoryMiB: 32768}},
-			IdleTimeout:     Duration(time.Hour),
-			MaxRuntime:      Duration(6 * time.Hour),
-			QueueURLs:       map[string]string{"gpu-big": "https://sqs/123/ci-gpu-big"},
+			Name:              "ci",
+			InstanceARNPrefix: testPrefix,
+			ResourceClasses:   map[string]ResourceClass{"gpu-big": {CPU: 8, MemoryMiB: 32768}},
+			IdleTimeout:       Duration(time.Hour),
+			MaxRuntime:        Duration(6 * time.Hour),
+			QueueURLs:         map[string]string{"gpu-big": "https://sqs/123/ci-gpu-big"},
 		}},
 	}
 	for _, tt := range tests {
