@@ -169,32 +169,37 @@ func repoRoot() (string, error) {
 	return filepath.Abs(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// launchTemplate makes (or finds) the runners' launch template, tagged for
-// the pool (claims launch no other), and picks subnets.
+// launchTemplate makes the runners' launch template, tagged for the pool
+// (claims launch no other), with an image the emulator offers, and picks
+// subnets. A template an earlier demo left is replaced.
 func launchTemplate(ctx context.Context, client *ec2.Client) (string, []string, error) {
 	name := aws.String("ec2runners-demo")
 	lts, err := client.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{Filters: []ec2types.Filter{{Name: aws.String("launch-template-name"), Values: []string{*name}}}})
 	if err != nil {
 		return "", nil, err
 	}
-	var id string
-	if len(lts.LaunchTemplates) > 0 {
-		id = aws.ToString(lts.LaunchTemplates[0].LaunchTemplateId)
-	} else {
-		out, err := client.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
-			LaunchTemplateName: name, LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String("ami-12c6146b")},
-		})
-		if err != nil {
+	for _, lt := range lts.LaunchTemplates {
+		if _, err := client.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplateId}); err != nil {
 			return "", nil, err
 		}
-		id = aws.ToString(out.LaunchTemplate.LaunchTemplateId)
 	}
-	// Also on a template an earlier demo made before claims checked the tag.
-	if _, err := client.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{id}, Tags: []ec2types.Tag{
-		{Key: aws.String(protocol.TagPool), Value: aws.String(poolName)},
-	}}); err != nil {
+	images, err := client.DescribeImages(ctx, &ec2.DescribeImagesInput{Filters: []ec2types.Filter{{Name: aws.String("architecture"), Values: []string{"x86_64"}}}})
+	if err != nil {
 		return "", nil, err
 	}
+	if len(images.Images) == 0 {
+		return "", nil, fmt.Errorf("the emulator offers no x86_64 image for the launch template")
+	}
+	out, err := client.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
+		LaunchTemplateName: name, LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: images.Images[0].ImageId},
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: []ec2types.Tag{
+			{Key: aws.String(protocol.TagPool), Value: aws.String(poolName)},
+		}}},
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	id := aws.ToString(out.LaunchTemplate.LaunchTemplateId)
 	subnets, err := client.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{})
 	if err != nil {
 		return "", nil, err
@@ -213,7 +218,8 @@ func (d *demo) terraform(args ...string) error {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	for _, line := range strings.Split(out.String(), "\n") {
-		if strings.HasPrefix(line, "ec2runners_") || strings.HasPrefix(line, "Apply complete") || strings.HasPrefix(line, "Destroy complete") || strings.HasPrefix(line, "Error") || strings.HasPrefix(line, "│") {
+		// The progress lines; everything when terraform failed.
+		if err != nil || strings.HasPrefix(line, "ec2runners_") || strings.HasPrefix(line, "Apply complete") || strings.HasPrefix(line, "Destroy complete") {
 			fmt.Println("    " + line)
 		}
 	}
