@@ -76,6 +76,10 @@ type Result struct {
 // back in the pool or terminated, its claim record is gone, and the error
 // says what happened to each instance.
 func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
+	// The run id becomes a GitHub label and keys the claim record.
+	if err := protocol.ValidateRunID(req.RunID); err != nil {
+		return nil, fmt.Errorf("run id %q: %w", req.RunID, err)
+	}
 	cfg, err := pool.ReadConfig(ctx, c.DynamoDB, req.Pool)
 	if err != nil {
 		return nil, err

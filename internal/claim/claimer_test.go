@@ -960,3 +960,19 @@ func TestCreateRecordsLaunchIdempotently(t *testing.T) {
 		t.Errorf("result %+v (lost answer staged: %v), want i-f1 launched", res, lost)
 	}
 }
+
+// A run id GitHub would match case-insensitively against another, or that
+// is no label at all, is refused before anything is touched.
+func TestCreateRefusesInvalidRunID(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.seedIdle("i-1", healthy)
+	for _, id := range []string{"Run-1", "", "run 1"} {
+		req := e.request(1)
+		req.RunID = id
+		if _, err := e.c.Create(context.Background(), req); err == nil || !strings.Contains(err.Error(), "run id") {
+			t.Errorf("Create with run id %q = %v, want a refusal naming the run id", id, err)
+		}
+	}
+	e.assertNothingHeld(t)
+}
