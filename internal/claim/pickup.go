@@ -55,18 +55,20 @@ type Pickup struct {
 	mu        sync.Mutex
 	ready     []candidate // suitable, not yet taken
 	taken     []candidate // handed to the claim, not yet consumed
-	held      []*string   // receipt handles of mismatches
+	held      []candidate // mismatches
 	sightings map[string]int
-	accepted  map[string]bool // ids ever accepted: a second message for one is a duplicate
+	accepted  map[string]bool // ids ever accepted: another message for one is a duplicate
 	exhausted bool
 	stats     PickupStats
 	consuming sync.WaitGroup // deletes under way
 }
 
-// candidate is a suitable runner's message and its receipt handle.
+// candidate is a received message (a suitable runner's, or a mismatch), its
+// SQS message id and its newest receipt handle.
 type candidate struct {
-	m      protocol.Message
-	handle *string
+	m         protocol.Message
+	messageID string
+	handle    *string
 }
 
 // PickupStats count what the Pickup Manager did.
@@ -125,17 +127,25 @@ func (p *Pickup) fetch(ctx context.Context, need int) error {
 	}
 	var discard []*string
 	for _, msg := range out {
-		p.stats.Received++
 		m, verdict, reason := Classify(aws.ToString(msg.Body), p.wants, p.now())
 		if verdict != Discard {
 			p.sightings[m.ID]++
 			if p.sightings[m.ID] >= sightingLimit {
 				p.exhausted = true // cycling: stop after sorting this batch
 			}
-			if verdict == Accept && p.accepted[m.ID] {
-				verdict, reason = Discard, "a second message for a runner already taken"
-			}
 		}
+		// SQS delivers at least once: the same message again (a duplicate
+		// delivery, or its visibility ended while this claim held it) comes
+		// with a new receipt handle, the only one sure to work. It is the
+		// message this claim holds, not another one for its runner.
+		if p.redelivered(aws.ToString(msg.MessageId), msg.ReceiptHandle) {
+			continue
+		}
+		p.stats.Received++
+		if verdict == Accept && p.accepted[m.ID] {
+			verdict, reason = Discard, "a second message for a runner already taken"
+		}
+		c := candidate{m: m, messageID: aws.ToString(msg.MessageId), handle: msg.ReceiptHandle}
 		switch verdict {
 		case Discard:
 			p.stats.Discarded++
@@ -143,16 +153,33 @@ func (p *Pickup) fetch(ctx context.Context, need int) error {
 			p.log("pickup: discarded message", "reason", reason)
 		case Requeue:
 			p.stats.Requeued++
-			p.held = append(p.held, msg.ReceiptHandle)
+			p.held = append(p.held, c)
 			p.log("pickup: held back runner", "instance", m.ID, "reason", reason)
 		case Accept:
 			p.stats.Accepted++
 			p.accepted[m.ID] = true
-			p.ready = append(p.ready, candidate{m: m, handle: msg.ReceiptHandle})
+			p.ready = append(p.ready, c)
 		}
 	}
 	_, err = p.deleteHandles(ctx, discard)
 	return err
+}
+
+// redelivered records handle as the newest of a message this claim already
+// holds, and tells whether it held it.
+func (p *Pickup) redelivered(messageID string, handle *string) bool {
+	if messageID == "" {
+		return false
+	}
+	for _, list := range [][]candidate{p.ready, p.taken, p.held} {
+		for i := range list {
+			if list[i].messageID == messageID {
+				list[i].handle = handle
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (p *Pickup) receive(ctx context.Context, n int32, wait int32) ([]sqstypes.Message, error) {
@@ -254,7 +281,10 @@ func (p *Pickup) makeVisible(ctx context.Context, handles []*string) {
 func (p *Pickup) Close(ctx context.Context) {
 	p.consuming.Wait()
 	p.mu.Lock()
-	handles := p.held
+	var handles []*string
+	for _, c := range p.held {
+		handles = append(handles, c.handle)
+	}
 	for _, c := range slices.Concat(p.ready, p.taken) {
 		handles = append(handles, c.handle)
 		p.stats.Returned++

@@ -392,3 +392,27 @@ func TestPickupErrors(t *testing.T) {
 
 // sqsReceiveInput keeps the hook's signature short.
 type sqsReceiveInput = sqs.ReceiveMessageInput
+
+// SQS delivers at least once: a message this claim holds can come again
+// (its visibility ran out in a long claim, or a duplicate delivery), with a
+// new receipt handle. It is the same message, not a second one for the
+// runner: it is not deleted, and giving it back uses the new handle, so
+// the runner stays visible in the pool.
+func TestPickupKeepsARedeliveredMessage(t *testing.T) {
+	s := newFakeSQS(largeURL)
+	s.add(largeURL, idleMessage("i-1", "c6i.large", future()).Body())
+	s.add(largeURL, idleMessage("i-2", "m6i.large", future()).Body()) // held back: not c*
+	p := newTestPickup(t, s)
+	// Every receive after the first finds both messages visible again.
+	s.advancePerReceive = (receiveVisibility + 1) * time.Second
+	if got := take(t, p, 2); !slices.Equal(got, []string{"i-1"}) {
+		t.Fatalf("Take(2) = %v, want i-1 alone", got)
+	}
+	if st := p.Stats(); st.Discarded != 0 || st.Received != 2 {
+		t.Errorf("stats %+v: the redeliveries were counted or discarded as messages of their own", st)
+	}
+	p.Close(context.Background())
+	if got := s.visibleIDs(largeURL); !slices.Equal(got, []string{"i-1", "i-2"}) {
+		t.Errorf("after Close the queue shows %v, want both runners back", got)
+	}
+}
