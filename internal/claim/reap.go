@@ -120,7 +120,10 @@ func (c *Claimer) Reap(ctx context.Context, poolName string) (ReapResult, error)
 		case err == nil:
 			res.Expired = append(res.Expired, r.ID)
 			doomed = append(doomed, r.ID)
-		case errors.Is(err, errConditionFailed): // revived meanwhile: not ours to reap
+		case errors.Is(err, errConditionFailed):
+			// Revived meanwhile (claimed, or its agent renewed it): live,
+			// and so not an orphan either.
+			live[r.ID] = r
 		default:
 			return res, fmt.Errorf("reaping %s: %w", r.ID, err)
 		}

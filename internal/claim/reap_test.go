@@ -81,15 +81,17 @@ func TestReapTerminatesExpiredRecordsOfEveryState(t *testing.T) {
 }
 
 // A record revived between the reaper's read and its write (the condition
-// fails) is someone else's: it is neither marked nor terminated.
+// fails: a claim took the runner) is someone else's: it is neither marked
+// nor terminated, not even by the orphan pass that follows, although its
+// instance (a warm runner) was launched long before the orphan grace.
 func TestReapLeavesRecordsThatChangedMeanwhile(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	now := time.Now()
 	e.putRecord("i-1", protocol.StateIdle, "", now.Add(-time.Minute), now)
 	e.putRecord("i-2", protocol.StateIdle, "", now.Add(-time.Minute), now)
-	e.ec2.launch("i-1", now)
-	e.ec2.launch("i-2", now)
+	e.ec2.launch("i-1", now.Add(-time.Hour))
+	e.ec2.launch("i-2", now.Add(-time.Hour))
 	e.db.failIf = func(op string, in any) error {
 		if u, ok := in.(*dynamodb.UpdateItemInput); ok && protocol.IdentifierOf(u.Key) == "i-2" {
 			return ccf()
