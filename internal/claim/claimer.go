@@ -114,15 +114,25 @@ func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
 		a.selectUntil = a.selectUntil.Add(-req.Timings.FleetValidationWait)
 	}
 	a.pickup = NewPickup(c.SQS, queueURL, wants, c.now, c.log)
-	// The lease outlives the caller's context: a rollback is still the attempt.
-	stopLease := a.keepLease(context.WithoutCancel(ctx))
+	// The lease outlives the caller's context: a rollback is still the
+	// attempt. Losing it stops the attempt.
+	runCtx, lost := context.WithCancelCause(ctx)
+	defer lost(nil)
+	stopLease := a.keepLease(context.WithoutCancel(ctx), lost)
 	defer stopLease()
-	res, err := a.run(ctx)
+	res, err := a.run(runCtx)
 	if err == nil {
 		return res, nil
 	}
 	cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBudget)
 	defer cancel()
+	if errors.Is(err, errLeaseLost) || errors.Is(context.Cause(runCtx), errLeaseLost) {
+		// Everything this attempt holds is listed in the record, which the
+		// attempt that took it over settles: touching it here could release
+		// that attempt's runners.
+		a.pickup.Close(cleanup)
+		return nil, fmt.Errorf("claim of run %s in pool %s stopped: %w; the attempt that took over settles the instances it held", a.req.RunID, a.req.Pool, errLeaseLost)
+	}
 	return nil, a.rollback(cleanup, err)
 }
 
@@ -191,7 +201,7 @@ func (a *attempt) note(format string, args ...any) {
 // same run is cleaned up first; a complete one is someone's live claim.
 func (a *attempt) begin(ctx context.Context) (*Result, error) {
 	for {
-		err := a.s.putRecord(ctx, a.rec, true)
+		err := a.s.createRecord(ctx, a.rec)
 		if !errors.Is(err, errConditionFailed) {
 			return nil, err
 		}
@@ -232,14 +242,27 @@ func (a *attempt) begin(ctx context.Context) (*Result, error) {
 			}
 			continue
 		}
+		// Take the record over first, with what it lists, on the condition
+		// that it is as read: an attempt that refreshed it meanwhile is
+		// alive and keeps it, and one that did not loses its lease and stops
+		// touching what it held, which this attempt now settles.
+		a.rec.OwnedIDs = prev.OwnedIDs
+		err = a.s.replaceRecord(ctx, a.rec, prev.Nonce, prev.UpdatedAt)
+		a.rec.OwnedIDs = nil
+		if errors.Is(err, errLeaseLost) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
 		a.c.log("cleaning up a crashed claim attempt", "run", a.req.RunID, "instances", prev.OwnedIDs)
-		if _, err := a.c.releaseAll(ctx, a.s, a.cfg, prev.Request, prev.OwnedIDs); err != nil {
+		if _, err := a.c.releaseAll(ctx, a.s, a.cfg, prev.Request, a.rec.Nonce, prev.OwnedIDs); err != nil {
 			return nil, fmt.Errorf("cleaning up the crashed earlier attempt of run %s: %w", a.req.RunID, err)
 		}
 		if _, err := a.c.terminateUnrecorded(ctx, a.s, a.req.Pool, a.req.RunID); err != nil {
 			return nil, fmt.Errorf("cleaning up the crashed earlier attempt of run %s: %w", a.req.RunID, err)
 		}
-		return nil, a.s.putRecord(ctx, a.rec, false)
+		return nil, nil
 	}
 }
 
@@ -264,15 +287,30 @@ func sameClaim(a, b Request) bool {
 		slices.Equal(a.AllowedTypes, b.AllowedTypes)
 }
 
-// keepLease refreshes the pending claim record until the returned stop is called.
-func (a *attempt) keepLease(ctx context.Context) (stop func()) {
+// keepLease refreshes the pending claim record until the returned stop is
+// called. The lease is lost, and lost is called, when the record changed
+// hands or when it could not be refreshed for so long that another attempt
+// may take it over before the next try.
+func (a *attempt) keepLease(ctx context.Context, lost context.CancelCauseFunc) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
+	runID, nonce := a.req.RunID, a.rec.Nonce
 	go func() {
 		defer close(done)
+		refreshed := a.c.now()
 		for sleep(ctx, leaseInterval) == nil {
-			if err := a.s.touchRecord(ctx, a.req.RunID, a.rec.Nonce); err != nil && ctx.Err() == nil {
-				a.c.log("refreshing the claim record failed", "error", err.Error())
+			err := a.s.touchRecord(ctx, runID, nonce)
+			switch {
+			case err == nil:
+				refreshed = a.c.now()
+			case ctx.Err() != nil:
+				return
+			case errors.Is(err, errLeaseLost) || a.c.now().Sub(refreshed) >= leaseTimeout-leaseInterval:
+				a.c.log("claim: lost the claim record's lease", "run", runID, "error", err.Error())
+				lost(errLeaseLost)
+				return
+			default:
+				a.c.log("refreshing the claim record failed", "run", runID, "error", err.Error())
 			}
 		}
 	}()
@@ -384,7 +422,7 @@ func (a *attempt) claimAll(ctx context.Context, msgs []protocol.Message) ([]Inst
 	for i, m := range msgs {
 		ids[i] = m.ID
 	}
-	if err := a.s.addOwned(ctx, a.req.RunID, ids...); err != nil {
+	if err := a.s.addOwned(ctx, a.req.RunID, a.rec.Nonce, ids...); err != nil {
 		return nil, err
 	}
 	if err := a.s.handToken(ctx, a.cfg.InstanceARNPrefix, ids, a.regToken); err != nil {
@@ -523,6 +561,11 @@ func (a *attempt) finish(ctx context.Context, insts []Instance) error {
 		}
 	}
 	if !together {
+		// One by one, the runners' writes cannot be tied to the record's:
+		// make sure it is still this attempt's first.
+		if err := a.s.touchRecord(ctx, a.req.RunID, a.rec.Nonce); err != nil {
+			return err
+		}
 		errs = a.s.applyEach(ctx, ids, toRunning)
 	}
 	var failed []error
@@ -538,7 +581,7 @@ func (a *attempt) finish(ctx context.Context, insts []Instance) error {
 	if len(failed) > 0 || together {
 		return errors.Join(failed...)
 	}
-	return a.s.putRecord(ctx, a.rec, false)
+	return a.s.replaceRecord(ctx, a.rec, a.rec.Nonce, "")
 }
 
 // rollback gives back or terminates everything the attempt holds, removes
@@ -552,10 +595,10 @@ func (a *attempt) rollback(ctx context.Context, cause error) error {
 			reused++
 		}
 	}
-	outcomes, err := a.c.releaseHeld(ctx, a.s, a.cfg, a.req, a.held)
+	outcomes, err := a.c.releaseHeld(ctx, a.s, a.cfg, a.req, a.rec.Nonce, a.held)
 	if err != nil {
 		cleanupErrs = append(cleanupErrs, err)
-	} else if err := a.s.deleteRecord(ctx, a.req.RunID); err != nil {
+	} else if err := a.s.deleteRecord(ctx, a.req.RunID, a.rec.Nonce); err != nil {
 		cleanupErrs = append(cleanupErrs, err)
 	}
 	lines := append(append(append([]string{}, a.failures...), a.notes...), outcomes...)

@@ -68,15 +68,28 @@ func TestFakeTableEvaluatesConditions(t *testing.T) {
 		}
 	}
 
-	// ADD grows a string set, creating the item when missing.
-	if err := st.addOwned(ctx, "r", "i-1", "i-2"); err != nil {
+	// ADD grows a string set; its owner's condition keeps it from
+	// recreating a deleted record.
+	if err := st.addOwned(ctx, "r", "n1", "i-1"); !errors.Is(err, errLeaseLost) {
+		t.Errorf("ADD to a missing record: %v, want errLeaseLost", err)
+	}
+	record := protocol.Key(protocol.TypeClaim, "r")
+	record[attrNonce] = str("n1")
+	db.put(record)
+	if err := st.addOwned(ctx, "r", "n1", "i-1", "i-2"); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.addOwned(ctx, "r", "i-2", "i-3"); err != nil {
+	if err := st.addOwned(ctx, "r", "n1", "i-2", "i-3"); err != nil {
 		t.Fatal(err)
 	}
 	if got := render(db.get(protocol.TypeClaim, "r")); !strings.Contains(got, `instanceIds=SS:["i-1" "i-2" "i-3"]`) {
 		t.Errorf("claim item %s", got)
+	}
+	if err := st.dropOwned(ctx, "r", "n2", "i-1"); !errors.Is(err, errLeaseLost) {
+		t.Errorf("DELETE by another attempt: %v, want errLeaseLost", err)
+	}
+	if err := st.deleteRecord(ctx, "r", "n2"); err != nil || db.get(protocol.TypeClaim, "r") == nil {
+		t.Errorf("another attempt's delete: %v, and the record is gone", err)
 	}
 
 	db.fail("GetItem", 1, errTransient)

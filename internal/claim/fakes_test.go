@@ -143,6 +143,8 @@ var (
 		"attribute_not_exists(PK)":                                          true,
 		"#updatedAt = :prev":                                                true,
 		"attribute_not_exists(PK) OR #updatedAt < :cutoff":                  true,
+		"#nonce = :nonce":                                                   true,
+		"#nonce = :nonce AND #updatedAt = :updatedAt":                       true,
 	}
 	knownUpdates = map[string]bool{
 		"SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now":                          true,
@@ -568,14 +570,12 @@ func (f *fakeTable) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput
 	if err := f.enter(ctx, "DeleteItem", in.TableName, in); err != nil {
 		return nil, err
 	}
-	if in.ConditionExpression != nil {
-		return nil, errors.New("fake dynamodb: DeleteItem conditions are not supported")
-	}
-	k, err := keyString(in.Key)
+	w, err := f.plan(in.Key, in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues, in.ReturnValuesOnConditionCheckFailure,
+		func(*exprEnv, item) (item, error) { return nil, nil })
 	if err != nil {
 		return nil, err
 	}
-	delete(f.items, k)
+	delete(f.items, w.k)
 	return &dynamodb.DeleteItemOutput{}, nil
 }
 

@@ -76,7 +76,7 @@ func (a *attempt) launch(ctx context.Context, n int) ([]Instance, error) {
 		}
 		return nil, abandon(launched, fmt.Errorf("CreateFleet launched %d of %d instance(s) (%s)", len(launched), n, strings.Join(reasons, "; ")))
 	}
-	if err := a.s.addOwned(ctx, a.req.RunID, instanceIDs(launched)...); err != nil {
+	if err := a.s.addOwned(ctx, a.req.RunID, a.rec.Nonce, instanceIDs(launched)...); err != nil {
 		return nil, abandon(launched, err)
 	}
 	// The agent reads its token once its record names the run.

@@ -227,7 +227,7 @@ func (c *Claimer) terminateUnrecorded(ctx context.Context, s *store, poolName, r
 // reapStaleClaims deletes pending claim records whose attempt stopped
 // refreshing them long ago and whose instances are all gone.
 func (c *Claimer) reapStaleClaims(ctx context.Context, s *store, live map[string]protocol.Instance, running map[string]time.Time, now time.Time) ([]string, error) {
-	var stale []string
+	var stale []Record
 	err := s.queryType(ctx, protocol.TypeClaim, func(item map[string]types.AttributeValue) {
 		r, err := recordFromItem(s.table, item)
 		updated, terr := protocol.ParseTime(r.UpdatedAt)
@@ -242,15 +242,17 @@ func (c *Claimer) reapStaleClaims(ctx context.Context, s *store, live map[string
 				return
 			}
 		}
-		stale = append(stale, r.Request.RunID)
+		stale = append(stale, r)
 	})
 	if err != nil {
 		return nil, err
 	}
-	for _, runID := range stale {
-		if err := s.deleteRecord(ctx, runID); err != nil {
+	runIDs := make([]string, len(stale))
+	for i, r := range stale {
+		if err := s.deleteRecord(ctx, r.Request.RunID, r.Nonce); err != nil {
 			return nil, err
 		}
+		runIDs[i] = r.Request.RunID
 	}
-	return stale, nil
+	return runIDs, nil
 }

@@ -121,18 +121,44 @@ func (s *store) readRecord(ctx context.Context, pool, runID string) (Record, boo
 	return r, err == nil, err
 }
 
-// recordPut is the write of r, for a transaction.
-func (s *store) recordPut(r Record) *types.Put {
-	return &types.Put{TableName: aws.String(s.table), Item: r.item(protocol.FormatTime(s.now()))}
+// errLeaseLost: the claim record no longer belongs to this attempt. Its
+// lease lapsed and another attempt of the run took the record over (and with
+// it the cleanup of every instance the record lists), or it was deleted.
+var errLeaseLost = errors.New("the claim record was taken over by another attempt of the run (this one's lease lapsed)")
+
+// ownedBy is the condition that the record still belongs to the attempt
+// with nonce: every write of an attempt to its record carries it, so a
+// stalled attempt cannot change, recreate or delete its successor's record.
+func ownedBy(nonce string) (string, map[string]string, map[string]types.AttributeValue) {
+	return "#nonce = :nonce", map[string]string{"#nonce": attrNonce}, map[string]types.AttributeValue{":nonce": str(nonce)}
 }
 
-// putRecord writes the record; onlyNew makes it fail when one exists.
-func (s *store) putRecord(ctx context.Context, r Record, onlyNew bool) error {
-	in := &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: r.item(protocol.FormatTime(s.now()))}
-	if onlyNew {
-		in.ConditionExpression = aws.String("attribute_not_exists(PK)")
+// leaseError turns a failed ownership condition into errLeaseLost.
+func leaseError(err error, what string) error {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return errLeaseLost
 	}
-	_, err := s.db.PutItem(ctx, in)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// recordPut is the write of r, for a transaction: r's attempt must still own
+// the record.
+func (s *store) recordPut(r Record) *types.Put {
+	cond, names, values := ownedBy(r.Nonce)
+	return &types.Put{TableName: aws.String(s.table), Item: r.item(protocol.FormatTime(s.now())),
+		ConditionExpression: aws.String(cond), ExpressionAttributeNames: names, ExpressionAttributeValues: values}
+}
+
+// createRecord writes a new record; errConditionFailed when one exists.
+func (s *store) createRecord(ctx context.Context, r Record) error {
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.table), Item: r.item(protocol.FormatTime(s.now())),
+		ConditionExpression: aws.String("attribute_not_exists(PK)"),
+	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		return errConditionFailed
@@ -143,56 +169,74 @@ func (s *store) putRecord(ctx context.Context, r Record, onlyNew bool) error {
 	return nil
 }
 
+// replaceRecord writes r over the record of the attempt with nonce, as it
+// stood when refreshed at updatedAt ("": whenever). errLeaseLost when the
+// record changed hands, or was refreshed since.
+func (s *store) replaceRecord(ctx context.Context, r Record, nonce, updatedAt string) error {
+	cond, names, values := ownedBy(nonce)
+	if updatedAt != "" {
+		cond += " AND #updatedAt = :updatedAt"
+		names["#updatedAt"] = protocol.AttrUpdatedAt
+		values[":updatedAt"] = str(updatedAt)
+	}
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.table), Item: r.item(protocol.FormatTime(s.now())),
+		ConditionExpression: aws.String(cond), ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+	})
+	return leaseError(err, "writing claim record "+r.Request.RunID)
+}
+
+// changeOwned adds ids to (ADD) or removes them from (DELETE) the set of
+// instances of the record that the attempt with nonce owns.
+func (s *store) changeOwned(ctx context.Context, runID, nonce, op string, ids []string) error {
+	cond, names, values := ownedBy(nonce)
+	names["#ids"] = attrInstanceIDs
+	values[":ids"] = &types.AttributeValueMemberSS{Value: ids}
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: protocol.Key(protocol.TypeClaim, runID),
+		UpdateExpression:    aws.String(op + " #ids :ids"),
+		ConditionExpression: aws.String(cond), ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+	})
+	return leaseError(err, fmt.Sprintf("updating the instances %v of claim record %s", ids, runID))
+}
+
 // addOwned grows the record's set of instances before anything else is done
 // with them, so a crash cannot lose track of one.
-func (s *store) addOwned(ctx context.Context, runID string, ids ...string) error {
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       protocol.Key(protocol.TypeClaim, runID),
-		UpdateExpression:          aws.String("ADD #ids :ids"),
-		ExpressionAttributeNames:  map[string]string{"#ids": attrInstanceIDs},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":ids": &types.AttributeValueMemberSS{Value: ids}},
-	})
-	if err != nil {
-		return fmt.Errorf("adding %v to claim record %s: %w", ids, runID, err)
-	}
-	return nil
+func (s *store) addOwned(ctx context.Context, runID, nonce string, ids ...string) error {
+	return s.changeOwned(ctx, runID, nonce, "ADD", ids)
 }
 
 // dropOwned removes settled instances from the record, so that a release
 // retried after a crash does not settle them twice.
-func (s *store) dropOwned(ctx context.Context, runID string, ids ...string) error {
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       protocol.Key(protocol.TypeClaim, runID),
-		UpdateExpression:          aws.String("DELETE #ids :ids"),
-		ExpressionAttributeNames:  map[string]string{"#ids": attrInstanceIDs},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":ids": &types.AttributeValueMemberSS{Value: ids}},
-	})
-	if err != nil {
-		return fmt.Errorf("removing %v from claim record %s: %w", ids, runID, err)
-	}
-	return nil
+func (s *store) dropOwned(ctx context.Context, runID, nonce string, ids ...string) error {
+	return s.changeOwned(ctx, runID, nonce, "DELETE", ids)
 }
 
 // touchRecord refreshes a pending record's updatedAt while its attempt runs,
 // so that another apply can tell a live attempt from a crashed one.
 func (s *store) touchRecord(ctx context.Context, runID, nonce string) error {
+	cond, names, values := ownedBy(nonce)
+	names["#updatedAt"] = protocol.AttrUpdatedAt
+	values[":now"] = str(protocol.FormatTime(s.now()))
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       protocol.Key(protocol.TypeClaim, runID),
-		UpdateExpression:          aws.String("SET #updatedAt = :now"),
-		ConditionExpression:       aws.String("#nonce = :nonce"),
-		ExpressionAttributeNames:  map[string]string{"#updatedAt": protocol.AttrUpdatedAt, "#nonce": attrNonce},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":now": str(protocol.FormatTime(s.now())), ":nonce": str(nonce)},
+		TableName: aws.String(s.table), Key: protocol.Key(protocol.TypeClaim, runID),
+		UpdateExpression:    aws.String("SET #updatedAt = :now"),
+		ConditionExpression: aws.String(cond), ExpressionAttributeNames: names, ExpressionAttributeValues: values,
 	})
-	return err
+	return leaseError(err, "refreshing claim record "+runID)
 }
 
-func (s *store) deleteRecord(ctx context.Context, runID string) error {
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: protocol.Key(protocol.TypeClaim, runID)})
-	if err != nil {
-		return fmt.Errorf("deleting claim record %s: %w", runID, err)
+// deleteRecord deletes the record of the attempt with nonce. A record gone
+// already, or another attempt's now, is left as it is: not ours to delete.
+func (s *store) deleteRecord(ctx context.Context, runID, nonce string) error {
+	cond, names, values := ownedBy(nonce)
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(s.table), Key: protocol.Key(protocol.TypeClaim, runID),
+		ConditionExpression: aws.String(cond), ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+	})
+	if err = leaseError(err, "deleting claim record "+runID); errors.Is(err, errLeaseLost) {
+		s.log("claim record changed hands or is gone; left as it is", "run", runID)
+		return nil
 	}
-	return nil
+	return err
 }

@@ -31,11 +31,11 @@ func (c *Claimer) Release(ctx context.Context, poolName, runID string) ([]string
 	if err != nil {
 		return nil, err
 	}
-	outcomes, err := c.releaseAll(ctx, s, cfg, rec.Request, rec.OwnedIDs)
+	outcomes, err := c.releaseAll(ctx, s, cfg, rec.Request, rec.Nonce, rec.OwnedIDs)
 	if err != nil {
 		return outcomes, err // the record stays: a retried destroy picks up the rest
 	}
-	return outcomes, s.deleteRecord(ctx, runID)
+	return outcomes, s.deleteRecord(ctx, runID, rec.Nonce)
 }
 
 // ignoreMissingPool: a claim in a deleted pool has nothing left to release.
@@ -56,8 +56,9 @@ type settleItem struct {
 
 // releaseAll settles the instances of ids still held by req's run, as their
 // records say: claimed or running ones go back to the pool, created ones
-// (launched by an attempt that never finished) are terminated.
-func (c *Claimer) releaseAll(ctx context.Context, s *store, cfg protocol.PoolConfig, req Request, ids []string) ([]string, error) {
+// (launched by an attempt that never finished) are terminated. nonce is the
+// owner of the claim record that lists them.
+func (c *Claimer) releaseAll(ctx context.Context, s *store, cfg protocol.PoolConfig, req Request, nonce string, ids []string) ([]string, error) {
 	records, err := s.instances(ctx, ids)
 	if err != nil {
 		return nil, err
@@ -91,18 +92,18 @@ func (c *Claimer) releaseAll(ctx context.Context, s *store, cfg protocol.PoolCon
 			items = append(items, settleItem{id: id, state: r.State, instanceType: r.InstanceType, usageClass: r.UsageClass, terminate: r.State == protocol.StateCreated})
 		}
 	}
-	settled, err := c.settleAll(ctx, s, cfg, req, items)
+	settled, err := c.settleAll(ctx, s, cfg, req, nonce, items)
 	return append(outcomes, settled...), err
 }
 
 // releaseHeld settles what a failed attempt holds: warm runners go back to
 // the pool, runners it launched are terminated.
-func (c *Claimer) releaseHeld(ctx context.Context, s *store, cfg protocol.PoolConfig, req Request, held map[string]*held) ([]string, error) {
+func (c *Claimer) releaseHeld(ctx context.Context, s *store, cfg protocol.PoolConfig, req Request, nonce string, held map[string]*held) ([]string, error) {
 	items := make([]settleItem, 0, len(held))
 	for id, h := range held {
 		items = append(items, settleItem{id: id, state: h.state, instanceType: h.inst.InstanceType, usageClass: h.inst.UsageClass, terminate: h.inst.Source == SourceFleet})
 	}
-	return c.settleAll(ctx, s, cfg, req, items)
+	return c.settleAll(ctx, s, cfg, req, nonce, items)
 }
 
 // settleAll settles instances and reports each outcome. Runners given back
@@ -113,7 +114,7 @@ func (c *Claimer) releaseHeld(ctx context.Context, s *store, cfg protocol.PoolCo
 // confirmed ones go back to the queue in batches, the others are
 // terminated; and every settled instance leaves the claim record in one
 // write, so that a release retried after a crash does not settle it twice.
-func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConfig, req Request, items []settleItem) ([]string, error) {
+func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConfig, req Request, nonce string, items []settleItem) ([]string, error) {
 	var (
 		mu       sync.Mutex
 		outcomes = map[string]string{}
@@ -227,7 +228,7 @@ func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConf
 		lines[i] = id + ": " + outcomes[id]
 	}
 	if len(done) > 0 {
-		if err := s.dropOwned(ctx, req.RunID, done...); err != nil {
+		if err := s.dropOwned(ctx, req.RunID, nonce, done...); err != nil {
 			errs = append(errs, err)
 		}
 	}

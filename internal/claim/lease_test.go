@@ -1,0 +1,115 @@
+package claim
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+// takeOverOnClaim makes another attempt of the run take the claim record
+// over (a new nonce, what the record lists) the moment the attempt under
+// test claims instance id: its lease lapsed while it stalled.
+func (e *env) takeOverOnClaim(id, successor string) {
+	react := e.db.onInstance
+	e.db.onInstance = func(old, cur protocol.Instance, existed bool) []item {
+		out := react(old, cur, existed)
+		if cur.ID == id && cur.State == protocol.StateClaimed && old.State == protocol.StateIdle {
+			it := e.db.items[itemKeyString(protocol.Key(protocol.TypeClaim, testRun))]
+			rec, err := recordFromItem(testPool, it)
+			if err != nil {
+				panic(err)
+			}
+			rec.Nonce = successor
+			out = append(out, rec.item(protocol.StringAttr(it, protocol.AttrUpdatedAt)))
+		}
+		return out
+	}
+}
+
+// A stalled attempt whose record another attempt took over stops: it does
+// not complete the claim over its successor's record, hand the runners to
+// the run, or release them (they are listed in the record the successor
+// settles).
+func TestCreateStopsWhenItsRecordIsTakenOver(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.seedIdle("i-1", healthy)
+	e.takeOverOnClaim("i-1", "successor")
+	_, err := e.create(1)
+	if !errors.Is(err, errLeaseLost) {
+		t.Fatalf("Create: %v, want the lease lost", err)
+	}
+	rec, ok := e.claimRecord()
+	if !ok || rec.Nonce != "successor" || rec.State != recordPending || !slices.Equal(rec.OwnedIDs, []string{"i-1"}) {
+		t.Errorf("claim record %+v (exists %v): want the successor's, pending, listing i-1", rec, ok)
+	}
+	if r := e.db.instance(t, "i-1"); r.State != protocol.StateClaimed || r.RunID != testRun {
+		t.Errorf("i-1 is %s for %q: the stalled attempt touched it after losing the record", r.State, r.RunID)
+	}
+	if q := e.sqs.queuedIDs(t, largeURL); len(q) != 0 {
+		t.Errorf("queue %v: the stalled attempt gave i-1 back", q)
+	}
+}
+
+// A new attempt takes over a crashed attempt's record only as it read it:
+// when that attempt refreshes the record between the read and the takeover
+// (it was stalled, not dead), it keeps the record and its runners.
+func TestCreateLeavesARecordRefreshedMeanwhile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.seedIdle("i-2", healthy)
+	e.seedRecord(protocol.Instance{ID: "i-1", State: protocol.StateClaimed, RunID: testRun, Threshold: protocol.FormatTime(time.Now().Add(claimedLifetime))}, healthy)
+	stalled := Record{Request: e.request(1), State: recordPending, Nonce: "stalled", OwnedIDs: []string{"i-1"}}
+	e.db.put(stalled.item(protocol.FormatTime(time.Now().Add(-2 * leaseTimeout))))
+	var reads int
+	e.db.failIf = func(op string, in any) error {
+		if op == "GetItem" && protocol.IdentifierOf(in.(*dynamodb.GetItemInput).Key) == testRun {
+			reads++
+		}
+		if reads == 1 && (op == "PutItem" || op == "BatchGetItem") { // the first thing after reading it
+			it := e.db.items[itemKeyString(protocol.Key(protocol.TypeClaim, testRun))]
+			it[protocol.AttrUpdatedAt] = str(protocol.FormatTime(time.Now()))
+			reads++
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), leaseInterval/2)
+	defer cancel()
+	if _, err := e.c.Create(ctx, e.request(1)); err == nil || !strings.Contains(err.Error(), "another apply is claiming runners") {
+		t.Fatalf("Create: %v, want it to wait for the live attempt", err)
+	}
+	if rec, ok := e.claimRecord(); !ok || rec.Nonce != "stalled" || !slices.Equal(rec.OwnedIDs, []string{"i-1"}) {
+		t.Errorf("claim record %+v (exists %v): want the stalled attempt's, listing i-1", rec, ok)
+	}
+	if r := e.db.instance(t, "i-1"); r.State != protocol.StateClaimed || r.RunID != testRun {
+		t.Errorf("i-1 is %s for %q: the live attempt's runner was released under it", r.State, r.RunID)
+	}
+}
+
+// The lease keeper tells the attempt when its record changed hands, instead
+// of logging and going on.
+func TestKeepLeaseReportsARecordTakenOver(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	theirs := Record{Request: e.request(1), State: recordPending, Nonce: "theirs"}
+	e.db.put(theirs.item(protocol.FormatTime(time.Now())))
+	a := &attempt{c: e.c, s: e.c.store(testPool), req: e.request(1), rec: Record{Nonce: "ours"}}
+	ctx, lost := context.WithCancelCause(context.Background())
+	stop := a.keepLease(context.Background(), lost)
+	defer stop()
+	await.Done(t, "the lease reported lost", ctx.Done())
+	if cause := context.Cause(ctx); !errors.Is(cause, errLeaseLost) {
+		t.Errorf("cause %v, want errLeaseLost", cause)
+	}
+	if rec, _ := e.claimRecord(); rec.Nonce != "theirs" {
+		t.Errorf("the record's nonce is %q: the keeper wrote over theirs", rec.Nonce)
+	}
+}
