@@ -11,16 +11,33 @@ import (
 // judge decides from what an agent published whether the wait for it is
 // over: done with a nil error when it did what was asked, done with the
 // reason when it failed or its deadline passed, not done to keep waiting.
-type judge func(st agentState, now, deadline time.Time) (done bool, err error)
+type judge func(st agentState, v view) (done bool, err error)
+
+// view is what the watch knows of an agent beyond its latest items, all on
+// the provider's clock.
+type view struct {
+	now, deadline time.Time
+	since         time.Time // when the watch began
+	// beating: its heartbeat changed between two reads, so the agent is
+	// alive whatever its clock says.
+	beating bool
+}
 
 // registered judges a runner that must register for runID and be healthy:
 // UD_REG_OK for the run with a fresh heartbeat, or a failure signal for the
 // run. healthyAtOnce: a warm runner must heartbeat from the start; a booting
 // one only by the end of the wait.
+//
+// The agent's clock is not the provider's: a heartbeat that changed between
+// two reads is fresh, and one whose own timestamp is recent enough is taken
+// as fresh too (the registration, which a dead agent cannot make, confirms
+// it). An agent is judged dead only on the provider's clock: no heartbeat
+// change in HeartbeatMaxAge since the watch began.
 func registered(runID string, wait time.Duration, healthyAtOnce bool, t Timings) judge {
-	return func(st agentState, now, deadline time.Time) (bool, error) {
+	return func(st agentState, v view) (bool, error) {
+		now, deadline := v.now, v.deadline
 		age := now.Sub(st.heartbeat)
-		healthy := !st.heartbeat.IsZero() && age <= t.HeartbeatMaxAge
+		healthy := v.beating || (!st.heartbeat.IsZero() && age <= t.HeartbeatMaxAge)
 		if sig := st.signal; sig.RunID == runID {
 			switch sig.State {
 			case protocol.SignalRegistrationFailed, protocol.SignalUserDataFailed:
@@ -31,11 +48,12 @@ func registered(runID string, wait time.Duration, healthyAtOnce bool, t Timings)
 				}
 			}
 		}
-		if !healthy && (healthyAtOnce || now.After(deadline)) {
+		silent := now.Sub(v.since) > t.HeartbeatMaxAge
+		if !healthy && ((healthyAtOnce && silent) || now.After(deadline)) {
 			if st.heartbeat.IsZero() {
 				return true, fmt.Errorf("unhealthy: no heartbeat")
 			}
-			return true, fmt.Errorf("unhealthy: last heartbeat %s ago (limit %s)", age.Truncate(time.Second), t.HeartbeatMaxAge)
+			return true, fmt.Errorf("unhealthy: no new heartbeat in %s (the last one stamped %s by its clock)", now.Sub(v.since).Truncate(time.Second), protocol.FormatTime(st.heartbeat))
 		}
 		if now.After(deadline) {
 			return true, fmt.Errorf("no %s for run %s within %s (last signal: %s)", protocol.SignalRegistered, runID, wait, describeSignal(st.signal))
@@ -47,7 +65,8 @@ func registered(runID string, wait time.Duration, healthyAtOnce bool, t Timings)
 // released judges a runner given back by runID: its agent must confirm it
 // left the run and is ready for the pool again.
 func released(runID string, wait time.Duration) judge {
-	return func(st agentState, now, deadline time.Time) (bool, error) {
+	return func(st agentState, v view) (bool, error) {
+		now, deadline := v.now, v.deadline
 		if sig := st.signal; sig.RunID == runID {
 			switch sig.State {
 			case protocol.SignalReleased:
@@ -69,21 +88,25 @@ func released(runID string, wait time.Duration) judge {
 type agentWatch struct {
 	s         *store
 	arnPrefix string // the pool config's: where the agents' partitions are
-	pending   map[string]watched
+	pending   map[string]*watched
 }
 
 type watched struct {
-	deadline time.Time
-	judge    judge
+	since, deadline time.Time
+	judge           judge
+	read            bool      // its heartbeat was read once
+	heartbeat       time.Time // as first read
+	beating         bool      // it changed since
 }
 
 func newAgentWatch(s *store, arnPrefix string) *agentWatch {
-	return &agentWatch{s: s, arnPrefix: arnPrefix, pending: map[string]watched{}}
+	return &agentWatch{s: s, arnPrefix: arnPrefix, pending: map[string]*watched{}}
 }
 
 // add waits on the agent of id for at most wait.
 func (w *agentWatch) add(id string, wait time.Duration, j judge) {
-	w.pending[id] = watched{deadline: w.s.now().Add(wait), judge: j}
+	now := w.s.now()
+	w.pending[id] = &watched{since: now, deadline: now.Add(wait), judge: j}
 }
 
 func (w *agentWatch) len() int { return len(w.pending) }
@@ -102,7 +125,13 @@ func (w *agentWatch) poll(ctx context.Context) (map[string]error, error) {
 	now := w.s.now()
 	decided := map[string]error{}
 	for id, p := range w.pending {
-		if done, err := p.judge(states[id], now, p.deadline); done {
+		st := states[id]
+		if !p.read {
+			p.read, p.heartbeat = true, st.heartbeat
+		} else if !st.heartbeat.Equal(p.heartbeat) {
+			p.beating = true
+		}
+		if done, err := p.judge(st, view{now: now, deadline: p.deadline, since: p.since, beating: p.beating}); done {
 			decided[id] = err
 			delete(w.pending, id)
 		}

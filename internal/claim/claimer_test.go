@@ -155,9 +155,10 @@ func TestCreateReusesWarmRunners(t *testing.T) {
 	_, _ = old1, old2
 }
 
-// A warm runner must be healthy from the start: one without a fresh
-// heartbeat is let go at once, not after the registration wait.
-func TestCreateRejectsUnhealthyWarmRunnerAtOnce(t *testing.T) {
+// A warm runner must be healthy from the start: one whose heartbeat does
+// not change within heartbeat_max_age (on the provider's clock) is let go
+// then, not after the registration wait.
+func TestCreateRejectsASilentWarmRunnerEarly(t *testing.T) {
 	for _, b := range []behavior{staleHeartbeat, noHeartbeat} {
 		t.Run(b.String(), func(t *testing.T) {
 			t.Parallel()
@@ -167,7 +168,7 @@ func TestCreateRejectsUnhealthyWarmRunnerAtOnce(t *testing.T) {
 			// A wait no claim comes near unless it waits it out.
 			const wait = 10 * time.Minute
 			start := time.Now()
-			res, err := e.create(1, func(r *Request) { r.Timings.RegistrationWait = wait })
+			res, err := e.create(1, func(r *Request) { r.Timings.RegistrationWait, r.Timings.HeartbeatMaxAge = wait, time.Second })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -336,7 +337,7 @@ func TestCreateReplacesRunnerFailingChecks(t *testing.T) {
 		signal  string // the latest signal before the claim, for another run
 		errText string
 	}{
-		{"stale heartbeat", staleHeartbeat, "", "unhealthy: last heartbeat"},
+		{"stale heartbeat", staleHeartbeat, "", "unhealthy: no new heartbeat"},
 		{"no heartbeat", noHeartbeat, "", "unhealthy: no heartbeat"},
 		{"registration fails", registrationFails, "", "UD_REG_FAILED"},
 		{"never registers", neverRegisters, "", "no UD_REG_OK for run " + testRun},

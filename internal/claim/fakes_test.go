@@ -70,6 +70,9 @@ type fakeTable struct {
 	onInstance func(old, cur protocol.Instance, existed bool) []item
 	// queryPage is Query's page size (0: everything in one page).
 	queryPage int
+	// beforeBatchGet runs before every BatchGetItem, under the lock; the
+	// items it returns are written first (the agents' heartbeat loops).
+	beforeBatchGet func() []item
 }
 
 func newFakeTable(name string) *fakeTable {
@@ -585,6 +588,11 @@ func (f *fakeTable) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemI
 	if err := f.enter(ctx, "BatchGetItem", nil, in); err != nil {
 		return nil, err
 	}
+	if f.beforeBatchGet != nil {
+		for _, it := range f.beforeBatchGet() {
+			f.items[itemKeyString(it)] = it
+		}
+	}
 	out := &dynamodb.BatchGetItemOutput{Responses: map[string][]map[string]types.AttributeValue{}}
 	for table, ka := range in.RequestItems {
 		if table != f.name {
@@ -802,6 +810,23 @@ type fakeAgents struct {
 	releaseDelay time.Duration
 	table        *fakeTable
 	signalled    map[string]time.Time // instance -> when the release was confirmed
+	// clockSkew: the agents' clocks run this far ahead of the provider's
+	// (behind when negative), in every heartbeat they write.
+	clockSkew time.Duration
+}
+
+// heartbeats are the ones the agents that heartbeat write now, as their
+// loops do every few seconds (wired to fakeTable.beforeBatchGet).
+func (a *fakeAgents) heartbeats() []item {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []item
+	for id, b := range a.behaviors {
+		if b != staleHeartbeat && b != noHeartbeat {
+			out = append(out, heartbeatAt(id, time.Now().Add(a.clockSkew)))
+		}
+	}
+	return out
 }
 
 func (a *fakeAgents) set(id string, b behavior) {
@@ -843,7 +868,7 @@ func (a *fakeAgents) react(old, cur protocol.Instance, existed bool) []item {
 	}
 	var out []item
 	if b != staleHeartbeat && b != noHeartbeat {
-		out = append(out, heartbeatAt(cur.ID, time.Now()))
+		out = append(out, heartbeatAt(cur.ID, time.Now().Add(a.clockSkew)))
 	}
 	switch {
 	case cur.RunID != "" && (!existed || old.RunID != cur.RunID):

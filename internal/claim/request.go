@@ -20,7 +20,7 @@ type Timings struct {
 func DefaultTimings() Timings {
 	return Timings{
 		HeartbeatMaxAge:     15 * time.Second,
-		RegistrationWait:    10 * time.Second,
+		RegistrationWait:    20 * time.Second,
 		FleetValidationWait: 180 * time.Second,
 		ReleaseWait:         120 * time.Second,
 		PollInterval:        250 * time.Millisecond,

@@ -87,12 +87,12 @@ func (r *claimResource) Metadata(_ context.Context, req resource.MetadataRequest
 
 func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	replace := []planmodifier.String{stringplanmodifier.RequiresReplace()}
-	wait := func(desc string, def time.Duration, max time.Duration) schema.StringAttribute {
+	wait := func(desc string, def, min, max time.Duration) schema.StringAttribute {
 		return schema.StringAttribute{
 			Optional: true, Computed: true,
 			Description:   desc + " Default `" + protocol.FormatDuration(def) + "`.",
 			Default:       stringdefault.StaticString(protocol.FormatDuration(def)),
-			Validators:    []validator.String{durationBetween(time.Second, max)},
+			Validators:    []validator.String{durationBetween(min, max)},
 			PlanModifiers: replace,
 		}
 	}
@@ -153,11 +153,13 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 				Default:       booldefault.StaticBool(true),
 				PlanModifiers: []planmodifier.Bool{boolplanmodifier.RequiresReplace()},
 			},
-			"heartbeat_max_age": wait("A runner whose last heartbeat is older is unhealthy; at most `10m`.", d.HeartbeatMaxAge, 10*time.Minute),
-			"registration_wait": wait("How long a warm runner has to register for the run after it is claimed; at most `1m`.", d.RegistrationWait, time.Minute),
+			// Floors: shorter waits judge live runners dead on a slow
+			// network or a busy agent, and burn the pool.
+			"heartbeat_max_age": wait("A runner whose heartbeat has not changed for this long, on the provider's clock, is unhealthy (a heartbeat stamped more recently by the agent's own clock also counts as fresh); from `15s` to `10m`.", d.HeartbeatMaxAge, 15*time.Second, 10*time.Minute),
+			"registration_wait": wait("How long a warm runner has to register for the run after it is claimed; from `15s` to `1m`.", d.RegistrationWait, 15*time.Second, time.Minute),
 			// Claimed runners live 5 minutes (PROTOCOL.md) and must outlast the fleet's validation.
-			"fleet_validation_wait": wait("How long new instances have to boot, register and heartbeat; at most `4m`, as warm runners claimed meanwhile must reach `running` within their 5 minute claimed lifetime.", d.FleetValidationWait, 4*time.Minute),
-			"release_wait":          wait("How long a runner has to confirm its release on destroy before it is terminated instead; at most `10m`.", d.ReleaseWait, 10*time.Minute),
+			"fleet_validation_wait": wait("How long new instances have to boot, register and heartbeat; at most `4m`, as warm runners claimed meanwhile must reach `running` within their 5 minute claimed lifetime.", d.FleetValidationWait, time.Second, 4*time.Minute),
+			"release_wait":          wait("How long a runner has to confirm its release on destroy before it is terminated instead; at most `10m`.", d.ReleaseWait, time.Second, 10*time.Minute),
 			"label": schema.StringAttribute{
 				Computed: true, Description: "The runners' label, for `runs-on`: the run id.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},

@@ -175,7 +175,7 @@ func TestAccClaim_unhealthyRunnerReplaced(t *testing.T) {
 			{
 				Config: e.poolConfig() + e.claimConfig("test", `
   run_id            = "run-sick"
-  registration_wait = "2s"`),
+  registration_wait = "15s"`),
 				ConfigStateChecks: counts("ec2runners_claim.test", 0, 1),
 				Check: resource.ComposeTestCheckFunc(
 					e.checkRecords(protocol.StateTerminated, "run-sick", &sick),
