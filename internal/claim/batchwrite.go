@@ -15,10 +15,25 @@ const (
 	// batchWriteLimit is BatchWriteItem's limit of items per call.
 	batchWriteLimit = 25
 	// unprocessedAttempts bounds the calls for one batch: DynamoDB returns
-	// unprocessed items when throttled, which the SDK does not retry.
+	// unprocessed items (and keys) when throttled, which the SDK does not
+	// retry.
 	unprocessedAttempts = 8
 	unprocessedBackoff  = 50 * time.Millisecond
 )
+
+// unprocessedPause waits before call attempt (1-based) of a batch that left
+// items unprocessed: not before the first, then a jittered, growing wait,
+// and an error past unprocessedAttempts.
+func unprocessedPause(ctx context.Context, attempt int, what func() string) error {
+	if attempt > unprocessedAttempts {
+		return fmt.Errorf("%s unprocessed %d times", what(), unprocessedAttempts)
+	}
+	if attempt == 1 {
+		return nil
+	}
+	wait := unprocessedBackoff << (attempt - 2)
+	return sleep(ctx, wait/2+rand.N(wait/2+1))
+}
 
 // putAll writes items unconditionally, 25 per BatchWriteItem, and writes
 // the items a call left unprocessed again after a jittered, growing wait.
@@ -29,14 +44,10 @@ func (s *store) putAll(ctx context.Context, items []map[string]types.AttributeVa
 			pending[i] = types.WriteRequest{PutRequest: &types.PutRequest{Item: it}}
 		}
 		for attempt := 1; len(pending) > 0; attempt++ {
-			if attempt > unprocessedAttempts {
-				return fmt.Errorf("table %s left %d of %d writes unprocessed %d times", s.table, len(pending), len(chunk), unprocessedAttempts)
-			}
-			if attempt > 1 {
-				wait := unprocessedBackoff << (attempt - 2)
-				if err := sleep(ctx, wait/2+rand.N(wait/2+1)); err != nil {
-					return err
-				}
+			if err := unprocessedPause(ctx, attempt, func() string {
+				return fmt.Sprintf("table %s left %d of %d writes", s.table, len(pending), len(chunk))
+			}); err != nil {
+				return err
 			}
 			out, err := s.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{s.table: pending}})
 			if err != nil {

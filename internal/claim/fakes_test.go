@@ -59,9 +59,9 @@ type fakeTable struct {
 	// loseAnswer makes a write that succeeded report errTransient when it
 	// returns true, as a connection lost before the answer would.
 	loseAnswer func(op string, in any) bool
-	// unprocessOnce makes the first BatchGetItem of more than one key
-	// return its last key as unprocessed.
-	unprocessOnce bool
+	// unprocessedReads: this many BatchGetItem calls leave their last key
+	// unprocessed, as a throttled table does.
+	unprocessedReads int
 	// unprocessedWrites: this many BatchWriteItem calls leave their last
 	// item unprocessed.
 	unprocessedWrites int
@@ -602,8 +602,8 @@ func (f *fakeTable) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemI
 			return nil, fmt.Errorf("fake dynamodb: ValidationException: %d keys in one BatchGetItem", len(ka.Keys))
 		}
 		keys := ka.Keys
-		if f.unprocessOnce && len(keys) > 1 {
-			f.unprocessOnce = false
+		if f.unprocessedReads > 0 {
+			f.unprocessedReads--
 			out.UnprocessedKeys = map[string]types.KeysAndAttributes{table: {Keys: keys[len(keys)-1:], ConsistentRead: ka.ConsistentRead}}
 			keys = keys[:len(keys)-1]
 		}

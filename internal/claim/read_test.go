@@ -3,9 +3,11 @@ package claim
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -35,7 +37,7 @@ func TestRead(t *testing.T) {
 	insts = append(insts, Instance{ID: "i-gone", Source: SourceFleet})
 	rec := Record{Request: e.request(len(insts)), State: recordComplete, Nonce: "n1", Instances: insts, OwnedIDs: instanceIDs(insts)}
 	e.db.put(rec.item(protocol.FormatTime(time.Now())))
-	e.db.unprocessOnce = true // Read must follow unprocessed keys
+	e.db.unprocessedReads = 1 // Read must follow unprocessed keys
 
 	got, live, ok, err := e.c.Read(context.Background(), testPool, testRun)
 	if err != nil || !ok {
@@ -86,5 +88,34 @@ func TestReadAfterCreate(t *testing.T) {
 	}
 	if !slices.Equal(ids(live), ids(res.Instances)) || !slices.Equal(ids(rec.Instances), ids(res.Instances)) {
 		t.Errorf("live %v, record %v, created %v", ids(live), ids(rec.Instances), ids(res.Instances))
+	}
+}
+
+// A throttled table leaves keys of a BatchGetItem unprocessed: they are
+// read again after a growing wait, and a table that keeps leaving them is
+// an error after a bounded number of calls, not a busy loop.
+func TestBatchGetBacksOffOnUnprocessedKeys(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.seedRecord(protocol.Instance{ID: "i-1", State: protocol.StateIdle, Threshold: protocol.FormatTime(time.Now().Add(time.Hour))}, healthy)
+	s := e.c.store(testPool)
+	ctx, cancel := context.WithTimeout(context.Background(), await.Patience)
+	defer cancel()
+
+	e.db.unprocessedReads = 2
+	got, err := s.instances(ctx, []string{"i-1"})
+	if err != nil || got["i-1"].State != protocol.StateIdle {
+		t.Fatalf("instances: %v, %v", got, err)
+	}
+	if n := e.db.count("BatchGetItem"); n != 3 {
+		t.Errorf("%d BatchGetItem calls, want 3", n)
+	}
+
+	e.db.unprocessedReads = 1 << 30
+	if _, err := s.instances(ctx, []string{"i-1"}); err == nil || !strings.Contains(err.Error(), "unprocessed 8 times") {
+		t.Errorf("a table that never reads: %v", err)
+	}
+	if n := e.db.count("BatchGetItem") - 3; n != unprocessedAttempts {
+		t.Errorf("%d BatchGetItem calls for a table that never reads, want %d", n, unprocessedAttempts)
 	}
 }

@@ -262,7 +262,12 @@ func (s *store) batchGet(ctx context.Context, typ string, ids []string) ([]map[s
 func (s *store) batchGetKeys(ctx context.Context, keys []map[string]types.AttributeValue) ([]map[string]types.AttributeValue, error) {
 	var items []map[string]types.AttributeValue
 	req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
-	for len(req) > 0 && len(req[s.table].Keys) > 0 {
+	for attempt := 1; len(req) > 0 && len(req[s.table].Keys) > 0; attempt++ {
+		if err := unprocessedPause(ctx, attempt, func() string {
+			return fmt.Sprintf("table %s left %d of %d reads", s.table, len(req[s.table].Keys), len(keys))
+		}); err != nil {
+			return nil, err
+		}
 		out, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
 		if err != nil {
 			return nil, fmt.Errorf("reading table %s: %w", s.table, err)
