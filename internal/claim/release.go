@@ -46,6 +46,22 @@ func ignoreMissingPool(err error) error {
 	return err
 }
 
+// settleMargin is kept free before the caller's deadline for what follows
+// the wait for the agents: terminating the runners that did not confirm
+// their release, and recording it.
+const settleMargin = 20 * time.Second
+
+// releaseWaitWithin shortens wait so that it ends settleMargin before ctx's
+// deadline (at once when less is left): a release settles every runner
+// before its caller gives up, rather than fail and leave them idle without
+// a message.
+func releaseWaitWithin(ctx context.Context, wait time.Duration) time.Duration {
+	if deadline, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(deadline)-settleMargin)
+	}
+	return max(wait, 0)
+}
+
 // settleItem is one instance to give back or terminate.
 type settleItem struct {
 	id, state, instanceType, usageClass string
@@ -183,8 +199,9 @@ func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConf
 		}
 	})
 	watch := newAgentWatch(s, cfg.InstanceARNPrefix)
+	wait := releaseWaitWithin(ctx, req.Timings.ReleaseWait)
 	for id := range idleBy {
-		watch.add(id, req.Timings.ReleaseWait, released(req.RunID, req.Timings.ReleaseWait))
+		watch.add(id, wait, released(req.RunID, wait))
 	}
 	decided, err := watch.wait(ctx, req.Timings.PollInterval)
 	var confirmed []string

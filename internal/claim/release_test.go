@@ -312,3 +312,28 @@ func TestReleaseFinishesReleaseOfCrashedDestroy(t *testing.T) {
 		}
 	}
 }
+
+// A release whose caller gives it less time than release_wait (a destroy's
+// delete timeout) stops waiting for the agents in time to terminate the
+// runners that have not confirmed, and succeeds: nothing is left idle
+// without a message.
+func TestReleaseSettlesBeforeItsCallersDeadline(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.claimed(t, map[string]behavior{"i-1": neverConfirmsRelease}, func(r *Request) { r.Timings.ReleaseWait = 10 * time.Minute })
+	ctx, cancel := context.WithTimeout(context.Background(), settleMargin+time.Second)
+	defer cancel()
+	outcomes, err := e.c.Release(ctx, testPool, testRun)
+	if err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if len(outcomes) != 1 || !strings.HasPrefix(outcomes[0], "i-1: did not confirm its release") || !strings.HasSuffix(outcomes[0], "terminated") {
+		t.Errorf("outcomes %q, want i-1 terminated for not confirming", outcomes)
+	}
+	if got := e.ec2.terminatedIDs(); !slices.Equal(got, []string{"i-1"}) {
+		t.Errorf("terminated %v", got)
+	}
+	if _, ok := e.claimRecord(); ok {
+		t.Error("the claim record is still there")
+	}
+}
