@@ -87,13 +87,13 @@ func hasRole(policies []Policy, role string) bool {
 func parseJSONPolicy(body string) ([]Statement, error) {
 	var doc struct {
 		Statement []struct {
-			Sid                 string
-			Effect              string
-			Action, Resource    stringOrList
-			NotAction           any
-			NotResource         any
+			Sid                     string
+			Effect                  string
+			Action, Resource        stringOrList
+			NotAction               any
+			NotResource             any
 			NotPrincipal, Principal any
-			Condition           map[string]map[string]stringOrList
+			Condition               map[string]map[string]stringOrList
 		}
 	}
 	if err := json.Unmarshal([]byte(body), &doc); err != nil {

@@ -64,7 +64,12 @@ const (
 // Evaluate tells whether p grants c, and by which Allow statements (all of
 // them, for the report of grants never used).
 func (p Policy) Evaluate(c awsrecord.Call) (allowed bool, by []*Statement, err error) {
-	for _, vars := range bindings(c) {
+	return p.evaluate(c, bindings(c))
+}
+
+// evaluate is Evaluate with each of the bindings of the document variables.
+func (p Policy) evaluate(c awsrecord.Call, bindings []map[string]string) (allowed bool, by []*Statement, err error) {
+	for _, vars := range bindings {
 		for i := range p.Statements {
 			s := &p.Statements[i]
 			ok, err := s.applies(c, vars)
