@@ -75,8 +75,7 @@ func newClaimEnv(t *testing.T, prefix string) *claimEnv {
 // own (its calls are recorded apart from the pool's, see awsrecord).
 func (e *claimEnv) poolConfig() string {
 	return fmt.Sprintf(`
-provider "ec2runners" {
-  alias      = "claims"
+provider "ec2runnersclaims" {
   access_key = %q
   secret_key = %q
   %s
@@ -99,7 +98,7 @@ resource "ec2runners_pool" "test" {
 func (e *claimEnv) claimConfig(name, args string) string {
 	return fmt.Sprintf(`
 resource "ec2runners_claim" %q {
-  provider = ec2runners.claims
+  provider = ec2runnersclaims
   pool     = ec2runners_pool.test.name
   %s
 }

@@ -17,9 +17,14 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
 )
 
-// testProviders runs the provider in-process for acceptance tests.
+// testProviders runs the provider in-process for acceptance tests. Claims
+// use a second server of it, ec2runnersclaims (as google-beta serves
+// google_* resources): Terraform reaches an in-process provider through one
+// reattached server, which keeps only the last of several configurations,
+// so the claims-only configuration needs a server of its own.
 var testProviders = map[string]func() (tfprotov6.ProviderServer, error){
-	"ec2runners": providerserver.NewProtocol6WithError(New("test")()),
+	"ec2runners":       providerserver.NewProtocol6WithError(New("test")()),
+	"ec2runnersclaims": providerserver.NewProtocol6WithError(New("test")()),
 }
 
 // testClients talk to the same endpoint as the provider under test, to
