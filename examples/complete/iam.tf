@@ -142,10 +142,13 @@ resource "aws_iam_role" "ci" {
 
 data "aws_iam_policy_document" "ci" {
   # The pool's table: its config, instance and claim records, the agents'
-  # heartbeats and signals.
+  # heartbeats and signals; the table itself, to check it is the pool's.
   statement {
-    sid       = "ReadPoolTable"
-    actions   = ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"]
+    sid = "ReadPoolTable"
+    actions = [
+      "dynamodb:DescribeTable", "dynamodb:ListTagsOfResource",
+      "dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query",
+    ]
     resources = [local.table_arn]
   }
 
@@ -172,10 +175,14 @@ data "aws_iam_policy_document" "ci" {
   }
 
   # The pool's queues, exactly (a wildcard <pool>-* would also match the
-  # queues of a pool named <pool>-something).
+  # queues of a pool named <pool>-something). ChangeMessageVisibility makes
+  # the messages a claim held but did not take visible again.
   statement {
-    sid       = "PoolQueues"
-    actions   = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:SendMessage"]
+    sid = "PoolQueues"
+    actions = [
+      "sqs:GetQueueUrl", "sqs:GetQueueAttributes",
+      "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:SendMessage", "sqs:ChangeMessageVisibility",
+    ]
     resources = values(ec2runners_pool.this.queue_arns)
   }
 

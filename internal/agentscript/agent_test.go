@@ -25,6 +25,7 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript/scripttest"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsrecord"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
@@ -55,6 +56,14 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer stop()
+	// With EC2RUNNERS_AWS_CALLS set, the agents' calls are recorded for the
+	// policy check (each instance's role credentials are its own).
+	ep, stopRecording, err := awsrecord.Start(ctx, ep, "agentscript")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer stopRecording()
 	endpoint = ep
 	cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(region), config.WithBaseEndpoint(ep),
 		config.WithCredentialsProvider(aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {

@@ -194,7 +194,7 @@ func attempts(output string) []string {
 // secrets are what no job may see: every GitHub token issued, and the
 // instance role's credentials and metadata token.
 func secrets(f *fixture) []string {
-	return append(f.env.GitHub.IssuedTokens(), scripttest.SecretAccessKey, scripttest.SessionToken, scripttest.AccessKeyID)
+	return append(f.env.GitHub.IssuedTokens(), scripttest.SecretAccessKey, scripttest.SessionToken, scripttest.AccessKeyID(f.instanceID))
 }
 
 // startServing starts the fixture's instance in the stand-in and claims it

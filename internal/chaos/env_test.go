@@ -16,6 +16,7 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/audit"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsconfig"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsrecord"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/faultproxy"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
@@ -39,8 +40,16 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer stop()
+	// With EC2RUNNERS_AWS_CALLS set, the claims' calls (through w.faulty
+	// and terraform) are recorded for the policy check.
+	ep, stopRecording, err := awsrecord.Start(ctx, ep, "chaos")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer stopRecording()
 	endpoint = ep
-	direct, err = clientsFor(ctx, ep)
+	direct, err = clientsFor(ctx, ep, "test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -49,10 +58,11 @@ func runTests(m *testing.M) int {
 }
 
 // clientsFor builds the provider's own clients (its retry policy included)
-// for an endpoint.
-func clientsFor(ctx context.Context, url string) (*awsconfig.Clients, error) {
+// for an endpoint, with an access key: "test" for the tests' own setup and
+// checks, awsrecord.ClaimsKey for the code under test.
+func clientsFor(ctx context.Context, url, accessKey string) (*awsconfig.Clients, error) {
 	return awsconfig.New(ctx, awsconfig.Options{
-		Region: region, AccessKey: "test", SecretKey: "test",
+		Region: region, AccessKey: accessKey, SecretKey: awsrecord.TestSecret,
 		Endpoints: awsconfig.Endpoints{SQS: url, DynamoDB: url, EC2: url, STS: url},
 	})
 }
@@ -79,7 +89,7 @@ func newWorld(t *testing.T, prefix string, seed uint64) *world {
 	}
 	t.Cleanup(w.proxy.Close)
 	w.proxy.SetRealism(faultproxy.Realism{ClientTokens: true})
-	if w.faulty, err = clientsFor(ctx, w.proxy.URL); err != nil {
+	if w.faulty, err = clientsFor(ctx, w.proxy.URL, awsrecord.ClaimsKey); err != nil {
 		t.Fatal(err)
 	}
 	lt, err := direct.EC2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{

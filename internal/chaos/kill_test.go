@@ -29,6 +29,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsrecord"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/faultproxy"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
@@ -360,7 +361,7 @@ func (tf *terraformCLI) env(logPath string) []string {
 	}
 	return append(env,
 		"TF_CLI_CONFIG_FILE="+tf.cliConfig, "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1",
-		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION="+region,
+		"AWS_ACCESS_KEY_ID="+awsrecord.ClaimsKey, "AWS_SECRET_ACCESS_KEY="+awsrecord.TestSecret, "AWS_REGION="+region,
 		// The protocol's trace shows when the provider was told to stop.
 		"TF_LOG_PROVIDER=TRACE", "TF_LOG_SDK_PROTO=TRACE", "TF_LOG_SDK_FRAMEWORK=DEBUG", "TF_LOG_PATH="+logPath)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsrecord"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -29,6 +30,7 @@ type claimEnv struct {
 	launchTemplate string
 	subnets        []string
 	sim            *agentsim.Sim
+	claimsGitHub   string // a github block for the claims' provider configuration
 }
 
 func newClaimEnv(t *testing.T, prefix string) *claimEnv {
@@ -67,10 +69,18 @@ func newClaimEnv(t *testing.T, prefix string) *claimEnv {
 	return e
 }
 
-// poolConfig is the pool resource of the test: one large class, explicit
-// instance selection (the emulator does not do attribute-based selection).
+// poolConfig is the pool resource of the test (one large class, explicit
+// instance selection: the emulator does not do attribute-based selection)
+// and the provider configuration of its claims, a claims-only role of its
+// own (its calls are recorded apart from the pool's, see awsrecord).
 func (e *claimEnv) poolConfig() string {
 	return fmt.Sprintf(`
+provider "ec2runnersclaims" {
+  access_key = %q
+  secret_key = %q
+  %s
+}
+
 resource "ec2runners_pool" "test" {
   name             = %q
   resource_classes = { large = { cpu = 2, memory_mib = 4096 } }
@@ -81,14 +91,15 @@ resource "ec2runners_pool" "test" {
     instance_selection = "explicit"
   }
 }
-`, e.pool, e.launchTemplate, quoteList(e.subnets))
+`, awsrecord.ClaimsKey, awsrecord.TestSecret, e.claimsGitHub, e.pool, e.launchTemplate, quoteList(e.subnets))
 }
 
 // claimConfig is a claim of the test pool named name, with extra arguments.
 func (e *claimEnv) claimConfig(name, args string) string {
 	return fmt.Sprintf(`
 resource "ec2runners_claim" %q {
-  pool = ec2runners_pool.test.name
+  provider = ec2runnersclaims
+  pool     = ec2runners_pool.test.name
   %s
 }
 `, name, args)

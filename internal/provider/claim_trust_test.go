@@ -24,14 +24,12 @@ import (
 // provider's github.owner fails before any runner is touched.
 func TestAccClaim_githubTargetMismatch(t *testing.T) {
 	e := newClaimEnv(t, "acc-ghtarget")
-	config := `
-provider "ec2runners" {
+	e.claimsGitHub = `
   github {
     token = "ghp_never_used"
     owner = "mallory"
-  }
-}
-` + strings.Replace(e.poolConfig(), "force_destroy", "github_owner      = \"octo\"\n  github_repository = \"app\"\n  force_destroy", 1)
+  }`
+	config := strings.Replace(e.poolConfig(), "force_destroy", "github_owner      = \"octo\"\n  github_repository = \"app\"\n  force_destroy", 1)
 	var seeded []string
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviders,

@@ -13,12 +13,18 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsconfig"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsrecord"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
 )
 
-// testProviders runs the provider in-process for acceptance tests.
+// testProviders runs the provider in-process for acceptance tests. Claims
+// use a second server of it, ec2runnersclaims (as google-beta serves
+// google_* resources): Terraform reaches an in-process provider through one
+// reattached server, which keeps only the last of several configurations,
+// so the claims-only configuration needs a server of its own.
 var testProviders = map[string]func() (tfprotov6.ProviderServer, error){
-	"ec2runners": providerserver.NewProtocol6WithError(New("test")()),
+	"ec2runners":       providerserver.NewProtocol6WithError(New("test")()),
+	"ec2runnersclaims": providerserver.NewProtocol6WithError(New("test")()),
 }
 
 // testClients talk to the same endpoint as the provider under test, to
@@ -42,12 +48,21 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer stop()
+	// The provider's default configuration manages pools; claims use the
+	// claims-only configuration (claimEnv): with EC2RUNNERS_AWS_CALLS set,
+	// each one's calls are recorded for the policy check.
+	endpoint, stopRecording, err := awsrecord.Start(context.Background(), endpoint, "provider")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer stopRecording()
+	os.Setenv("AWS_ENDPOINT_URL", endpoint)
+	os.Setenv("AWS_ACCESS_KEY_ID", awsrecord.PoolManagementKey)
+	os.Setenv("AWS_SECRET_ACCESS_KEY", awsrecord.TestSecret)
 	defaults := map[string]string{
-		"AWS_ENDPOINT_URL":      endpoint,
-		"AWS_REGION":            "us-east-1",
-		"AWS_ACCESS_KEY_ID":     "test",
-		"AWS_SECRET_ACCESS_KEY": "test",
-		"CHECKPOINT_DISABLE":    "1",
+		"AWS_REGION":         "us-east-1",
+		"CHECKPOINT_DISABLE": "1",
 	}
 	if tf, err := exec.LookPath("terraform"); err == nil {
 		defaults["TF_ACC_TERRAFORM_PATH"] = tf
@@ -72,7 +87,8 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "acceptance tests need Terraform: put terraform on PATH or set TF_ACC_TERRAFORM_PATH (nothing can be downloaded)")
 		return 1
 	}
-	testClients, err = awsconfig.New(context.Background(), awsconfig.Options{})
+	// The tests' own setup and checks: unrecorded.
+	testClients, err = awsconfig.New(context.Background(), awsconfig.Options{AccessKey: "test", SecretKey: "test"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "building test AWS clients:", err)
 		return 1

@@ -16,16 +16,22 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/arn"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsrecord"
 )
 
 // Credentials the metadata service hands out; the proxy verifies signatures
-// with them. The secret has '/' and '+' like real ones.
+// with them. The secret has '/' and '+' like real ones. The access key id is
+// the instance's own (AccessKeyID), as on EC2, so that the calls of each
+// instance's agent are recorded as that instance's (awsrecord).
 const (
-	AccessKeyID     = "ASIATESTAGENT00001"
 	SecretAccessKey = "agent/secret+key/0123456789abcdefghijklmn"
 	SessionToken    = "IQoJb3JpZ2luX2VjEOb//////////wEaCXVzLWVhc3QtMSJHMEUCIQ+test="
 	instanceRole    = "ec2runners-agent"
 )
+
+// AccessKeyID is the access key id of instance id's role credentials.
+func AccessKeyID(instanceID string) string { return awsrecord.AgentKey(instanceID) }
 
 // Metadata is what the instance metadata service of one instance stand-in
 // tells: the instance metadata the agent reads, the instance identity
@@ -140,7 +146,7 @@ func (s *metadataServer) get(w http.ResponseWriter, r *http.Request) {
 func (m Metadata) tree(boot time.Time) map[string]string {
 	creds, _ := json.MarshalIndent(map[string]string{
 		"Code": "Success", "Type": "AWS-HMAC", "LastUpdated": boot.UTC().Format(time.RFC3339),
-		"AccessKeyId": AccessKeyID, "SecretAccessKey": SecretAccessKey, "Token": SessionToken,
+		"AccessKeyId": AccessKeyID(m.InstanceID), "SecretAccessKey": SecretAccessKey, "Token": SessionToken,
 		"Expiration": boot.Add(6 * time.Hour).UTC().Format(time.RFC3339),
 	}, "", "  ")
 	t := map[string]string{

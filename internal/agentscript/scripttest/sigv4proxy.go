@@ -120,7 +120,7 @@ func verify(r *http.Request, body []byte) (action string, err error) {
 		return "", fmt.Errorf("malformed Authorization header %q", auth)
 	}
 	parts := strings.Split(scope, "/") // AKID/day/region/service/aws4_request
-	if len(parts) != 5 || parts[0] != AccessKeyID {
+	if len(parts) != 5 || !strings.HasPrefix(parts[0], AccessKeyID("")) {
 		return "", fmt.Errorf("unexpected credential scope %q", scope)
 	}
 	region, service := parts[2], parts[3]
@@ -139,7 +139,7 @@ func verify(r *http.Request, body []byte) (action string, err error) {
 		}
 	}
 	sum := sha256.Sum256(body)
-	creds := aws.Credentials{AccessKeyID: AccessKeyID, SecretAccessKey: SecretAccessKey, SessionToken: SessionToken}
+	creds := aws.Credentials{AccessKeyID: parts[0], SecretAccessKey: SecretAccessKey, SessionToken: SessionToken}
 	if err := v4.NewSigner().SignHTTP(context.Background(), creds, again, hex.EncodeToString(sum[:]), service, region, when); err != nil {
 		return "", err
 	}

@@ -1,0 +1,282 @@
+package awsrecord
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Condition keys the documents pin.
+const (
+	KeyLeadingKeys    = "dynamodb:LeadingKeys"
+	KeyPoolTag        = "aws:ResourceTag/ec2runners:pool"
+	KeySourceInstance = "ec2:SourceInstanceARN"
+	KeyCreateAction   = "ec2:CreateAction"
+	partitionKey      = "PK" // the pool table's partition key attribute
+)
+
+// request is one request on its way to the emulator.
+type request struct {
+	service, action string
+	body            []byte
+	base            Call   // the role, partition, region and account
+	sourceInstance  string // the agent's instance ARN; "" for other roles
+}
+
+// call is base for action on resource with the context keys of ctx.
+func (q request) call(action, resource string, cond map[string][]string) Call {
+	c := q.base
+	c.Action, c.Resource = q.service+":"+action, resource
+	if action != q.action {
+		c.API = q.action
+	}
+	c.Context = map[string][]string{}
+	for k, v := range cond {
+		c.Context[k] = v
+	}
+	if q.sourceInstance != "" {
+		c.Context[KeySourceInstance] = []string{q.sourceInstance}
+	}
+	if len(c.Context) == 0 {
+		c.Context = nil
+	}
+	return c
+}
+
+// calls are the authorizations AWS evaluates for the request.
+func (q request) calls(ctx context.Context, r *recorder) []Call {
+	switch q.service {
+	case "dynamodb":
+		return q.dynamoDB(r)
+	case "sqs":
+		return q.sqs(r)
+	case "ec2":
+		return q.ec2(ctx, r)
+	case "":
+		return nil // not an AWS API request
+	}
+	return []Call{q.call(q.action, "*", nil)}
+}
+
+// dynamoDB: the table (or index) ARN; for item reads and writes, the
+// partition keys they touch, which dynamodb:LeadingKeys conditions see.
+// Transactions are authorized as the item actions they contain.
+func (q request) dynamoDB(r *recorder) []Call {
+	var in struct {
+		TableName, IndexName, ResourceArn string
+		Key, Item                         map[string]attr
+		KeyConditionExpression            string
+		ExpressionAttributeNames          map[string]string
+		ExpressionAttributeValues         map[string]attr
+		RequestItems                      map[string]json.RawMessage
+		TransactItems                     []map[string]struct {
+			TableName string
+			Key, Item map[string]attr
+		}
+	}
+	_ = json.Unmarshal(q.body, &in)
+	table := func(name string) string { return r.arn(q.base.Region, "dynamodb", "table/"+name) }
+	leading := func(keys ...string) map[string][]string {
+		slices.Sort(keys)
+		return map[string][]string{KeyLeadingKeys: slices.Compact(keys)}
+	}
+	switch q.action {
+	case "GetItem", "DeleteItem", "UpdateItem":
+		return []Call{q.call(q.action, table(in.TableName), leading(in.Key[partitionKey].S))}
+	case "PutItem":
+		return []Call{q.call(q.action, table(in.TableName), leading(in.Item[partitionKey].S))}
+	case "Query":
+		res := table(in.TableName)
+		if in.IndexName != "" {
+			res += "/index/" + in.IndexName
+		}
+		return []Call{q.call(q.action, res, leading(queryPartition(in.KeyConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues)))}
+	case "BatchGetItem", "BatchWriteItem":
+		var calls []Call
+		for name, raw := range in.RequestItems {
+			calls = append(calls, q.call(q.action, table(name), leading(batchPartitions(raw)...)))
+		}
+		return calls
+	case "TransactWriteItems", "TransactGetItems":
+		var calls []Call
+		for _, item := range in.TransactItems {
+			for kind, op := range item {
+				action := map[string]string{"ConditionCheck": "ConditionCheckItem", "Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "Get": "GetItem"}[kind]
+				pk := op.Key[partitionKey].S
+				if kind == "Put" {
+					pk = op.Item[partitionKey].S
+				}
+				calls = append(calls, q.call(action, table(op.TableName), leading(pk)))
+			}
+		}
+		return calls
+	}
+	switch {
+	case in.TableName != "":
+		return []Call{q.call(q.action, table(in.TableName), nil)}
+	case in.ResourceArn != "":
+		return []Call{q.call(q.action, in.ResourceArn, nil)}
+	}
+	return []Call{q.call(q.action, "*", nil)}
+}
+
+// attr is a DynamoDB attribute value; only strings matter here.
+type attr struct{ S string }
+
+var equality = regexp.MustCompile(`([#\w]+)\s*=\s*(:\w+)`)
+
+// queryPartition is the partition key value of a key condition ("#pk = :pk").
+func queryPartition(expr string, names map[string]string, values map[string]attr) string {
+	for _, m := range equality.FindAllStringSubmatch(expr, -1) {
+		name := m[1]
+		if n, ok := names[name]; ok {
+			name = n
+		}
+		if name == partitionKey {
+			return values[m[2]].S
+		}
+	}
+	return ""
+}
+
+// batchPartitions are the partition keys of one table's batch requests:
+// {"Keys": [...]} for BatchGetItem, [{"PutRequest": {"Item"}}, {"DeleteRequest": {"Key"}}] for BatchWriteItem.
+func batchPartitions(raw json.RawMessage) []string {
+	var keys []string
+	var get struct{ Keys []map[string]attr }
+	if json.Unmarshal(raw, &get) == nil {
+		for _, k := range get.Keys {
+			keys = append(keys, k[partitionKey].S)
+		}
+		return keys
+	}
+	var writes []struct {
+		PutRequest    struct{ Item map[string]attr }
+		DeleteRequest struct{ Key map[string]attr }
+	}
+	_ = json.Unmarshal(raw, &writes)
+	for _, w := range writes {
+		if w.PutRequest.Item != nil {
+			keys = append(keys, w.PutRequest.Item[partitionKey].S)
+		} else {
+			keys = append(keys, w.DeleteRequest.Key[partitionKey].S)
+		}
+	}
+	return keys
+}
+
+// sqs: the queue's ARN; batch calls are authorized as their single forms.
+func (q request) sqs(r *recorder) []Call {
+	var in struct{ QueueUrl, QueueName string }
+	_ = json.Unmarshal(q.body, &in)
+	name := in.QueueName
+	if in.QueueUrl != "" {
+		name = in.QueueUrl[strings.LastIndex(in.QueueUrl, "/")+1:]
+	}
+	action := strings.TrimSuffix(q.action, "Batch")
+	if name == "" {
+		return []Call{q.call(action, "*", nil)}
+	}
+	return []Call{q.call(action, r.arn(q.base.Region, "sqs", name), nil)}
+}
+
+// ec2: terminations and tags per resource with the resource's pool tag;
+// launches on the launch template (with its pool tag), the subnets they
+// name and what they create, and the tags they create (ec2:CreateTags with
+// ec2:CreateAction); describes on "*". An instant CreateFleet is authorized
+// as RunInstances too.
+func (q request) ec2(ctx context.Context, r *recorder) []Call {
+	form, _ := url.ParseQuery(string(q.body))
+	arnOf := func(typ, id string) string { return r.arn(q.base.Region, "ec2", typ+"/"+id) }
+	switch q.action {
+	case "TerminateInstances", "CreateTags", "DeleteTags":
+		var calls []Call
+		for _, id := range indexed(form, "InstanceId", "ResourceId") {
+			typ := resourceType(id)
+			cond := map[string][]string{}
+			if pool, ok := r.lookup.poolTag(ctx, q.base.Region, typ, id); ok {
+				cond[KeyPoolTag] = []string{pool}
+			}
+			calls = append(calls, q.call(q.action, arnOf(typ, id), cond))
+		}
+		return calls
+	case "CreateFleet", "RunInstances":
+		var calls []Call
+		launch := func(resource string, ctx map[string][]string) {
+			calls = append(calls, q.call(q.action, resource, ctx))
+			if q.action == "CreateFleet" {
+				calls = append(calls, q.call("RunInstances", resource, ctx))
+			}
+		}
+		for k, vs := range form {
+			if !strings.HasSuffix(k, "LaunchTemplateId") && !strings.HasSuffix(k, "LaunchTemplateName") {
+				continue
+			}
+			id := vs[0]
+			if strings.HasSuffix(k, "LaunchTemplateName") {
+				id = r.lookup.launchTemplateID(ctx, q.base.Region, id)
+			}
+			tags := map[string][]string{}
+			if pool, ok := r.lookup.poolTag(ctx, q.base.Region, "launch-template", id); ok {
+				tags[KeyPoolTag] = []string{pool}
+			}
+			launch(arnOf("launch-template", id), tags)
+		}
+		for k, vs := range form {
+			if strings.HasSuffix(k, "SubnetId") {
+				launch(arnOf("subnet", vs[0]), nil)
+			}
+		}
+		created := []string{"instance", "volume", "network-interface"}
+		if q.action == "CreateFleet" {
+			created = append(created, "fleet")
+		}
+		for _, typ := range created {
+			launch(arnOf(typ, "*"), nil)
+		}
+		for k, vs := range form {
+			if strings.HasPrefix(k, "TagSpecification.") && strings.HasSuffix(k, ".ResourceType") {
+				calls = append(calls, q.call("CreateTags", arnOf(vs[0], "*"), map[string][]string{KeyCreateAction: {q.action}}))
+			}
+		}
+		return calls
+	}
+	return []Call{q.call(q.action, "*", nil)}
+}
+
+// indexed are the values of the query parameters name.1, name.2, ... of
+// any of names.
+func indexed(form url.Values, names ...string) []string {
+	var out []string
+	for k, vs := range form {
+		base, _, ok := strings.Cut(k, ".")
+		if ok && slices.Contains(names, base) {
+			out = append(out, vs...)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// resourceType is the ARN resource type of an EC2 id.
+func resourceType(id string) string {
+	prefix, _, _ := strings.Cut(id, "-")
+	switch prefix {
+	case "i":
+		return "instance"
+	case "lt":
+		return "launch-template"
+	case "vol":
+		return "volume"
+	case "subnet":
+		return "subnet"
+	case "sg":
+		return "security-group"
+	case "fleet":
+		return "fleet"
+	}
+	return prefix
+}

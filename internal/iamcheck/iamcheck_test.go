@@ -1,0 +1,154 @@
+package iamcheck
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsrecord"
+)
+
+const (
+	account  = "000000000000"
+	self     = "arn:aws:ec2:us-east-1:" + account + ":instance/i-0aaa"
+	other    = "arn:aws:ec2:us-east-1:" + account + ":instance/i-0bbb"
+	table    = "arn:aws:dynamodb:us-east-1:" + account + ":table/pool1"
+	queue    = "arn:aws:sqs:us-east-1:" + account + ":pool1-large"
+	poolName = "pool1"
+)
+
+func call(role, action, resource string, ctx map[string][]string) awsrecord.Call {
+	if role == awsrecord.RoleAgent {
+		if ctx == nil {
+			ctx = map[string][]string{}
+		}
+		ctx[awsrecord.KeySourceInstance] = []string{self}
+	}
+	return awsrecord.Call{Role: role, Action: action, Resource: resource, Partition: "aws", Region: "us-east-1", Account: account, Context: ctx}
+}
+
+func leading(keys ...string) map[string][]string {
+	return map[string][]string{awsrecord.KeyLeadingKeys: keys}
+}
+
+func tagged(pool string) map[string][]string {
+	return map[string][]string{awsrecord.KeyPoolTag: {pool}}
+}
+
+// documents are the repository's policies.
+func documents(t *testing.T) []Policy {
+	t.Helper()
+	policies, err := Documents("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return policies
+}
+
+// Each documented policy pins what the documents promise: checked with
+// calls a role makes (granted) and the ones next to them it must not make.
+func TestDocumentedPoliciesPinTheirRoles(t *testing.T) {
+	cases := []struct {
+		name string
+		call awsrecord.Call
+		want bool
+	}{
+		{"agent reads an instance record", call(awsrecord.RoleAgent, "dynamodb:GetItem", table, leading("TYPE#INSTANCE")), true},
+		{"agent writes its heartbeat", call(awsrecord.RoleAgent, "dynamodb:PutItem", table, leading("AGENT#"+self)), true},
+		{"agent reads its tokens", call(awsrecord.RoleAgent, "dynamodb:GetItem", table, leading("AGENT#"+self)), true},
+		{"agent terminates itself", call(awsrecord.RoleAgent, "ec2:TerminateInstances", self, tagged(poolName)), true},
+		{"agent writes another's heartbeat", call(awsrecord.RoleAgent, "dynamodb:PutItem", table, leading("AGENT#"+other)), false},
+		{"agent reads another's tokens", call(awsrecord.RoleAgent, "dynamodb:GetItem", table, leading("AGENT#"+other)), false},
+		{"agent reads the pool's config and tokens", call(awsrecord.RoleAgent, "dynamodb:GetItem", table, leading("TYPE#METADATA")), false},
+		{"agent writes an instance record", call(awsrecord.RoleAgent, "dynamodb:PutItem", table, leading("TYPE#INSTANCE")), false},
+		{"agent terminates another instance", call(awsrecord.RoleAgent, "ec2:TerminateInstances", other, tagged(poolName)), false},
+		{"agent terminates itself outside the pool", call(awsrecord.RoleAgent, "ec2:TerminateInstances", self, tagged("pool2")), false},
+		{"agent reads a queue", call(awsrecord.RoleAgent, "sqs:ReceiveMessage", queue, nil), false},
+		{"claim writes a claim record", call(awsrecord.RoleClaims, "dynamodb:PutItem", table, leading("TYPE#CLAIM")), true},
+		{"claim hands tokens to runners", call(awsrecord.RoleClaims, "dynamodb:BatchWriteItem", table, leading("AGENT#"+self, "AGENT#"+other)), true},
+		{"claim rewrites the pool's config", call(awsrecord.RoleClaims, "dynamodb:PutItem", table, leading("TYPE#METADATA")), false},
+		{"claim batch-writes the config among tokens", call(awsrecord.RoleClaims, "dynamodb:BatchWriteItem", table, leading("AGENT#"+self, "TYPE#METADATA")), false},
+		{"claim makes held messages visible again", call(awsrecord.RoleClaims, "sqs:ChangeMessageVisibility", queue, nil), true},
+		{"claim terminates a pool instance", call(awsrecord.RoleClaims, "ec2:TerminateInstances", other, tagged(poolName)), true},
+		{"claim terminates an instance of no pool", call(awsrecord.RoleClaims, "ec2:TerminateInstances", other, nil), false},
+		{"claim tags what it launches", call(awsrecord.RoleClaims, "ec2:CreateTags", "arn:aws:ec2:us-east-1:"+account+":instance/*", map[string][]string{awsrecord.KeyCreateAction: {"CreateFleet"}}), true},
+		{"claim tags an existing instance", call(awsrecord.RoleClaims, "ec2:CreateTags", other, tagged("pool2")), false},
+		{"claim launches a template of another pool", call(awsrecord.RoleClaims, "ec2:CreateFleet", "arn:aws:ec2:us-east-1:"+account+":launch-template/lt-1", tagged("pool2")), false},
+		{"claim launches the pool's template", call(awsrecord.RoleClaims, "ec2:CreateFleet", "arn:aws:ec2:us-east-1:"+account+":launch-template/lt-1", tagged(poolName)), true},
+		{"claim deletes the table", call(awsrecord.RoleClaims, "dynamodb:DeleteTable", table, nil), false},
+		{"claim deletes a queue", call(awsrecord.RoleClaims, "sqs:DeleteQueue", queue, nil), false},
+		{"pool management describes instances", call(awsrecord.RolePoolManagement, "ec2:DescribeInstances", "*", nil), true},
+		{"pool management terminates an instance of no pool", call(awsrecord.RolePoolManagement, "ec2:TerminateInstances", other, nil), false},
+	}
+	for _, p := range documents(t) {
+		for _, tc := range cases {
+			if tc.call.Role != p.Role {
+				continue
+			}
+			// The test's pool is poolName, whatever pool the call names.
+			got, _, err := p.evaluate(tc.call, []map[string]string{{
+				varPool: poolName, varRegion: "us-east-1", varAccount: account, varPartition: "aws", varClass: "large",
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("%s: %s: allowed = %v, want %v", p.Source, tc.name, got, tc.want)
+			}
+		}
+	}
+}
+
+// A documented policy that misses a call its role makes fails the check.
+func TestCheckFailsOnACallNotGranted(t *testing.T) {
+	calls := []awsrecord.Call{
+		call(awsrecord.RolePoolManagement, "dynamodb:CreateTable", table, nil),
+		call(awsrecord.RoleClaims, "sqs:ReceiveMessage", queue, nil),
+		call(awsrecord.RoleAgent, "dynamodb:PutItem", table, leading("AGENT#"+self)),
+	}
+	report, err := Check(documents(t), calls)
+	if err != nil || !report.OK() {
+		t.Fatalf("granted calls: %v\n%s", err, report)
+	}
+	missing := call(awsrecord.RoleAgent, "sqs:ReceiveMessage", queue, nil)
+	report, err = Check(documents(t), append(calls, missing))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if report.OK() || len(report.Missing) != 2 || !strings.Contains(report.String(), "MISSING README.md (agent) does not grant sqs:ReceiveMessage") {
+		t.Errorf("a call no agent policy grants: report\n%s", report)
+	}
+}
+
+// Without a role's calls the check cannot pass: the suites did not record.
+func TestCheckNeedsEveryRole(t *testing.T) {
+	_, err := Check(documents(t), []awsrecord.Call{call(awsrecord.RoleClaims, "sqs:ReceiveMessage", queue, nil)})
+	if err == nil || !strings.Contains(err.Error(), "no calls recorded for the role pool-management") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestConditionOperators(t *testing.T) {
+	c := call(awsrecord.RoleClaims, "x:Y", "*", map[string][]string{"k": {"a1", "a2"}, "one": {"v"}})
+	cases := []struct {
+		cond Condition
+		want bool
+	}{
+		{Condition{"ForAllValues:StringLike", "k", []string{"a*"}}, true},
+		{Condition{"ForAllValues:StringEquals", "k", []string{"a1"}}, false},
+		{Condition{"ForAllValues:StringEquals", "absent", []string{"a1"}}, true}, // IAM: an absent key matches ForAllValues
+		{Condition{"ForAnyValue:StringEquals", "k", []string{"a2"}}, true},
+		{Condition{"ForAnyValue:StringEquals", "absent", []string{"a2"}}, false},
+		{Condition{"StringEquals", "one", []string{"w", "v"}}, true},
+		{Condition{"StringEquals", "absent", []string{"v"}}, false},
+		{Condition{"StringLike", "one", []string{"?"}}, true},
+	}
+	for _, tc := range cases {
+		got, err := tc.cond.holds(c, nil)
+		if err != nil || got != tc.want {
+			t.Errorf("%+v: %v, %v; want %v", tc.cond, got, err, tc.want)
+		}
+	}
+	if _, err := (Condition{"NumericLessThan", "one", []string{"1"}}).holds(c, nil); err == nil {
+		t.Error("an operator the checker does not evaluate must fail the check")
+	}
+}
