@@ -137,11 +137,14 @@ func (a *agent) loop(ctx context.Context) {
 	}
 }
 
+// clock is the agent's own clock, ClockSkew off the machine's.
+func (a *agent) clock() time.Time { return time.Now().Add(a.opts().ClockSkew) }
+
 // heartbeat is step 1.
 func (a *agent) heartbeat(ctx context.Context) {
 	_, err := a.sim.c.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: a.table(),
-		Item:      protocol.HeartbeatItem(a.arn, protocol.FormatTime(time.Now())),
+		Item:      protocol.HeartbeatItem(a.arn, protocol.FormatTime(a.clock())),
 	})
 	if err != nil {
 		a.fail(ctx, "writing heartbeat", err)
@@ -155,7 +158,7 @@ func (a *agent) signal(ctx context.Context, state, runID string) error {
 	_, err := a.sim.c.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: a.table(),
 		Item: protocol.Signal{
-			InstanceARN: a.arn, State: state, RunID: runID, UpdatedAt: protocol.FormatTime(time.Now()),
+			InstanceARN: a.arn, State: state, RunID: runID, UpdatedAt: protocol.FormatTime(a.clock()),
 		}.Item(),
 	})
 	if err != nil {
@@ -378,7 +381,7 @@ func (a *agent) selfCheck(ctx context.Context) (stop string) {
 			a.fail(ctx, "reading its threshold", err)
 			break
 		}
-		if time.Now().After(th.Add(selfTerminationGrace)) {
+		if a.clock().After(th.Add(selfTerminationGrace)) {
 			_, err := a.sim.c.EC2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{a.id}})
 			if err != nil {
 				a.fail(ctx, "terminating itself", err)

@@ -110,6 +110,10 @@ type Options struct {
 	TokenWait time.Duration
 	// FleetWatchInterval between WatchFleet's DescribeInstances (default 200ms).
 	FleetWatchInterval time.Duration
+	// ClockSkew: the agents' clocks run this far ahead of the machine's
+	// (behind when negative), in what they write and in their deadlines,
+	// as an instance's clock may be off the provider's.
+	ClockSkew time.Duration
 	// Logf, if set, receives errors (each distinct error once per agent until
 	// the next success) and other diagnostics.
 	Logf func(format string, args ...any)

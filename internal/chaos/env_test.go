@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,6 +76,9 @@ type world struct {
 	proxy  *faultproxy.Proxy
 	faulty *awsconfig.Clients // through the proxy: what the provider uses
 	sim    *agentsim.Sim
+	// judgedUnhealthy counts runners a claim let go for failing its checks:
+	// every simulated agent is healthy, whatever its clock says.
+	judgedUnhealthy atomic.Int32
 }
 
 func newWorld(t *testing.T, prefix string, seed uint64) *world {
@@ -88,7 +92,7 @@ func newWorld(t *testing.T, prefix string, seed uint64) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.proxy.Close)
-	w.proxy.SetRealism(faultproxy.Realism{ClientTokens: true})
+	w.proxy.SetRealism(faultproxy.Realism{ClientTokens: true, SQSRedelivery: true})
 	if w.faulty, err = clientsFor(ctx, w.proxy.URL, awsrecord.ClaimsKey); err != nil {
 		t.Fatal(err)
 	}
@@ -120,6 +124,8 @@ func newWorld(t *testing.T, prefix string, seed uint64) *world {
 	}
 	w.sim = agentsim.New(agentsim.Clients{DynamoDB: direct.DynamoDB, EC2: direct.EC2, SQS: direct.SQS}, w.pool, agentsim.Options{
 		HeartbeatInterval: time.Second, PollInterval: 250 * time.Millisecond, SelfCheckInterval: 5 * time.Second, Logf: t.Logf,
+		// Instances' clocks are not the provider's: a minute behind or ahead.
+		ClockSkew: time.Minute * time.Duration(1-2*int(seed%2)),
 	})
 	w.sim.WatchFleet(ctx, func(string, int) agentsim.Behavior { return agentsim.Healthy })
 	t.Cleanup(func() {

@@ -8,11 +8,17 @@ import (
 	"time"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/faultproxy"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
 func (w *world) claimer() *claim.Claimer {
-	return &claim.Claimer{DynamoDB: w.faulty.DynamoDB, SQS: w.faulty.SQS, EC2: w.faulty.EC2, Log: func(msg string, kv ...any) { w.t.Log(append([]any{msg}, kv...)...) }}
+	return &claim.Claimer{DynamoDB: w.faulty.DynamoDB, SQS: w.faulty.SQS, EC2: w.faulty.EC2, Log: func(msg string, kv ...any) {
+		if msg == "claim: runner failed its checks" {
+			w.judgedUnhealthy.Add(1)
+		}
+		w.t.Log(append([]any{msg}, kv...)...)
+	}}
 }
 
 func request(pool, runID string, n int) claim.Request {
@@ -50,11 +56,26 @@ func TestFaults_claimsAndReleasesUnderTenPercent(t *testing.T) {
 		t.Logf("release %s in %s", runID, time.Since(started))
 		w.audit("after release " + runID)
 	}
-	st := w.proxy.Stats()
-	t.Logf("faults: %s", st)
+	st := w.checkRealism()
 	if st.TotalFaults(0) < 5 {
 		t.Errorf("only %d faults injected: the scenario tested little", st.TotalFaults(0))
 	}
+}
+
+// checkRealism logs the proxy's counts and fails the test if SQS's
+// redeliveries did not happen (the scenario then tested less than it says),
+// or if a claim judged one of the healthy agents, whose clocks are a minute
+// off the provider's, unhealthy.
+func (w *world) checkRealism() faultproxy.Stats {
+	st := w.proxy.Stats()
+	w.t.Logf("faults: %s; SQS messages delivered twice: %d", st, st.Redelivered)
+	if st.Redelivered == 0 || len(st.RedeliveryErrors) > 0 {
+		w.t.Errorf("%d SQS messages delivered twice (errors: %v): the redelivery realism did not work", st.Redelivered, st.RedeliveryErrors)
+	}
+	if n := w.judgedUnhealthy.Load(); n > 0 {
+		w.t.Errorf("claims let go of %d healthy runner(s) as failing their checks (their agents' clocks are off the provider's)", n)
+	}
+	return st
 }
 
 // Concurrent claims competing for few warm runners, under faults: no
@@ -111,5 +132,5 @@ func TestFaults_concurrentClaimsUnderTenPercent(t *testing.T) {
 		}
 	}
 	w.audit("after the releases")
-	t.Logf("faults: %s", w.proxy.Stats())
+	w.checkRealism()
 }

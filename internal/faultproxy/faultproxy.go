@@ -104,6 +104,10 @@ func (f Fault) String() string { return f.Op.String() + " " + f.Kind.String() }
 type Stats struct {
 	Requests map[Op]int
 	Faults   map[Fault]int
+	// Redelivered counts the SQS messages delivered again (realism), and
+	// RedeliveryErrors says why making one visible again failed.
+	Redelivered      int
+	RedeliveryErrors []string
 }
 
 // TotalFaults counts the injected faults of kind k (None: of any kind).
@@ -157,6 +161,8 @@ type Proxy struct {
 	stats   Stats
 	realism Realism
 	tokens  map[string]*tokenAnswer // by ClientToken, with realism.ClientTokens
+	// redelivered: SQS message ids delivered again, with realism.SQSRedelivery
+	redelivered map[string]bool
 }
 
 // Realism is what AWS does that the emulator does not; each is off until
@@ -167,6 +173,10 @@ type Realism struct {
 	// token) launches nothing and gets the first request's answer, as AWS
 	// documents for idempotent requests; moto carries out both.
 	ClientTokens bool
+	// SQSRedelivery: every message a ReceiveMessage returns is delivered
+	// once more, with a new receipt handle, right after (see
+	// forwardRedelivering); the emulator delivers each once.
+	SQSRedelivery bool
 }
 
 // tokenAnswer is the answer to the first request with a ClientToken; done
@@ -205,6 +215,8 @@ func New(target string, seed uint64) (*Proxy, error) {
 		transport: transport,
 		target:    u,
 		tokens:    map[string]*tokenAnswer{},
+
+		redelivered: map[string]bool{},
 	}
 	rewrite := func(pr *httputil.ProxyRequest) {
 		pr.SetURL(u)
@@ -288,7 +300,8 @@ func (p *Proxy) SetRealism(r Realism) {
 func (p *Proxy) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return Stats{Requests: maps.Clone(p.stats.Requests), Faults: maps.Clone(p.stats.Faults)}
+	return Stats{Requests: maps.Clone(p.stats.Requests), Faults: maps.Clone(p.stats.Faults),
+		Redelivered: p.stats.Redelivered, RedeliveryErrors: slices.Clone(p.stats.RedeliveryErrors)}
 }
 
 // ServeHTTP handles one request from a client.
@@ -335,8 +348,18 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		p.forward.ServeHTTP(w, r)
 	default:
+		if p.redelivering(service, action) {
+			p.forwardRedelivering(w, r, body)
+			return
+		}
 		p.forward.ServeHTTP(w, r)
 	}
+}
+
+func (p *Proxy) redelivering(service, action string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.realism.SQSRedelivery && service == "sqs" && action == "ReceiveMessage"
 }
 
 // clientToken is the request's EC2 ClientToken when repeated tokens are to

@@ -7,6 +7,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/faultproxy"
 )
@@ -88,4 +90,45 @@ func instancesTagged(t *testing.T, c awsClients, marker string) []string {
 		}
 	})
 	return ids
+}
+
+// SQS delivers at least once: with redelivery on, every message received
+// through the proxy comes once more, to the next receive, with a new
+// receipt handle; without it, the emulator delivers it once.
+func TestRealismSQSRedelivery(t *testing.T) {
+	ctx := context.Background()
+	direct := newClients(endpoint, 3)
+	for _, redeliver := range []bool{true, false} {
+		q, err := direct.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(randomName("redelivery-"))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := direct.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("m")}); err != nil {
+			t.Fatal(err)
+		}
+		p := startProxy(t, endpoint, 1)
+		p.SetRealism(faultproxy.Realism{SQSRedelivery: redeliver})
+		c := newClients(p.URL, 1)
+		var got []sqstypes.Message
+		for range 3 {
+			out, err := c.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10, VisibilityTimeout: 120})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, out.Messages...)
+		}
+		want := 1
+		if redeliver {
+			want = 2
+		}
+		if len(got) != want {
+			t.Fatalf("redelivery %t: %d deliveries in three receives, want %d", redeliver, len(got), want)
+		}
+		if redeliver && (aws.ToString(got[0].MessageId) != aws.ToString(got[1].MessageId) || aws.ToString(got[0].ReceiptHandle) == aws.ToString(got[1].ReceiptHandle)) {
+			t.Errorf("deliveries %+v and %+v: want one message, two receipt handles", got[0], got[1])
+		}
+		if st := p.Stats(); st.Redelivered != want-1 || len(st.RedeliveryErrors) > 0 {
+			t.Errorf("redelivery %t: stats %d redelivered, errors %v", redeliver, st.Redelivered, st.RedeliveryErrors)
+		}
+	}
 }
