@@ -30,10 +30,12 @@ type claimEnv struct {
 	launchTemplate string
 	subnets        []string
 	sim            *agentsim.Sim
-	claimsGitHub   string // a github block for the claims' provider configuration
+	claimsSettings string // more settings of the claims' provider configuration
 }
 
-func newClaimEnv(t *testing.T, prefix string) *claimEnv {
+// newClaimEnv makes a launch template and simulated agents (their options
+// changed by tune) for a pool of its own.
+func newClaimEnv(t *testing.T, prefix string, tune ...func(*agentsim.Options)) *claimEnv {
 	t.Helper()
 	if testClients == nil {
 		t.Fatal("acceptance tests need TF_ACC=1")
@@ -58,10 +60,14 @@ func newClaimEnv(t *testing.T, prefix string) *claimEnv {
 	for _, s := range subnets.Subnets[:min(2, len(subnets.Subnets))] {
 		e.subnets = append(e.subnets, aws.ToString(s.SubnetId))
 	}
-	e.sim = agentsim.New(agentsim.Clients{DynamoDB: testClients.DynamoDB, EC2: testClients.EC2, SQS: testClients.SQS}, e.pool, agentsim.Options{
+	opts := agentsim.Options{
 		HeartbeatInterval: time.Second, PollInterval: 250 * time.Millisecond, SelfCheckInterval: 5 * time.Second,
 		Logf: t.Logf,
-	})
+	}
+	for _, f := range tune {
+		f(&opts)
+	}
+	e.sim = agentsim.New(agentsim.Clients{DynamoDB: testClients.DynamoDB, EC2: testClients.EC2, SQS: testClients.SQS}, e.pool, opts)
 	t.Cleanup(func() {
 		e.sim.Stop()
 		_, _ = testClients.EC2.DeleteLaunchTemplate(context.Background(), &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: aws.String(e.launchTemplate)})
@@ -91,7 +97,7 @@ resource "ec2runners_pool" "test" {
     instance_selection = "explicit"
   }
 }
-`, awsrecord.ClaimsKey, awsrecord.TestSecret, e.claimsGitHub, e.pool, e.launchTemplate, quoteList(e.subnets))
+`, awsrecord.ClaimsKey, awsrecord.TestSecret, e.claimsSettings, e.pool, e.launchTemplate, quoteList(e.subnets))
 }
 
 // claimConfig is a claim of the test pool named name, with extra arguments.

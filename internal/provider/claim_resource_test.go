@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -20,6 +21,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/faultproxy"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -291,9 +293,23 @@ func TestAccClaim_import(t *testing.T) {
 
 // TestAccClaim_race applies 8 claims of 2 at once against 10 idle runners:
 // each runner is claimed at most once, 10 are reused, 6 created, and every
-// claim succeeds.
+// claim succeeds. The claims see AWS as it is, not as the emulator is:
+// every SQS message is delivered twice, ClientTokens are honoured, and the
+// agents' clocks run a minute behind the provider's.
 func TestAccClaim_race(t *testing.T) {
-	e := newClaimEnv(t, "acc-race")
+	e := newClaimEnv(t, "acc-race", func(o *agentsim.Options) { o.ClockSkew = -time.Minute })
+	proxy, err := faultproxy.New(os.Getenv("AWS_ENDPOINT_URL"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	proxy.SetRealism(faultproxy.Realism{ClientTokens: true, SQSRedelivery: true})
+	e.claimsSettings = fmt.Sprintf(`endpoints {
+    dynamodb = %[1]q
+    ec2      = %[1]q
+    sqs      = %[1]q
+    sts      = %[1]q
+  }`, proxy.URL)
 	var seeded []string
 	claims := ""
 	for i := range 8 {
@@ -334,6 +350,9 @@ func TestAccClaim_race(t *testing.T) {
 					}
 					if reused != 10 || created != 6 {
 						return fmt.Errorf("reused %d and created %d, want 10 and 6", reused, created)
+					}
+					if st := proxy.Stats(); st.Redelivered == 0 || len(st.RedeliveryErrors) > 0 {
+						return fmt.Errorf("%d SQS messages delivered twice (errors %v): the realism did not work", st.Redelivered, st.RedeliveryErrors)
 					}
 					return nil
 				},

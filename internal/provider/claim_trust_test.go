@@ -24,7 +24,7 @@ import (
 // provider's github.owner fails before any runner is touched.
 func TestAccClaim_githubTargetMismatch(t *testing.T) {
 	e := newClaimEnv(t, "acc-ghtarget")
-	e.claimsGitHub = `
+	e.claimsSettings = `
   github {
     token = "ghp_never_used"
     owner = "mallory"
