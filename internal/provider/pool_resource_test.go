@@ -410,6 +410,10 @@ func seedRunner(pool, class, state, runID string, id *string) resource.TestCheck
 		out, err := testClients.EC2.RunInstances(ctx, &ec2.RunInstancesInput{
 			ImageId: aws.String("ami-12c6146b"), InstanceType: ec2types.InstanceTypeC6iLarge,
 			MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
+			// Tagged as a claim's launch tags it: the pool's policy may
+			// terminate only its own instances.
+			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance,
+				Tags: []ec2types.Tag{{Key: aws.String(protocol.TagPool), Value: aws.String(pool)}}}},
 		})
 		if err != nil {
 			return err
