@@ -206,8 +206,8 @@ func (s *Sim) watchFleet(ctx context.Context, choose func(string, int) Behavior)
 		case err != nil && ctx.Err() == nil:
 			err = fmt.Errorf("agentsim: watching the fleet of pool %s: %w", s.pool, err)
 			s.recordErr(err)
-			if err.Error() != lastErr {
-				lastErr = err.Error()
+			if key := ErrorKey(err); key != lastErr {
+				lastErr = key
 				s.logf("%v (retrying)", err)
 			}
 		case err == nil:
