@@ -344,13 +344,23 @@ echo "RUNNER_TEMP=$RUNNER_TEMP"
 }
 
 // checkIdentityOverIPv6 reads the instance identity document inside the
-// instance, from the metadata service's IPv6 address: the emulator's account.
+// instance, from the metadata service's IPv6 address: the emulator's account
+// and the image the instance was launched from.
 func checkIdentityOverIPv6(t *testing.T, inst *scripttest.Instance) {
 	t.Helper()
+	caller, err := stsClient.GetCallerIdentity(context.Background(), &sts.GetCallerIdentityInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	image, err := emulator.Image(context.Background(), clients.EC2)
+	if err != nil {
+		t.Fatal(err)
+	}
 	out, err := inst.Command("bash", "-c", `imds=http://[fd00:ec2::254]/latest
 		token=$(curl -gsSf -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' "$imds/api/token") &&
 		curl -gsSf -H "X-aws-ec2-metadata-token: $token" "$imds/dynamic/instance-identity/document"`).CombinedOutput()
-	for _, want := range []string{`"accountId" : "000000000000"`, `"instanceId" : "` + inst.ID + `"`, `"region" : "` + region + `"`} {
+	for _, want := range []string{`"accountId" : "` + aws.ToString(caller.Account) + `"`, `"imageId" : "` + image + `"`,
+		`"instanceId" : "` + inst.ID + `"`, `"region" : "` + region + `"`} {
 		if err != nil || !strings.Contains(string(out), want) {
 			t.Errorf("identity document over IPv6: %v\n%s\nwant %s in it", err, out, want)
 		}

@@ -85,7 +85,7 @@ func (a *agent) fail(ctx context.Context, what string, err error) {
 	}
 	err = fmt.Errorf("agent %s: %s: %w", a.id, what, err)
 	a.sim.recordErr(err)
-	if msg := err.Error(); msg != a.lastErr {
+	if msg := ErrorKey(err); msg != a.lastErr {
 		a.lastErr = msg
 		a.sim.logf("%v (retrying)", err)
 	}

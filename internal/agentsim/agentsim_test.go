@@ -455,8 +455,8 @@ func TestHealthyLifecycle(t *testing.T) {
 		t.Fatalf("pool instances %v, want just %s", insts, id)
 	}
 	inst := insts[0]
-	if got := aws.ToString(inst.ImageId); got != agentsim.SeedImageID {
-		t.Errorf("image %q", got)
+	if want, err := emulator.Image(t.Context(), ec2Client); err != nil || aws.ToString(inst.ImageId) != want {
+		t.Errorf("image %q, want %q (%v)", aws.ToString(inst.ImageId), want, err)
 	}
 	if inst.InstanceType != ec2types.InstanceType(agentsim.DefaultSeedInstanceType) {
 		t.Errorf("instance type %q", inst.InstanceType)
@@ -677,8 +677,12 @@ func TestWatchFleet(t *testing.T) {
 
 	// What a claim does: CreateFleet (here RunInstances with the fleet's
 	// tags), then a `created` record per instance.
+	image, err := emulator.Image(t.Context(), ec2Client)
+	if err != nil {
+		t.Fatal(err)
+	}
 	run, err := ec2Client.RunInstances(t.Context(), &ec2.RunInstancesInput{
-		ImageId: aws.String(agentsim.SeedImageID), InstanceType: ec2types.InstanceTypeC6iLarge,
+		ImageId: aws.String(image), InstanceType: ec2types.InstanceTypeC6iLarge,
 		MinCount: aws.Int32(2), MaxCount: aws.Int32(2),
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{
 			{Key: aws.String(protocol.TagPool), Value: aws.String(h.pool.name)},

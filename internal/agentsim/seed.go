@@ -15,11 +15,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
-
-// SeedImageID is the AMI SeedIdle launches; the emulator preloads it.
-const SeedImageID = "ami-12c6146b"
 
 // Defaults of SeedSpec.
 const (
@@ -54,7 +52,8 @@ type SeedSpec struct {
 // and TagSeeded), writes an `idle` instance record for each, starts its agent
 // (with the first heartbeat already written, unless NoHeartbeat), and then
 // sends the queue messages. It returns the instance ids, also on error (those
-// launched so far). The agents run until ctx is done or Stop.
+// launched so far). The image is any the emulator offers (emulator.Image).
+// The agents run until ctx is done or Stop.
 func (s *Sim) SeedIdle(ctx context.Context, n int, spec SeedSpec) ([]string, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("agentsim: SeedIdle needs n > 0, got %d", n)
@@ -97,8 +96,12 @@ func (s *Sim) SeedIdle(ctx context.Context, n int, spec SeedSpec) ([]string, err
 		queueURL = aws.ToString(out.QueueUrl)
 	}
 
+	image, err := emulator.Image(ctx, s.c.EC2)
+	if err != nil {
+		return nil, fmt.Errorf("agentsim: %w", err)
+	}
 	run, err := s.c.EC2.RunInstances(ctx, &ec2.RunInstancesInput{
-		ImageId:      aws.String(SeedImageID),
+		ImageId:      aws.String(image),
 		InstanceType: ec2types.InstanceType(spec.InstanceType),
 		MinCount:     aws.Int32(int32(n)),
 		MaxCount:     aws.Int32(int32(n)),
@@ -203,8 +206,8 @@ func (s *Sim) watchFleet(ctx context.Context, choose func(string, int) Behavior)
 		case err != nil && ctx.Err() == nil:
 			err = fmt.Errorf("agentsim: watching the fleet of pool %s: %w", s.pool, err)
 			s.recordErr(err)
-			if err.Error() != lastErr {
-				lastErr = err.Error()
+			if key := ErrorKey(err); key != lastErr {
+				lastErr = key
 				s.logf("%v (retrying)", err)
 			}
 		case err == nil:

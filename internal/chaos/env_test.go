@@ -96,9 +96,13 @@ func newWorld(t *testing.T, prefix string, seed uint64) *world {
 	if w.faulty, err = clientsFor(ctx, w.proxy.URL, awsrecord.ClaimsKey); err != nil {
 		t.Fatal(err)
 	}
+	image, err := emulator.Image(ctx, direct.EC2)
+	if err != nil {
+		t.Fatal(err)
+	}
 	lt, err := direct.EC2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 		LaunchTemplateName: aws.String(w.pool),
-		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String("ami-12c6146b")},
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(image)},
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: []ec2types.Tag{
 			{Key: aws.String(protocol.TagPool), Value: aws.String(w.pool)},
 		}}},
@@ -106,9 +110,9 @@ func newWorld(t *testing.T, prefix string, seed uint64) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	subnets, err := direct.EC2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{})
-	if err != nil || len(subnets.Subnets) == 0 {
-		t.Fatalf("subnets: %v", err)
+	subnets, err := emulator.DefaultSubnets(ctx, direct.EC2, 1)
+	if err != nil {
+		t.Fatal(err)
 	}
 	m := &pool.Manager{DynamoDB: direct.DynamoDB, SQS: direct.SQS, EC2: direct.EC2, STS: direct.STS, Region: direct.Region}
 	if _, err := m.Create(ctx, pool.Spec{
@@ -117,7 +121,7 @@ func newWorld(t *testing.T, prefix string, seed uint64) *world {
 		IdleTimeout:     30 * time.Minute, MaxRuntime: 30 * time.Minute,
 		Fleet: &protocol.FleetConfig{
 			LaunchTemplateID: aws.ToString(lt.LaunchTemplate.LaunchTemplateId), LaunchTemplateVersion: "$Default",
-			SubnetIDs: []string{aws.ToString(subnets.Subnets[0].SubnetId)}, InstanceSelection: protocol.SelectionExplicit,
+			SubnetIDs: subnets, InstanceSelection: protocol.SelectionExplicit,
 		},
 	}); err != nil {
 		t.Fatal(err)

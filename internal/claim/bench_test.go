@@ -74,9 +74,13 @@ func newBenchPool(b *testing.B) *benchPool {
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
 	p.name = "bench-" + hex.EncodeToString(suffix)
+	image, err := emulator.Image(ctx, e)
+	if err != nil {
+		b.Fatal(err)
+	}
 	lt, err := e.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 		LaunchTemplateName: aws.String(p.name),
-		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String("ami-12c6146b")},
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(image)},
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: []ec2types.Tag{
 			{Key: aws.String(protocol.TagPool), Value: aws.String(p.name)},
 		}}},
@@ -84,7 +88,7 @@ func newBenchPool(b *testing.B) *benchPool {
 	if err != nil {
 		b.Fatal(err)
 	}
-	subnets, err := e.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{})
+	subnets, err := emulator.DefaultSubnets(ctx, e, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -94,7 +98,7 @@ func newBenchPool(b *testing.B) *benchPool {
 		IdleTimeout: 7 * time.Minute, MaxRuntime: 30 * time.Minute,
 		Fleet: &protocol.FleetConfig{
 			LaunchTemplateID: aws.ToString(lt.LaunchTemplate.LaunchTemplateId), LaunchTemplateVersion: "$Default",
-			SubnetIDs: []string{aws.ToString(subnets.Subnets[0].SubnetId)}, InstanceSelection: protocol.SelectionExplicit,
+			SubnetIDs: subnets, InstanceSelection: protocol.SelectionExplicit,
 		},
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -154,6 +155,10 @@ func (c *Claimer) fleetRequest(ctx context.Context, req Request, cfg protocol.Po
 			})
 		}
 	}
+	tags, err := instanceTags(req)
+	if err != nil {
+		return nil, err
+	}
 	in := &ec2.CreateFleetInput{
 		Type:                  ec2types.FleetTypeInstant,
 		ClientToken:           aws.String(token),
@@ -162,14 +167,7 @@ func (c *Claimer) fleetRequest(ctx context.Context, req Request, cfg protocol.Po
 			TotalTargetCapacity:       aws.Int32(int32(n)),
 			DefaultTargetCapacityType: ec2types.DefaultTargetCapacityTypeOnDemand,
 		},
-		TagSpecifications: []ec2types.TagSpecification{{
-			ResourceType: ec2types.ResourceTypeInstance,
-			Tags: []ec2types.Tag{
-				{Key: aws.String(protocol.TagAllowSelfTermination), Value: aws.String("true")},
-				{Key: aws.String(protocol.TagInitialRunID), Value: aws.String(req.RunID)},
-				{Key: aws.String(protocol.TagPool), Value: aws.String(req.Pool)},
-			},
-		}},
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: tags}},
 	}
 	if req.UsageClass == protocol.UsageSpot {
 		in.TargetCapacitySpecification.DefaultTargetCapacityType = ec2types.DefaultTargetCapacityTypeSpot
@@ -180,6 +178,41 @@ func (c *Claimer) fleetRequest(ctx context.Context, req Request, cfg protocol.Po
 		in.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice}
 	}
 	return in, nil
+}
+
+// maxInstanceTags is EC2's limit of tags per resource.
+const maxInstanceTags = 50
+
+// instanceTags are the tags of the instances a fleet launches: the pool's
+// own, which agents, the reaper and IAM conditions rely on, then the
+// provider's default tags (cost allocation) by key, never replacing one of
+// the pool's. Tags past EC2's limit fail the claim before anything launches:
+// dropping some would silently miss a cost report.
+//
+// Volumes get none: an instant fleet tags only the fleet and its instances
+// (CreateFleet refuses other resource types); the launch template's
+// tag_specifications tag volumes.
+func instanceTags(req Request) ([]ec2types.Tag, error) {
+	tags := []ec2types.Tag{
+		{Key: aws.String(protocol.TagAllowSelfTermination), Value: aws.String("true")},
+		{Key: aws.String(protocol.TagInitialRunID), Value: aws.String(req.RunID)},
+		{Key: aws.String(protocol.TagPool), Value: aws.String(req.Pool)},
+	}
+	own := len(tags)
+	var extra []string
+	for k := range req.DefaultTags {
+		if !slices.ContainsFunc(tags[:own], func(t ec2types.Tag) bool { return aws.ToString(t.Key) == k }) {
+			extra = append(extra, k)
+		}
+	}
+	if own+len(extra) > maxInstanceTags {
+		return nil, fmt.Errorf("the provider's default_tags add %d tags to the pool's %d on each instance, but EC2 allows %d tags per instance", len(extra), own, maxInstanceTags)
+	}
+	slices.Sort(extra)
+	for _, k := range extra {
+		tags = append(tags, ec2types.Tag{Key: aws.String(k), Value: aws.String(req.DefaultTags[k])})
+	}
+	return tags, nil
 }
 
 // resolveInstanceTypes lists the types an explicit request may use: the

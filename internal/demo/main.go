@@ -171,7 +171,7 @@ func repoRoot() (string, error) {
 
 // launchTemplate makes the runners' launch template, tagged for the pool
 // (claims launch no other), with an image the emulator offers, and picks
-// subnets. A template an earlier demo left is replaced.
+// subnets of the default VPC. A template an earlier demo left is replaced.
 func launchTemplate(ctx context.Context, client *ec2.Client) (string, []string, error) {
 	name := aws.String("ec2runners-demo")
 	lts, err := client.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{Filters: []ec2types.Filter{{Name: aws.String("launch-template-name"), Values: []string{*name}}}})
@@ -183,15 +183,12 @@ func launchTemplate(ctx context.Context, client *ec2.Client) (string, []string, 
 			return "", nil, err
 		}
 	}
-	images, err := client.DescribeImages(ctx, &ec2.DescribeImagesInput{Filters: []ec2types.Filter{{Name: aws.String("architecture"), Values: []string{"x86_64"}}}})
+	image, err := emulator.Image(ctx, client)
 	if err != nil {
 		return "", nil, err
 	}
-	if len(images.Images) == 0 {
-		return "", nil, fmt.Errorf("the emulator offers no x86_64 image for the launch template")
-	}
 	out, err := client.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
-		LaunchTemplateName: name, LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: images.Images[0].ImageId},
+		LaunchTemplateName: name, LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(image)},
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: []ec2types.Tag{
 			{Key: aws.String(protocol.TagPool), Value: aws.String(poolName)},
 		}}},
@@ -200,15 +197,8 @@ func launchTemplate(ctx context.Context, client *ec2.Client) (string, []string, 
 		return "", nil, err
 	}
 	id := aws.ToString(out.LaunchTemplate.LaunchTemplateId)
-	subnets, err := client.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{})
-	if err != nil {
-		return "", nil, err
-	}
-	var subnetIDs []string
-	for _, s := range subnets.Subnets[:min(2, len(subnets.Subnets))] {
-		subnetIDs = append(subnetIDs, aws.ToString(s.SubnetId))
-	}
-	return id, subnetIDs, nil
+	subnets, err := emulator.DefaultSubnets(ctx, client, 2)
+	return id, subnets, err
 }
 
 func (d *demo) terraform(args ...string) error {

@@ -1,6 +1,7 @@
 // Package examples checks the Terraform configurations under examples/: the
 // ones that use only this provider are validated with `terraform validate`
 // against a freshly built provider binary (dev_overrides, no registry access,
-// no `terraform init`), the others are checked with `terraform fmt`. It has
-// no code of its own, only the test.
+// no `terraform init`), the others are checked with `terraform fmt`; and the
+// Terragrunt layout of examples/complete runs with the real terragrunt
+// binary against the emulator. It has no code of its own, only the tests.
 package examples

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/faultproxy"
 )
 
@@ -19,7 +20,10 @@ import (
 func TestRealismClientTokens(t *testing.T) {
 	ctx := context.Background()
 	direct := newClients(endpoint, 3)
-	image := anyImage(t, direct)
+	image, err := emulator.Image(ctx, direct.ec2)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		realism bool
 		want    int
@@ -53,21 +57,6 @@ func TestRealismClientTokens(t *testing.T) {
 			t.Errorf("the retry answered %v, want the first launch %v", retried.Instances, launched)
 		}
 	}
-}
-
-// anyImage is an image the emulator offers (none is assumed by id).
-func anyImage(t *testing.T, c awsClients) string {
-	t.Helper()
-	out, err := c.ec2.DescribeImages(context.Background(), &ec2.DescribeImagesInput{
-		Filters: []ec2types.Filter{{Name: aws.String("architecture"), Values: []string{"x86_64"}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(out.Images) == 0 {
-		t.Fatal("the emulator offers no x86_64 image")
-	}
-	return aws.ToString(out.Images[0].ImageId)
 }
 
 func instancesTagged(t *testing.T, c awsClients, marker string) []string {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsrecord"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -44,7 +45,7 @@ func newClaimEnv(t *testing.T, prefix string, tune ...func(*agentsim.Options)) *
 	e := &claimEnv{t: t, pool: randomName(prefix)}
 	lt, err := testClients.EC2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 		LaunchTemplateName: aws.String(e.pool),
-		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String("ami-12c6146b")},
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(testImage(t))},
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: []ec2types.Tag{
 			{Key: aws.String(protocol.TagPool), Value: aws.String(e.pool)},
 		}}},
@@ -53,12 +54,8 @@ func newClaimEnv(t *testing.T, prefix string, tune ...func(*agentsim.Options)) *
 		t.Fatalf("creating launch template: %v", err)
 	}
 	e.launchTemplate = aws.ToString(lt.LaunchTemplate.LaunchTemplateId)
-	subnets, err := testClients.EC2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{})
-	if err != nil || len(subnets.Subnets) == 0 {
-		t.Fatalf("looking up subnets: %v (%d found)", err, len(subnets.Subnets))
-	}
-	for _, s := range subnets.Subnets[:min(2, len(subnets.Subnets))] {
-		e.subnets = append(e.subnets, aws.ToString(s.SubnetId))
+	if e.subnets, err = emulator.DefaultSubnets(ctx, testClients.EC2, 2); err != nil {
+		t.Fatal(err)
 	}
 	opts := agentsim.Options{
 		HeartbeatInterval: time.Second, PollInterval: 250 * time.Millisecond, SelfCheckInterval: 5 * time.Second,
@@ -73,6 +70,16 @@ func newClaimEnv(t *testing.T, prefix string, tune ...func(*agentsim.Options)) *
 		_, _ = testClients.EC2.DeleteLaunchTemplate(context.Background(), &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: aws.String(e.launchTemplate)})
 	})
 	return e
+}
+
+// testImage is an image the emulator offers, for launch templates.
+func testImage(t *testing.T) string {
+	t.Helper()
+	image, err := emulator.Image(context.Background(), testClients.EC2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return image
 }
 
 // poolConfig is the pool resource of the test (one large class, explicit

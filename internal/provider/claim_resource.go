@@ -161,8 +161,8 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 			"fleet_validation_wait": wait("How long new instances have to boot, register and heartbeat; at most `4m`, as warm runners claimed meanwhile must reach `running` within their 5 minute claimed lifetime.", d.FleetValidationWait, time.Second, 4*time.Minute),
 			"release_wait":          wait("How long a runner has to confirm its release on destroy before it is terminated instead; at most `10m`.", d.ReleaseWait, time.Second, 10*time.Minute),
 			"label": schema.StringAttribute{
-				Computed: true, Description: "The runners' label, for `runs-on`: the run id.",
-				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+				Computed: true, Description: "The runners' label, for `runs-on`: the run id, known at plan time when `run_id` is set.",
+				PlanModifiers: []planmodifier.String{labelIsRunID{}},
 			},
 			"instance_ids": schema.ListAttribute{
 				Computed: true, ElementType: types.StringType, Description: "IDs of the instances the claim holds.",
@@ -250,7 +250,7 @@ func (r *claimResource) request(ctx context.Context, m claimResourceModel) (clai
 	req := claim.Request{
 		Pool: m.Pool.ValueString(), RunID: m.RunID.ValueString(), InstanceCount: int(m.InstanceCount.ValueInt64()),
 		ResourceClass: m.ResourceClass.ValueString(), UsageClass: m.UsageClass.ValueString(), FleetFallback: m.FleetFallback.ValueBool(),
-		Timings: claim.DefaultTimings(),
+		Timings: claim.DefaultTimings(), DefaultTags: r.data.defaultTags,
 	}
 	if diags := m.AllowedInstanceTypes.ElementsAs(ctx, &req.AllowedTypes, false); diags.HasError() {
 		return req, fmt.Errorf("allowed_instance_types: %v", diags)

@@ -49,7 +49,7 @@ func TestAccClaim_launchTemplateOfAnotherPool(t *testing.T) {
 	e := newClaimEnv(t, "acc-untagged")
 	lt, err := testClients.EC2.CreateLaunchTemplate(context.Background(), &ec2.CreateLaunchTemplateInput{
 		LaunchTemplateName: aws.String(e.pool + "-foreign"),
-		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String("ami-12c6146b")},
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(testImage(t))},
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: []ec2types.Tag{
 			{Key: aws.String(protocol.TagPool), Value: aws.String("another-pool")},
 		}}},

@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -407,8 +408,12 @@ func deletePoolOutside(name string) resource.TestCheckFunc {
 func seedRunner(pool, class, state, runID string, id *string) resource.TestCheckFunc {
 	return func(*terraform.State) error {
 		ctx := context.Background()
+		image, err := emulator.Image(ctx, testClients.EC2)
+		if err != nil {
+			return err
+		}
 		out, err := testClients.EC2.RunInstances(ctx, &ec2.RunInstancesInput{
-			ImageId: aws.String("ami-12c6146b"), InstanceType: ec2types.InstanceTypeC6iLarge,
+			ImageId: aws.String(image), InstanceType: ec2types.InstanceTypeC6iLarge,
 			MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
 			// Tagged as a claim's launch tags it: the pool's policy may
 			// terminate only its own instances.

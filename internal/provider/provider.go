@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -159,10 +160,11 @@ func (p *ec2runnersProvider) Schema(_ context.Context, _ provider.SchemaRequest,
 			},
 			"github": githubBlock(),
 			"default_tags": schema.SingleNestedBlock{
-				Description: "Tags applied to every taggable resource the provider creates; a resource's own `tags` win on conflicts.",
+				Description: "Tags applied to every taggable resource the provider creates: the pools' tables and queues (a pool's own `tags` win on conflicts) and the instances claims launch (after their own `ec2runners:pool`, `AllowSelfTermination` and `InitialRunId`, which they never replace). Their volumes take tags from the launch template's `tag_specifications`: an instant EC2 fleet tags only instances.",
 				Attributes: map[string]schema.Attribute{
-					"tags": schema.MapAttribute{ElementType: types.StringType, Optional: true, Description: "Tags to apply.",
-						Validators: []validator.Map{tagsValidator{}}},
+					"tags": schema.MapAttribute{ElementType: types.StringType, Optional: true,
+						Description: "Tags to apply; at most 47, as EC2 allows 50 per instance and claims add 3.",
+						Validators:  []validator.Map{tagsValidator{}, mapvalidator.SizeAtMost(47)}},
 				},
 			},
 		},

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -76,6 +77,9 @@ data "ec2runners_runner_script" "test" {
 		"default tag value with a bad character": {`default_tags {
     tags = { owner = "platform;drop" }
   }`, `Attribute default_tags.tags: the value of tag "owner" has a character AWS does not allow; tag keys must be 1-128 characters and values at most 256, of letters, digits, spaces and _ . : / = \+ - @`},
+		"too many default tags": {`default_tags {
+    tags = {` + manyTags(48) + `}
+  }`, `Attribute default_tags.tags map must contain at most 47 elements, got: 48`},
 		"default tags not a map": {`default_tags {
     tags = ["owner"]
   }`, `Inappropriate value for attribute "tags": map of string required`},
@@ -99,4 +103,13 @@ func TestAccPoolDataSource_invalidInput(t *testing.T) {
 			expectPlanError(t, "data \"ec2runners_pool\" \"test\" {\n  "+tc.args+"\n}", tc.want)
 		})
 	}
+}
+
+// manyTags is n tags in HCL: k00 = "v", k01 = "v", ...
+func manyTags(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, " k%02d = %q,", i, "v")
+	}
+	return b.String()
 }

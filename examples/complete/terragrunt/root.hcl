@@ -5,7 +5,7 @@
 
 locals {
   region       = "eu-west-1"
-  state_bucket = "acme-terraform-state" # created by Terragrunt if missing
+  state_bucket = "acme-terraform-state" # created by Terragrunt with --backend-bootstrap
 
   state_config = {
     bucket       = local.state_bucket

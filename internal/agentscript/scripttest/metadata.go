@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/arn"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsrecord"
@@ -39,6 +40,7 @@ func AccessKeyID(instanceID string) string { return awsrecord.AgentKey(instanceI
 // (those the SigV4 proxy verifies).
 type Metadata struct {
 	InstanceID       string
+	ImageID          string // the image the instance was launched from
 	AccountID        string
 	Region           string
 	AvailabilityZone string
@@ -152,7 +154,7 @@ func (m Metadata) tree(boot time.Time) map[string]string {
 	t := map[string]string{
 		"meta-data/instance-id":                              m.InstanceID,
 		"meta-data/instance-type":                            SeedInstanceType,
-		"meta-data/ami-id":                                   imageID,
+		"meta-data/ami-id":                                   m.ImageID,
 		"meta-data/placement/region":                         m.Region,
 		"meta-data/placement/availability-zone":              m.AvailabilityZone,
 		"meta-data/services/partition":                       m.Partition,
@@ -166,16 +168,13 @@ func (m Metadata) tree(boot time.Time) map[string]string {
 	return t
 }
 
-// imageID is the image LaunchInstance launches.
-const imageID = "ami-12c6146b"
-
 // identityDocument is laid out as EC2's, with spaces around the colons: a
 // parser that expects `"key":"value"` fails here as it would on EC2.
 func (m Metadata) identityDocument(boot time.Time) string {
 	fields := []struct{ k, v string }{
 		{"accountId", m.AccountID}, {"architecture", "x86_64"}, {"availabilityZone", m.AvailabilityZone},
 		{"billingProducts", ""}, {"devpayProductCodes", ""}, {"marketplaceProductCodes", ""},
-		{"imageId", imageID}, {"instanceId", m.InstanceID}, {"instanceType", SeedInstanceType},
+		{"imageId", m.ImageID}, {"instanceId", m.InstanceID}, {"instanceType", SeedInstanceType},
 		{"kernelId", ""}, {"pendingTime", boot.UTC().Format(time.RFC3339)}, {"privateIp", "10.0.0.10"},
 		{"ramdiskId", ""}, {"region", m.Region}, {"version", "2017-09-30"},
 	}
@@ -196,26 +195,39 @@ func (m Metadata) identityDocument(boot time.Time) string {
 	return b.String()
 }
 
-// metadata is what EC2 tells instance c about itself. The account and
-// partition are the emulator's, as STS GetCallerIdentity tells them to the
-// pool resource, unless c names the account.
+// metadata is what EC2 tells instance c about itself: its image, from the
+// emulator, and the account and partition, the emulator's as STS
+// GetCallerIdentity tells them to the pool resource, unless c names the
+// account.
 func (e *Env) metadata(c InstanceConfig) (Metadata, error) {
 	m := Metadata{InstanceID: c.InstanceID, AccountID: c.AccountID, Region: e.Region,
 		AvailabilityZone: c.AvailabilityZone, Partition: "aws", Tags: c.Tags}
 	if m.AvailabilityZone == "" {
 		m.AvailabilityZone = e.Region + "a"
 	}
+	if e.Endpoint == "" {
+		if m.AccountID != "" {
+			return m, nil
+		}
+		return m, errors.New("the instance's account: the Env has no emulator endpoint; set InstanceConfig.AccountID")
+	}
+	creds := credentials.NewStaticCredentialsProvider("test", "test", "")
+	ctx := context.Background()
+	insts, err := ec2.New(ec2.Options{Region: e.Region, BaseEndpoint: aws.String(e.Endpoint), Credentials: creds}).
+		DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{c.InstanceID}})
+	if err != nil {
+		return m, fmt.Errorf("the instance's image from DescribeInstances: %w", err)
+	}
+	for _, r := range insts.Reservations {
+		for _, inst := range r.Instances {
+			m.ImageID = aws.ToString(inst.ImageId)
+		}
+	}
 	if m.AccountID != "" {
 		return m, nil
 	}
-	if e.Endpoint == "" {
-		return m, errors.New("the instance's account: the Env has no emulator endpoint; set InstanceConfig.AccountID")
-	}
-	client := sts.New(sts.Options{
-		Region: e.Region, BaseEndpoint: aws.String(e.Endpoint),
-		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
-	})
-	out, err := client.GetCallerIdentity(context.Background(), &sts.GetCallerIdentityInput{})
+	client := sts.New(sts.Options{Region: e.Region, BaseEndpoint: aws.String(e.Endpoint), Credentials: creds})
+	out, err := client.GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
 	if err != nil {
 		return m, fmt.Errorf("the instance's account from STS GetCallerIdentity: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -30,7 +31,7 @@ const (
 )
 
 // LaunchInstance starts an instance in the emulator tagged as a runner of
-// pool, plus tags, and returns its id.
+// pool, plus tags, from an image the emulator offers, and returns its id.
 func LaunchInstance(ctx context.Context, c Clients, pool string, tags map[string]string) (string, error) {
 	ec2Tags := []ec2types.Tag{
 		{Key: aws.String(protocol.TagPool), Value: aws.String(pool)},
@@ -39,8 +40,12 @@ func LaunchInstance(ctx context.Context, c Clients, pool string, tags map[string
 	for k, v := range tags {
 		ec2Tags = append(ec2Tags, ec2types.Tag{Key: aws.String(k), Value: aws.String(v)})
 	}
+	image, err := emulator.Image(ctx, c.EC2)
+	if err != nil {
+		return "", err
+	}
 	run, err := c.EC2.RunInstances(ctx, &ec2.RunInstancesInput{
-		ImageId: aws.String("ami-12c6146b"), InstanceType: ec2types.InstanceType(SeedInstanceType), MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
+		ImageId: aws.String(image), InstanceType: ec2types.InstanceType(SeedInstanceType), MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: ec2Tags}},
 	})
 	if err != nil {

@@ -1,7 +1,7 @@
 # One workflow run's claim, applied by the run's claim job and destroyed by
-# its release job:
-#   CLAIM_RUN_ID="$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT" terragrunt apply
-#   CLAIM_RUN_ID="$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT" terragrunt destroy
+# its release job (-auto-approve: CI has no terminal to answer a prompt):
+#   CLAIM_RUN_ID="$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT" terragrunt apply -auto-approve
+#   CLAIM_RUN_ID="$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT" terragrunt destroy -auto-approve
 # with the AWS credentials of the CI role, and GitHub credentials in
 # TF_VAR_github_token (claims and releases mint the runners' tokens).
 include "root" {
@@ -17,6 +17,11 @@ locals {
 terraform {
   source = "${get_terragrunt_dir()}/../../claim"
 }
+
+# One working directory per run: each initializes its own run's backend (a
+# second run id in the same checkout would otherwise find the first run's
+# backend configuration), and runs at once never share one.
+download_dir = "${get_terragrunt_dir()}/.terragrunt-cache/${local.run_id}"
 
 # One state per run: concurrent runs never share (or lock) one state, and
 # the release job finds the claim job's. Replaces the root's remote_state.
@@ -39,11 +44,14 @@ remote_state {
 dependency "pool" {
   config_path = "../pool"
 
-  # Until the pool is applied, plan and validate use this name.
+  # Until the pool is applied, plan and validate use this name; and so does
+  # destroy once the pool has no outputs: a `run --all destroy` that failed
+  # at the pool (runners still warm) has removed them, and its retry must
+  # not fail here.
   mock_outputs = {
     pool_name = "ci-runners"
   }
-  mock_outputs_allowed_terraform_commands = ["init", "validate", "plan"]
+  mock_outputs_allowed_terraform_commands = ["init", "validate", "plan", "destroy"]
 }
 
 inputs = {

@@ -133,8 +133,8 @@ func adopt(ctx context.Context, sim *agentsim.Sim, ddb *dynamodb.Client, pool st
 	for {
 		ids, err := liveRecords(ctx, ddb, pool)
 		switch {
-		case err != nil && ctx.Err() == nil && err.Error() != lastErr:
-			lastErr = err.Error()
+		case err != nil && ctx.Err() == nil && agentsim.ErrorKey(err) != lastErr:
+			lastErr = agentsim.ErrorKey(err)
 			fmt.Fprintf(os.Stderr, "simagents: reading the instance records of pool %s: %v (retrying)\n", pool, err)
 		case err == nil:
 			lastErr = ""
