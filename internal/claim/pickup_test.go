@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -389,6 +388,3 @@ func TestPickupErrors(t *testing.T) {
 		}
 	})
 }
-
-// sqsReceiveInput keeps the hook's signature short.
-type sqsReceiveInput = sqs.ReceiveMessageInput
