@@ -30,6 +30,7 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsconfig"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
 const region = "us-east-1"
@@ -295,6 +296,7 @@ provider "ec2runners" {
     sqs      = var.endpoint
     dynamodb = var.endpoint
     ec2      = var.endpoint
+    sts      = var.endpoint
   }
 }
 
@@ -495,14 +497,23 @@ func newWorld(t *testing.T) *world {
 	w := &world{pool: "release-" + hex.EncodeToString(b)}
 	clients, err := awsconfig.New(ctx, awsconfig.Options{
 		Region: region, AccessKey: "test", SecretKey: "test",
-		Endpoints: awsconfig.Endpoints{SQS: endpoint, DynamoDB: endpoint, EC2: endpoint},
+		Endpoints: awsconfig.Endpoints{SQS: endpoint, DynamoDB: endpoint, EC2: endpoint, STS: endpoint},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An image the emulator offers (moto's and LocalStack's differ), in a
+	// launch template tagged for the pool: claims launch no other.
+	images, err := clients.EC2.DescribeImages(ctx, &ec2.DescribeImagesInput{Filters: []ec2types.Filter{{Name: aws.String("architecture"), Values: []string{"x86_64"}}}})
+	if err != nil || len(images.Images) == 0 {
+		t.Fatalf("an x86_64 image for the launch template: %v (%d found)", err, len(images.Images))
+	}
 	lt, err := clients.EC2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 		LaunchTemplateName: aws.String(w.pool),
-		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String("ami-12c6146b")},
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: images.Images[0].ImageId},
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: []ec2types.Tag{
+			{Key: aws.String(protocol.TagPool), Value: aws.String(w.pool)},
+		}}},
 	})
 	if err != nil {
 		t.Fatal(err)
