@@ -1,36 +1,17 @@
 package release
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	"github.com/hashicorp/hcl/v2/gohcl"
-	"github.com/hashicorp/hcl/v2/hclparse"
-	"golang.org/x/mod/sumdb/dirhash"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsconfig"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
 const region = "us-east-1"
@@ -77,33 +58,43 @@ func runTests(m *testing.M) int {
 func TestAccRelease_install(t *testing.T) {
 	requireAcceptance(t)
 	s := loadSnapshot(t)
-	host := hostPlatform()
-	if _, ok := s.zips[host]; !ok {
-		t.Fatalf("the release build has no archive for %s; it has %v", host, s.platforms())
+	if _, ok := s.zips[hostPlatform()]; !ok {
+		t.Fatalf("the release build has no archive for %s; it has %v", hostPlatform(), s.platforms())
 	}
-	hostH1 := h1(t, s.path(s.zips[host]))
+	committed := installFromRegistry(t, s)
+	tf := installFromMirror(t, s, committed)
+	applyPoolAndClaim(t, s, tf)
+}
 
-	// From the registry: signed, and the lock file a user commits.
+// installFromRegistry: signed, and the lock file a user commits, which it
+// returns.
+func installFromRegistry(t *testing.T, s *snapshot) lockEntry {
+	t.Helper()
 	reg := newRegistry(t, s)
-	fromRegistry := newTerraform(t, s, reg.cliConfig(), "SSL_CERT_FILE="+reg.certFile)
-	out := fromRegistry.mustRun("init", "-input=false")
+	tf := newTerraform(t, s, reg.cliConfig(), "SSL_CERT_FILE="+reg.certFile)
+	out := tf.mustRun("init", "-input=false")
 	if want := "(self-signed, key ID " + reg.keyID + ")"; !strings.Contains(out, want) {
 		t.Errorf("init from the registry did not report the signature check %q:\n%s", want, out)
 	}
-	committed := fromRegistry.readLock()
-	t.Logf("lock file after init from the registry: %s %v", committed.Version, committed.Hashes)
-	checkLockHashes(t, s, committed)
-	if !slices.Contains(committed.Hashes, hostH1) {
-		t.Errorf("the lock file lacks the h1 hash of %s: %v", s.zips[host], committed.Hashes)
-	}
+	lock := tf.readLock()
+	t.Logf("lock file after init from the registry: %s %v", lock.Version, lock.Hashes)
+	checkLockHashes(t, s, lock)
+	checkHostH1(t, s, lock)
 	for _, p := range s.platforms() {
-		if zh := "zh:" + s.sums[s.zips[p]]; !slices.Contains(committed.Hashes, zh) {
-			t.Errorf("the lock file lacks %s's zh hash %s: %v", p, zh, committed.Hashes)
+		if zh := "zh:" + s.sums[s.zips[p]]; !slices.Contains(lock.Hashes, zh) {
+			t.Errorf("the lock file lacks %s's zh hash %s: %v", p, zh, lock.Hashes)
 		}
 	}
-	checkInstalled(t, fromRegistry, s)
+	checkInstalled(t, tf, s)
+	return lock
+}
 
-	// From a filesystem mirror, with the committed lock file.
+// installFromMirror: init from a filesystem mirror accepts the committed
+// lock file, writes its own without one, every platform's with
+// `terraform providers lock`, and refuses a wrong hash. It returns the
+// working directory initialized with the committed lock file.
+func installFromMirror(t *testing.T, s *snapshot, committed lockEntry) *terraform {
+	t.Helper()
 	mirror := newMirror(t, s)
 	tf := newTerraform(t, s, mirrorConfig(mirror))
 	tf.writeLock(committed)
@@ -116,9 +107,7 @@ func TestAccRelease_install(t *testing.T) {
 	lock := plain.readLock()
 	t.Logf("lock file after init from the mirror: %s %v", lock.Version, lock.Hashes)
 	checkLockHashes(t, s, lock)
-	if !slices.Contains(lock.Hashes, hostH1) {
-		t.Errorf("the lock file lacks the h1 hash of %s: %v", s.zips[host], lock.Hashes)
-	}
+	checkHostH1(t, s, lock)
 	checkInstalled(t, plain, s)
 
 	// Every platform of the build, from the same mirror.
@@ -145,8 +134,14 @@ func TestAccRelease_install(t *testing.T) {
 	if out, err := tampered.run("init", "-input=false"); err == nil || !strings.Contains(out, "checksum") {
 		t.Errorf("init with a lock file whose hash is wrong: err %v, want a checksum error:\n%s", err, out)
 	}
+	return tf
+}
 
-	// The installed release at work: plan and apply a pool, then a claim.
+// applyPoolAndClaim: the installed release at work. It plans and applies a
+// pool, then a claim of two runners (one warm, one from the fleet), and
+// destroys both; every AWS request names the release's version.
+func applyPoolAndClaim(t *testing.T, s *snapshot, tf *terraform) {
+	t.Helper()
 	w := newWorld(t)
 	tf.vars = []string{
 		"-var", "endpoint=" + w.proxy.URL,
@@ -197,60 +192,14 @@ func TestAccRelease_install(t *testing.T) {
 	t.Logf("User-Agent of the provider's AWS requests: %s", agents[0])
 }
 
-// lockEntry is a provider block of .terraform.lock.hcl.
-type lockEntry struct {
-	Address     string   `hcl:"address,label"`
-	Version     string   `hcl:"version"`
-	Constraints string   `hcl:"constraints,optional"`
-	Hashes      []string `hcl:"hashes"`
-}
-
-// checkLockHashes: the lock names this provider at the build's version, and
-// every hash in it is an archive's h1 (the hash of its contents) or the zh
-// (the SHA-256, as in SHA256SUMS) of a file SHA256SUMS lists: terraform
-// records one for each line, the manifest's too.
-func checkLockHashes(t *testing.T, s *snapshot, lock lockEntry) {
+// checkHostH1: the lock has the h1 hash of this platform's archive, the one
+// init installed.
+func checkHostH1(t *testing.T, s *snapshot, lock lockEntry) {
 	t.Helper()
-	if lock.Version != s.version {
-		t.Errorf("the lock file has version %q, want %q", lock.Version, s.version)
+	name := s.zips[hostPlatform()]
+	if !slices.Contains(lock.Hashes, h1(t, s.path(name))) {
+		t.Errorf("the lock file lacks the h1 hash of %s: %v", name, lock.Hashes)
 	}
-	known := map[string]bool{}
-	for _, name := range s.zips {
-		known[h1(t, s.path(name))] = true
-	}
-	for _, sum := range s.sums {
-		known["zh:"+sum] = true
-	}
-	if len(lock.Hashes) == 0 {
-		t.Errorf("the lock file has no hash")
-	}
-	for _, h := range lock.Hashes {
-		if !known[h] {
-			t.Errorf("the lock file's hash %s is none of the release's", h)
-		}
-	}
-}
-
-// h1 is terraform's "h1:" hash of a provider archive: the Go module dirhash
-// of its contents.
-func h1(t *testing.T, zipPath string) string {
-	t.Helper()
-	h, err := dirhash.HashZip(zipPath, dirhash.Hash1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
-}
-
-// terraform is a working directory with the test's configuration, and a
-// CLI configuration that says where this provider is installed from.
-type terraform struct {
-	t         *testing.T
-	bin       string
-	dir       string
-	env       []string
-	vars      []string
-	destroyed bool
 }
 
 const configuration = `terraform {
@@ -326,250 +275,3 @@ output "instances" {
   value = one(ec2runners_claim.build[*].instances)
 }
 `
-
-func newTerraform(t *testing.T, s *snapshot, cliConfig string, env ...string) *terraform {
-	t.Helper()
-	bin := os.Getenv("TF_ACC_TERRAFORM_PATH")
-	if bin == "" {
-		var err error
-		if bin, err = exec.LookPath("terraform"); err != nil {
-			t.Fatalf("the install test runs terraform: put it on PATH or set TF_ACC_TERRAFORM_PATH (%v)", err)
-		}
-	}
-	root := t.TempDir()
-	tf := &terraform{t: t, bin: bin, dir: filepath.Join(root, "work")}
-	cliConfigFile := filepath.Join(root, "terraformrc")
-	writeFile(t, cliConfigFile, cliConfig)
-	mkdir(t, tf.dir)
-	writeFile(t, filepath.Join(tf.dir, "main.tf"), fmt.Sprintf(configuration, s.version, region))
-
-	// Nothing from the caller's environment may point terraform or the
-	// provider elsewhere (a plugin cache, dev_overrides, AWS settings).
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "TF_") && !strings.HasPrefix(k, "AWS_") && k != "SSL_CERT_FILE" {
-			tf.env = append(tf.env, kv)
-		}
-	}
-	tf.env = append(tf.env, "TF_CLI_CONFIG_FILE="+cliConfigFile, "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1")
-	tf.env = append(tf.env, env...)
-	return tf
-}
-
-// newMirror is a filesystem mirror of the release build in the packed
-// layout: <hostname>/<namespace>/<type>/<archive>.zip.
-func newMirror(t *testing.T, s *snapshot) string {
-	t.Helper()
-	mirror := t.TempDir()
-	pkgDir := filepath.Join(mirror, filepath.FromSlash(providerAddress))
-	mkdir(t, pkgDir)
-	for _, name := range s.zips {
-		src, err := filepath.Abs(s.path(name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(src, filepath.Join(pkgDir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return mirror
-}
-
-// mirrorConfig installs this provider from the mirror alone.
-func mirrorConfig(mirror string) string {
-	return fmt.Sprintf(`provider_installation {
-  filesystem_mirror {
-    path    = %q
-    include = [%q]
-  }
-}
-`, filepath.ToSlash(mirror), providerAddress)
-}
-
-// checkInstalled: init unpacked the binary where terraform runs it from.
-func checkInstalled(t *testing.T, tf *terraform, s *snapshot) {
-	t.Helper()
-	host := hostPlatform()
-	binary := filepath.Join(tf.dir, ".terraform", "providers", filepath.FromSlash(providerAddress), s.version, host, projectName+"_v"+s.version)
-	if strings.HasPrefix(host, "windows_") {
-		binary += ".exe"
-	}
-	if _, err := os.Stat(binary); err != nil {
-		t.Errorf("init did not unpack the provider's binary: %v", err)
-	}
-}
-
-func (tf *terraform) run(args ...string) (string, error) {
-	tf.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, tf.bin, append(args, "-no-color")...)
-	cmd.Dir, cmd.Env = tf.dir, tf.env
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	started := time.Now()
-	err := cmd.Run()
-	result := "ok"
-	if err != nil {
-		result = err.Error()
-	}
-	tf.t.Logf("terraform %s: %s, %s", args[0], time.Since(started).Round(10*time.Millisecond), result)
-	return out.String(), err
-}
-
-func (tf *terraform) mustRun(args ...string) string {
-	tf.t.Helper()
-	out, err := tf.run(args...)
-	if err != nil {
-		tf.t.Fatalf("terraform %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return out
-}
-
-func (tf *terraform) output(name string, v any) {
-	tf.t.Helper()
-	cmd := exec.Command(tf.bin, "output", "-json", name)
-	cmd.Dir, cmd.Env = tf.dir, tf.env
-	out, err := cmd.Output()
-	if err != nil {
-		tf.t.Fatalf("terraform output %s: %v", name, err)
-	}
-	if err := json.Unmarshal(out, v); err != nil {
-		tf.t.Fatalf("terraform output %s: %v\n%s", name, err, out)
-	}
-}
-
-// readLock parses .terraform.lock.hcl and returns its one provider.
-func (tf *terraform) readLock() lockEntry {
-	tf.t.Helper()
-	path := filepath.Join(tf.dir, ".terraform.lock.hcl")
-	file, diags := hclparse.NewParser().ParseHCLFile(path)
-	if diags.HasErrors() {
-		tf.t.Fatalf("parsing the lock file: %s", diags.Error())
-	}
-	var lock struct {
-		Providers []lockEntry `hcl:"provider,block"`
-	}
-	if diags := gohcl.DecodeBody(file.Body, nil, &lock); diags.HasErrors() {
-		tf.t.Fatalf("decoding the lock file: %s", diags.Error())
-	}
-	if len(lock.Providers) != 1 || lock.Providers[0].Address != providerAddress {
-		data, _ := os.ReadFile(path)
-		tf.t.Fatalf("the lock file should list %s alone:\n%s", providerAddress, data)
-	}
-	return lock.Providers[0]
-}
-
-func (tf *terraform) writeLock(e lockEntry) {
-	tf.t.Helper()
-	var b strings.Builder
-	fmt.Fprintf(&b, "provider %q {\n  version = %q\n", e.Address, e.Version)
-	if e.Constraints != "" {
-		fmt.Fprintf(&b, "  constraints = %q\n", e.Constraints)
-	}
-	b.WriteString("  hashes = [\n")
-	for _, h := range e.Hashes {
-		fmt.Fprintf(&b, "    %q,\n", h)
-	}
-	b.WriteString("  ]\n}\n")
-	writeFile(tf.t, filepath.Join(tf.dir, ".terraform.lock.hcl"), b.String())
-}
-
-// world is the emulator side of the test: a launch template and subnets for
-// the pool's fleet, simulated agents for the pool's instances, and a proxy
-// in front of the emulator that records the User-Agent of every request the
-// provider sends through it.
-type world struct {
-	pool           string
-	launchTemplate string
-	subnets        []string
-	sim            *agentsim.Sim
-	proxy          *httptest.Server
-
-	mu     sync.Mutex
-	agents []string
-}
-
-func newWorld(t *testing.T) *world {
-	t.Helper()
-	ctx := context.Background()
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	w := &world{pool: "release-" + hex.EncodeToString(b)}
-	clients, err := awsconfig.New(ctx, awsconfig.Options{
-		Region: region, AccessKey: "test", SecretKey: "test",
-		Endpoints: awsconfig.Endpoints{SQS: endpoint, DynamoDB: endpoint, EC2: endpoint, STS: endpoint},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// An image the emulator offers (moto's and LocalStack's differ), in a
-	// launch template tagged for the pool: claims launch no other.
-	images, err := clients.EC2.DescribeImages(ctx, &ec2.DescribeImagesInput{Filters: []ec2types.Filter{{Name: aws.String("architecture"), Values: []string{"x86_64"}}}})
-	if err != nil || len(images.Images) == 0 {
-		t.Fatalf("an x86_64 image for the launch template: %v (%d found)", err, len(images.Images))
-	}
-	lt, err := clients.EC2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
-		LaunchTemplateName: aws.String(w.pool),
-		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: images.Images[0].ImageId},
-		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: []ec2types.Tag{
-			{Key: aws.String(protocol.TagPool), Value: aws.String(w.pool)},
-		}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.launchTemplate = aws.ToString(lt.LaunchTemplate.LaunchTemplateId)
-	t.Cleanup(func() {
-		_, _ = clients.EC2.DeleteLaunchTemplate(context.Background(), &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplate.LaunchTemplateId})
-	})
-	subnets, err := clients.EC2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{})
-	if err != nil || len(subnets.Subnets) == 0 {
-		t.Fatalf("subnets: %v", err)
-	}
-	w.subnets = []string{aws.ToString(subnets.Subnets[0].SubnetId)}
-
-	w.sim = agentsim.New(agentsim.Clients{DynamoDB: clients.DynamoDB, EC2: clients.EC2, SQS: clients.SQS}, w.pool, agentsim.Options{
-		HeartbeatInterval: time.Second, PollInterval: 250 * time.Millisecond, SelfCheckInterval: 5 * time.Second, Logf: t.Logf,
-	})
-	w.sim.WatchFleet(ctx, nil)
-	t.Cleanup(w.sim.Stop)
-
-	target, err := url.Parse(endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp := httputil.NewSingleHostReverseProxy(target)
-	w.proxy = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		w.mu.Lock()
-		w.agents = append(w.agents, r.Header.Get("User-Agent"))
-		w.mu.Unlock()
-		rp.ServeHTTP(rw, r)
-	}))
-	t.Cleanup(w.proxy.Close)
-	return w
-}
-
-func (w *world) userAgents() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.agents)
-}
-
-func jsonList(values []string) string {
-	b, _ := json.Marshal(values)
-	return string(b)
-}
-
-func mkdir(t *testing.T, dir string) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
