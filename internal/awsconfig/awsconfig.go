@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -20,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/aws/smithy-go/middleware"
 )
 
 // AssumeRole is a role to assume after loading the base credentials.
@@ -51,7 +53,17 @@ type Options struct {
 	AssumeRole             *AssumeRole
 	Endpoints              Endpoints
 	MaxRetries             int
+	// ProviderVersion is the provider's version (main.version, stamped by
+	// the release build), reported in the User-Agent of every request as
+	// terraform-provider-ec2runners/<version>; "" reports none.
+	ProviderVersion string
 }
+
+// Product names the provider in the User-Agent: the SDK's app id
+// (app/terraform-provider-ec2runners), followed by
+// terraform-provider-ec2runners/<version> when the version is known, as
+// terraform-provider-aws reports its own.
+const Product = "terraform-provider-ec2runners"
 
 // Clients are the AWS clients the provider uses.
 type Clients struct {
@@ -107,7 +119,12 @@ func setEndpoint(dst **string, url string) {
 // Load resolves region and credentials: explicit settings first, then the
 // SDK's default chain (environment, shared files, SSO, web identity, IMDS).
 func Load(ctx context.Context, o Options) (aws.Config, error) {
-	opts := []func(*config.LoadOptions) error{config.WithAppID("terraform-provider-ec2runners")}
+	opts := []func(*config.LoadOptions) error{config.WithAppID(Product)}
+	if o.ProviderVersion != "" {
+		opts = append(opts, config.WithAPIOptions([]func(*middleware.Stack) error{
+			awsmiddleware.AddUserAgentKeyValue(Product, o.ProviderVersion),
+		}))
+	}
 	if o.Region != "" {
 		opts = append(opts, config.WithRegion(o.Region))
 	}

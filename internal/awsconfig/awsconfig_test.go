@@ -3,13 +3,20 @@ package awsconfig
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
 )
 
@@ -153,5 +160,41 @@ func TestEndpoints(t *testing.T) {
 	}
 	if got := aws.ToString(c.STS.Options().BaseEndpoint); got != "http://sts-only:2" {
 		t.Errorf("STS endpoint %q, want the endpoints block's", got)
+	}
+}
+
+// Every client's requests name the provider and its version in the
+// User-Agent, after the SDK's own tokens.
+func TestUserAgentCarriesProviderVersion(t *testing.T) {
+	isolate(t)
+	var mu sync.Mutex
+	var agents []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		agents = append(agents, r.Header.Get("User-Agent"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusBadRequest) // no body: nothing for the SDK to checksum
+	}))
+	defer srv.Close()
+	c, err := New(context.Background(), Options{
+		Region: "us-east-1", AccessKey: "a", SecretKey: "b", MaxRetries: 1, ProviderVersion: "1.2.3",
+		Endpoints: Endpoints{SQS: srv.URL, DynamoDB: srv.URL, EC2: srv.URL},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	_, _ = c.SQS.ListQueues(ctx, &sqs.ListQueuesInput{})
+	_, _ = c.DynamoDB.ListTables(ctx, &dynamodb.ListTablesInput{})
+	_, _ = c.EC2.DescribeRegions(ctx, &ec2.DescribeRegionsInput{})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(agents) != 3 {
+		t.Fatalf("%d requests, want one per client", len(agents))
+	}
+	for _, ua := range agents {
+		if !strings.Contains(ua, " terraform-provider-ec2runners/1.2.3") || !strings.Contains(ua, "app/terraform-provider-ec2runners") {
+			t.Errorf("User-Agent %q lacks terraform-provider-ec2runners/1.2.3 or the app id", ua)
+		}
 	}
 }

@@ -282,8 +282,8 @@ func TestClientToken(t *testing.T) {
 		}
 	}
 	// Two attempts of the same run (each with its own nonce) launch anew.
-	if newNonce() == newNonce() {
-		t.Error("nonces repeat")
+	if first, second := newNonce(), newNonce(); first == second {
+		t.Errorf("nonces repeat: %s twice", first)
 	}
 }
 

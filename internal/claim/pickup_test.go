@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -389,9 +388,6 @@ func TestPickupErrors(t *testing.T) {
 		}
 	})
 }
-
-// sqsReceiveInput keeps the hook's signature short.
-type sqsReceiveInput = sqs.ReceiveMessageInput
 
 // SQS delivers at least once: a message this claim holds can come again
 // (its visibility ran out in a long claim, or a duplicate delivery), with a

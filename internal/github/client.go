@@ -18,8 +18,9 @@ import (
 
 const (
 	defaultBaseURL = "https://api.github.com"
-	userAgent      = "terraform-provider-ec2runners"
-	apiVersion     = "2022-11-28"
+	// Product is the User-Agent's product token; Config.Version follows it.
+	Product    = "terraform-provider-ec2runners"
+	apiVersion = "2022-11-28"
 	// Token responses are tiny; the limit only guards against a misbehaving proxy.
 	maxBodyBytes = 1 << 20
 )
@@ -28,6 +29,7 @@ const (
 type Config struct {
 	BaseURL    string // REST API root; "" means https://api.github.com. GitHub Enterprise Server: https://HOST/api/v3
 	Token      string // personal access token or fine-grained token
+	Version    string // the provider's version, sent as User-Agent: terraform-provider-ec2runners/<Version>
 	App        *AppAuth
 	HTTPClient *http.Client     // nil: a client with a 30s timeout
 	Now        func() time.Time // nil: time.Now; used for JWT claims and token cache expiry
@@ -77,6 +79,7 @@ type Client struct {
 	baseURL string // without trailing slash
 	http    *http.Client
 	now     func() time.Time
+	agent   string // User-Agent
 	pat     string
 	app     *appAuth      // nil when authenticating with pat
 	backoff time.Duration // first retry wait; doubles each attempt
@@ -98,6 +101,7 @@ func New(cfg Config) (*Client, error) {
 		baseURL: base,
 		http:    cfg.HTTPClient,
 		now:     cfg.Now,
+		agent:   userAgent(cfg.Version),
 		pat:     cfg.Token,
 		backoff: time.Second,
 	}
@@ -113,6 +117,15 @@ func New(cfg Config) (*Client, error) {
 		}
 	}
 	return c, nil
+}
+
+// userAgent names the provider and its version, as GitHub asks of every
+// client: the version tells which releases a GitHub-side problem affects.
+func userAgent(version string) string {
+	if version == "" {
+		return Product
+	}
+	return Product + "/" + version
 }
 
 func parseBaseURL(raw string) (string, error) {
@@ -200,7 +213,7 @@ func (c *Client) send(ctx context.Context, path, bearer string) (int, http.Heade
 	}
 	req.Header.Set("Accept", "application/vnd.github+json")
 	req.Header.Set("X-GitHub-Api-Version", apiVersion)
-	req.Header.Set("User-Agent", userAgent)
+	req.Header.Set("User-Agent", c.agent)
 	req.Header.Set("Authorization", "Bearer "+bearer)
 	resp, err := c.http.Do(req)
 	if err != nil {

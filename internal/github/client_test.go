@@ -144,3 +144,39 @@ func TestNewValidation(t *testing.T) {
 		})
 	}
 }
+
+// Every request, the App's token exchange included, names the provider's
+// version in its User-Agent.
+func TestUserAgentCarriesVersion(t *testing.T) {
+	t.Run("token", func(t *testing.T) {
+		s := newStub(t, func(w http.ResponseWriter, r *http.Request) { replyToken(w, regSecret, expiresAt) })
+		c := newTestClient(t, Config{BaseURL: s.URL, Token: pat, Version: "1.2.3"})
+		if _, err := c.RegistrationToken(context.Background(), Target{"octo", "app"}); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := s.requests()[0].header.Get("User-Agent"), "terraform-provider-ec2runners/1.2.3"; got != want {
+			t.Errorf("User-Agent = %q, want %q", got, want)
+		}
+	})
+	t.Run("app", func(t *testing.T) {
+		key := testKey()
+		clk := &clock{now: start}
+		s := newAppStub(t, clk, &key.PublicKey)
+		c := newTestClient(t, Config{
+			BaseURL: s.URL, Version: "1.2.3", Now: clk.Now,
+			App: &AppAuth{AppID: appID, InstallationID: installationID, PrivateKeyPEM: pkcs1PEM(key)},
+		})
+		if _, err := c.RegistrationToken(context.Background(), Target{"octo", "app"}); err != nil {
+			t.Fatal(err)
+		}
+		reqs := s.requests()
+		if len(reqs) != 2 {
+			t.Fatalf("%d requests, want the exchange and the registration token", len(reqs))
+		}
+		for _, r := range reqs {
+			if got, want := r.header.Get("User-Agent"), "terraform-provider-ec2runners/1.2.3"; got != want {
+				t.Errorf("%s: User-Agent = %q, want %q", r.path, got, want)
+			}
+		}
+	})
+}

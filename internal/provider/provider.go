@@ -195,6 +195,8 @@ func (p *ec2runnersProvider) Configure(ctx context.Context, req provider.Configu
 		SecretKey:  m.SecretKey.ValueString(),
 		Token:      m.Token.ValueString(),
 		MaxRetries: int(m.MaxRetries.ValueInt64()),
+		// Every AWS request's User-Agent says which release made it.
+		ProviderVersion: p.version,
 	}
 	resp.Diagnostics.Append(m.SharedConfigFiles.ElementsAs(ctx, &opts.SharedConfigFiles, false)...)
 	resp.Diagnostics.Append(m.SharedCredentialsFiles.ElementsAs(ctx, &opts.SharedCredentialsFiles, false)...)
@@ -216,7 +218,7 @@ func (p *ec2runnersProvider) Configure(ctx context.Context, req provider.Configu
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	gh, d := m.GitHub.access()
+	gh, d := m.GitHub.access(p.version)
 	resp.Diagnostics.Append(d...)
 	if resp.Diagnostics.HasError() {
 		return

@@ -71,11 +71,11 @@ func githubBlock() schema.SingleNestedBlock {
 // access is what claims may do with GitHub: mint runner tokens with the
 // block's credentials for its owner (and repository); nil when neither the
 // block nor the environment gives credentials.
-func (m *githubModel) access() (*claim.GitHubAccess, diag.Diagnostics) {
+func (m *githubModel) access(version string) (*claim.GitHubAccess, diag.Diagnostics) {
 	if m == nil {
 		m = &githubModel{} // no block: the environment alone
 	}
-	c, diags := m.client()
+	c, diags := m.client(version)
 	if c == nil {
 		return nil, diags
 	}
@@ -93,7 +93,7 @@ func (m *githubModel) access() (*claim.GitHubAccess, diag.Diagnostics) {
 
 // client builds the GitHub client from the block and the environment; nil
 // when neither gives credentials.
-func (m *githubModel) client() (*github.Client, diag.Diagnostics) {
+func (m *githubModel) client(version string) (*github.Client, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	for name, unknown := range map[string]bool{
 		"token": m.Token.IsUnknown(), "app_id": m.AppID.IsUnknown(), "installation_id": m.InstallationID.IsUnknown(),
@@ -108,7 +108,7 @@ func (m *githubModel) client() (*github.Client, diag.Diagnostics) {
 	if diags.HasError() {
 		return nil, diags
 	}
-	cfg := github.Config{BaseURL: cmp.Or(m.BaseURL.ValueString(), os.Getenv("GITHUB_API_URL"))}
+	cfg := github.Config{BaseURL: cmp.Or(m.BaseURL.ValueString(), os.Getenv("GITHUB_API_URL")), Version: version}
 	appID, installationID := m.AppID.ValueInt64(), m.InstallationID.ValueInt64()
 	key := m.PrivateKey.ValueString()
 	configuredApp := appID != 0
