@@ -79,14 +79,17 @@ type Clients struct {
 const DefaultMaxAttempts = 10
 
 // newRetryer retries throttling, 5xx and connection errors with jittered
-// exponential backoff (at most 5 s between attempts), never conditional-check
-// failures (not retryable in the SDK). The client-side retry quota is off:
-// under a burst of faults it would fail calls that time would heal.
+// exponential backoff (at most 5 s between attempts), and DynamoDB's
+// TransactionConflictException (a single write to an item a transaction is
+// changing: retryable, AWS says, but not in the SDK's defaults); never
+// conditional-check failures. The client-side retry quota is off: under a
+// burst of faults it would fail calls that time would heal.
 func newRetryer(attempts int) aws.Retryer {
 	return retry.NewStandard(func(so *retry.StandardOptions) {
 		so.MaxAttempts = attempts
 		so.MaxBackoff = 5 * time.Second
 		so.RateLimiter = ratelimit.None
+		so.Retryables = append(so.Retryables, retry.RetryableErrorCode{Codes: map[string]struct{}{"TransactionConflictException": {}}})
 	})
 }
 

@@ -153,12 +153,14 @@ func (w *world) seed(n int) []string {
 }
 
 // tenPercent injects faults into about one request in ten, of every kind,
-// into every service and action.
+// into every service and action, and transaction conflicts into a few
+// DynamoDB writes, as concurrent transactions on the same items cause.
 var tenPercent = []faultproxy.Rule{
 	{Kind: faultproxy.Throttle, Rate: 0.04},
 	{Kind: faultproxy.ServerError, Rate: 0.03},
 	{Kind: faultproxy.DropBefore, Rate: 0.015},
 	{Kind: faultproxy.DropAfter, Rate: 0.015},
+	{Kind: faultproxy.Conflict, Rate: 0.03},
 }
 
 // audit checks the pool's invariants with faults paused, once messages in

@@ -48,6 +48,11 @@ const (
 	DropBefore       // connection closed, request not forwarded
 	DropAfter        // request forwarded, then connection closed unanswered
 	Latency          // Rule.Delay added before forwarding
+	// Conflict: DynamoDB's answer when another transaction touches the same
+	// items: TransactWriteItems cancelled with a TransactionConflict reason,
+	// a single write's TransactionConflictException. Only DynamoDB writes
+	// get it.
+	Conflict
 )
 
 func (k Kind) String() string {
@@ -64,6 +69,8 @@ func (k Kind) String() string {
 		return "DropAfter"
 	case Latency:
 		return "Latency"
+	case Conflict:
+		return "Conflict"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -128,7 +135,7 @@ func (s Stats) String() string {
 		return strings.Compare(a.String(), b.String())
 	}) {
 		fmt.Fprintf(&b, "%s: %d", op, s.Requests[op])
-		for k := Throttle; k <= Latency; k++ {
+		for k := Throttle; k <= Conflict; k++ {
 			if n := s.Faults[Fault{op, k}]; n > 0 {
 				fmt.Fprintf(&b, " %s=%d", k, n)
 			}
@@ -335,6 +342,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch rule.Kind {
 	case Throttle, ServerError:
 		writeError(w, service, rule.Kind)
+	case Conflict:
+		writeConflict(w, action, body)
 	case DropBefore:
 		hangUp(w)
 	case DropAfter:
@@ -460,7 +469,7 @@ func (p *Proxy) decide(service, action string, body []byte) (Request, Rule, func
 		for _, rule := range p.rules {
 			if (rule.Service == "" || rule.Service == service) &&
 				(rule.Action == "" || rule.Action == action) &&
-				rule.Kind != None && p.rng.Float64() < rule.Rate {
+				rule.Kind != None && (rule.Kind != Conflict || conflicts(service, action)) && p.rng.Float64() < rule.Rate {
 				fired = rule
 				break
 			}
