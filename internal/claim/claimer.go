@@ -344,10 +344,11 @@ func (a *attempt) run(ctx context.Context) (*Result, error) {
 // per round; a runner that fails its checks is discarded and replaced.
 func (a *attempt) selectWarm(ctx context.Context) ([]Instance, error) {
 	var (
-		ready   []Instance
-		claimed = map[string]Instance{}
-		watch   = newAgentWatch(a.s, a.cfg.InstanceARNPrefix)
-		more    = true
+		ready     []Instance
+		claimed   = map[string]Instance{}
+		watch     = newAgentWatch(a.s, a.cfg.InstanceARNPrefix)
+		more      = true
+		discarded int
 	)
 	for {
 		need := a.req.InstanceCount - len(ready) - watch.len()
@@ -394,6 +395,15 @@ func (a *attempt) selectWarm(ctx context.Context) ([]Instance, error) {
 				return nil, err // still held: rollback settles it
 			}
 			a.drop(id, discardOutcome(failure.Error(), terminated))
+			discarded++
+		}
+		// A claim replaces a failing runner from the pool, but once more
+		// runners failed than it asked for, what fails is more likely the
+		// claim's view (a slow GitHub, a network) than the runners: it stops
+		// taking from the pool rather than burn it.
+		if more && discarded > a.req.InstanceCount {
+			a.note("stopped taking runners from the pool: %d failed their checks", discarded)
+			more = false
 		}
 		if a.req.InstanceCount-len(ready)-watch.len() > 0 && more {
 			continue // replace the failed ones before waiting

@@ -977,3 +977,27 @@ func TestCreateRefusesInvalidRunID(t *testing.T) {
 	}
 	e.assertNothingHeld(t)
 }
+
+// A claim replaces a failing warm runner from the pool, but once more have
+// failed their checks than it asked for, it stops taking from the pool and
+// launches the rest, leaving the other runners in the pool.
+func TestCreateDiscardsAtMostWhatItAskedFor(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for i := range 5 {
+		e.seedIdle(fmt.Sprintf("i-%d", i), neverRegisters)
+	}
+	res, err := e.create(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Reused != 0 || res.Created != 1 {
+		t.Errorf("reused %d, created %d: want the one runner from the fleet", res.Reused, res.Created)
+	}
+	if got := e.ec2.terminatedIDs(); len(got) != 2 {
+		t.Errorf("terminated %v: want two warm runners discarded, not the pool", got)
+	}
+	if got := e.sqs.queuedIDs(t, largeURL); len(got) != 3 {
+		t.Errorf("the queue holds %v: want the 3 untried runners", got)
+	}
+}

@@ -249,12 +249,14 @@ func TestCorruptAgentItemsFailTheRunnerNotTheClaim(t *testing.T) {
 		e.seedIdle(c.id, c.agent)
 		c.corrupt(c.id)
 	}
-	res, err := e.create(1)
+	// As many as there are cases, so that the claim tries them all (it
+	// stops taking from the pool once more runners failed than it asked for).
+	res, err := e.create(len(cases))
 	if err != nil {
 		t.Fatalf("claim failed because of corrupt agent items: %v", err)
 	}
-	if res.Created != 1 || res.Reused != 0 {
-		t.Errorf("result %+v, want one runner launched", res)
+	if res.Created != len(cases) || res.Reused != 0 {
+		t.Errorf("result %+v, want %d runners launched", res, len(cases))
 	}
 	terminated := e.ec2.terminatedIDs()
 	for _, c := range cases {
