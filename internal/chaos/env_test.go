@@ -92,7 +92,7 @@ func newWorld(t *testing.T, prefix string, seed uint64) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.proxy.Close)
-	w.proxy.SetRealism(faultproxy.Realism{ClientTokens: true, SQSRedelivery: true})
+	w.proxy.SetRealism(faultproxy.Realism{ClientTokens: true, SQSRedelivery: true, SQSSampling: true})
 	if w.faulty, err = clientsFor(ctx, w.proxy.URL, awsrecord.ClaimsKey); err != nil {
 		t.Fatal(err)
 	}

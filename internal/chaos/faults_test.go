@@ -63,14 +63,14 @@ func TestFaults_claimsAndReleasesUnderTenPercent(t *testing.T) {
 }
 
 // checkRealism logs the proxy's counts and fails the test if SQS's
-// redeliveries did not happen (the scenario then tested less than it says),
-// or if a claim judged one of the healthy agents, whose clocks are a minute
-// off the provider's, unhealthy.
+// redeliveries and sampled receives did not happen (the scenario then
+// tested less than it says), or if a claim judged one of the healthy
+// agents, whose clocks are a minute off the provider's, unhealthy.
 func (w *world) checkRealism() faultproxy.Stats {
 	st := w.proxy.Stats()
-	w.t.Logf("faults: %s; SQS messages delivered twice: %d", st, st.Redelivered)
-	if st.Redelivered == 0 || len(st.RedeliveryErrors) > 0 {
-		w.t.Errorf("%d SQS messages delivered twice (errors: %v): the redelivery realism did not work", st.Redelivered, st.RedeliveryErrors)
+	w.t.Logf("faults: %s; SQS messages delivered twice: %d, held back by sampling: %d", st, st.Redelivered, st.Sampled)
+	if st.Redelivered == 0 || st.Sampled == 0 || len(st.RealismErrors) > 0 {
+		w.t.Errorf("%d SQS messages delivered twice, %d held back by sampling (errors: %v): the SQS realism did not work", st.Redelivered, st.Sampled, st.RealismErrors)
 	}
 	if n := w.judgedUnhealthy.Load(); n > 0 {
 		w.t.Errorf("claims let go of %d healthy runner(s) as failing their checks (their agents' clocks are off the provider's)", n)

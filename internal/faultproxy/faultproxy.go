@@ -111,10 +111,11 @@ func (f Fault) String() string { return f.Op.String() + " " + f.Kind.String() }
 type Stats struct {
 	Requests map[Op]int
 	Faults   map[Fault]int
-	// Redelivered counts the SQS messages delivered again (realism), and
-	// RedeliveryErrors says why making one visible again failed.
-	Redelivered      int
-	RedeliveryErrors []string
+	// Realism's counts: SQS messages delivered again, and held back by a
+	// sampled receive; RealismErrors says why making messages visible
+	// again failed.
+	Redelivered, Sampled int
+	RealismErrors        []string
 }
 
 // TotalFaults counts the injected faults of kind k (None: of any kind).
@@ -182,8 +183,12 @@ type Realism struct {
 	ClientTokens bool
 	// SQSRedelivery: every message a ReceiveMessage returns is delivered
 	// once more, with a new receipt handle, right after (see
-	// forwardRedelivering); the emulator delivers each once.
+	// forwardReceive); the emulator delivers each once.
 	SQSRedelivery bool
+	// SQSSampling: a ReceiveMessage answers with about half the messages
+	// it could (a long poll with at least one), as SQS's sampled receives
+	// do; the emulator answers with every one.
+	SQSSampling bool
 }
 
 // tokenAnswer is the answer to the first request with a ClientToken; done
@@ -308,7 +313,7 @@ func (p *Proxy) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return Stats{Requests: maps.Clone(p.stats.Requests), Faults: maps.Clone(p.stats.Faults),
-		Redelivered: p.stats.Redelivered, RedeliveryErrors: slices.Clone(p.stats.RedeliveryErrors)}
+		Redelivered: p.stats.Redelivered, Sampled: p.stats.Sampled, RealismErrors: slices.Clone(p.stats.RealismErrors)}
 }
 
 // ServeHTTP handles one request from a client.
@@ -357,18 +362,18 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		p.forward.ServeHTTP(w, r)
 	default:
-		if p.redelivering(service, action) {
-			p.forwardRedelivering(w, r, body)
+		if p.reshapingReceives(service, action) {
+			p.forwardReceive(w, r, body)
 			return
 		}
 		p.forward.ServeHTTP(w, r)
 	}
 }
 
-func (p *Proxy) redelivering(service, action string) bool {
+func (p *Proxy) reshapingReceives(service, action string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.realism.SQSRedelivery && service == "sqs" && action == "ReceiveMessage"
+	return (p.realism.SQSRedelivery || p.realism.SQSSampling) && service == "sqs" && action == "ReceiveMessage"
 }
 
 // clientToken is the request's EC2 ClientToken when repeated tokens are to

@@ -2,6 +2,8 @@ package faultproxy_test
 
 import (
 	"context"
+	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -116,8 +118,56 @@ func TestRealismSQSRedelivery(t *testing.T) {
 		if redeliver && (aws.ToString(got[0].MessageId) != aws.ToString(got[1].MessageId) || aws.ToString(got[0].ReceiptHandle) == aws.ToString(got[1].ReceiptHandle)) {
 			t.Errorf("deliveries %+v and %+v: want one message, two receipt handles", got[0], got[1])
 		}
-		if st := p.Stats(); st.Redelivered != want-1 || len(st.RedeliveryErrors) > 0 {
-			t.Errorf("redelivery %t: stats %d redelivered, errors %v", redeliver, st.Redelivered, st.RedeliveryErrors)
+		if st := p.Stats(); st.Redelivered != want-1 || len(st.RealismErrors) > 0 {
+			t.Errorf("redelivery %t: stats %d redelivered, errors %v", redeliver, st.Redelivered, st.RealismErrors)
 		}
+	}
+}
+
+// SQS's receives are sampled: with sampling on, a receive answers with only
+// some of the waiting messages (a long poll with at least one), and those
+// held back are visible again at once, so receiving until the queue looks
+// empty still gets every message exactly once.
+func TestRealismSQSSampling(t *testing.T) {
+	ctx := context.Background()
+	direct := newClients(endpoint, 3)
+	q, err := direct.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(randomName("sampling-"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 10
+	for i := range n {
+		if _, err := direct.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := startProxy(t, endpoint, 1)
+	p.SetRealism(faultproxy.Realism{SQSSampling: true})
+	c := newClients(p.URL, 1)
+	seen := map[string]int{}
+	var answers []int
+	for len(seen) < n && len(answers) < 50 {
+		out, err := c.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10, VisibilityTimeout: 120, WaitTimeSeconds: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers = append(answers, len(out.Messages))
+		for _, m := range out.Messages {
+			seen[aws.ToString(m.Body)]++
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("%d of %d messages received in %d receives %v", len(seen), n, len(answers), answers)
+	}
+	for body, k := range seen {
+		if k != 1 {
+			t.Errorf("message %s received %d times", body, k)
+		}
+	}
+	if answers[0] >= n || slices.Contains(answers, 0) {
+		t.Errorf("answers of %v messages: want the first sampled (fewer than %d) and no empty long poll", answers, n)
+	}
+	if st := p.Stats(); st.Sampled == 0 || len(st.RealismErrors) > 0 {
+		t.Errorf("stats: %d held back, errors %v", st.Sampled, st.RealismErrors)
 	}
 }

@@ -292,10 +292,13 @@ func TestAccClaim_import(t *testing.T) {
 }
 
 // TestAccClaim_race applies 8 claims of 2 at once against 10 idle runners:
-// each runner is claimed at most once, 10 are reused, 6 created, and every
-// claim succeeds. The claims see AWS as it is, not as the emulator is:
-// every SQS message is delivered twice, ClientTokens are honoured, and the
-// agents' clocks run a minute behind the provider's.
+// every claim succeeds, each runner is claimed at most once, and every warm
+// runner no claim took is still idle in the pool with its message. The
+// claims see AWS as it is, not as the emulator is: every SQS message is
+// delivered twice, receives are sampled, ClientTokens are honoured, and the
+// agents' clocks run a minute behind the provider's. So a claim can find
+// the queue empty while other claims hold the last messages in flight, and
+// launch instead: a warm runner missed is slower, never lost.
 func TestAccClaim_race(t *testing.T) {
 	e := newClaimEnv(t, "acc-race", func(o *agentsim.Options) { o.ClockSkew = -time.Minute })
 	proxy, err := faultproxy.New(os.Getenv("AWS_ENDPOINT_URL"), 1)
@@ -303,7 +306,7 @@ func TestAccClaim_race(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(proxy.Close)
-	proxy.SetRealism(faultproxy.Realism{ClientTokens: true, SQSRedelivery: true})
+	proxy.SetRealism(faultproxy.Realism{ClientTokens: true, SQSRedelivery: true, SQSSampling: true})
 	e.claimsSettings = fmt.Sprintf(`endpoints {
     dynamodb = %[1]q
     ec2      = %[1]q
@@ -348,11 +351,23 @@ func TestAccClaim_race(t *testing.T) {
 							}
 						}
 					}
-					if reused != 10 || created != 6 {
-						return fmt.Errorf("reused %d and created %d, want 10 and 6", reused, created)
+					if reused+created != 16 || reused == 0 {
+						return fmt.Errorf("reused %d and created %d, want 16 in all, warm ones among them", reused, created)
 					}
-					if st := proxy.Stats(); st.Redelivered == 0 || len(st.RedeliveryErrors) > 0 {
-						return fmt.Errorf("%d SQS messages delivered twice (errors %v): the realism did not work", st.Redelivered, st.RedeliveryErrors)
+					var untaken []string
+					for _, id := range seeded {
+						if _, taken := owner[id]; !taken {
+							untaken = append(untaken, id)
+						}
+					}
+					if err := e.checkRecords(protocol.StateIdle, "", &untaken)(s); err != nil {
+						return err
+					}
+					if err := e.checkQueueHolds(&untaken)(s); err != nil {
+						return err
+					}
+					if st := proxy.Stats(); st.Redelivered == 0 || len(st.RealismErrors) > 0 {
+						return fmt.Errorf("%d SQS messages delivered twice (errors %v): the realism did not work", st.Redelivered, st.RealismErrors)
 					}
 					return nil
 				},
