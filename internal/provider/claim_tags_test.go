@@ -20,13 +20,11 @@ import (
 // the same key does not replace.
 func TestAccClaim_fleetInstancesCarryDefaultTags(t *testing.T) {
 	e := newClaimEnv(t, "acc-tags")
-	config := `
-provider "ec2runners" {
-  default_tags {
+	// The claims' provider configuration launches, so its default_tags count.
+	e.claimsSettings = `default_tags {
     tags = { CostCenter = "ci-42", team = "platform", InitialRunId = "not-the-run" }
-  }
-}
-` + e.poolConfig()
+  }`
+	config := e.poolConfig()
 	var launched []string
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviders,
