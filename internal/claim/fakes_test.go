@@ -1252,6 +1252,10 @@ type fakeEC2 struct {
 	terminated    []string
 	terminateErrs map[int]error // n-th TerminateInstances call fails
 	terminateN    int
+	// unseenCalls: EC2's eventual consistency; the first calls naming a
+	// fleet's new instance answer InvalidInstanceID.NotFound.
+	unseenCalls int
+	unseen      map[string]int
 }
 
 func (e *fakeEC2) CreateFleet(_ context.Context, in *ec2.CreateFleetInput, _ ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error) {
@@ -1285,6 +1289,12 @@ func (e *fakeEC2) CreateFleet(_ context.Context, in *ec2.CreateFleetInput, _ ...
 		e.nextID++
 		id := fmt.Sprintf("i-f%d", e.nextID)
 		e.launchLocked(id, time.Now())
+		if e.unseenCalls > 0 {
+			if e.unseen == nil {
+				e.unseen = map[string]int{}
+			}
+			e.unseen[id] = e.unseenCalls
+		}
 		if i%group == 0 {
 			out.Instances = append(out.Instances, ec2types.CreateFleetInstance{InstanceType: typ})
 		}
@@ -1398,6 +1408,12 @@ func (e *fakeEC2) TerminateInstances(_ context.Context, in *ec2.TerminateInstanc
 	e.terminateN++
 	if err := e.terminateErrs[e.terminateN]; err != nil {
 		return nil, err
+	}
+	for _, id := range in.InstanceIds {
+		if e.unseen[id] > 0 {
+			e.unseen[id]--
+			return nil, &smithy.GenericAPIError{Code: "InvalidInstanceID.NotFound", Message: fmt.Sprintf("The instance ID '%s' does not exist", id)}
+		}
 	}
 	e.terminated = append(e.terminated, in.InstanceIds...)
 	for _, id := range in.InstanceIds {

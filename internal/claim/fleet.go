@@ -62,7 +62,7 @@ func (a *attempt) launch(ctx context.Context, n int) ([]Instance, error) {
 	// Until an instance has its record, only this function knows of it:
 	// anything that goes wrong terminates the unrecorded ones directly.
 	abandon := func(insts []Instance, cause error) error {
-		if err := pool.TerminateInstances(context.WithoutCancel(ctx), a.c.EC2, instanceIDs(insts)); err != nil {
+		if err := pool.TerminateInstances(context.WithoutCancel(ctx), a.c.EC2, instanceIDs(insts), true); err != nil {
 			return fmt.Errorf("%w; terminating %v also failed: %v", cause, instanceIDs(insts), err)
 		}
 		for _, inst := range insts {

@@ -358,3 +358,32 @@ func TestFleetRetriedLaunchTerminatesTheFirst(t *testing.T) {
 		t.Errorf("the claim's own instance is %s, want running", r.State)
 	}
 }
+
+// EC2's API may not know an instance for a while after CreateFleet
+// returned it: terminating one of a failed claim's new instances is retried
+// until EC2 knows it, instead of counting it as gone and leaving it running.
+func TestFleetTerminatesInstancesEC2DoesNotKnowYet(t *testing.T) {
+	tests := []struct {
+		name    string
+		arrange func(e *env)
+		want    []string
+	}{
+		{"fleet short of capacity", func(e *env) { e.ec2.shortBy = 1 }, []string{"i-f1"}},
+		{"new instance never registers", func(e *env) { e.agents.set("i-f2", neverRegisters) }, []string{"i-f1", "i-f2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.ec2.unseenCalls = 2
+			tt.arrange(e)
+			if _, err := e.create(2); err == nil {
+				t.Fatal("claim succeeded")
+			}
+			if got := e.ec2.terminatedIDs(); !slices.Equal(got, tt.want) {
+				t.Errorf("terminated %v, want %v", got, tt.want)
+			}
+			e.assertNothingHeld(t)
+		})
+	}
+}

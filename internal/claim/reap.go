@@ -153,7 +153,7 @@ func (c *Claimer) Reap(ctx context.Context, poolName string) (ReapResult, error)
 		}
 	}
 	sort.Strings(doomed)
-	res.TerminateFail = pool.TerminateInstances(ctx, c.EC2, doomed)
+	res.TerminateFail = pool.TerminateInstances(ctx, c.EC2, doomed, false)
 	res.StaleClaims, err = c.reapStaleClaims(ctx, s, live, running, now)
 	if !res.Empty() {
 		c.log("reaped pool", "pool", poolName, "expired", res.Expired, "orphans", res.Orphans, "vanished", res.Vanished,
@@ -221,7 +221,7 @@ func (c *Claimer) terminateUnrecorded(ctx context.Context, s *store, poolName, r
 	if len(unrecorded) > 0 {
 		c.log("terminating unrecorded instances of the run", "run", runID, "instances", unrecorded)
 	}
-	return unrecorded, pool.TerminateInstances(ctx, c.EC2, unrecorded)
+	return unrecorded, pool.TerminateInstances(ctx, c.EC2, unrecorded, false)
 }
 
 // reapStaleClaims deletes pending claim records whose attempt stopped

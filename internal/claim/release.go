@@ -287,7 +287,9 @@ func (c *Claimer) discard(ctx context.Context, s *store, id, state, runID string
 	if err != nil {
 		return false, fmt.Errorf("expiring: %w", err)
 	}
-	if err := pool.TerminateInstances(ctx, c.EC2, []string{id}); err != nil {
+	// A created instance was launched by the run moments ago, maybe
+	// before EC2's API knows it.
+	if err := pool.TerminateInstances(ctx, c.EC2, []string{id}, state == protocol.StateCreated); err != nil {
 		return false, err
 	}
 	err = s.apply(ctx, id, transition{fromState: state, fromRunID: runID, toState: protocol.StateTerminated, toRunID: runID, threshold: now, deadline: "passed"})

@@ -76,8 +76,17 @@ type Terminator interface {
 	TerminateInstances(context.Context, *ec2.TerminateInstancesInput, ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
 }
 
-// TerminateInstances terminates ids; instances EC2 no longer knows count as terminated.
-func TerminateInstances(ctx context.Context, client Terminator, ids []string) error {
+// instanceVisibleWithin bounds EC2's eventual consistency: an instance
+// launched moments ago can be unknown to EC2's API for a while (AWS: "might
+// not have propagated throughout the system"; usually seconds).
+const instanceVisibleWithin = 2 * time.Minute
+
+// TerminateInstances terminates ids. An instance EC2 does not know is gone
+// (terminated over an hour ago, or never launched), unless justLaunched:
+// then EC2 may not know it yet, and its termination is retried until EC2
+// does, for up to instanceVisibleWithin. Counting such an instance as
+// terminated would leave it running, paid for and unrecorded.
+func TerminateInstances(ctx context.Context, client Terminator, ids []string, justLaunched bool) error {
 	const batch = 1000 // TerminateInstances' limit
 	for start := 0; start < len(ids); start += batch {
 		chunk := ids[start:min(start+batch, len(ids))]
@@ -87,11 +96,15 @@ func TerminateInstances(ctx context.Context, client Terminator, ids []string) er
 		}
 		notFound := hasErrorCode(err, "InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed")
 		switch {
+		case notFound && len(chunk) == 1 && justLaunched:
+			if err := terminateOnceKnown(ctx, client, chunk[0]); err != nil {
+				return err
+			}
 		case notFound && len(chunk) == 1:
 		case notFound:
 			// One unknown id fails the whole call: go one by one for the rest.
 			for _, id := range chunk {
-				if err := TerminateInstances(ctx, client, []string{id}); err != nil {
+				if err := TerminateInstances(ctx, client, []string{id}, justLaunched); err != nil {
 					return err
 				}
 			}
@@ -100,6 +113,32 @@ func TerminateInstances(ctx context.Context, client Terminator, ids []string) er
 		}
 	}
 	return nil
+}
+
+// terminateOnceKnown retries terminating a just-launched instance that EC2
+// does not know yet, with backoff, until EC2 knows it or
+// instanceVisibleWithin has passed.
+func terminateOnceKnown(ctx context.Context, client Terminator, id string) error {
+	giveUp := time.Now().Add(instanceVisibleWithin)
+	for pause := 500 * time.Millisecond; ; pause = min(2*pause, 5*time.Second) {
+		if time.Now().After(giveUp) {
+			return fmt.Errorf("terminating instance %s, launched moments ago: EC2 still does not know it after %s", id, instanceVisibleWithin)
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("terminating instance %s, launched moments ago and not yet known to EC2: %w", id, ctx.Err())
+		case <-t.C:
+		}
+		_, err := client.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})
+		if err == nil {
+			return nil
+		}
+		if !hasErrorCode(err, "InvalidInstanceID.NotFound") {
+			return fmt.Errorf("terminating instance %s: %w", id, err)
+		}
+	}
 }
 
 // markTerminated records that an instance is gone, whatever state it was in:
@@ -130,7 +169,7 @@ func (m *Manager) forceTerminate(ctx context.Context, pool string, insts []proto
 	for i, inst := range insts {
 		ids[i] = inst.ID
 	}
-	if err := TerminateInstances(ctx, m.EC2, ids); err != nil {
+	if err := TerminateInstances(ctx, m.EC2, ids, false); err != nil {
 		return err
 	}
 	for _, id := range ids {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/smithy-go"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
@@ -77,7 +78,7 @@ func TestTerminateInstances(t *testing.T) {
 				ec.denied[id] = true
 			}
 			ec.err = tt.err
-			err := TerminateInstances(context.Background(), ec, tt.ids)
+			err := TerminateInstances(context.Background(), ec, tt.ids, false)
 			if tt.wantErr == "" && err != nil {
 				t.Fatalf("TerminateInstances = %v, want nil", err)
 			}
@@ -116,6 +117,53 @@ func TestTerminateInstances(t *testing.T) {
 			}
 		})
 	}
+}
+
+// laggingEC2 is EC2 right after a launch: the instances of unseen are
+// unknown to its API for their first calls.
+type laggingEC2 struct {
+	*fakeEC2
+	unseen map[string]int // id: calls naming it that still answer NotFound
+}
+
+func (l *laggingEC2) TerminateInstances(ctx context.Context, in *ec2.TerminateInstancesInput, opts ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error) {
+	for _, id := range in.InstanceIds {
+		if l.unseen[id] > 0 {
+			l.unseen[id]--
+			l.calls = append(l.calls, slices.Clone(in.InstanceIds))
+			return nil, &smithy.GenericAPIError{Code: "InvalidInstanceID.NotFound", Message: fmt.Sprintf("The instance ID '%s' does not exist", id)}
+		}
+	}
+	return l.fakeEC2.TerminateInstances(ctx, in, opts...)
+}
+
+// A just-launched instance that EC2 does not know yet is terminated once it
+// does, not counted as gone; an old one that EC2 does not know is gone.
+func TestTerminateInstances_eventualConsistency(t *testing.T) {
+	for _, justLaunched := range []bool{true, false} {
+		t.Run(fmt.Sprintf("justLaunched=%t", justLaunched), func(t *testing.T) {
+			ec := &laggingEC2{fakeEC2: newFakeEC2(nil, "i-new", "i-old"), unseen: map[string]int{"i-new": 2}}
+			if err := TerminateInstances(context.Background(), ec, []string{"i-new", "i-old"}, justLaunched); err != nil {
+				t.Fatalf("TerminateInstances = %v", err)
+			}
+			want := []string{"i-old"}
+			if justLaunched {
+				want = []string{"i-new", "i-old"}
+			}
+			if got := ec.sortedTerminated(); !slices.Equal(got, want) {
+				t.Errorf("terminated %v, want %v (calls %q)", got, want, ec.calls)
+			}
+		})
+	}
+	t.Run("cancelled while waiting", func(t *testing.T) {
+		ec := &laggingEC2{fakeEC2: newFakeEC2(nil, "i-new"), unseen: map[string]int{"i-new": 1 << 30}}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		err := TerminateInstances(ctx, ec, []string{"i-new"}, true)
+		if err == nil || !strings.Contains(err.Error(), "i-new") || !errors.Is(err, context.Canceled) {
+			t.Fatalf("TerminateInstances = %v, want the instance named and context.Canceled", err)
+		}
+	})
 }
 
 // compact shortens long size lists for messages.
