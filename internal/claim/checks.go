@@ -2,6 +2,7 @@ package claim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -56,10 +57,22 @@ func registered(runID string, wait time.Duration, healthyAtOnce bool, t Timings)
 			return true, fmt.Errorf("unhealthy: no new heartbeat in %s (the last one stamped %s by its clock)", now.Sub(v.since).Truncate(time.Second), protocol.FormatTime(st.heartbeat))
 		}
 		if now.After(deadline) {
-			return true, fmt.Errorf("no %s for run %s within %s (last signal: %s)", protocol.SignalRegistered, runID, wait, describeSignal(st.signal))
+			return true, lateError{fmt.Errorf("no %s for run %s within %s (last signal: %s)", protocol.SignalRegistered, runID, wait, describeSignal(st.signal))}
 		}
 		return false, nil
 	}
+}
+
+// lateError is a failure of timing alone: the agent is alive, but did not
+// do what was asked in time (a slow GitHub, a wait set too short). Such a
+// runner is given back to the pool, not terminated.
+type lateError struct{ error }
+
+func (e lateError) Unwrap() error { return e.error }
+
+func isLate(err error) bool {
+	var late lateError
+	return errors.As(err, &late)
 }
 
 // released judges a runner given back by runID: its agent must confirm it

@@ -318,18 +318,20 @@ func (a *attempt) keepLease(ctx context.Context, lost context.CancelCauseFunc) (
 }
 
 func (a *attempt) run(ctx context.Context) (*Result, error) {
-	reused, err := a.selectWarm(ctx)
+	reused, late, err := a.selectWarm(ctx)
 	if err != nil {
 		return nil, err
 	}
 	// Hand back surplus runners now rather than after the fleet's wait.
 	a.pickup.Close(ctx)
+	givenBack := a.giveBack(ctx, late)
 	missing := a.req.InstanceCount - len(reused)
 	var created []Instance
 	if missing > 0 {
-		if created, err = a.createMissing(ctx, missing); err != nil {
-			return nil, err
-		}
+		created, err = a.createMissing(ctx, missing)
+	}
+	if err := errors.Join(err, givenBack()); err != nil {
+		return nil, err
 	}
 	all := append(append([]Instance{}, reused...), created...)
 	if err := a.finish(ctx, all); err != nil {
@@ -338,13 +340,46 @@ func (a *attempt) run(ctx context.Context) (*Result, error) {
 	return &Result{Instances: all, Reused: len(reused), Created: len(created), Pickup: a.pickup.Stats()}, nil
 }
 
+// giveBack releases the late runners to the pool in the background, while
+// the claim goes on, and returns the function that waits for it. Until
+// then they stay held, so that a rollback meanwhile settles them too; a
+// release that fails leaves them held for the rollback its error causes.
+func (a *attempt) giveBack(ctx context.Context, late []Instance) (wait func() error) {
+	if len(late) == 0 {
+		return func() error { return nil }
+	}
+	a.mu.Lock()
+	items := make(map[string]*held, len(late))
+	for _, inst := range late {
+		items[inst.ID] = a.held[inst.ID]
+	}
+	a.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		outcomes, err := a.c.releaseHeld(ctx, a.s, a.cfg, a.req, a.rec.Nonce, items)
+		if err == nil {
+			a.mu.Lock()
+			for id := range items {
+				delete(a.held, id)
+			}
+			a.mu.Unlock()
+		}
+		for _, o := range outcomes {
+			a.c.log("claim: a late runner given back", "run", a.req.RunID, "outcome", o)
+			a.note("%s", o)
+		}
+		done <- err
+	}()
+	return func() error { return <-done }
+}
+
 // selectWarm takes warm runners from the pool until the claim has them all,
 // the pool is exhausted for it, or selectUntil. It claims each batch of
 // candidates at once and checks every claimed runner's agent in one read
-// per round; a runner that fails its checks is discarded and replaced.
-func (a *attempt) selectWarm(ctx context.Context) ([]Instance, error) {
+// per round; a runner that fails its checks is discarded and replaced,
+// except a late one (alive, only slow), which the claim gives back.
+func (a *attempt) selectWarm(ctx context.Context) (ready, late []Instance, err error) {
 	var (
-		ready     []Instance
 		claimed   = map[string]Instance{}
 		watch     = newAgentWatch(a.s, a.cfg.InstanceARNPrefix)
 		more      = true
@@ -359,12 +394,12 @@ func (a *attempt) selectWarm(ctx context.Context) ([]Instance, error) {
 		if need > 0 && more {
 			msgs, err := a.pickup.Take(ctx, need)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			more = len(msgs) == need
 			insts, err := a.claimAll(ctx, msgs)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			for _, inst := range insts {
 				claimed[inst.ID] = inst
@@ -378,11 +413,11 @@ func (a *attempt) selectWarm(ctx context.Context) ([]Instance, error) {
 			if need > 0 && more {
 				continue
 			}
-			return ready, nil
+			return ready, late, nil
 		}
 		decided, err := watch.poll(ctx)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for id, failure := range decided {
 			if failure == nil {
@@ -390,12 +425,19 @@ func (a *attempt) selectWarm(ctx context.Context) ([]Instance, error) {
 				continue
 			}
 			a.c.log("claim: runner failed its checks", "instance", id, "reason", failure.Error())
+			discarded++
+			if isLate(failure) {
+				// Alive, only slow: it goes back to the pool (still held
+				// until then), and is replaced like a failed one.
+				a.note("%s: %v; given back to the pool", id, failure)
+				late = append(late, claimed[id])
+				continue
+			}
 			terminated, err := a.c.discard(ctx, a.s, id, protocol.StateClaimed, a.req.RunID)
 			if err != nil {
-				return nil, err // still held: rollback settles it
+				return nil, nil, err // still held: rollback settles it
 			}
 			a.drop(id, discardOutcome(failure.Error(), terminated))
-			discarded++
 		}
 		// A claim replaces a failing runner from the pool, but once more
 		// runners failed than it asked for, what fails is more likely the
@@ -410,7 +452,7 @@ func (a *attempt) selectWarm(ctx context.Context) ([]Instance, error) {
 		}
 		if watch.len() > 0 {
 			if err := sleep(ctx, a.req.Timings.PollInterval); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}

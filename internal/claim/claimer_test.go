@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -340,9 +341,6 @@ func TestCreateReplacesRunnerFailingChecks(t *testing.T) {
 		{"stale heartbeat", staleHeartbeat, "", "unhealthy: no new heartbeat"},
 		{"no heartbeat", noHeartbeat, "", "unhealthy: no heartbeat"},
 		{"registration fails", registrationFails, "", "UD_REG_FAILED"},
-		{"never registers", neverRegisters, "", "no UD_REG_OK for run " + testRun},
-		// A signal counts only with the claim's run id.
-		{"registered for an older run", neverRegisters, protocol.SignalRegistered, "no UD_REG_OK for run " + testRun + " within 300ms (last signal: UD_REG_OK for run \"old-run\")"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -386,6 +384,77 @@ func TestCreateReplacesRunnerFailingChecks(t *testing.T) {
 			}
 			if !strings.Contains(strings.Join(logs, "\n"), tt.errText) {
 				t.Errorf("logs do not give the reason %q:\n%s", tt.errText, strings.Join(logs, "\n"))
+			}
+		})
+	}
+}
+
+// A claimed runner that is alive but has not registered when the wait ends
+// failed on timing alone (a slow GitHub, a short registration_wait): it is
+// given back to the pool, not terminated, and replaced. Given back, it must
+// confirm its release like any other, or it is terminated.
+func TestCreateGivesBackLateRunner(t *testing.T) {
+	tests := []struct {
+		name     string
+		b        behavior
+		signal   string // the latest signal before the claim, for another run
+		errText  string
+		givenUp  bool // terminated after all: it did not confirm its release
+		wantNote string
+	}{
+		{"registers late", registersLate, "", "no UD_REG_OK for run " + testRun, false, "i-1: released to the pool"},
+		// A signal counts only with the claim's run id.
+		{"registered for an older run", registersLate, protocol.SignalRegistered, "no UD_REG_OK for run " + testRun + " within 300ms (last signal: UD_REG_OK for run \"old-run\")", false, "i-1: released to the pool"},
+		{"never registers nor confirms a release", neverRegisters, "", "no UD_REG_OK for run " + testRun, true, "i-1: did not confirm its release"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			var logs []string
+			var mu sync.Mutex
+			e.c.Log = func(msg string, kv ...any) {
+				mu.Lock()
+				defer mu.Unlock()
+				logs = append(logs, fmt.Sprint(append([]any{msg}, kv...)...))
+			}
+			e.seedIdle("i-1", tt.b)
+			if tt.signal != "" {
+				e.db.put(signalItem("i-1", tt.signal, "old-run"))
+			}
+			e.seedIdle("i-2", healthy)
+			res, err := e.create(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := ids(res.Instances); !slices.Equal(got, []string{"i-2"}) {
+				t.Errorf("instances %v, want i-2", got)
+			}
+			r := e.db.instance(t, "i-1")
+			if tt.givenUp {
+				if got := e.ec2.terminatedIDs(); !slices.Equal(got, []string{"i-1"}) || r.State != protocol.StateTerminated {
+					t.Errorf("terminated %v, i-1 is %s: want i-1 terminated", got, r.State)
+				}
+			} else {
+				if got := e.ec2.terminatedIDs(); len(got) != 0 {
+					t.Errorf("terminated %v, want none", got)
+				}
+				if r.State != protocol.StateIdle || r.RunID != "" {
+					t.Errorf("i-1 is %s for %q, want idle", r.State, r.RunID)
+				}
+				if q := e.sqs.queuedIDs(t, largeURL); !slices.Equal(q, []string{"i-1"}) {
+					t.Errorf("queue holds %v, want i-1 back in the pool", q)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, want := range []string{tt.errText, tt.wantNote} {
+				if !strings.Contains(strings.Join(logs, "\n"), want) {
+					t.Errorf("logs do not say %q:\n%s", want, strings.Join(logs, "\n"))
+				}
+			}
+			if rec, ok := e.claimRecord(); !ok || !slices.Equal(rec.OwnedIDs, []string{"i-2"}) {
+				t.Errorf("claim record %+v (exists %v), want it to own i-2 only", rec, ok)
 			}
 		})
 	}

@@ -792,6 +792,7 @@ const (
 	registrationFails             // signals UD_REG_FAILED
 	neverConfirmsRelease          // registers, but says nothing on release
 	releasesWrongRun              // confirms a release, but for another run id
+	registersLate                 // heartbeats, has not registered by the wait's end, confirms a release
 )
 
 // fakeAgents play the agents of PROTOCOL.md through the table: when an
