@@ -163,27 +163,38 @@ func TestAccClaim_mixedReuseAndFleet(t *testing.T) {
 	})
 }
 
+// Warm runners that fail their checks are replaced: a dead one (no
+// heartbeat) is terminated; a live one that has not registered when
+// registration_wait ends is given back to the pool, and terminated only if
+// it does not confirm that release either.
 func TestAccClaim_unhealthyRunnerReplaced(t *testing.T) {
-	e := newClaimEnv(t, "acc-unhealthy")
-	var sick, silent []string
+	e := newClaimEnv(t, "acc-unhealthy", func(o *agentsim.Options) { o.RegisterDelay = 25 * time.Second })
+	var sick, silent, slow []string
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviders,
 		Steps: []resource.TestStep{
 			{Config: e.poolConfig(), Check: resource.ComposeTestCheckFunc(
 				e.seed(1, agentsim.SeedSpec{Behavior: agentsim.NoHeartbeat}, &sick),
 				e.seed(1, agentsim.SeedSpec{Behavior: agentsim.NeverRegisters}, &silent),
+				e.seed(1, agentsim.SeedSpec{Behavior: agentsim.SlowRegister}, &slow),
 				e.watchFleet(agentsim.Healthy),
 			)},
 			{
 				Config: e.poolConfig() + e.claimConfig("test", `
   run_id            = "run-sick"
-  registration_wait = "15s"`),
-				ConfigStateChecks: counts("ec2runners_claim.test", 0, 1),
+  instance_count    = 2
+  registration_wait = "15s"
+  release_wait      = "45s"`),
+				ConfigStateChecks: counts("ec2runners_claim.test", 0, 2),
 				Check: resource.ComposeTestCheckFunc(
 					e.checkRecords(protocol.StateTerminated, "run-sick", &sick),
-					e.checkRecords(protocol.StateTerminated, "run-sick", &silent),
 					checkEC2Terminated(&sick),
+					// Given back, it never confirmed its release.
+					e.checkRecords(protocol.StateTerminated, "", &silent),
 					checkEC2Terminated(&silent),
+					// Given back, it registered late, then left the run.
+					e.checkRecords(protocol.StateIdle, "", &slow),
+					e.checkQueueHolds(&slow),
 				),
 			},
 		},
