@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"maps"
 	"math/rand/v2"
@@ -327,10 +328,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.ContentLength = int64(len(body))
 	service, action := identify(r, body)
 
-	req, rule, hook := p.decide(service, action, body)
+	req, rule, exceeded, hook := p.decide(service, action, body)
 	if hook != nil {
 		if k := hook(req); k != None {
 			rule = Rule{Kind: k}
+			p.mu.Lock()
+			exceeded = p.drawExceeded(service, k)
+			p.mu.Unlock()
 		}
 	}
 	if rule.Kind != None {
@@ -346,6 +350,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch rule.Kind {
 	case Throttle, ServerError:
+		if service == "dynamodb" && rule.Kind == Throttle {
+			writeThrottle(w, action, body, exceeded)
+			return
+		}
 		writeError(w, service, rule.Kind)
 	case Conflict:
 		writeConflict(w, action, body)
@@ -460,9 +468,10 @@ func (p *Proxy) roundTrip(r *http.Request, token string, ans *tokenAnswer) {
 	}
 }
 
-// decide numbers the request and draws its fault, under one lock so that
-// the draws follow the order of arrival.
-func (p *Proxy) decide(service, action string, body []byte) (Request, Rule, func(Request) Kind) {
+// decide numbers the request and draws its fault (and for a DynamoDB
+// throttle, its code: see drawExceeded), under one lock so that the draws
+// follow the order of arrival.
+func (p *Proxy) decide(service, action string, body []byte) (Request, Rule, bool, func(Request) Kind) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.seq++
@@ -480,7 +489,15 @@ func (p *Proxy) decide(service, action string, body []byte) (Request, Rule, func
 			}
 		}
 	}
-	return Request{Seq: p.seq, Service: service, Action: action, Fault: fired.Kind, Body: body}, fired, p.hook
+	req := Request{Seq: p.seq, Service: service, Action: action, Fault: fired.Kind, Body: body}
+	return req, fired, p.drawExceeded(service, fired.Kind), p.hook
+}
+
+// drawExceeded draws, for a DynamoDB throttle, whether it is answered as the
+// table's capacity exceeded rather than the account's rate (see
+// writeThrottle); p.mu is held.
+func (p *Proxy) drawExceeded(service string, k Kind) bool {
+	return service == "dynamodb" && k == Throttle && p.rng.IntN(2) == 0
 }
 
 // identify names a request's service and action: from X-Amz-Target for the
@@ -534,42 +551,48 @@ func hangUp(w http.ResponseWriter) {
 // writeError answers as the service does when throttled or failing. The SDK
 // classifies errors by code: every throttle code used here is in
 // aws/retry.DefaultThrottleErrorCodes, and HTTP 500 is retryable by status.
+// DynamoDB's throttling is writeThrottle's.
 func writeError(w http.ResponseWriter, service string, kind Kind) {
-	reqID := fmt.Sprintf("faultproxy-%016x", rand.Uint64())
-	jsonError := func(status int, typ, queryErr, msg string) {
-		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-		w.Header().Set("X-Amzn-Requestid", reqID)
-		if queryErr != "" {
-			// SQS's JSON protocol is query-compatible: the SDK takes the
-			// code from this header.
-			w.Header().Set("X-Amzn-Query-Error", queryErr)
-		}
-		w.WriteHeader(status)
-		fmt.Fprintf(w, `{"__type":%q,"message":%q}`, typ, msg)
-	}
 	throttle := kind == Throttle
 	switch service {
 	case "dynamodb":
-		if throttle {
-			jsonError(400, "com.amazonaws.dynamodb.v20120810#ThrottlingException", "", "Rate of requests exceeds the allowed throughput.")
-		} else {
-			jsonError(500, "com.amazonaws.dynamodb.v20120810#InternalServerError", "", "Internal server error")
-		}
+		writeJSONError(w, 500, "com.amazonaws.dynamodb.v20120810#InternalServerError", "", "Internal server error")
 	case "sqs":
 		if throttle {
-			jsonError(400, "com.amazonaws.sqs#RequestThrottled", "RequestThrottled;Sender", "Request is throttled.")
+			writeJSONError(w, 400, "com.amazonaws.sqs#RequestThrottled", "RequestThrottled;Sender", "Request is throttled.")
 		} else {
-			jsonError(500, "com.amazonaws.sqs#InternalError", "InternalError;Receiver", "We encountered an internal error. Please try again.")
+			writeJSONError(w, 500, "com.amazonaws.sqs#InternalError", "InternalError;Receiver", "We encountered an internal error. Please try again.")
 		}
 	default: // EC2's query protocol (also used for any other service)
-		code, msg, status := "InternalError", "An internal error has occurred.", 500
 		if throttle {
-			code, msg, status = "RequestLimitExceeded", "Request limit exceeded.", 503
+			writeEC2Error(w, 503, "RequestLimitExceeded", "Request limit exceeded.")
+		} else {
+			writeEC2Error(w, 500, "InternalError", "An internal error has occurred.")
 		}
-		w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
-		w.WriteHeader(status)
-		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>`+"\n"+
-			`<Response><Errors><Error><Code>%s</Code><Message>%s</Message></Error></Errors><RequestID>%s</RequestID></Response>`,
-			code, msg, reqID)
 	}
 }
+
+// writeJSONError answers with an error of the JSON protocols (DynamoDB,
+// SQS); queryErr ("Code;Sender") is SQS's.
+func writeJSONError(w http.ResponseWriter, status int, typ, queryErr, msg string) {
+	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+	w.Header().Set("X-Amzn-Requestid", requestID())
+	if queryErr != "" {
+		// SQS's JSON protocol is query-compatible: the SDK takes the
+		// code from this header.
+		w.Header().Set("X-Amzn-Query-Error", queryErr)
+	}
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"__type":%q,"message":%q}`, typ, msg)
+}
+
+// writeEC2Error answers with an error of EC2's query protocol.
+func writeEC2Error(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>`+"\n"+
+		`<Response><Errors><Error><Code>%s</Code><Message>%s</Message></Error></Errors><RequestID>%s</RequestID></Response>`,
+		code, html.EscapeString(msg), requestID())
+}
+
+func requestID() string { return fmt.Sprintf("faultproxy-%016x", rand.Uint64()) }
