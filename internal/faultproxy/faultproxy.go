@@ -114,9 +114,10 @@ type Stats struct {
 	Faults   map[Fault]int
 	// Realism's counts: SQS messages delivered again, and held back by a
 	// sampled receive; RealismErrors says why making messages visible
-	// again failed.
-	Redelivered, Sampled int
-	RealismErrors        []string
+	// again failed. StaleHandles counts the superseded receipt handles
+	// seen in deletes and visibility changes.
+	Redelivered, Sampled, StaleHandles int
+	RealismErrors                      []string
 }
 
 // TotalFaults counts the injected faults of kind k (None: of any kind).
@@ -172,6 +173,9 @@ type Proxy struct {
 	tokens  map[string]*tokenAnswer // by ClientToken, with realism.ClientTokens
 	// redelivered: SQS message ids delivered again, with realism.SQSRedelivery
 	redelivered map[string]bool
+	// With realism.SQSStaleHandles: each received message's latest receipt
+	// handle, and the message of every handle received.
+	handleOf, messageOf map[string]string
 }
 
 // Realism is what AWS does that the emulator does not; each is off until
@@ -190,6 +194,14 @@ type Realism struct {
 	// it could (a long poll with at least one), as SQS's sampled receives
 	// do; the emulator answers with every one.
 	SQSSampling bool
+	// SQSStaleHandles: a receipt handle is superseded once its message is
+	// received again, as SQS documents: a DeleteMessage with it succeeds
+	// but deletes nothing ("the request succeeds, but the message might
+	// not be deleted"), a ChangeMessageVisibility with it fails with
+	// ReceiptHandleIsInvalid (in a batch, that entry fails); the emulator
+	// accepts every handle a message ever had. Handles are those of the
+	// ReceiveMessage answers the proxy passed on while this was on.
+	SQSStaleHandles bool
 }
 
 // tokenAnswer is the answer to the first request with a ClientToken; done
@@ -230,6 +242,8 @@ func New(target string, seed uint64) (*Proxy, error) {
 		tokens:    map[string]*tokenAnswer{},
 
 		redelivered: map[string]bool{},
+		handleOf:    map[string]string{},
+		messageOf:   map[string]string{},
 	}
 	rewrite := func(pr *httputil.ProxyRequest) {
 		pr.SetURL(u)
@@ -314,7 +328,8 @@ func (p *Proxy) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return Stats{Requests: maps.Clone(p.stats.Requests), Faults: maps.Clone(p.stats.Faults),
-		Redelivered: p.stats.Redelivered, Sampled: p.stats.Sampled, RealismErrors: slices.Clone(p.stats.RealismErrors)}
+		Redelivered: p.stats.Redelivered, Sampled: p.stats.Sampled, StaleHandles: p.stats.StaleHandles,
+		RealismErrors: slices.Clone(p.stats.RealismErrors)}
 }
 
 // ServeHTTP handles one request from a client.
@@ -374,6 +389,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			p.forwardReceive(w, r, body)
 			return
 		}
+		if p.checksHandles(service, action) {
+			p.forwardHandles(w, r, action, body)
+			return
+		}
 		p.forward.ServeHTTP(w, r)
 	}
 }
@@ -381,7 +400,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (p *Proxy) reshapingReceives(service, action string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return (p.realism.SQSRedelivery || p.realism.SQSSampling) && service == "sqs" && action == "ReceiveMessage"
+	return (p.realism.SQSRedelivery || p.realism.SQSSampling || p.realism.SQSStaleHandles) && service == "sqs" && action == "ReceiveMessage"
 }
 
 // clientToken is the request's EC2 ClientToken when repeated tokens are to

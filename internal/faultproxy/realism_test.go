@@ -2,6 +2,7 @@ package faultproxy_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"testing"
@@ -170,4 +171,124 @@ func TestRealismSQSSampling(t *testing.T) {
 	if st := p.Stats(); st.Sampled == 0 || len(st.RealismErrors) > 0 {
 		t.Errorf("stats: %d held back, errors %v", st.Sampled, st.RealismErrors)
 	}
+}
+
+// A receipt handle goes stale once its message is received again: SQS then
+// deletes nothing for it (and says it succeeded) and rejects a visibility
+// change with it; the emulator honours every handle a message ever had.
+func TestRealismSQSStaleHandles(t *testing.T) {
+	ctx := context.Background()
+	direct := newClients(endpoint, 3)
+	for _, stale := range []bool{true, false} {
+		q, err := direct.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(randomName("stale-"))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, body := range []string{"a", "b"} {
+			if _, err := direct.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(body)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p := startProxy(t, endpoint, 1)
+		p.SetRealism(faultproxy.Realism{SQSStaleHandles: stale})
+		c := newClients(p.URL, 1)
+		// Both messages received twice, each time through the proxy:
+		// first[body] is superseded by second[body].
+		receive := func() map[string]string {
+			out, err := c.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10, VisibilityTimeout: 120})
+			if err != nil {
+				t.Fatal(err)
+			}
+			handles := map[string]string{}
+			for _, m := range out.Messages {
+				handles[aws.ToString(m.Body)] = aws.ToString(m.ReceiptHandle)
+			}
+			if len(handles) != 2 {
+				t.Fatalf("received %v, want both messages", handles)
+			}
+			return handles
+		}
+		first := receive()
+		if _, err := direct.sqs.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: q.QueueUrl,
+			Entries: []sqstypes.ChangeMessageVisibilityBatchRequestEntry{{Id: aws.String("a"), ReceiptHandle: aws.String(first["a"])}, {Id: aws.String("b"), ReceiptHandle: aws.String(first["b"])}}}); err != nil {
+			t.Fatal(err)
+		}
+		second := receive()
+
+		_, err = c.sqs.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: q.QueueUrl, ReceiptHandle: aws.String(first["a"]), VisibilityTimeout: 60})
+		var invalid *sqstypes.ReceiptHandleIsInvalid
+		if stale != errors.As(err, &invalid) || (!stale && err != nil) {
+			t.Errorf("stale %t: ChangeMessageVisibility with a superseded handle: %v", stale, err)
+		}
+		batch, err := c.sqs.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: q.QueueUrl,
+			Entries: []sqstypes.ChangeMessageVisibilityBatchRequestEntry{{Id: aws.String("old"), ReceiptHandle: aws.String(first["a"]), VisibilityTimeout: 60},
+				{Id: aws.String("new"), ReceiptHandle: aws.String(second["b"]), VisibilityTimeout: 60}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantFailed := 0
+		if stale {
+			wantFailed = 1
+		}
+		if len(batch.Successful) != 2-wantFailed || len(batch.Failed) != wantFailed ||
+			!slices.ContainsFunc(batch.Successful, func(e sqstypes.ChangeMessageVisibilityBatchResultEntry) bool { return aws.ToString(e.Id) == "new" }) ||
+			(stale && (aws.ToString(batch.Failed[0].Id) != "old" || aws.ToString(batch.Failed[0].Code) != "ReceiptHandleIsInvalid" || !batch.Failed[0].SenderFault)) {
+			t.Errorf("stale %t: ChangeMessageVisibilityBatch answered %+v succeeded, %+v failed", stale, batch.Successful, batch.Failed)
+		}
+
+		// Deletes with superseded handles: they succeed either way.
+		if _, err := c.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: q.QueueUrl, ReceiptHandle: aws.String(first["a"])}); err != nil {
+			t.Fatalf("stale %t: DeleteMessage: %v", stale, err)
+		}
+		deleted, err := c.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: q.QueueUrl,
+			Entries: []sqstypes.DeleteMessageBatchRequestEntry{{Id: aws.String("old"), ReceiptHandle: aws.String(first["b"])}}})
+		if err != nil || len(deleted.Successful) != 1 || len(deleted.Failed) != 0 {
+			t.Fatalf("stale %t: DeleteMessageBatch: %v, %+v", stale, err, deleted)
+		}
+		wantLeft := 0 // the emulator deleted both
+		if stale {
+			wantLeft = 2 // SQS deleted nothing
+		}
+		if left := messagesIn(t, direct, aws.ToString(q.QueueUrl)); left != wantLeft {
+			t.Errorf("stale %t: %d messages left after deletes with superseded handles, want %d", stale, left, wantLeft)
+		}
+		if stale {
+			// The current handles still work, mixed with a stale one.
+			deleted, err := c.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: q.QueueUrl,
+				Entries: []sqstypes.DeleteMessageBatchRequestEntry{{Id: aws.String("old"), ReceiptHandle: aws.String(first["a"])},
+					{Id: aws.String("a"), ReceiptHandle: aws.String(second["a"])}, {Id: aws.String("b"), ReceiptHandle: aws.String(second["b"])}}})
+			if err != nil || len(deleted.Successful) != 3 || len(deleted.Failed) != 0 {
+				t.Fatalf("DeleteMessageBatch with current handles: %v, %+v", err, deleted)
+			}
+			if left := messagesIn(t, direct, aws.ToString(q.QueueUrl)); left != 0 {
+				t.Errorf("%d messages left after deletes with their current handles", left)
+			}
+		}
+		wantStale := 0
+		if stale {
+			wantStale = 5 // two visibility changes, two deletes, one in the last batch
+		}
+		if st := p.Stats(); st.StaleHandles != wantStale || len(st.RealismErrors) > 0 {
+			t.Errorf("stale %t: stats %d stale handles, errors %v, want %d", stale, st.StaleHandles, st.RealismErrors, wantStale)
+		}
+	}
+}
+
+// messagesIn counts a queue's messages, visible or in flight.
+func messagesIn(t *testing.T, c awsClients, queueURL string) int {
+	t.Helper()
+	out, err := c.sqs.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, name := range []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible} {
+		k, err := strconv.Atoi(out.Attributes[string(name)])
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		n += k
+	}
+	return n
 }
