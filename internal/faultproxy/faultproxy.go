@@ -115,8 +115,12 @@ type Stats struct {
 	// Realism's counts: SQS messages delivered again, and held back by a
 	// sampled receive; RealismErrors says why making messages visible
 	// again failed. StaleHandles counts the superseded receipt handles
-	// seen in deletes and visibility changes.
+	// seen in deletes and visibility changes. InstancesNotFound counts the
+	// EC2 requests answered InvalidInstanceID.NotFound for naming an
+	// instance launched less than EC2Lag ago, InstancesHidden the instances
+	// left out of DescribeInstances answers for it.
 	Redelivered, Sampled, StaleHandles int
+	InstancesNotFound, InstancesHidden int
 	RealismErrors                      []string
 }
 
@@ -176,6 +180,9 @@ type Proxy struct {
 	// With realism.SQSStaleHandles: each received message's latest receipt
 	// handle, and the message of every handle received.
 	handleOf, messageOf map[string]string
+	// launched: when each instance launched less than realism.EC2Lag ago
+	// was (its launch answer arrived)
+	launched map[string]time.Time
 }
 
 // Realism is what AWS does that the emulator does not; each is off until
@@ -202,6 +209,17 @@ type Realism struct {
 	// accepts every handle a message ever had. Handles are those of the
 	// ReceiveMessage answers the proxy passed on while this was on.
 	SQSStaleHandles bool
+	// EC2Lag: EC2's eventual consistency. An instance launched through the
+	// proxy (RunInstances, CreateFleet) is unknown to EC2 for EC2Lag
+	// after its launch, as AWS documents ("eventual consistency"): a
+	// DescribeInstances listing instances leaves it out (and a
+	// reservation with only such instances), and a request naming it
+	// (DescribeInstances, TerminateInstances, StopInstances,
+	// StartInstances, CreateTags, DeleteTags, ModifyInstanceAttribute)
+	// fails with InvalidInstanceID.NotFound ("The instance ID 'i-…' does
+	// not exist") and is not carried out. The emulator knows an instance
+	// at once. 0: off.
+	EC2Lag time.Duration
 }
 
 // tokenAnswer is the answer to the first request with a ClientToken; done
@@ -244,6 +262,7 @@ func New(target string, seed uint64) (*Proxy, error) {
 		redelivered: map[string]bool{},
 		handleOf:    map[string]string{},
 		messageOf:   map[string]string{},
+		launched:    map[string]time.Time{},
 	}
 	rewrite := func(pr *httputil.ProxyRequest) {
 		pr.SetURL(u)
@@ -256,8 +275,11 @@ func New(target string, seed uint64) (*Proxy, error) {
 		Rewrite:   rewrite,
 		Transport: transport,
 		ModifyResponse: func(resp *http.Response) error {
-			// Read the whole answer: the target has done its work.
-			io.Copy(io.Discard, resp.Body)
+			// Read the whole answer: the target has done its work
+			// (and a launch's instances are as new as if answered).
+			if answer, err := io.ReadAll(resp.Body); err == nil {
+				p.noteLaunches(answer)
+			}
 			return errDropAfter
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -329,6 +351,7 @@ func (p *Proxy) Stats() Stats {
 	defer p.mu.Unlock()
 	return Stats{Requests: maps.Clone(p.stats.Requests), Faults: maps.Clone(p.stats.Faults),
 		Redelivered: p.stats.Redelivered, Sampled: p.stats.Sampled, StaleHandles: p.stats.StaleHandles,
+		InstancesNotFound: p.stats.InstancesNotFound, InstancesHidden: p.stats.InstancesHidden,
 		RealismErrors: slices.Clone(p.stats.RealismErrors)}
 }
 
@@ -383,16 +406,23 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-t.C:
 		case <-p.done:
 		}
-		p.forward.ServeHTTP(w, r)
+		p.forwardRealistic(w, r, service, action, body)
 	default:
-		if p.reshapingReceives(service, action) {
-			p.forwardReceive(w, r, body)
-			return
-		}
-		if p.checksHandles(service, action) {
-			p.forwardHandles(w, r, action, body)
-			return
-		}
+		p.forwardRealistic(w, r, service, action, body)
+	}
+}
+
+// forwardRealistic forwards a request, and its answer, as AWS would carry
+// them out with the realism in force.
+func (p *Proxy) forwardRealistic(w http.ResponseWriter, r *http.Request, service, action string, body []byte) {
+	switch {
+	case p.reshapingReceives(service, action):
+		p.forwardReceive(w, r, body)
+	case p.checksHandles(service, action):
+		p.forwardHandles(w, r, action, body)
+	case p.lagging(service, action):
+		p.forwardLagging(w, r, action, body)
+	default:
 		p.forward.ServeHTTP(w, r)
 	}
 }
@@ -477,6 +507,7 @@ func (p *Proxy) roundTrip(r *http.Request, token string, ans *tokenAnswer) {
 	ans.ok = err == nil
 	if ans.ok {
 		ans.status, ans.header = resp.StatusCode, resp.Header.Clone()
+		p.noteLaunches(ans.body)
 	}
 	// Only a request that succeeded is remembered: AWS carries out again a
 	// retry of one that failed.

@@ -22,6 +22,12 @@ import (
 //     delivers at least once, and a visibility timeout can run out while a
 //     consumer holds a message).
 func (p *Proxy) forwardReceive(w http.ResponseWriter, r *http.Request, reqBody []byte) {
+	p.forwardRewritten(w, r, func(answer []byte) []byte { return p.reshapeReceive(r, reqBody, answer) })
+}
+
+// forwardRewritten forwards r and passes the body of its answer, if
+// successful, through rewrite before it reaches the client.
+func (p *Proxy) forwardRewritten(w http.ResponseWriter, r *http.Request, rewrite func(answer []byte) []byte) {
 	rp := &httputil.ReverseProxy{
 		Rewrite:   p.forward.Rewrite,
 		Transport: p.transport,
@@ -32,7 +38,7 @@ func (p *Proxy) forwardReceive(w http.ResponseWriter, r *http.Request, reqBody [
 				return err
 			}
 			if resp.StatusCode/100 == 2 {
-				body = p.reshapeReceive(r, reqBody, body)
+				body = rewrite(body)
 			}
 			resp.Body = io.NopCloser(bytes.NewReader(body))
 			resp.ContentLength = int64(len(body))
