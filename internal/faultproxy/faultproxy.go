@@ -23,9 +23,9 @@ package faultproxy
 import (
 	"bytes"
 	"context"
+	"encoding/xml"
 	"errors"
 	"fmt"
-	"html"
 	"io"
 	"maps"
 	"math/rand/v2"
@@ -203,8 +203,9 @@ type Realism struct {
 	SQSSampling bool
 	// SQSStaleHandles: a receipt handle is superseded once its message is
 	// received again, as SQS documents: a DeleteMessage with it succeeds
-	// but deletes nothing ("the request succeeds, but the message might
-	// not be deleted"), a ChangeMessageVisibility with it fails with
+	// but deletes nothing ("If you use an old ReceiptHandle, the request
+	// will succeed, but the message might not be deleted"), a
+	// ChangeMessageVisibility with it fails with
 	// ReceiptHandleIsInvalid (in a batch, that entry fails); the emulator
 	// accepts every handle a message ever had. Handles are those of the
 	// ReceiveMessage answers the proxy passed on while this was on.
@@ -638,11 +639,13 @@ func writeJSONError(w http.ResponseWriter, status int, typ, queryErr, msg string
 
 // writeEC2Error answers with an error of EC2's query protocol.
 func writeEC2Error(w http.ResponseWriter, status int, code, msg string) {
+	var text strings.Builder
+	_ = xml.EscapeText(&text, []byte(msg)) // a Builder does not fail
 	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
 	w.WriteHeader(status)
 	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>`+"\n"+
 		`<Response><Errors><Error><Code>%s</Code><Message>%s</Message></Error></Errors><RequestID>%s</RequestID></Response>`,
-		code, html.EscapeString(msg), requestID())
+		code, text.String(), requestID())
 }
 
 func requestID() string { return fmt.Sprintf("faultproxy-%016x", rand.Uint64()) }

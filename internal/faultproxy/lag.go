@@ -122,10 +122,13 @@ func (p *Proxy) noteLaunches(answer []byte) {
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, id := range ids {
-		if _, known := p.launched[id]; !known { // a repeated answer (ClientTokens) launched nothing
-			p.launched[id] = now
+	for id, at := range p.launched { // known by now
+		if now.Sub(at) >= p.realism.EC2Lag {
+			delete(p.launched, id)
 		}
+	}
+	for _, id := range ids {
+		p.launched[id] = now
 	}
 }
 
@@ -133,6 +136,12 @@ func (p *Proxy) noteLaunches(answer []byte) {
 // does not know yet, and the reservations they leave empty, cutting their
 // elements out of the XML so that the rest is passed on as it was.
 func (p *Proxy) hideInstances(answer []byte) []byte {
+	p.mu.Lock()
+	none := len(p.launched) == 0
+	p.mu.Unlock()
+	if none {
+		return answer
+	}
 	const (
 		reservation = "reservationSet/item"
 		instance    = reservation + "/instancesSet/item"
