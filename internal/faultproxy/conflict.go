@@ -21,16 +21,23 @@ func conflicts(service, action string) bool {
 }
 
 // writeConflict answers as DynamoDB does when another transaction touches
-// the same items: a transaction is cancelled with TransactionConflict as the
-// reason of its first write and None for the others (cancelled because of
-// it); a single write fails with TransactionConflictException.
+// the same items: a transaction is cancelled for a TransactionConflict, a
+// single write fails with TransactionConflictException.
 func writeConflict(w http.ResponseWriter, action string, body []byte) {
-	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-	w.WriteHeader(http.StatusBadRequest)
-	if action != "TransactWriteItems" {
-		fmt.Fprint(w, `{"__type":"com.amazonaws.dynamodb.v20120810#TransactionConflictException","message":"Transaction is ongoing for the item"}`)
+	if action == "TransactWriteItems" {
+		writeCancelled(w, body, "TransactionConflict")
 		return
 	}
+	writeJSONError(w, http.StatusBadRequest, "com.amazonaws.dynamodb.v20120810#TransactionConflictException", "", "Transaction is ongoing for the item")
+}
+
+// writeCancelled answers a TransactWriteItems request (body) as DynamoDB
+// does when it cancels the transaction: TransactionCanceledException with
+// reason as the code of its first item and None for the others (cancelled
+// because of it).
+func writeCancelled(w http.ResponseWriter, body []byte, reason string) {
+	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+	w.WriteHeader(http.StatusBadRequest)
 	var in struct{ TransactItems []json.RawMessage }
 	_ = json.Unmarshal(body, &in)
 	reasons := make([]string, max(1, len(in.TransactItems)))
@@ -38,7 +45,7 @@ func writeConflict(w http.ResponseWriter, action string, body []byte) {
 	for i := range reasons {
 		code := "None"
 		if i == 0 {
-			code = "TransactionConflict"
+			code = reason
 		}
 		codes[i] = code
 		reasons[i] = fmt.Sprintf(`{"Code":%q}`, code)

@@ -23,6 +23,7 @@ package faultproxy
 import (
 	"bytes"
 	"context"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -113,9 +114,14 @@ type Stats struct {
 	Faults   map[Fault]int
 	// Realism's counts: SQS messages delivered again, and held back by a
 	// sampled receive; RealismErrors says why making messages visible
-	// again failed.
-	Redelivered, Sampled int
-	RealismErrors        []string
+	// again failed. StaleHandles counts the superseded receipt handles
+	// seen in deletes and visibility changes. InstancesNotFound counts the
+	// EC2 requests answered InvalidInstanceID.NotFound for naming an
+	// instance launched less than EC2Lag ago, InstancesHidden the instances
+	// left out of DescribeInstances answers for it.
+	Redelivered, Sampled, StaleHandles int
+	InstancesNotFound, InstancesHidden int
+	RealismErrors                      []string
 }
 
 // TotalFaults counts the injected faults of kind k (None: of any kind).
@@ -171,6 +177,12 @@ type Proxy struct {
 	tokens  map[string]*tokenAnswer // by ClientToken, with realism.ClientTokens
 	// redelivered: SQS message ids delivered again, with realism.SQSRedelivery
 	redelivered map[string]bool
+	// With realism.SQSStaleHandles: each received message's latest receipt
+	// handle, and the message of every handle received.
+	handleOf, messageOf map[string]string
+	// launched: when each instance launched less than realism.EC2Lag ago
+	// was (its launch answer arrived)
+	launched map[string]time.Time
 }
 
 // Realism is what AWS does that the emulator does not; each is off until
@@ -189,6 +201,26 @@ type Realism struct {
 	// it could (a long poll with at least one), as SQS's sampled receives
 	// do; the emulator answers with every one.
 	SQSSampling bool
+	// SQSStaleHandles: a receipt handle is superseded once its message is
+	// received again, as SQS documents: a DeleteMessage with it succeeds
+	// but deletes nothing ("If you use an old ReceiptHandle, the request
+	// will succeed, but the message might not be deleted"), a
+	// ChangeMessageVisibility with it fails with
+	// ReceiptHandleIsInvalid (in a batch, that entry fails); the emulator
+	// accepts every handle a message ever had. Handles are those of the
+	// ReceiveMessage answers the proxy passed on while this was on.
+	SQSStaleHandles bool
+	// EC2Lag: EC2's eventual consistency. An instance launched through the
+	// proxy (RunInstances, CreateFleet) is unknown to EC2 for EC2Lag
+	// after its launch, as AWS documents ("eventual consistency"): a
+	// DescribeInstances listing instances leaves it out (and a
+	// reservation with only such instances), and a request naming it
+	// (DescribeInstances, TerminateInstances, StopInstances,
+	// StartInstances, CreateTags, DeleteTags, ModifyInstanceAttribute)
+	// fails with InvalidInstanceID.NotFound ("The instance ID 'i-…' does
+	// not exist") and is not carried out. The emulator knows an instance
+	// at once. 0: off.
+	EC2Lag time.Duration
 }
 
 // tokenAnswer is the answer to the first request with a ClientToken; done
@@ -229,6 +261,9 @@ func New(target string, seed uint64) (*Proxy, error) {
 		tokens:    map[string]*tokenAnswer{},
 
 		redelivered: map[string]bool{},
+		handleOf:    map[string]string{},
+		messageOf:   map[string]string{},
+		launched:    map[string]time.Time{},
 	}
 	rewrite := func(pr *httputil.ProxyRequest) {
 		pr.SetURL(u)
@@ -241,8 +276,11 @@ func New(target string, seed uint64) (*Proxy, error) {
 		Rewrite:   rewrite,
 		Transport: transport,
 		ModifyResponse: func(resp *http.Response) error {
-			// Read the whole answer: the target has done its work.
-			io.Copy(io.Discard, resp.Body)
+			// Read the whole answer: the target has done its work
+			// (and a launch's instances are as new as if answered).
+			if answer, err := io.ReadAll(resp.Body); err == nil {
+				p.noteLaunches(answer)
+			}
 			return errDropAfter
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -313,7 +351,9 @@ func (p *Proxy) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return Stats{Requests: maps.Clone(p.stats.Requests), Faults: maps.Clone(p.stats.Faults),
-		Redelivered: p.stats.Redelivered, Sampled: p.stats.Sampled, RealismErrors: slices.Clone(p.stats.RealismErrors)}
+		Redelivered: p.stats.Redelivered, Sampled: p.stats.Sampled, StaleHandles: p.stats.StaleHandles,
+		InstancesNotFound: p.stats.InstancesNotFound, InstancesHidden: p.stats.InstancesHidden,
+		RealismErrors: slices.Clone(p.stats.RealismErrors)}
 }
 
 // ServeHTTP handles one request from a client.
@@ -327,10 +367,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.ContentLength = int64(len(body))
 	service, action := identify(r, body)
 
-	req, rule, hook := p.decide(service, action, body)
+	req, rule, exceeded, hook := p.decide(service, action, body)
 	if hook != nil {
 		if k := hook(req); k != None {
 			rule = Rule{Kind: k}
+			p.mu.Lock()
+			exceeded = p.drawExceeded(service, k)
+			p.mu.Unlock()
 		}
 	}
 	if rule.Kind != None {
@@ -346,6 +389,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch rule.Kind {
 	case Throttle, ServerError:
+		if service == "dynamodb" && rule.Kind == Throttle {
+			writeThrottle(w, action, body, exceeded)
+			return
+		}
 		writeError(w, service, rule.Kind)
 	case Conflict:
 		writeConflict(w, action, body)
@@ -360,12 +407,23 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-t.C:
 		case <-p.done:
 		}
-		p.forward.ServeHTTP(w, r)
+		p.forwardRealistic(w, r, service, action, body)
 	default:
-		if p.reshapingReceives(service, action) {
-			p.forwardReceive(w, r, body)
-			return
-		}
+		p.forwardRealistic(w, r, service, action, body)
+	}
+}
+
+// forwardRealistic forwards a request, and its answer, as AWS would carry
+// them out with the realism in force.
+func (p *Proxy) forwardRealistic(w http.ResponseWriter, r *http.Request, service, action string, body []byte) {
+	switch {
+	case p.reshapingReceives(service, action):
+		p.forwardReceive(w, r, body)
+	case p.checksHandles(service, action):
+		p.forwardHandles(w, r, action, body)
+	case p.lagging(service, action):
+		p.forwardLagging(w, r, action, body)
+	default:
 		p.forward.ServeHTTP(w, r)
 	}
 }
@@ -373,7 +431,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (p *Proxy) reshapingReceives(service, action string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return (p.realism.SQSRedelivery || p.realism.SQSSampling) && service == "sqs" && action == "ReceiveMessage"
+	return (p.realism.SQSRedelivery || p.realism.SQSSampling || p.realism.SQSStaleHandles) && service == "sqs" && action == "ReceiveMessage"
 }
 
 // clientToken is the request's EC2 ClientToken when repeated tokens are to
@@ -450,6 +508,7 @@ func (p *Proxy) roundTrip(r *http.Request, token string, ans *tokenAnswer) {
 	ans.ok = err == nil
 	if ans.ok {
 		ans.status, ans.header = resp.StatusCode, resp.Header.Clone()
+		p.noteLaunches(ans.body)
 	}
 	// Only a request that succeeded is remembered: AWS carries out again a
 	// retry of one that failed.
@@ -460,9 +519,10 @@ func (p *Proxy) roundTrip(r *http.Request, token string, ans *tokenAnswer) {
 	}
 }
 
-// decide numbers the request and draws its fault, under one lock so that
-// the draws follow the order of arrival.
-func (p *Proxy) decide(service, action string, body []byte) (Request, Rule, func(Request) Kind) {
+// decide numbers the request and draws its fault (and for a DynamoDB
+// throttle, its code: see drawExceeded), under one lock so that the draws
+// follow the order of arrival.
+func (p *Proxy) decide(service, action string, body []byte) (Request, Rule, bool, func(Request) Kind) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.seq++
@@ -480,7 +540,15 @@ func (p *Proxy) decide(service, action string, body []byte) (Request, Rule, func
 			}
 		}
 	}
-	return Request{Seq: p.seq, Service: service, Action: action, Fault: fired.Kind, Body: body}, fired, p.hook
+	req := Request{Seq: p.seq, Service: service, Action: action, Fault: fired.Kind, Body: body}
+	return req, fired, p.drawExceeded(service, fired.Kind), p.hook
+}
+
+// drawExceeded draws, for a DynamoDB throttle, whether it is answered as the
+// table's capacity exceeded rather than the account's rate (see
+// writeThrottle); p.mu is held.
+func (p *Proxy) drawExceeded(service string, k Kind) bool {
+	return service == "dynamodb" && k == Throttle && p.rng.IntN(2) == 0
 }
 
 // identify names a request's service and action: from X-Amz-Target for the
@@ -534,42 +602,50 @@ func hangUp(w http.ResponseWriter) {
 // writeError answers as the service does when throttled or failing. The SDK
 // classifies errors by code: every throttle code used here is in
 // aws/retry.DefaultThrottleErrorCodes, and HTTP 500 is retryable by status.
+// DynamoDB's throttling is writeThrottle's.
 func writeError(w http.ResponseWriter, service string, kind Kind) {
-	reqID := fmt.Sprintf("faultproxy-%016x", rand.Uint64())
-	jsonError := func(status int, typ, queryErr, msg string) {
-		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-		w.Header().Set("X-Amzn-Requestid", reqID)
-		if queryErr != "" {
-			// SQS's JSON protocol is query-compatible: the SDK takes the
-			// code from this header.
-			w.Header().Set("X-Amzn-Query-Error", queryErr)
-		}
-		w.WriteHeader(status)
-		fmt.Fprintf(w, `{"__type":%q,"message":%q}`, typ, msg)
-	}
 	throttle := kind == Throttle
 	switch service {
 	case "dynamodb":
-		if throttle {
-			jsonError(400, "com.amazonaws.dynamodb.v20120810#ThrottlingException", "", "Rate of requests exceeds the allowed throughput.")
-		} else {
-			jsonError(500, "com.amazonaws.dynamodb.v20120810#InternalServerError", "", "Internal server error")
-		}
+		writeJSONError(w, 500, "com.amazonaws.dynamodb.v20120810#InternalServerError", "", "Internal server error")
 	case "sqs":
 		if throttle {
-			jsonError(400, "com.amazonaws.sqs#RequestThrottled", "RequestThrottled;Sender", "Request is throttled.")
+			writeJSONError(w, 400, "com.amazonaws.sqs#RequestThrottled", "RequestThrottled;Sender", "Request is throttled.")
 		} else {
-			jsonError(500, "com.amazonaws.sqs#InternalError", "InternalError;Receiver", "We encountered an internal error. Please try again.")
+			writeJSONError(w, 500, "com.amazonaws.sqs#InternalError", "InternalError;Receiver", "We encountered an internal error. Please try again.")
 		}
 	default: // EC2's query protocol (also used for any other service)
-		code, msg, status := "InternalError", "An internal error has occurred.", 500
 		if throttle {
-			code, msg, status = "RequestLimitExceeded", "Request limit exceeded.", 503
+			writeEC2Error(w, 503, "RequestLimitExceeded", "Request limit exceeded.")
+		} else {
+			writeEC2Error(w, 500, "InternalError", "An internal error has occurred.")
 		}
-		w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
-		w.WriteHeader(status)
-		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>`+"\n"+
-			`<Response><Errors><Error><Code>%s</Code><Message>%s</Message></Error></Errors><RequestID>%s</RequestID></Response>`,
-			code, msg, reqID)
 	}
 }
+
+// writeJSONError answers with an error of the JSON protocols (DynamoDB,
+// SQS); queryErr ("Code;Sender") is SQS's.
+func writeJSONError(w http.ResponseWriter, status int, typ, queryErr, msg string) {
+	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+	w.Header().Set("X-Amzn-Requestid", requestID())
+	if queryErr != "" {
+		// SQS's JSON protocol is query-compatible: the SDK takes the
+		// code from this header.
+		w.Header().Set("X-Amzn-Query-Error", queryErr)
+	}
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"__type":%q,"message":%q}`, typ, msg)
+}
+
+// writeEC2Error answers with an error of EC2's query protocol.
+func writeEC2Error(w http.ResponseWriter, status int, code, msg string) {
+	var text strings.Builder
+	_ = xml.EscapeText(&text, []byte(msg)) // a Builder does not fail
+	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>`+"\n"+
+		`<Response><Errors><Error><Code>%s</Code><Message>%s</Message></Error></Errors><RequestID>%s</RequestID></Response>`,
+		code, text.String(), requestID())
+}
+
+func requestID() string { return fmt.Sprintf("faultproxy-%016x", rand.Uint64()) }

@@ -22,6 +22,12 @@ import (
 //     delivers at least once, and a visibility timeout can run out while a
 //     consumer holds a message).
 func (p *Proxy) forwardReceive(w http.ResponseWriter, r *http.Request, reqBody []byte) {
+	p.forwardRewritten(w, r, func(answer []byte) []byte { return p.reshapeReceive(r, reqBody, answer) })
+}
+
+// forwardRewritten forwards r and passes the body of its answer, if
+// successful, through rewrite before it reaches the client.
+func (p *Proxy) forwardRewritten(w http.ResponseWriter, r *http.Request, rewrite func(answer []byte) []byte) {
 	rp := &httputil.ReverseProxy{
 		Rewrite:   p.forward.Rewrite,
 		Transport: p.transport,
@@ -32,7 +38,7 @@ func (p *Proxy) forwardReceive(w http.ResponseWriter, r *http.Request, reqBody [
 				return err
 			}
 			if resp.StatusCode/100 == 2 {
-				body = p.reshapeReceive(r, reqBody, body)
+				body = rewrite(body)
 			}
 			resp.Body = io.NopCloser(bytes.NewReader(body))
 			resp.ContentLength = int64(len(body))
@@ -63,7 +69,7 @@ func (p *Proxy) reshapeReceive(r *http.Request, reqBody, respBody []byte) []byte
 		return respBody
 	}
 	p.mu.Lock()
-	sampling, redelivery := p.realism.SQSSampling, p.realism.SQSRedelivery
+	sampling, redelivery, handles := p.realism.SQSSampling, p.realism.SQSRedelivery, p.realism.SQSStaleHandles
 	var kept []json.RawMessage
 	var back []receivedMessage // made visible again
 	for i, m := range raw {
@@ -77,6 +83,9 @@ func (p *Proxy) reshapeReceive(r *http.Request, reqBody, respBody []byte) []byte
 			continue
 		}
 		kept = append(kept, m)
+		if handles {
+			p.noteReceived(msg)
+		}
 		if redelivery && !p.redelivered[msg.MessageId] {
 			p.redelivered[msg.MessageId] = true
 			back = append(back, msg)
@@ -118,13 +127,26 @@ func (p *Proxy) makeVisible(r *http.Request, queueURL string, msgs []receivedMes
 	}
 }
 
-// send makes a JSON-protocol call of the proxy's own to the target, with
-// the headers that name the client who caused it (emulators do not check
-// signatures).
+// send makes a JSON-protocol call of the proxy's own to the target (see
+// call) and fails unless it succeeds.
 func (p *Proxy) send(r *http.Request, target string, body []byte) error {
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, p.target.String()+"/", bytes.NewReader(body))
+	resp, _, err := p.call(r, target, body)
 	if err != nil {
 		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s: HTTP %d", target, resp.StatusCode)
+	}
+	return nil
+}
+
+// call makes a JSON-protocol call to the target, with the headers that name
+// the client who caused it (emulators do not check signatures), and returns
+// the answer (its body read and closed) and its body.
+func (p *Proxy) call(r *http.Request, target string, body []byte) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, p.target.String()+"/", bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, err
 	}
 	for _, h := range []string{"Authorization", "X-Amz-Date", "X-Amz-Security-Token"} {
 		req.Header.Set(h, r.Header.Get(h))
@@ -133,12 +155,9 @@ func (p *Proxy) send(r *http.Request, target string, body []byte) error {
 	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
 	resp, err := p.transport.RoundTrip(req)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s: HTTP %d", target, resp.StatusCode)
-	}
-	return nil
+	answer, err := io.ReadAll(resp.Body)
+	return resp, answer, err
 }
