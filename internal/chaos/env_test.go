@@ -79,6 +79,9 @@ type world struct {
 	// judgedUnhealthy counts runners a claim let go for failing its checks:
 	// every simulated agent is healthy, whatever its clock says.
 	judgedUnhealthy atomic.Int32
+	// fleetBehavior is how the agents of instances launched from now on
+	// behave (agentsim.Healthy unless a test says otherwise).
+	fleetBehavior atomic.Int32
 }
 
 func newWorld(t *testing.T, prefix string, seed uint64) *world {
@@ -92,7 +95,10 @@ func newWorld(t *testing.T, prefix string, seed uint64) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.proxy.Close)
-	w.proxy.SetRealism(faultproxy.Realism{ClientTokens: true, SQSRedelivery: true, SQSSampling: true})
+	// The whole realism layer: what AWS does and the emulator does not
+	// (EC2 knows a new instance after seconds: 5 here).
+	w.proxy.SetRealism(faultproxy.Realism{ClientTokens: true, SQSRedelivery: true, SQSSampling: true, SQSStaleHandles: true,
+		EC2Lag: 5 * time.Second})
 	if w.faulty, err = clientsFor(ctx, w.proxy.URL, awsrecord.ClaimsKey); err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +137,8 @@ func newWorld(t *testing.T, prefix string, seed uint64) *world {
 		// Instances' clocks are not the provider's: a minute behind or ahead.
 		ClockSkew: time.Minute * time.Duration(1-2*int(seed%2)),
 	})
-	w.sim.WatchFleet(ctx, func(string, int) agentsim.Behavior { return agentsim.Healthy })
+	w.fleetBehavior.Store(int32(agentsim.Healthy))
+	w.sim.WatchFleet(ctx, func(string, int) agentsim.Behavior { return agentsim.Behavior(w.fleetBehavior.Load()) })
 	t.Cleanup(func() {
 		w.sim.Stop()
 		if err := m.Delete(context.Background(), w.pool, true); err != nil {

@@ -68,7 +68,8 @@ func TestFaults_claimsAndReleasesUnderTenPercent(t *testing.T) {
 // agents, whose clocks are a minute off the provider's, unhealthy.
 func (w *world) checkRealism() faultproxy.Stats {
 	st := w.proxy.Stats()
-	w.t.Logf("faults: %s; SQS messages delivered twice: %d, held back by sampling: %d", st, st.Redelivered, st.Sampled)
+	w.t.Logf("faults: %s; SQS messages delivered twice: %d, held back by sampling: %d; superseded receipt handles used: %d; EC2 requests answered NotFound for a new instance: %d, new instances left out of DescribeInstances: %d",
+		st, st.Redelivered, st.Sampled, st.StaleHandles, st.InstancesNotFound, st.InstancesHidden)
 	if st.Redelivered == 0 || st.Sampled == 0 || len(st.RealismErrors) > 0 {
 		w.t.Errorf("%d SQS messages delivered twice, %d held back by sampling (errors: %v): the SQS realism did not work", st.Redelivered, st.Sampled, st.RealismErrors)
 	}

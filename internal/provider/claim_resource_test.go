@@ -317,7 +317,8 @@ func TestAccClaim_race(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(proxy.Close)
-	proxy.SetRealism(faultproxy.Realism{ClientTokens: true, SQSRedelivery: true, SQSSampling: true})
+	proxy.SetRealism(faultproxy.Realism{ClientTokens: true, SQSRedelivery: true, SQSSampling: true, SQSStaleHandles: true,
+		EC2Lag: 5 * time.Second})
 	e.claimsSettings = fmt.Sprintf(`endpoints {
     dynamodb = %[1]q
     ec2      = %[1]q

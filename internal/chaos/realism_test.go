@@ -1,0 +1,126 @@
+package chaos
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/faultproxy"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+// EC2's API may not know an instance for a while after CreateFleet
+// returned it. A claim whose new instance fails at once must still
+// terminate it, rather than take EC2's "does not exist" for "gone" and
+// leave it running with a terminated record.
+func TestRealism_newInstanceUnknownToEC2(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "chaos-lag", 3)
+	w.proxy.SetRealism(faultproxy.Realism{ClientTokens: true, EC2Lag: 20 * time.Second})
+	w.fleetBehavior.Store(int32(agentsim.RegistrationFails))
+	if _, err := w.claimer().Create(context.Background(), request(w.pool, "run-lag", 1)); err == nil {
+		t.Fatal("the claim succeeded with an instance whose registration fails")
+	}
+	if st := w.proxy.Stats(); st.InstancesNotFound == 0 {
+		t.Errorf("EC2 never answered that an instance does not exist: the scenario tested nothing (%s)", st)
+	}
+	out, err := direct.EC2.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag:" + protocol.TagPool), Values: []string{w.pool}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range out.Reservations {
+		for _, inst := range r.Instances {
+			n++
+			if st := inst.State.Name; st != ec2types.InstanceStateNameShuttingDown && st != ec2types.InstanceStateNameTerminated {
+				t.Errorf("%s is %s, want terminated", aws.ToString(inst.InstanceId), st)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("the claim launched nothing")
+	}
+	w.audit("after the failed claim")
+}
+
+// On AWS a receipt handle stops working once its message is received again
+// (here: delivered twice, as SQS may, to two claims): deleting with the old
+// one deletes nothing, making the message visible with it fails. Every
+// message a claim received is still accounted for: the newest holder
+// deletes it (its runner went to the other claim) or gives it back.
+func TestRealism_supersededReceiptHandles(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		newest     func(ctx context.Context, p *claim.Pickup, id string) // what the newest holder does
+		wantQueued int
+	}{
+		{"the newest holder drops it", func(ctx context.Context, p *claim.Pickup, id string) { p.Consume(ctx, []string{id}) }, 0},
+		{"the newest holder gives it back", func(context.Context, *claim.Pickup, string) {}, 1},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, "chaos-stale", uint64(10+i))
+			w.proxy.SetRealism(faultproxy.Realism{SQSRedelivery: true, SQSStaleHandles: true})
+			id := w.seed(1)[0]
+			ctx := context.Background()
+			cfg, err := pool.ReadConfig(ctx, direct.DynamoDB, w.pool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			url := cfg.QueueURLs["large"]
+			wants := claim.Wants{ResourceClass: "large", Class: cfg.ResourceClasses["large"], AllowedTypes: []string{"*"}, UsageClass: protocol.UsageOnDemand}
+			first := claim.NewPickup(w.faulty.SQS, url, wants, time.Now, nil)
+			second := claim.NewPickup(w.faulty.SQS, url, wants, time.Now, nil)
+			for _, p := range []*claim.Pickup{first, second} {
+				if got, err := p.Take(ctx, 1); err != nil || len(got) != 1 || got[0].ID != id {
+					t.Fatalf("Take = %+v, %v; want runner %s (delivered to both)", got, err, id)
+				}
+			}
+			// The first claim got the runner: its delete uses a superseded handle.
+			first.Consume(ctx, []string{id})
+			tt.newest(ctx, second, id)
+			second.Close(ctx)
+			first.Close(ctx)
+			if st := w.proxy.Stats(); st.StaleHandles == 0 {
+				t.Errorf("no superseded handle was used: the scenario tested nothing (%d redelivered)", st.Redelivered)
+			}
+			if n := queued(t, url); n != tt.wantQueued {
+				t.Errorf("the queue holds %d message(s), want %d", n, tt.wantQueued)
+			}
+		})
+	}
+}
+
+// queued counts a queue's messages, visible or not.
+func queued(t *testing.T, url string) int {
+	t.Helper()
+	out, err := direct.SQS.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(url),
+		AttributeNames: []sqstypes.QueueAttributeName{
+			sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, v := range out.Attributes {
+		k, _ := strconv.Atoi(v)
+		n += k
+	}
+	return n
+}
