@@ -148,6 +148,7 @@ var (
 		"attribute_not_exists(PK) OR #updatedAt < :cutoff":                  true,
 		"#nonce = :nonce":                                                   true,
 		"#nonce = :nonce AND #updatedAt = :updatedAt":                       true,
+		"#value = :prev":                                                    true,
 	}
 	knownUpdates = map[string]bool{
 		"SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now":                          true,

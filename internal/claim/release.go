@@ -167,17 +167,24 @@ func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConf
 	}
 	toIdle = c.handRemovalToken(ctx, s, cfg, req.RunID, toIdle, discards)
 	idleUntil := c.now().Add(time.Duration(cfg.IdleTimeout))
+	kept := c.keepHot(ctx, s, cfg, req.ResourceClass, toIdle)
+	deadline := func(id string) time.Time {
+		if until, ok := kept[id]; ok {
+			return until
+		}
+		return idleUntil
+	}
 	results := s.applyEach(ctx, toIdle, func(id string) transition {
 		return transition{
 			fromState: byID[id].state, fromRunID: req.RunID, toState: protocol.StateIdle, toRunID: "",
-			threshold: idleUntil, deadline: "live",
+			threshold: deadline(id), deadline: "live",
 		}
 	})
 	var lapsed []string
 	for i, id := range toIdle {
 		switch err := results[i]; {
 		case err == nil:
-			idleBy[id] = idleUntil
+			idleBy[id] = deadline(id)
 		case errors.Is(err, errConditionFailed):
 			lapsed = append(lapsed, id)
 		default:
@@ -236,7 +243,11 @@ func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConf
 		}
 		err := sendAll(ctx, c.SQS, cfg.QueueURLs[req.ResourceClass], bodies, 0)
 		for _, id := range confirmed {
-			settled(id, "released to the pool", err)
+			outcome := "released to the pool"
+			if until, ok := kept[id]; ok {
+				outcome += ", kept hot until " + protocol.FormatTime(until)
+			}
+			settled(id, outcome, err)
 		}
 	}
 	done := slices.Sorted(maps.Keys(outcomes))

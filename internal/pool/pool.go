@@ -19,6 +19,7 @@ type Spec struct {
 	MaxRuntime      time.Duration
 	Fleet           *protocol.FleetConfig
 	GitHub          *protocol.GitHubTarget
+	Warm            map[string]protocol.WarmTarget
 	Tags            map[string]string // already merged with provider default tags
 	ForceDestroy    bool
 }
@@ -32,6 +33,7 @@ func (s Spec) config(queueURLs map[string]string, instanceARNPrefix string) prot
 		Fleet:             s.Fleet,
 		QueueURLs:         queueURLs,
 		GitHub:            s.GitHub,
+		Warm:              s.Warm,
 		InstanceARNPrefix: instanceARNPrefix,
 	}
 }

@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -40,6 +41,8 @@ type PoolConfig struct {
 	Fleet           *FleetConfig             `json:"fleet,omitempty"`
 	QueueURLs       map[string]string        `json:"queueUrls"`
 	GitHub          *GitHubTarget            `json:"github,omitempty"`
+	// Warm are the hot targets by resource class (see WarmTarget).
+	Warm map[string]WarmTarget `json:"warm,omitempty"`
 	// InstanceARNPrefix is arn:<partition>:ec2:<region>:<account>:instance/
 	// of the pool's runners, whose agent partitions are AGENT#<prefix><id>.
 	InstanceARNPrefix string `json:"instanceArnPrefix"`
@@ -121,6 +124,14 @@ func (c PoolConfig) validate() error {
 	for _, class := range SortedClassNames(c.ResourceClasses) {
 		if err := validateStoredClassName(c.Name, class); err != nil {
 			return err
+		}
+	}
+	for _, class := range slices.Sorted(maps.Keys(c.Warm)) {
+		if _, ok := c.ResourceClasses[class]; !ok {
+			return fmt.Errorf("warm names resource class %q, which the pool does not have", class)
+		}
+		if err := c.Warm[class].Validate(); err != nil {
+			return fmt.Errorf("warm[%q]: %w", class, err)
 		}
 	}
 	if c.IdleTimeout < 0 || c.MaxRuntime < 0 {

@@ -32,6 +32,7 @@ type claimEnv struct {
 	subnets        []string
 	sim            *agentsim.Sim
 	claimsSettings string // more settings of the claims' provider configuration
+	poolSettings   string // more arguments of the pool
 }
 
 // newClaimEnv makes a launch template and simulated agents (their options
@@ -103,8 +104,9 @@ resource "ec2runners_pool" "test" {
     subnet_ids         = [%s]
     instance_selection = "explicit"
   }
+  %s
 }
-`, awsrecord.ClaimsKey, awsrecord.TestSecret, e.claimsSettings, e.pool, e.launchTemplate, quoteList(e.subnets))
+`, awsrecord.ClaimsKey, awsrecord.TestSecret, e.claimsSettings, e.pool, e.launchTemplate, quoteList(e.subnets), e.poolSettings)
 }
 
 // claimConfig is a claim of the test pool named name, with extra arguments.

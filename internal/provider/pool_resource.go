@@ -61,6 +61,7 @@ type poolResourceModel struct {
 	Fleet           types.Object   `tfsdk:"fleet"`
 	GitHubOwner     types.String   `tfsdk:"github_owner"`
 	GitHubRepo      types.String   `tfsdk:"github_repository"`
+	Warm            types.Map      `tfsdk:"warm"`
 	Tags            types.Map      `tfsdk:"tags"`
 	TagsAll         types.Map      `tfsdk:"tags_all"`
 	ForceDestroy    types.Bool     `tfsdk:"force_destroy"`
@@ -167,6 +168,7 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 					stringvalidator.AlsoRequires(path.MatchRoot("github_owner")),
 				},
 			},
+			"warm": warmAttribute(),
 			"tags": schema.MapAttribute{
 				Optional: true, ElementType: types.StringType,
 				Description: "Tags of the table and the queues, over the provider's `default_tags`. The keys `ec2runners:pool` and `ec2runners:class` are the provider's: it tags each queue with its pool and class.",
@@ -204,11 +206,23 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 	}
 }
 
-// ValidateConfig checks what spans attributes: every queue name must fit SQS's limit.
+// ValidateConfig checks what spans attributes: every queue name must fit
+// SQS's limit, and warm must name the pool's classes.
 func (r *poolResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	var m poolResourceModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() || m.Name.IsUnknown() || m.Name.IsNull() || m.ResourceClasses.IsUnknown() || m.ResourceClasses.IsNull() {
+	if resp.Diagnostics.HasError() || m.ResourceClasses.IsUnknown() {
+		return
+	}
+	classes := protocol.DefaultResourceClasses()
+	if !m.ResourceClasses.IsNull() {
+		var d diag.Diagnostics
+		if classes, d = resourceClassesFromValue(ctx, m.ResourceClasses); d.HasError() {
+			return // unknown parts
+		}
+	}
+	validateWarm(ctx, m.Warm, classes, &resp.Diagnostics)
+	if m.Name.IsUnknown() || m.Name.IsNull() || m.ResourceClasses.IsNull() {
 		return
 	}
 	for class := range m.ResourceClasses.Elements() {
@@ -298,6 +312,8 @@ func (r *poolResource) spec(ctx context.Context, m poolResourceModel) (pool.Spec
 	if owner := m.GitHubOwner.ValueString(); owner != "" {
 		spec.GitHub = &protocol.GitHubTarget{Owner: owner, Repository: m.GitHubRepo.ValueString()}
 	}
+	spec.Warm, d = warmFromValue(ctx, m.Warm)
+	diags.Append(d...)
 	return spec, diags
 }
 
@@ -312,6 +328,7 @@ func (r *poolResource) setStatus(m *poolResourceModel, st *pool.Status) {
 	m.MaxRuntime = durationValue(m.MaxRuntime, time.Duration(cfg.MaxRuntime))
 	m.Fleet = fleetValue(cfg.Fleet)
 	m.GitHubOwner, m.GitHubRepo = githubTargetValues(cfg.GitHub)
+	m.Warm = warmValue(cfg.Warm, m.Warm)
 	m.TagsAll = stringMapValue(st.Tags)
 	m.Tags = ownTags(st.Tags, r.defaultTags(), m.Tags)
 	if m.ForceDestroy.IsNull() {

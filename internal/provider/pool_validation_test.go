@@ -35,6 +35,42 @@ name             = "ok"
 resource_classes = { "gpu-big" = { cpu = 2, memory_mib = 4096 } }`,
 			want: `resource_classes.*may contain only letters, digits and '_', not '-': the class's queue is named <pool>-<class>, so a '-' in a class would let two pools share a queue \(pool a-b's class c and pool a's class b-c are both a-b-c\), got: gpu-big`,
 		},
+		"warm names an unknown class": {
+			config: `
+name = "ok"
+warm = { huge = { hot = 1 } }`,
+			want: `Attribute warm names resource class "huge", which is not one of the pool's resource_classes`,
+		},
+		"warm hot negative": {
+			config: `
+name = "ok"
+warm = { large = { hot = -1 } }`,
+			want: `Attribute warm\["large"\].hot value must be between 0 and 500, got: -1`,
+		},
+		"warm day misspelt": {
+			config: `
+name = "ok"
+warm = { large = { schedule = [{ days = ["monday"], from = "08:00", to = "19:00", time_zone = "UTC", hot = 2 }] } }`,
+			want: `Attribute warm\["large"\].schedule\[0\].days\[0\] value must be one of: \["sun" "mon" "tue" "wed" "thu" "fri" "sat"\]`,
+		},
+		"warm time not HH:MM": {
+			config: `
+name = "ok"
+warm = { large = { schedule = [{ days = ["mon"], from = "8am", to = "19:00", time_zone = "UTC", hot = 2 }] } }`,
+			want: `Attribute warm\["large"\].schedule\[0\].from must be a time of day HH:MM, 00:00 to 23:59, got: 8am`,
+		},
+		"warm window across midnight": {
+			config: `
+name = "ok"
+warm = { large = { schedule = [{ days = ["mon"], from = "22:00", to = "06:00", time_zone = "UTC", hot = 2 }] } }`,
+			want: `Attribute warm\["large"\].schedule\[0\]: to 06:00 is not after from 22:00 \(a window across midnight is two windows\)`,
+		},
+		"warm time zone unknown": {
+			config: `
+name = "ok"
+warm = { large = { schedule = [{ days = ["mon"], from = "08:00", to = "19:00", time_zone = "Mars/Olympus", hot = 2 }] } }`,
+			want: `Attribute warm\["large"\].schedule\[0\].time_zone must be an IANA time zone such as Europe/Berlin or UTC, got "Mars/Olympus"`,
+		},
 		"owner tag key": {
 			config: `
 name = "ok"

@@ -22,6 +22,21 @@ resource "ec2runners_pool" "ci" {
     subnet_ids           = ["subnet-0a1b2c3d", "subnet-4e5f6a7b", "subnet-8c9d0e1f"]
   }
 
+  # Keep released large runners hot: 4 on weekdays during office hours in
+  # Berlin, 1 otherwise; the others leave after idle_timeout.
+  warm = {
+    large = {
+      hot = 1
+      schedule = [{
+        days      = ["mon", "tue", "wed", "thu", "fri"]
+        from      = "08:00"
+        to        = "19:00"
+        time_zone = "Europe/Berlin"
+        hot       = 4
+      }]
+    }
+  }
+
   tags = {
     Team = "platform"
   }
