@@ -36,7 +36,7 @@ func TestWarmTargetHotAt(t *testing.T) {
 		{office, "2026-11-24 08:00", 4},
 		{office, "2026-11-24 18:59", 4},
 		{office, "2026-11-24 19:00", 1},
-		{office, "2026-11-28 12:00", 1}, // Saturday
+		{office, "2026-11-28 12:00", 1},      // Saturday
 		{overlapping, "2026-11-24 10:30", 9}, // 09:30 UTC
 		{overlapping, "2026-11-24 11:00", 4}, // 10:00 UTC: that window is over
 		{WarmTarget{Hot: 2}, "2026-11-28 12:00", 2},
