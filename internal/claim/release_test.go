@@ -4,12 +4,14 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsfake"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -336,5 +338,45 @@ func TestReleaseSettlesBeforeItsCallersDeadline(t *testing.T) {
 	}
 	if _, ok := e.claimRecord(); ok {
 		t.Error("the claim record is still there")
+	}
+}
+
+// The waits of a release run on the Claimer's clock when it has one: a
+// simulation's virtual clock moves on through an hour's release wait, for
+// a runner that never confirms, without an hour passing.
+func TestReleaseWaitsOnTheClaimersClock(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.claimed(t, map[string]behavior{"i-1": neverConfirmsRelease}, func(r *Request) {
+		r.Timings.ReleaseWait, r.Timings.PollInterval = time.Hour, time.Minute
+	})
+	var (
+		mu     sync.Mutex
+		now    = time.Now()
+		sleeps int
+	)
+	e.c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	e.c.Sleep = func(ctx context.Context, d time.Duration) error {
+		mu.Lock()
+		defer mu.Unlock()
+		now, sleeps = now.Add(d), sleeps+1
+		return ctx.Err()
+	}
+	start := e.c.Now()
+	done := make(chan struct{})
+	var outcomes []string
+	go func() {
+		defer close(done)
+		var err error
+		if outcomes, err = e.release(); err != nil {
+			t.Error(err)
+		}
+	}()
+	await.Done(t, "the release, on the virtual clock", done)
+	if len(outcomes) != 1 || !strings.HasPrefix(outcomes[0], "i-1: did not confirm its release") {
+		t.Errorf("outcomes %q, want i-1 terminated for not confirming", outcomes)
+	}
+	if waited := e.c.Now().Sub(start); waited < time.Hour || sleeps < 60 {
+		t.Errorf("the virtual clock moved %s in %d sleeps, want the hour's wait in one-minute polls", waited, sleeps)
 	}
 }
