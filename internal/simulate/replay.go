@@ -17,7 +17,11 @@ func Replay(ctx context.Context, tr Trace, policy Policy, latency map[string]tim
 	if len(tr.Runs) == 0 {
 		return Result{}, fmt.Errorf("trace %s has no runs", tr.Name)
 	}
-	w := NewWorld(tr.Runs[0].At, policy, latency)
+	return NewWorld(tr.Runs[0].At, policy, latency).Replay(ctx, tr)
+}
+
+// Replay runs a trace in the world, from its current time on.
+func (w *World) Replay(ctx context.Context, tr Trace) (Result, error) {
 	for i, run := range tr.Runs {
 		if _, ok := Classes[run.Class]; !ok {
 			return Result{}, fmt.Errorf("trace %s, run %d: unknown resource class %q", tr.Name, i+1, run.Class)
@@ -26,7 +30,7 @@ func Replay(ctx context.Context, tr Trace, policy Policy, latency map[string]tim
 		w.At(run.At, func(ctx context.Context) error { return w.start(ctx, runID, run) })
 	}
 	if err := w.Run(ctx); err != nil {
-		return Result{}, fmt.Errorf("replaying %s under %q: %w", tr.Name, policy.Name, err)
+		return Result{}, fmt.Errorf("replaying %s under %q: %w", tr.Name, w.policy.Name, err)
 	}
 	return w.result(tr.Name), nil
 }
