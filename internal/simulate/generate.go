@@ -130,7 +130,7 @@ func Generate(p Profile, seed uint64) Trace {
 		if rng.Float64() < p.XLargeShare {
 			run.Class = "xlarge"
 		}
-		for range draw(rng, p.JobsPerRun) {
+		for range pick(rng, p.JobsPerRun) {
 			run.Jobs = append(run.Jobs, p.jobDuration(rng))
 		}
 		t.Runs = append(t.Runs, run)
@@ -143,7 +143,7 @@ func (p Profile) jobDuration(rng *rand.Rand) time.Duration {
 	return min(max(d, p.JobMin), p.JobMax).Truncate(time.Second)
 }
 
-func draw(rng *rand.Rand, ws []Weighted) int {
+func pick(rng *rand.Rand, ws []Weighted) int {
 	total := 0.0
 	for _, w := range ws {
 		total += w.Weight
