@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,5 +127,41 @@ func TestReplayReportsClaimErrors(t *testing.T) {
 	w.ec2.ShortBy = 1 // EC2 is short of capacity: the claim fails, all or nothing
 	if _, err := w.Replay(context.Background(), tr); err == nil {
 		t.Fatal("a replay whose claim failed succeeded")
+	}
+}
+
+// A claim that would wait on the virtual clock (agents that do not
+// answer) is reported as stuck, not left to hang the replay.
+func TestReplayReportsAStuckClaim(t *testing.T) {
+	w := NewWorld(day, SeedsPolicy(), LatencyBySource(ColdBoot))
+	w.db.OnInstance = nil // no agents: the launched runner never registers
+	w.stuckAfter = 100 * time.Millisecond
+	_, err := w.Replay(context.Background(), twoRuns())
+	if err == nil || !strings.Contains(err.Error(), "stuck") {
+		t.Fatalf("Replay = %v, want the claim reported stuck", err)
+	}
+}
+
+// A whole weekday replays through the real code under two policies: every
+// job gets a runner, every instance ends, the hours add up, and a longer
+// idle_timeout launches fewer runners and costs more.
+func TestReplayWeekday(t *testing.T) {
+	tr := Generate(Weekday(), Seed)
+	var results []Result
+	for _, p := range []Policy{SeedsPolicy(), HotPolicy(time.Hour)} {
+		r, err := Replay(context.Background(), tr, p, LatencyBySource(ColdBoot))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Jobs != tr.Jobs() || r.BySource[SourcePool]+r.BySource[SourceFleet] != r.Jobs || r.StillRunningEnd != 0 {
+			t.Errorf("%s: %d jobs of %d, sources %v, %d instances still running", p.Name, r.Jobs, tr.Jobs(), r.BySource, r.StillRunningEnd)
+		}
+		if r.Launched != r.BySource[SourceFleet] || r.BusyHours > r.HeldHours || r.HeldHours > r.InstanceHours || !near(r.IdleHours, r.InstanceHours-r.HeldHours) {
+			t.Errorf("%s: launched %d for %d fleet runners; busy %.1f, held %.1f, idle %.1f of %.1f hours", p.Name, r.Launched, r.BySource[SourceFleet], r.BusyHours, r.HeldHours, r.IdleHours, r.InstanceHours)
+		}
+		results = append(results, r)
+	}
+	if seeds, hour := results[0], results[1]; hour.Launched >= seeds.Launched || hour.Cost <= seeds.Cost {
+		t.Errorf("idle 1h launched %d and cost $%.2f, the seeds' %d and $%.2f: want fewer launches at a higher cost", hour.Launched, hour.Cost, seeds.Launched, seeds.Cost)
 	}
 }

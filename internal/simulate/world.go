@@ -28,7 +28,7 @@ const (
 // stuckAfter is how long (real time) an event may take before the replay
 // reports it stuck: a claim waiting on the virtual clock, which does not
 // move while an event runs.
-const stuckAfter = 2 * time.Minute
+const stuckAfter = time.Minute
 
 // World is one replay: the fakes of DynamoDB, SQS and EC2 with the agents
 // of the pool's runners, the real Claimer on top, the virtual clock, and
@@ -42,6 +42,8 @@ type World struct {
 	sqs     *awsfake.SQS
 	ec2     *awsfake.EC2
 	claimer *claim.Claimer
+
+	stuckAfter time.Duration
 
 	mu        sync.Mutex // events and the meters: agents run inside claim calls
 	events    eventQueue
@@ -67,7 +69,7 @@ type jobStat struct {
 // NewWorld is an empty pool under policy at start, with latency as a job's
 // time to runner by source.
 func NewWorld(start time.Time, policy Policy, latency map[string]time.Duration) *World {
-	w := &World{clock: NewClock(start), policy: policy, latency: latency, instances: map[string]*instanceLife{}}
+	w := &World{clock: NewClock(start), policy: policy, latency: latency, stuckAfter: stuckAfter, instances: map[string]*instanceLife{}}
 	cfg := protocol.PoolConfig{
 		Name: poolName, InstanceARNPrefix: arnPrefix,
 		ResourceClasses: map[string]protocol.ResourceClass{}, QueueURLs: map[string]string{},
@@ -115,16 +117,25 @@ func (w *World) Run(ctx context.Context) error {
 		w.sqs.Mu.Lock()
 		w.sqs.Clock = later(w.sqs.Clock, ev.at) // the queue's own clock follows
 		w.sqs.Mu.Unlock()
-		done := make(chan error, 1)
-		go func() { done <- ev.do(ctx) }()
-		select {
-		case err := <-done:
-			if err != nil {
-				return fmt.Errorf("at %s: %w", protocol.FormatTime(ev.at), err)
-			}
-		case <-time.After(stuckAfter):
-			return fmt.Errorf("at %s: the event did not finish in %s with %d wait(s) on the virtual clock, which does not move while an event runs", protocol.FormatTime(ev.at), stuckAfter, w.clock.Waiting())
+		if err := w.runEvent(ctx, ev); err != nil {
+			return fmt.Errorf("at %s: %w", protocol.FormatTime(ev.at), err)
 		}
+	}
+}
+
+// runEvent runs one event; one stuck for stuckAfter is cancelled.
+func (w *World) runEvent(ctx context.Context, ev event) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- ev.do(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(w.stuckAfter):
+		waits := w.clock.Waiting()
+		cancel()
+		return fmt.Errorf("stuck: the event did not finish in %s (real time), with %d wait(s) on the virtual clock, which does not move while an event runs: an agent did not answer in the call that asked it", w.stuckAfter, waits)
 	}
 }
 
