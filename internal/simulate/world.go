@@ -73,12 +73,13 @@ func NewWorld(start time.Time, policy Policy, latency map[string]time.Duration) 
 	cfg := protocol.PoolConfig{
 		Name: poolName, InstanceARNPrefix: arnPrefix,
 		ResourceClasses: map[string]protocol.ResourceClass{}, QueueURLs: map[string]string{},
-		IdleTimeout: protocol.Duration(policy.IdleTimeout), MaxRuntime: protocol.Duration(maxRuntime),
+		MaxRuntime: protocol.Duration(maxRuntime),
 		Fleet: &protocol.FleetConfig{
 			LaunchTemplateID: "lt-sim", LaunchTemplateVersion: "$Latest", SubnetIDs: []string{"subnet-sim"},
 			InstanceSelection: protocol.SelectionExplicit,
 		},
 	}
+	policy.configure(&cfg)
 	ec2Fake := &awsfake.EC2{Pool: poolName, Now: w.clock.Now, LtImage: imageID,
 		Images: map[string]ec2types.ArchitectureValues{imageID: ec2types.ArchitectureValuesX8664}}
 	var urls []string
