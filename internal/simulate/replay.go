@@ -59,6 +59,9 @@ func (w *World) start(ctx context.Context, runID string, run Run) error {
 		w.instances[inst.ID].busy += run.Jobs[k]
 		end = later(end, run.At.Add(wait+run.Jobs[k]))
 	}
+	if end.Sub(run.At) > maxRuntime {
+		return fmt.Errorf("run %s lasts %s, longer than the simulated pool's max_runtime (%s)", runID, end.Sub(run.At), maxRuntime)
+	}
 	for _, inst := range res.Instances {
 		w.instances[inst.ID].held += end.Sub(run.At)
 	}

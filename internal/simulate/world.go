@@ -22,7 +22,7 @@ const (
 	arnPrefix  = "arn:aws:ec2:us-east-1:123456789012:instance/"
 	queuePath  = "https://sqs.us-east-1.amazonaws.com/123456789012/"
 	imageID    = "ami-sim"
-	maxRuntime = 2 * time.Hour // longer than any run of the traces
+	maxRuntime = 24 * time.Hour // the pool's max_runtime: a replay measures waiting and idling, no run may outlive it
 )
 
 // stuckAfter is how long (real time) an event may take before the replay
