@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsfake"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -19,19 +20,13 @@ func (e *env) seedMany(n int) {
 	}
 }
 
-func (s *fakeSQS) count(op string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.counts[op]
-}
-
 // updateItems counts the UpdateItem calls (not transactions) match accepts.
 func (f *fakeTable) updateItems(match func(*dynamodb.UpdateItemInput) bool) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	n := 0
-	for _, c := range f.calls {
-		if in, ok := c.in.(*dynamodb.UpdateItemInput); ok && match(in) {
+	for _, c := range f.Calls {
+		if in, ok := c.In.(*dynamodb.UpdateItemInput); ok && match(in) {
 			n++
 		}
 	}
@@ -90,9 +85,9 @@ func TestCreateBatchesCalls(t *testing.T) {
 			}
 			e.assertComplete(t, res, tc.runners)
 			got := map[string]int{
-				"ReceiveMessage": e.sqs.count("ReceiveMessage"), "DeleteMessageBatch": e.sqs.count("DeleteMessageBatch"),
-				"ADD #ids": e.db.updateCount("ADD #ids :ids"), "BatchGetItem": e.db.count("BatchGetItem"),
-				"TransactWriteItems": e.db.count("TransactWriteItems"), "UpdateItem": e.db.count("UpdateItem"), "PutItem": e.db.count("PutItem"),
+				"ReceiveMessage": e.sqs.Count("ReceiveMessage"), "DeleteMessageBatch": e.sqs.Count("DeleteMessageBatch"),
+				"ADD #ids": e.db.updateCount("ADD #ids :ids"), "BatchGetItem": e.db.Count("BatchGetItem"),
+				"TransactWriteItems": e.db.Count("TransactWriteItems"), "UpdateItem": e.db.Count("UpdateItem"), "PutItem": e.db.Count("PutItem"),
 			}
 			want := map[string]int{
 				"ReceiveMessage": tc.batches, "DeleteMessageBatch": tc.batches, "ADD #ids": 1, "BatchGetItem": 1,
@@ -118,9 +113,9 @@ func TestCreateFallsBackToSingleWrites(t *testing.T) {
 				e.seedMany(3)
 				hit := func(op string, in any) bool { return op == "TransactWriteItems" && writesState(in, "i-00", state) }
 				if lost {
-					e.db.loseAnswer = hit
+					e.db.LoseAnswer = hit
 				} else {
-					e.db.failIf = func(op string, in any) error {
+					e.db.FailIf = func(op string, in any) error {
 						if hit(op, in) {
 							return errTransient
 						}
@@ -159,10 +154,10 @@ func TestCreateRetriesTransactionWithoutLostRaces(t *testing.T) {
 		t.Errorf("i-01 is %s for %q, want untouched", r.State, r.RunID)
 	}
 	// Claims: 4 cancelled, the 3 others again, then i-04's alone; running: 1.
-	if n := e.db.count("TransactWriteItems"); n != 3 {
+	if n := e.db.Count("TransactWriteItems"); n != 3 {
 		t.Errorf("%d transactions, want 3", n)
 	}
-	if n := e.db.count("UpdateItem"); n != 3 {
+	if n := e.db.Count("UpdateItem"); n != 3 {
 		t.Errorf("%d UpdateItem calls, want the two claim record additions and i-04's claim", n)
 	}
 }
@@ -173,9 +168,9 @@ func TestCreateFinishNamesTheRunnerAtFault(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.seedMany(2)
-	e.db.failIf = func(op string, in any) error {
+	e.db.FailIf = func(op string, in any) error {
 		if writesState(in, "i-01", protocol.StateRunning) {
-			return ccf() // as when its deadline passed
+			return awsfake.ConditionFailed() // as when its deadline passed
 		}
 		return nil
 	}
@@ -196,7 +191,7 @@ func TestReleaseBatchesCalls(t *testing.T) {
 	if _, err := e.create(12); err != nil {
 		t.Fatal(err)
 	}
-	sends, reads, transactions := e.sqs.count("SendMessageBatch"), e.db.count("BatchGetItem"), e.db.count("TransactWriteItems")
+	sends, reads, transactions := e.sqs.Count("SendMessageBatch"), e.db.Count("BatchGetItem"), e.db.Count("TransactWriteItems")
 	outcomes, err := e.release()
 	if err != nil {
 		t.Fatal(err)
@@ -205,17 +200,17 @@ func TestReleaseBatchesCalls(t *testing.T) {
 	if len(released) != 12 {
 		t.Fatalf("outcomes %q, want 12 released", outcomes)
 	}
-	if n := e.db.count("TransactWriteItems") - transactions; n != 1 || e.db.singleWritesTo(protocol.StateIdle) != 0 {
+	if n := e.db.Count("TransactWriteItems") - transactions; n != 1 || e.db.singleWritesTo(protocol.StateIdle) != 0 {
 		t.Errorf("%d transactions and %d single writes to idle, want 1 and 0", n, e.db.singleWritesTo(protocol.StateIdle))
 	}
-	if n := e.sqs.count("SendMessageBatch") - sends; n != 2 {
+	if n := e.sqs.Count("SendMessageBatch") - sends; n != 2 {
 		t.Errorf("%d SendMessageBatch calls, want 2", n)
 	}
 	if n := e.db.updateCount("DELETE #ids :ids"); n != 1 {
 		t.Errorf("%d writes taking runners off the claim record, want 1", n)
 	}
 	// The instance records, then the agents (healthy fakes confirm at once).
-	if n := e.db.count("BatchGetItem") - reads; n != 2 {
+	if n := e.db.Count("BatchGetItem") - reads; n != 2 {
 		t.Errorf("%d BatchGetItem calls, want 2", n)
 	}
 	if q := e.sqs.queuedIDs(t, largeURL); len(q) != 12 {
@@ -241,13 +236,13 @@ func TestTokensBatched(t *testing.T) {
 				t.Fatal(err)
 			}
 			e.assertComplete(t, res, tc.runners)
-			if n := e.db.count("BatchWriteItem"); n != tc.createWrites {
+			if n := e.db.Count("BatchWriteItem"); n != tc.createWrites {
 				t.Errorf("claim: %d BatchWriteItem calls, want %d", n, tc.createWrites)
 			}
 			if _, err := e.release(); err != nil {
 				t.Fatal(err)
 			}
-			if n := e.db.count("BatchWriteItem") - tc.createWrites; n != tc.releaseWrites {
+			if n := e.db.Count("BatchWriteItem") - tc.createWrites; n != tc.releaseWrites {
 				t.Errorf("release: %d BatchWriteItem calls, want %d", n, tc.releaseWrites)
 			}
 			if got := src.issued(); !slices.Equal(got, []string{"registration octo/app", "remove octo/app"}) {

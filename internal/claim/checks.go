@@ -164,7 +164,7 @@ func (w *agentWatch) wait(ctx context.Context, interval time.Duration) (map[stri
 			all[id] = err
 		}
 		if w.len() > 0 {
-			if err := sleep(ctx, interval); err != nil {
+			if err := w.s.pause(ctx, interval); err != nil {
 				return all, err
 			}
 		}

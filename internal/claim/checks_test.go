@@ -17,9 +17,9 @@ func TestCreateJudgesHeartbeatsOnTheProvidersClock(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			e.agents.clockSkew = skew
-			e.db.beforeBatchGet = e.agents.heartbeats
+			e.db.BeforeBatchGet = e.agents.heartbeats
 			e.seedIdle("i-1", healthy)
-			e.db.put(heartbeatAt("i-1", time.Now().Add(skew)))
+			e.db.Put(heartbeatAt("i-1", time.Now().Add(skew)))
 			res, err := e.create(1, func(r *Request) { r.Timings.RegistrationWait = 10 * time.Second })
 			if err != nil {
 				t.Fatal(err)
@@ -27,7 +27,7 @@ func TestCreateJudgesHeartbeatsOnTheProvidersClock(t *testing.T) {
 			if got := ids(res.Instances); res.Reused != 1 || !slices.Equal(got, []string{"i-1"}) {
 				t.Errorf("instances %v, reused %d: want the warm i-1", got, res.Reused)
 			}
-			if got := e.ec2.terminatedIDs(); len(got) != 0 {
+			if got := e.ec2.TerminatedIDs(); len(got) != 0 {
 				t.Errorf("terminated %v", got)
 			}
 		})

@@ -41,6 +41,9 @@ type Claimer struct {
 	EC2      EC2Client
 	GitHub   *GitHubAccess    // nil: no GitHub credentials
 	Now      func() time.Time // nil: time.Now
+	// Sleep waits d unless ctx ends first (nil: a timer); a simulation on
+	// a virtual clock sets it with Now.
+	Sleep func(ctx context.Context, d time.Duration) error
 	// ReapInterval: Create and Release reap the pool at most this often
 	// (0: DefaultReapInterval; negative: never).
 	ReapInterval time.Duration
@@ -61,7 +64,7 @@ func (c *Claimer) log(msg string, keyvals ...any) {
 }
 
 func (c *Claimer) store(poolName string) *store {
-	return &store{db: c.DynamoDB, table: protocol.TableName(poolName), now: c.now, log: c.log}
+	return &store{db: c.DynamoDB, table: protocol.TableName(poolName), now: c.now, sleep: c.Sleep, log: c.log}
 }
 
 // Result is a fulfilled claim.
@@ -237,7 +240,7 @@ func (a *attempt) begin(ctx context.Context) (*Result, error) {
 			// A live attempt (another apply), or one that was killed less
 			// than a lease ago: wait for it to finish or for its lease to lapse.
 			a.c.log("waiting for another attempt's claim record", "run", a.req.RunID, "refreshed", prev.UpdatedAt)
-			if err := sleep(ctx, leaseInterval/4); err != nil {
+			if err := a.s.pause(ctx, leaseInterval/4); err != nil {
 				return nil, fmt.Errorf("another apply is claiming runners for run %s in pool %s (its claim record was refreshed at %s): %w", a.req.RunID, a.req.Pool, prev.UpdatedAt, err)
 			}
 			continue
@@ -298,7 +301,7 @@ func (a *attempt) keepLease(ctx context.Context, lost context.CancelCauseFunc) (
 	go func() {
 		defer close(done)
 		refreshed := a.c.now()
-		for sleep(ctx, leaseInterval) == nil {
+		for a.s.pause(ctx, leaseInterval) == nil {
 			err := a.s.touchRecord(ctx, runID, nonce)
 			switch {
 			case err == nil:
@@ -451,7 +454,7 @@ func (a *attempt) selectWarm(ctx context.Context) (ready, late []Instance, err e
 			continue // replace the failed ones before waiting
 		}
 		if watch.len() > 0 {
-			if err := sleep(ctx, a.req.Timings.PollInterval); err != nil {
+			if err := a.s.pause(ctx, a.req.Timings.PollInterval); err != nil {
 				return nil, nil, err
 			}
 		}

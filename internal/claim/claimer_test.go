@@ -14,15 +14,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsfake"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
 // instances returns every instance record of the table.
 func (e *env) instances() map[string]protocol.Instance {
-	e.db.mu.Lock()
-	defer e.db.mu.Unlock()
+	e.db.Mu.Lock()
+	defer e.db.Mu.Unlock()
 	out := map[string]protocol.Instance{}
-	for _, it := range e.db.items {
+	for _, it := range e.db.Items {
 		if protocol.StringAttr(it, "PK") == protocol.TypeInstance {
 			inst, err := protocol.InstanceFromItem(it)
 			if err != nil {
@@ -47,7 +48,7 @@ func (e *env) assertNothingHeld(t *testing.T) {
 	for _, m := range e.sqs.queued(t, largeURL) {
 		queued[m.ID] = append(queued[m.ID], m)
 	}
-	terminated := e.ec2.terminatedIDs()
+	terminated := e.ec2.TerminatedIDs()
 	for id, r := range e.instances() {
 		switch r.State {
 		case protocol.StateIdle:
@@ -141,14 +142,14 @@ func TestCreateReusesWarmRunners(t *testing.T) {
 	if rec.Request.InstanceCount != 2 || rec.Request.ResourceClass != "large" || rec.Request.Timings.RegistrationWait != testTimings().RegistrationWait {
 		t.Errorf("record request %+v", rec.Request)
 	}
-	if n := len(e.ec2.fleetInputs()); n != 0 {
+	if n := len(e.ec2.FleetInputs()); n != 0 {
 		t.Errorf("%d CreateFleet calls, want none", n)
 	}
 	if ids := e.sqs.queuedIDs(t, largeURL); !slices.Equal(ids, []string{"i-3"}) {
 		t.Errorf("queue holds %v, want only the runner not needed", ids)
 	}
-	for _, s := range e.sqs.sentEntries() {
-		t.Errorf("sent %s back, want nothing sent", s.body)
+	for _, s := range e.sqs.SentEntries() {
+		t.Errorf("sent %s back, want nothing sent", s.Body)
 	}
 	if res.Pickup.Accepted != 2 || res.Pickup.Received != 2 {
 		t.Errorf("pickup stats %+v", res.Pickup)
@@ -201,13 +202,13 @@ func TestCreateDropsCandidateItCannotClaim(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			e.sqs.add(largeURL, idleMessage("i-1", "c6i.large", future()).Body())
+			e.sqs.Add(largeURL, idleMessage("i-1", "c6i.large", future()).Body())
 			if tt.record != nil {
 				r := *tt.record
 				r.ID = "i-1"
 				e.seedRecord(r, healthy)
 			}
-			before := e.db.get(protocol.TypeInstance, "i-1")
+			before := e.db.Get(protocol.TypeInstance, "i-1")
 			e.seedIdle("i-2", healthy)
 			res, err := e.create(1)
 			if err != nil {
@@ -216,18 +217,18 @@ func TestCreateDropsCandidateItCannotClaim(t *testing.T) {
 			if got := ids(res.Instances); !slices.Equal(got, []string{"i-2"}) {
 				t.Errorf("instances %v, want i-2", got)
 			}
-			after := e.db.get(protocol.TypeInstance, "i-1")
+			after := e.db.Get(protocol.TypeInstance, "i-1")
 			if render(before) != render(after) {
 				t.Errorf("i-1's record changed: %v -> %v", before, after)
 			}
-			for _, s := range e.sqs.sentEntries() {
-				t.Errorf("sent %s back", s.body)
+			for _, s := range e.sqs.SentEntries() {
+				t.Errorf("sent %s back", s.Body)
 			}
 			if ids := e.sqs.queuedIDs(t, largeURL); len(ids) != 0 {
 				t.Errorf("queue holds %v", ids)
 			}
-			if len(e.ec2.terminatedIDs()) != 0 {
-				t.Errorf("terminated %v", e.ec2.terminatedIDs())
+			if len(e.ec2.TerminatedIDs()) != 0 {
+				t.Errorf("terminated %v", e.ec2.TerminatedIDs())
 			}
 		})
 	}
@@ -272,7 +273,7 @@ func TestCreateTransientClaimErrorReturnsRunner(t *testing.T) {
 	e.seedIdle("i-1", healthy)
 	e.seedIdle("i-2", healthy)
 	failed := false
-	e.db.failIf = func(op string, in any) error {
+	e.db.FailIf = func(op string, in any) error {
 		switch {
 		case op == "TransactWriteItems" && isClaimOf(in, "i-1"):
 			return errTransient // the transaction, then the write alone
@@ -292,10 +293,10 @@ func TestCreateTransientClaimErrorReturnsRunner(t *testing.T) {
 	if got := ids(res.Instances); !slices.Equal(got, []string{"i-2"}) {
 		t.Errorf("instances %v, want i-2", got)
 	}
-	if sent := e.sqs.sentEntries(); len(sent) != 0 {
+	if sent := e.sqs.SentEntries(); len(sent) != 0 {
 		t.Errorf("sent %+v, want nothing: the message was never deleted", sent)
 	}
-	if ids := e.sqs.visibleIDs(largeURL); !slices.Equal(ids, []string{"i-1"}) {
+	if ids := e.sqs.VisibleIDs(largeURL); !slices.Equal(ids, []string{"i-1"}) {
 		t.Errorf("visible %v, want i-1's message", ids)
 	}
 	if r := e.db.instance(t, "i-1"); r.State != protocol.StateIdle || r.RunID != "" {
@@ -313,7 +314,7 @@ func TestCreateLostClaimAnswerKeepsRunner(t *testing.T) {
 	e := newEnv(t)
 	e.seedIdle("i-1", healthy)
 	lost := false
-	e.db.loseAnswer = func(op string, in any) bool {
+	e.db.LoseAnswer = func(op string, in any) bool {
 		if op == "TransactWriteItems" && !lost && isClaimOf(in, "i-1") {
 			lost = true
 			return true
@@ -350,7 +351,7 @@ func TestCreateReplacesRunnerFailingChecks(t *testing.T) {
 			e.c.Log = func(msg string, kv ...any) { logs = append(logs, fmt.Sprint(append([]any{msg}, kv...)...)) }
 			e.seedIdle("i-1", tt.b)
 			if tt.signal != "" {
-				e.db.put(signalItem("i-1", tt.signal, "old-run"))
+				e.db.Put(signalItem("i-1", tt.signal, "old-run"))
 			}
 			e.seedIdle("i-2", healthy)
 			start := time.Now()
@@ -361,7 +362,7 @@ func TestCreateReplacesRunnerFailingChecks(t *testing.T) {
 			if got := ids(res.Instances); !slices.Equal(got, []string{"i-2"}) {
 				t.Errorf("instances %v, want i-2", got)
 			}
-			if got := e.ec2.terminatedIDs(); !slices.Equal(got, []string{"i-1"}) {
+			if got := e.ec2.TerminatedIDs(); !slices.Equal(got, []string{"i-1"}) {
 				t.Errorf("terminated %v, want i-1", got)
 			}
 			r := e.db.instance(t, "i-1")
@@ -420,7 +421,7 @@ func TestCreateGivesBackLateRunner(t *testing.T) {
 			}
 			e.seedIdle("i-1", tt.b)
 			if tt.signal != "" {
-				e.db.put(signalItem("i-1", tt.signal, "old-run"))
+				e.db.Put(signalItem("i-1", tt.signal, "old-run"))
 			}
 			e.seedIdle("i-2", healthy)
 			res, err := e.create(1)
@@ -432,11 +433,11 @@ func TestCreateGivesBackLateRunner(t *testing.T) {
 			}
 			r := e.db.instance(t, "i-1")
 			if tt.givenUp {
-				if got := e.ec2.terminatedIDs(); !slices.Equal(got, []string{"i-1"}) || r.State != protocol.StateTerminated {
+				if got := e.ec2.TerminatedIDs(); !slices.Equal(got, []string{"i-1"}) || r.State != protocol.StateTerminated {
 					t.Errorf("terminated %v, i-1 is %s: want i-1 terminated", got, r.State)
 				}
 			} else {
-				if got := e.ec2.terminatedIDs(); len(got) != 0 {
+				if got := e.ec2.TerminatedIDs(); len(got) != 0 {
 					t.Errorf("terminated %v, want none", got)
 				}
 				if r.State != protocol.StateIdle || r.RunID != "" {
@@ -463,7 +464,7 @@ func TestCreateGivesBackLateRunner(t *testing.T) {
 func TestCreateLaunchesFleetWhenPoolEmpty(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.ec2.groupSize = 2 // both ids in one CreateFleet entry
+	e.ec2.GroupSize = 2 // both ids in one CreateFleet entry
 	start := time.Now()
 	res, err := e.create(2)
 	if err != nil {
@@ -475,7 +476,7 @@ func TestCreateLaunchesFleetWhenPoolEmpty(t *testing.T) {
 	if got := ids(res.Instances); !slices.Equal(got, []string{"i-f1", "i-f2"}) {
 		t.Errorf("instances %v", got)
 	}
-	fleets := e.ec2.fleetInputs()
+	fleets := e.ec2.FleetInputs()
 	if len(fleets) != 1 || aws.ToInt32(fleets[0].TargetCapacitySpecification.TotalTargetCapacity) != 2 {
 		t.Fatalf("CreateFleet calls %+v, want one for 2", fleets)
 	}
@@ -499,8 +500,8 @@ func TestCreateLaunchesFleetWhenPoolEmpty(t *testing.T) {
 	}
 	// Created first (with the created lifetime), then running.
 	var created int
-	for _, c := range e.db.calls {
-		if p, ok := c.in.(*dynamodb.PutItemInput); ok && protocol.StringAttr(p.Item, "PK") == protocol.TypeInstance {
+	for _, c := range e.db.Calls {
+		if p, ok := c.In.(*dynamodb.PutItemInput); ok && protocol.StringAttr(p.Item, "PK") == protocol.TypeInstance {
 			created++
 			if aws.ToString(p.ConditionExpression) != "attribute_not_exists(PK)" {
 				t.Errorf("created record written without attribute_not_exists")
@@ -530,7 +531,7 @@ func TestCreateMixesReuseAndFleet(t *testing.T) {
 	if got := ids(res.Instances); !slices.Equal(got, []string{"i-1", "i-f1", "i-f2"}) {
 		t.Errorf("instances %v", got)
 	}
-	if f := e.ec2.fleetInputs(); len(f) != 1 || aws.ToInt32(f[0].TargetCapacitySpecification.TotalTargetCapacity) != 2 {
+	if f := e.ec2.FleetInputs(); len(f) != 1 || aws.ToInt32(f[0].TargetCapacitySpecification.TotalTargetCapacity) != 2 {
 		t.Errorf("CreateFleet %+v, want one for the 2 missing", f)
 	}
 	for _, id := range []string{"i-1", "i-f1", "i-f2"} {
@@ -547,7 +548,7 @@ func TestCreateFleetShortfallRollsBack(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	old := e.seedIdle("i-1", healthy)
-	e.ec2.shortBy = 1
+	e.ec2.ShortBy = 1
 	start := time.Now()
 	_, err := e.create(3)
 	if err == nil {
@@ -565,7 +566,7 @@ func TestCreateFleetShortfallRollsBack(t *testing.T) {
 			t.Errorf("error does not say %q:\n%s", want, msg)
 		}
 	}
-	if got := e.ec2.terminatedIDs(); !slices.Equal(got, []string{"i-f1"}) {
+	if got := e.ec2.TerminatedIDs(); !slices.Equal(got, []string{"i-f1"}) {
 		t.Errorf("terminated %v, want i-f1", got)
 	}
 	r := e.db.instance(t, "i-1")
@@ -582,9 +583,9 @@ func TestCreateFleetShortfallRollsBack(t *testing.T) {
 	if q[0] != want {
 		t.Errorf("re-sent message %+v, want %+v", q[0], want)
 	}
-	for _, s := range e.sqs.sentEntries() {
-		if s.delay != 0 {
-			t.Errorf("given back with delay %d", s.delay)
+	for _, s := range e.sqs.SentEntries() {
+		if s.Delay != 0 {
+			t.Errorf("given back with delay %d", s.Delay)
 		}
 	}
 	e.assertNothingHeld(t)
@@ -609,7 +610,7 @@ func TestCreateFleetInstanceNeverRegisters(t *testing.T) {
 					t.Errorf("error does not say %q:\n%s", want, msg)
 				}
 			}
-			if got := e.ec2.terminatedIDs(); !slices.Equal(got, []string{"i-f1", "i-f2"}) {
+			if got := e.ec2.TerminatedIDs(); !slices.Equal(got, []string{"i-f1", "i-f2"}) {
 				t.Errorf("terminated %v, want both launched", got)
 			}
 			for _, id := range []string{"i-f1", "i-f2"} {
@@ -646,11 +647,11 @@ func TestCreateWithoutFleetFallbackGivesBack(t *testing.T) {
 			if !strings.Contains(err.Error(), "i-1: released to the pool") || !strings.Contains(err.Error(), "reused 1, created 0, failed 0") {
 				t.Errorf("error does not account for i-1:\n%v", err)
 			}
-			if n := len(e.ec2.fleetInputs()); n != 0 {
+			if n := len(e.ec2.FleetInputs()); n != 0 {
 				t.Errorf("%d CreateFleet calls", n)
 			}
-			if len(e.ec2.terminatedIDs()) != 0 {
-				t.Errorf("terminated %v", e.ec2.terminatedIDs())
+			if len(e.ec2.TerminatedIDs()) != 0 {
+				t.Errorf("terminated %v", e.ec2.TerminatedIDs())
 			}
 			e.assertNothingHeld(t)
 		})
@@ -667,7 +668,7 @@ func TestCreateUnknownResourceClass(t *testing.T) {
 	if _, ok := e.claimRecord(); ok {
 		t.Error("a claim record was written")
 	}
-	if n := len(e.sqs.receiveInputs()); n != 0 {
+	if n := len(e.sqs.ReceiveInputs()); n != 0 {
 		t.Errorf("%d receives", n)
 	}
 }
@@ -699,13 +700,13 @@ func TestCreateCleansUpCrashedAttempt(t *testing.T) {
 	e.seedRecord(protocol.Instance{ID: "i-9", State: protocol.StateClaimed, RunID: testRun, Threshold: future}, healthy)
 	e.seedRecord(protocol.Instance{ID: "i-7", State: protocol.StateRunning, RunID: "other-run", Threshold: future}, healthy)
 	crashed := Record{Request: e.request(1), State: recordPending, Nonce: "oldnonce", OwnedIDs: []string{"i-7", "i-8", "i-9"}}
-	e.db.put(crashed.item(protocol.FormatTime(time.Now().Add(-leaseTimeout - time.Second)))) // no longer refreshed
+	e.db.Put(crashed.item(protocol.FormatTime(time.Now().Add(-leaseTimeout - time.Second)))) // no longer refreshed
 
 	res, err := e.create(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := e.ec2.terminatedIDs(); !slices.Equal(got, []string{"i-8"}) {
+	if got := e.ec2.TerminatedIDs(); !slices.Equal(got, []string{"i-8"}) {
 		t.Errorf("terminated %v, want the launched i-8", got)
 	}
 	if r := e.db.instance(t, "i-8"); r.State != protocol.StateTerminated {
@@ -734,13 +735,13 @@ func TestCreateRefusesDifferentCompleteClaimOfSameRun(t *testing.T) {
 	if _, err := e.create(1); err != nil {
 		t.Fatal(err)
 	}
-	before := e.db.get(protocol.TypeClaim, testRun)
+	before := e.db.Get(protocol.TypeClaim, testRun)
 	e.seedIdle("i-2", healthy)
 	_, err := e.create(2)
 	if err == nil || !strings.Contains(err.Error(), "already holds a different claim") || !strings.Contains(err.Error(), "terraform import") {
 		t.Fatalf("error %v, want the run's claim reported", err)
 	}
-	if after := e.db.get(protocol.TypeClaim, testRun); render(after) != render(before) {
+	if after := e.db.Get(protocol.TypeClaim, testRun); render(after) != render(before) {
 		t.Error("the existing claim record changed")
 	}
 	if r := e.db.instance(t, "i-1"); r.State != protocol.StateRunning || r.RunID != testRun {
@@ -780,7 +781,7 @@ func TestCreateRollsBackOnStoreError(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.seedIdle("i-1", healthy)
-	e.db.fail("BatchGetItem", 1, errTransient)
+	e.db.Fail("BatchGetItem", 1, errTransient)
 	_, err := e.create(1)
 	if err == nil || !strings.Contains(err.Error(), errTransient.Error()) || !strings.Contains(err.Error(), "i-1: released to the pool") {
 		t.Fatalf("error %v", err)
@@ -794,7 +795,7 @@ func TestCreateClaimsNothingItCannotRecord(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.seedIdle("i-1", healthy)
-	e.db.failIf = func(op string, in any) error {
+	e.db.FailIf = func(op string, in any) error {
 		if u, ok := in.(*dynamodb.UpdateItemInput); ok && aws.ToString(u.UpdateExpression) == "ADD #ids :ids" {
 			return errTransient
 		}
@@ -843,7 +844,7 @@ func TestCreateConcurrentClaimsShareNothing(t *testing.T) {
 			if !strings.Contains(errs[i].Error(), "fleet_fallback is false") {
 				t.Errorf("%s failed unexpectedly: %v", run, errs[i])
 			}
-			if e.db.get(protocol.TypeClaim, run) != nil {
+			if e.db.Get(protocol.TypeClaim, run) != nil {
 				t.Errorf("%s failed but kept its claim record", run)
 			}
 			continue
@@ -885,7 +886,7 @@ func TestCreatePickupErrorGivesBack(t *testing.T) {
 	e := newEnv(t)
 	e.seedIdle("i-1", healthy)
 	e.seedIdle("i-2", staleHeartbeat)
-	e.sqs.fail("ReceiveMessage", 2, errTransient)
+	e.sqs.Fail("ReceiveMessage", 2, errTransient)
 	_, err := e.create(2)
 	if err == nil || !strings.Contains(err.Error(), errTransient.Error()) {
 		t.Fatalf("error %v, want the receive error", err)
@@ -893,7 +894,7 @@ func TestCreatePickupErrorGivesBack(t *testing.T) {
 	if !strings.Contains(err.Error(), "i-1: released to the pool") {
 		t.Errorf("error does not account for i-1:\n%v", err)
 	}
-	if n := len(e.ec2.fleetInputs()); n != 0 {
+	if n := len(e.ec2.FleetInputs()); n != 0 {
 		t.Errorf("%d CreateFleet calls after a pickup error", n)
 	}
 	e.assertNothingHeld(t)
@@ -908,7 +909,7 @@ func TestCreateCancelledDuringFleetValidation(t *testing.T) {
 	e.agents.set("i-f1", neverRegisters)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	e.ec2.onFleet = func() { time.AfterFunc(50*time.Millisecond, cancel) }
+	e.ec2.OnFleet = func() { time.AfterFunc(50*time.Millisecond, cancel) }
 	req := e.request(2)
 	// A wait the claim comes near only if it waits it out. (Not longer: the
 	// claim takes no warm runner once claimedLifetime - selectMargin -
@@ -923,7 +924,7 @@ func TestCreateCancelledDuringFleetValidation(t *testing.T) {
 	if elapsed := time.Since(start); elapsed >= wait/2 {
 		t.Errorf("took %s: the cancellation did not stop the fleet validation wait (%s)", elapsed, wait)
 	}
-	if got := e.ec2.terminatedIDs(); !slices.Equal(got, []string{"i-f1"}) {
+	if got := e.ec2.TerminatedIDs(); !slices.Equal(got, []string{"i-f1"}) {
 		t.Errorf("terminated %v", got)
 	}
 	e.assertNothingHeld(t)
@@ -942,7 +943,7 @@ func TestCreateWaitsWhileAnotherAttemptRuns(t *testing.T) {
 	future := protocol.FormatTime(now.Add(time.Minute))
 	e.seedRecord(protocol.Instance{ID: "i-9", State: protocol.StateClaimed, RunID: testRun, Threshold: future}, healthy)
 	live := Record{Request: e.request(1), State: recordPending, Nonce: "livenonce", OwnedIDs: []string{"i-9"}}
-	e.db.put(live.item(protocol.FormatTime(now)))
+	e.db.Put(live.item(protocol.FormatTime(now)))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
@@ -966,12 +967,12 @@ func TestCreateAdoptsClaimCompletedWhileWaiting(t *testing.T) {
 	future := protocol.FormatTime(now.Add(time.Minute))
 	e.seedRecord(protocol.Instance{ID: "i-9", State: protocol.StateRunning, RunID: testRun, Threshold: future}, healthy)
 	live := Record{Request: e.request(1), State: recordPending, Nonce: "livenonce", OwnedIDs: []string{"i-9"}}
-	e.db.put(live.item(protocol.FormatTime(now)))
+	e.db.Put(live.item(protocol.FormatTime(now)))
 	go func() {
 		time.Sleep(time.Second)
 		done := live
 		done.State, done.Instances = recordComplete, []Instance{{ID: "i-9", InstanceType: "c6i.large", UsageClass: protocol.UsageOnDemand, Source: SourcePool}}
-		e.db.put(done.item(protocol.FormatTime(now)))
+		e.db.Put(done.item(protocol.FormatTime(now)))
 	}()
 	res, err := e.create(1)
 	if err != nil || len(res.Instances) != 1 || res.Instances[0].ID != "i-9" {
@@ -990,7 +991,7 @@ func TestCreateDoesNotAdoptClaimWhoseRunnersAreGone(t *testing.T) {
 	}
 	idleUntil := protocol.FormatTime(time.Now().Add(idleTime))
 	e.db.setInstance(t, "i-1", func(r *protocol.Instance) { r.State, r.RunID, r.Threshold = protocol.StateIdle, "", idleUntil })
-	e.db.put(signalItem("i-1", protocol.SignalReleased, testRun))
+	e.db.Put(signalItem("i-1", protocol.SignalReleased, testRun))
 	e.agents.set("i-1", healthy)
 	res, err := e.create(1)
 	if err != nil {
@@ -1011,16 +1012,16 @@ func TestCreateRecordsLaunchIdempotently(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	lost := false
-	e.db.failIf = func(op string, in any) error {
+	e.db.FailIf = func(op string, in any) error {
 		p, ok := in.(*dynamodb.PutItemInput)
 		if !ok || lost || s(p.Item["PK"]) != protocol.TypeInstance {
 			return nil
 		}
 		lost = true // the write happens, its answer is lost, the SDK retries
-		k, _ := keyString(map[string]types.AttributeValue{"PK": p.Item["PK"], "SK": p.Item["SK"]})
-		e.db.items[k] = copyItem(p.Item)
-		e.db.written(nil, e.db.items[k])
-		return &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed"), Item: copyItem(p.Item)}
+		k := awsfake.ItemKey(p.Item)
+		e.db.Items[k] = awsfake.CopyItem(p.Item)
+		e.db.Written(nil, e.db.Items[k])
+		return &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed"), Item: awsfake.CopyItem(p.Item)}
 	}
 	res, err := e.create(1)
 	if err != nil {
@@ -1063,7 +1064,7 @@ func TestCreateDiscardsAtMostWhatItAskedFor(t *testing.T) {
 	if res.Reused != 0 || res.Created != 1 {
 		t.Errorf("reused %d, created %d: want the one runner from the fleet", res.Reused, res.Created)
 	}
-	if got := e.ec2.terminatedIDs(); len(got) != 2 {
+	if got := e.ec2.TerminatedIDs(); len(got) != 2 {
 		t.Errorf("terminated %v: want two warm runners discarded, not the pool", got)
 	}
 	if got := e.sqs.queuedIDs(t, largeURL); len(got) != 3 {

@@ -110,7 +110,7 @@ func TestCorruptMessagesAreDiscardedAndLogged(t *testing.T) {
 	}
 	e.seedIdle("i-1", healthy)
 	for body := range corrupt {
-		e.sqs.add(largeURL, body)
+		e.sqs.Add(largeURL, body)
 	}
 	e.seedIdle("i-2", healthy)
 
@@ -135,7 +135,7 @@ func TestCorruptMessagesAreDiscardedAndLogged(t *testing.T) {
 	if left := e.sqs.queuedIDs(t, largeURL); len(left) != 0 {
 		t.Errorf("queue still holds %d message(s): corrupt ones must be deleted, not sent back", len(left))
 	}
-	if len(e.ec2.fleetInputs()) != 0 {
+	if len(e.ec2.FleetInputs()) != 0 {
 		t.Error("CreateFleet called although the pool had two healthy runners")
 	}
 }
@@ -169,11 +169,11 @@ func TestCorruptInstanceRecordsOfQueuedRunnersAreSkipped(t *testing.T) {
 		if change != nil {
 			it := idleRecordItem(id, until)
 			change(it)
-			e.db.put(it)
+			e.db.Put(it)
 			before[id] = render(it)
 		}
-		e.db.put(heartbeatAt(id, time.Now()))
-		e.sqs.add(largeURL, idleMessage(id, "c6i.large", until).Body())
+		e.db.Put(heartbeatAt(id, time.Now()))
+		e.sqs.Add(largeURL, idleMessage(id, "c6i.large", until).Body())
 	}
 	e.seedIdle("i-ok", healthy)
 
@@ -188,7 +188,7 @@ func TestCorruptInstanceRecordsOfQueuedRunnersAreSkipped(t *testing.T) {
 		if logs.count("runner not idle, message dropped", id) != 1 {
 			t.Errorf("%s: dropped message not logged once", id)
 		}
-		got := e.db.get(protocol.TypeInstance, id)
+		got := e.db.Get(protocol.TypeInstance, id)
 		if want, ok := before[id]; !ok && got != nil || ok && render(got) != want {
 			t.Errorf("%s: record changed to %s", id, render(got))
 		}
@@ -196,7 +196,7 @@ func TestCorruptInstanceRecordsOfQueuedRunnersAreSkipped(t *testing.T) {
 	if left := e.sqs.queuedIDs(t, largeURL); len(left) != 0 {
 		t.Errorf("queue still holds %v", left)
 	}
-	if term := e.ec2.terminatedIDs(); len(term) != 0 {
+	if term := e.ec2.TerminatedIDs(); len(term) != 0 {
 		t.Errorf("terminated %v: a corrupt record is someone else's to settle", term)
 	}
 }
@@ -211,14 +211,14 @@ func TestCorruptAgentItemsFailTheRunnerNotTheClaim(t *testing.T) {
 		return func(id string) {
 			it := heartbeatAt(id, time.Now())
 			it[protocol.AttrUpdatedAt] = value
-			e.db.put(it)
+			e.db.Put(it)
 		}
 	}
 	signal := func(value types.AttributeValue) func(string) {
 		return func(id string) {
 			it := signalItem(id, protocol.SignalRegistered, testRun)
 			it[protocol.AttrValue] = value
-			e.db.put(it)
+			e.db.Put(it)
 		}
 	}
 	sigMap := func(state, runID types.AttributeValue) types.AttributeValue {
@@ -237,7 +237,7 @@ func TestCorruptAgentItemsFailTheRunnerNotTheClaim(t *testing.T) {
 		{"i-hb-missing", noHeartbeat, func(id string) {
 			it := heartbeatAt(id, time.Now())
 			delete(it, protocol.AttrUpdatedAt)
-			e.db.put(it)
+			e.db.Put(it)
 		}, "unhealthy: no heartbeat"},
 		{"i-sig-string", neverRegisters, signal(sAttr(protocol.SignalRegistered)), "last signal: none"},
 		{"i-sig-numstate", neverRegisters, signal(sigMap(nAttr("1"), sAttr(testRun))), "last signal: none"},
@@ -258,7 +258,7 @@ func TestCorruptAgentItemsFailTheRunnerNotTheClaim(t *testing.T) {
 	if res.Created != len(cases) || res.Reused != 0 {
 		t.Errorf("result %+v, want %d runners launched", res, len(cases))
 	}
-	terminated := e.ec2.terminatedIDs()
+	terminated := e.ec2.TerminatedIDs()
 	for _, c := range cases {
 		if logs.count("runner failed its checks", c.id, c.reason) != 1 {
 			t.Errorf("%s: no log of the failed checks with %q", c.id, c.reason)
@@ -293,7 +293,7 @@ func TestCorruptClaimRecordIsAClearError(t *testing.T) {
 			}
 			it[protocol.AttrState] = sAttr(recordComplete)
 			it[attrInstanceIDs] = &types.AttributeValueMemberSS{Value: []string{"i-1"}}
-			e.db.put(it)
+			e.db.Put(it)
 			want := "claim record " + testRun + " is not valid"
 
 			_, _, _, err := e.c.Read(context.Background(), testPool, testRun)
@@ -314,7 +314,7 @@ func TestCorruptClaimRecordIsAClearError(t *testing.T) {
 			if q := e.sqs.queuedIDs(t, largeURL); !slices.Equal(q, []string{"i-1"}) {
 				t.Errorf("queue holds %v, want i-1's message untouched", q)
 			}
-			if e.db.get(protocol.TypeClaim, testRun) == nil {
+			if e.db.Get(protocol.TypeClaim, testRun) == nil {
 				t.Error("the corrupt record was deleted")
 			}
 		})
@@ -350,20 +350,20 @@ func TestCorruptPoolConfigIsAClearError(t *testing.T) {
 			e := newEnv(t)
 			e.claimed(t, map[string]behavior{"i-held": healthy})
 			e.seedIdle("i-1", healthy)
-			it := e.db.get(protocol.TypeMetadata, protocol.PoolConfigID)
+			it := e.db.Get(protocol.TypeMetadata, protocol.PoolConfigID)
 			change(e, it)
-			e.db.put(it)
-			receives := len(e.sqs.receiveInputs())
-			fleets := len(e.ec2.fleetInputs())
+			e.db.Put(it)
+			receives := len(e.sqs.ReceiveInputs())
+			fleets := len(e.ec2.FleetInputs())
 
 			_, err := e.create(1, func(r *Request) { r.RunID = "run-2" })
 			if err == nil || !strings.Contains(err.Error(), "pool config item is not valid") {
 				t.Errorf("Create = %v, want an error about the pool config item", err)
 			}
-			if n := len(e.sqs.receiveInputs()); n != receives {
+			if n := len(e.sqs.ReceiveInputs()); n != receives {
 				t.Errorf("Create received from the queue %d time(s) with a corrupt pool config", n-receives)
 			}
-			if len(e.ec2.fleetInputs()) != fleets {
+			if len(e.ec2.FleetInputs()) != fleets {
 				t.Error("Create launched instances with a corrupt pool config")
 			}
 			if q := e.sqs.queuedIDs(t, largeURL); !slices.Equal(q, []string{"i-1"}) {
@@ -390,9 +390,9 @@ func TestCorruptInstanceRecordDoesNotBlockRelease(t *testing.T) {
 	e := newEnv(t)
 	logs := captureLogs(e)
 	e.claimed(t, map[string]behavior{"i-1": healthy, "i-2": healthy})
-	it := e.db.get(protocol.TypeInstance, "i-2")
+	it := e.db.Get(protocol.TypeInstance, "i-2")
 	delete(it, protocol.AttrState)
-	e.db.put(it)
+	e.db.Put(it)
 
 	outcomes, err := e.release()
 	if err != nil {
@@ -411,9 +411,9 @@ func TestCorruptInstanceRecordDoesNotBlockRead(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.claimed(t, map[string]behavior{"i-1": healthy, "i-2": healthy})
-	it := e.db.get(protocol.TypeInstance, "i-2")
+	it := e.db.Get(protocol.TypeInstance, "i-2")
 	it[protocol.AttrState] = nAttr("1")
-	e.db.put(it)
+	e.db.Put(it)
 
 	_, live, ok, err := e.c.Read(context.Background(), testPool, testRun)
 	if err != nil || !ok {
@@ -431,13 +431,13 @@ func TestCorruptOwnedIDsDoNotLeakRunners(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.claimed(t, map[string]behavior{"i-1": healthy})
-	it := e.db.get(protocol.TypeClaim, testRun)
+	it := e.db.Get(protocol.TypeClaim, testRun)
 	it[attrInstanceIDs] = sAttr("i-1")
-	e.db.put(it)
+	e.db.Put(it)
 
 	_, err := e.release()
 	if r := e.db.instance(t, "i-1"); err == nil && r.State == protocol.StateRunning && r.RunID == testRun {
-		t.Errorf("Release reported success, but i-1 is still running for the run and the claim record is gone (%v)", e.db.get(protocol.TypeClaim, testRun) == nil)
+		t.Errorf("Release reported success, but i-1 is still running for the run and the claim record is gone (%v)", e.db.Get(protocol.TypeClaim, testRun) == nil)
 	}
 }
 
@@ -449,9 +449,9 @@ func TestIncompleteClaimRecordIsRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.claimed(t, map[string]behavior{"i-1": healthy})
-	it := e.db.get(protocol.TypeClaim, testRun)
+	it := e.db.Get(protocol.TypeClaim, testRun)
 	it[protocol.AttrValue] = sAttr("null")
-	e.db.put(it)
+	e.db.Put(it)
 
 	_, err := e.release()
 	if err == nil || !strings.Contains(err.Error(), "claim record "+testRun+" is not valid") {

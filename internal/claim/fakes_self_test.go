@@ -21,7 +21,7 @@ func TestFakeTableEvaluatesConditions(t *testing.T) {
 	st := &store{db: db, table: "t", now: time.Now, log: func(string, ...any) {}}
 	ctx := context.Background()
 	inst := protocol.Instance{ID: "i-1", State: protocol.StateIdle, Threshold: protocol.FormatTime(time.Now().Add(time.Minute))}
-	db.put(inst.Item())
+	db.Put(inst.Item())
 
 	claim := transition{fromState: protocol.StateIdle, toState: protocol.StateClaimed, toRunID: "r", threshold: time.Now().Add(time.Minute), deadline: "live"}
 	if err := st.apply(ctx, "i-1", claim); err != nil {
@@ -39,7 +39,7 @@ func TestFakeTableEvaluatesConditions(t *testing.T) {
 	if err := st.apply(ctx, "i-missing", claim); !errors.Is(err, errConditionFailed) {
 		t.Errorf("claim of a missing record: %v, want the condition to fail", err)
 	}
-	if db.get(protocol.TypeInstance, "i-missing") != nil {
+	if db.Get(protocol.TypeInstance, "i-missing") != nil {
 		t.Error("a failed conditional update created an item")
 	}
 	// The reaper's condition: threshold < now.
@@ -75,24 +75,24 @@ func TestFakeTableEvaluatesConditions(t *testing.T) {
 	}
 	record := protocol.Key(protocol.TypeClaim, "r")
 	record[attrNonce] = str("n1")
-	db.put(record)
+	db.Put(record)
 	if err := st.addOwned(ctx, "r", "n1", "i-1", "i-2"); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.addOwned(ctx, "r", "n1", "i-2", "i-3"); err != nil {
 		t.Fatal(err)
 	}
-	if got := render(db.get(protocol.TypeClaim, "r")); !strings.Contains(got, `instanceIds=SS:["i-1" "i-2" "i-3"]`) {
+	if got := render(db.Get(protocol.TypeClaim, "r")); !strings.Contains(got, `instanceIds=SS:["i-1" "i-2" "i-3"]`) {
 		t.Errorf("claim item %s", got)
 	}
 	if err := st.dropOwned(ctx, "r", "n2", "i-1"); !errors.Is(err, errLeaseLost) {
 		t.Errorf("DELETE by another attempt: %v, want errLeaseLost", err)
 	}
-	if err := st.deleteRecord(ctx, "r", "n2"); err != nil || db.get(protocol.TypeClaim, "r") == nil {
+	if err := st.deleteRecord(ctx, "r", "n2"); err != nil || db.Get(protocol.TypeClaim, "r") == nil {
 		t.Errorf("another attempt's delete: %v, and the record is gone", err)
 	}
 
-	db.fail("GetItem", 1, errTransient)
+	db.Fail("GetItem", 1, errTransient)
 	if _, _, err := st.instance(ctx, "i-1"); !errors.Is(err, errTransient) {
 		t.Errorf("injected error: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsfake"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -124,7 +125,7 @@ func TestFleetRequestAttributeBased(t *testing.T) {
 			if got := tagsOf(in); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("tags %v, want %v", got, want)
 			}
-			if len(e.ec2.typeInputs) != 0 || len(e.ec2.ltInputs) != 0 {
+			if len(e.ec2.TypeInputs) != 0 || len(e.ec2.LtInputs) != 0 {
 				t.Error("attribute-based selection described instance types")
 			}
 		})
@@ -136,21 +137,21 @@ func explicitEnv(t *testing.T) *env {
 	e.cfg.Fleet.InstanceSelection = protocol.SelectionExplicit
 	e.writeConfig()
 	x86, arm := ec2types.ArchitectureTypeX8664, ec2types.ArchitectureTypeArm64
-	e.ec2.catalog = []ec2types.InstanceTypeInfo{
-		instanceType("m6i.large", 2, 8192, false, x86),
-		instanceType("c6i.large", 2, 4096, false, x86),
-		instanceType("c6g.large", 2, 4096, false, arm),
-		instanceType("r6i.large", 2, 16384, false, x86), // not allowed
-		instanceType("t3.large", 2, 8192, true, x86),    // burstable
-		instanceType("c5a.small", 2, 3072, false, x86),  // too little memory
-		instanceType("c6i.xlarge", 4, 8192, false, x86), // other cpu count
-		instanceType("c5.large", 2, 4096, false, x86, ec2types.ArchitectureTypeI386),
-		instanceType("c7i.large", 2, 4096, false, x86),
+	e.ec2.Catalog = []ec2types.InstanceTypeInfo{
+		awsfake.InstanceTypeInfo("m6i.large", 2, 8192, false, x86),
+		awsfake.InstanceTypeInfo("c6i.large", 2, 4096, false, x86),
+		awsfake.InstanceTypeInfo("c6g.large", 2, 4096, false, arm),
+		awsfake.InstanceTypeInfo("r6i.large", 2, 16384, false, x86), // not allowed
+		awsfake.InstanceTypeInfo("t3.large", 2, 8192, true, x86),    // burstable
+		awsfake.InstanceTypeInfo("c5a.small", 2, 3072, false, x86),  // too little memory
+		awsfake.InstanceTypeInfo("c6i.xlarge", 4, 8192, false, x86), // other cpu count
+		awsfake.InstanceTypeInfo("c5.large", 2, 4096, false, x86, ec2types.ArchitectureTypeI386),
+		awsfake.InstanceTypeInfo("c7i.large", 2, 4096, false, x86),
 	}
-	e.ec2.pageSize = 2
-	e.ec2.ltImage = "ami-x86"
-	e.ec2.images["ami-x86"] = ec2types.ArchitectureValuesX8664
-	e.ec2.images["ami-arm"] = ec2types.ArchitectureValuesArm64
+	e.ec2.PageSize = 2
+	e.ec2.LtImage = "ami-x86"
+	e.ec2.Images["ami-x86"] = ec2types.ArchitectureValuesX8664
+	e.ec2.Images["ami-arm"] = ec2types.ArchitectureValuesArm64
 	return e
 }
 
@@ -168,7 +169,7 @@ func TestFleetRequestExplicit(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := explicitEnv(t)
-			e.ec2.ltImage = tt.image
+			e.ec2.LtImage = tt.image
 			req := e.request(2)
 			req.AllowedTypes = []string{"c*", "M*", "t*"}
 			in, err := e.c.fleetRequest(context.Background(), req, e.cfg, large, 2, "tok")
@@ -193,22 +194,22 @@ func TestFleetRequestExplicit(t *testing.T) {
 			if !slices.Equal(got, expect) {
 				t.Errorf("overrides %v, want %v", got, expect)
 			}
-			if len(e.ec2.typeInputs) != tt.pages {
-				t.Errorf("%d DescribeInstanceTypes pages read, want all %d", len(e.ec2.typeInputs), tt.pages)
+			if len(e.ec2.TypeInputs) != tt.pages {
+				t.Errorf("%d DescribeInstanceTypes pages read, want all %d", len(e.ec2.TypeInputs), tt.pages)
 			}
 			filters := map[string][]string{}
-			for _, f := range e.ec2.typeInputs[0].Filters {
+			for _, f := range e.ec2.TypeInputs[0].Filters {
 				filters[aws.ToString(f.Name)] = f.Values
 			}
 			wantFilters := map[string][]string{"vcpu-info.default-vcpus": {"2"}, "processor-info.supported-architecture": {tt.arch}, "burstable-performance-supported": {"false"}}
 			if fmt.Sprint(filters) != fmt.Sprint(wantFilters) {
 				t.Errorf("filters %v, want %v", filters, wantFilters)
 			}
-			lt := e.ec2.ltInputs
+			lt := e.ec2.LtInputs
 			if len(lt) != 1 || aws.ToString(lt[0].LaunchTemplateId) != "lt-0123" || !slices.Equal(lt[0].Versions, []string{"$Latest"}) {
 				t.Errorf("launch template lookups %+v", lt)
 			}
-			if im := e.ec2.imageInputs; len(im) != 1 || !slices.Equal(im[0].ImageIds, []string{tt.image}) {
+			if im := e.ec2.ImageInputs; len(im) != 1 || !slices.Equal(im[0].ImageIds, []string{tt.image}) {
 				t.Errorf("image lookups %+v", im)
 			}
 			if aws.ToInt32(in.TargetCapacitySpecification.TotalTargetCapacity) != 2 || in.Type != ec2types.FleetTypeInstant {
@@ -228,9 +229,9 @@ func TestFleetRequestExplicitErrors(t *testing.T) {
 		errText string
 	}{
 		{"no type matches", func(_ *env, r *Request) { r.AllowedTypes = []string{"z*"} }, "no x86_64 instance type has 2 vCPUs, at least 4096 MiB and matches [z*]"},
-		{"no type large enough", func(e *env, _ *Request) { e.ec2.catalog = e.ec2.catalog[5:6] }, "no x86_64 instance type"},
-		{"template without AMI", func(e *env, _ *Request) { e.ec2.ltImage = "" }, "needs an AMI id in the launch template"},
-		{"unknown AMI", func(e *env, _ *Request) { e.ec2.ltImage = "ami-gone" }, "AMI ami-gone of the launch template has no known architecture"},
+		{"no type large enough", func(e *env, _ *Request) { e.ec2.Catalog = e.ec2.Catalog[5:6] }, "no x86_64 instance type"},
+		{"template without AMI", func(e *env, _ *Request) { e.ec2.LtImage = "" }, "needs an AMI id in the launch template"},
+		{"unknown AMI", func(e *env, _ *Request) { e.ec2.LtImage = "ami-gone" }, "AMI ami-gone of the launch template has no known architecture"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -247,11 +248,11 @@ func TestFleetRequestExplicitErrors(t *testing.T) {
 
 func TestFleetRequestExplicitCapsOverrides(t *testing.T) {
 	e := explicitEnv(t)
-	e.ec2.catalog = nil
+	e.ec2.Catalog = nil
 	for i := range 200 {
-		e.ec2.catalog = append(e.ec2.catalog, instanceType(fmt.Sprintf("c%03d.large", i), 2, 4096, false, ec2types.ArchitectureTypeX8664))
+		e.ec2.Catalog = append(e.ec2.Catalog, awsfake.InstanceTypeInfo(fmt.Sprintf("c%03d.large", i), 2, 4096, false, ec2types.ArchitectureTypeX8664))
 	}
-	e.ec2.pageSize = 100
+	e.ec2.PageSize = 100
 	in, err := e.c.fleetRequest(context.Background(), e.request(1), e.cfg, large, 1, "tok")
 	if err != nil {
 		t.Fatal(err)
@@ -296,7 +297,7 @@ func TestCreateExplicitSpotFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := e.ec2.fleetInputs()
+	f := e.ec2.FleetInputs()
 	if len(f) != 1 || f[0].SpotOptions == nil || f[0].LaunchTemplateConfigs[0].Overrides[0].InstanceType != "c5.large" {
 		t.Fatalf("fleet %+v", f)
 	}
@@ -312,13 +313,13 @@ func TestCreateFleetAPIError(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.seedIdle("i-1", healthy)
-	e.ec2.fleetErr = errTransient
+	e.ec2.FleetErr = errTransient
 	_, err := e.create(2)
 	if err == nil || !strings.Contains(err.Error(), "CreateFleet: "+errTransient.Error()) || !strings.Contains(err.Error(), "i-1: released to the pool") {
 		t.Fatalf("error %v", err)
 	}
-	if len(e.ec2.terminatedIDs()) != 0 {
-		t.Errorf("terminated %v", e.ec2.terminatedIDs())
+	if len(e.ec2.TerminatedIDs()) != 0 {
+		t.Errorf("terminated %v", e.ec2.TerminatedIDs())
 	}
 	e.assertNothingHeld(t)
 }
@@ -328,12 +329,12 @@ func TestCreateFleetAPIError(t *testing.T) {
 func TestFleetLostAnswerTerminatesWhatItLaunched(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.ec2.onFleet = func() { e.ec2.launchLocked("i-lost", time.Now()) }
-	e.ec2.fleetErr = errTransient
+	e.ec2.OnFleet = func() { e.ec2.LaunchLocked("i-lost", time.Now()) }
+	e.ec2.FleetErr = errTransient
 	if _, err := e.create(1); err == nil {
 		t.Fatal("Create succeeded without its fleet")
 	}
-	if got := e.ec2.terminatedIDs(); !slices.Contains(got, "i-lost") {
+	if got := e.ec2.TerminatedIDs(); !slices.Contains(got, "i-lost") {
 		t.Errorf("terminated %v, want the unrecorded i-lost", got)
 	}
 	e.assertNothingHeld(t)
@@ -346,12 +347,12 @@ func TestFleetLostAnswerTerminatesWhatItLaunched(t *testing.T) {
 func TestFleetRetriedLaunchTerminatesTheFirst(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.ec2.onFleet = func() { e.ec2.launchLocked("i-first-attempt", time.Now()) }
+	e.ec2.OnFleet = func() { e.ec2.LaunchLocked("i-first-attempt", time.Now()) }
 	res, err := e.create(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := e.ec2.terminatedIDs(); !slices.Equal(got, []string{"i-first-attempt"}) {
+	if got := e.ec2.TerminatedIDs(); !slices.Equal(got, []string{"i-first-attempt"}) {
 		t.Errorf("terminated %v, want only i-first-attempt", got)
 	}
 	if r := e.db.instance(t, res.Instances[0].ID); r.State != protocol.StateRunning {
@@ -368,19 +369,19 @@ func TestFleetTerminatesInstancesEC2DoesNotKnowYet(t *testing.T) {
 		arrange func(e *env)
 		want    []string
 	}{
-		{"fleet short of capacity", func(e *env) { e.ec2.shortBy = 1 }, []string{"i-f1"}},
+		{"fleet short of capacity", func(e *env) { e.ec2.ShortBy = 1 }, []string{"i-f1"}},
 		{"new instance never registers", func(e *env) { e.agents.set("i-f2", neverRegisters) }, []string{"i-f1", "i-f2"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			e.ec2.unseenCalls = 2
+			e.ec2.UnseenCalls = 2
 			tt.arrange(e)
 			if _, err := e.create(2); err == nil {
 				t.Fatal("claim succeeded")
 			}
-			if got := e.ec2.terminatedIDs(); !slices.Equal(got, tt.want) {
+			if got := e.ec2.TerminatedIDs(); !slices.Equal(got, tt.want) {
 				t.Errorf("terminated %v, want %v", got, tt.want)
 			}
 			e.assertNothingHeld(t)

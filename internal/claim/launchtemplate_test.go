@@ -26,13 +26,13 @@ func TestLaunchTemplateMustBeTaggedForThePool(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			e.ec2.ltTags, e.ec2.ltMissing = tc.tags, tc.missing
+			e.ec2.LtTags, e.ec2.LtMissing = tc.tags, tc.missing
 			e.seedIdle("i-1", healthy)
 			_, err := e.create(2)
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("claim error = %v, want %q", err, tc.wantErr)
 			}
-			if n := len(e.ec2.fleetInputs()); n != 0 {
+			if n := len(e.ec2.FleetInputs()); n != 0 {
 				t.Errorf("%d CreateFleet calls with a launch template not tagged for the pool", n)
 			}
 			e.assertNothingHeld(t)
@@ -52,9 +52,9 @@ func TestLaunchTemplateLookedUpAsConfigured(t *testing.T) {
 		if _, err := e.create(1); err != nil {
 			t.Fatal(err)
 		}
-		e.ec2.mu.Lock()
-		in := e.ec2.ltDescribes
-		e.ec2.mu.Unlock()
+		e.ec2.Mu.Lock()
+		in := e.ec2.LtDescribes
+		e.ec2.Mu.Unlock()
 		if len(in) != 1 {
 			t.Fatalf("%d DescribeLaunchTemplates calls, want 1", len(in))
 		}
@@ -62,7 +62,7 @@ func TestLaunchTemplateLookedUpAsConfigured(t *testing.T) {
 		if byName && (len(ids) != 0 || !slices.Equal(names, []string{"runners"})) || !byName && (!slices.Equal(ids, []string{"lt-0123"}) || len(names) != 0) {
 			t.Errorf("by name %v: DescribeLaunchTemplates ids %q names %q", byName, ids, names)
 		}
-		if spec := e.ec2.fleetInputs()[0].LaunchTemplateConfigs[0].LaunchTemplateSpecification; byName != (aws.ToString(spec.LaunchTemplateName) == "runners") {
+		if spec := e.ec2.FleetInputs()[0].LaunchTemplateConfigs[0].LaunchTemplateSpecification; byName != (aws.ToString(spec.LaunchTemplateName) == "runners") {
 			t.Errorf("by name %v: CreateFleet launched %q %q", byName, aws.ToString(spec.LaunchTemplateId), aws.ToString(spec.LaunchTemplateName))
 		}
 	}

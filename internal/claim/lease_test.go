@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsfake"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -18,11 +19,11 @@ import (
 // over (a new nonce, what the record lists) the moment the attempt under
 // test claims instance id: its lease lapsed while it stalled.
 func (e *env) takeOverOnClaim(id, successor string) {
-	react := e.db.onInstance
-	e.db.onInstance = func(old, cur protocol.Instance, existed bool) []item {
+	react := e.db.OnInstance
+	e.db.OnInstance = func(old, cur protocol.Instance, existed bool) []item {
 		out := react(old, cur, existed)
 		if cur.ID == id && cur.State == protocol.StateClaimed && old.State == protocol.StateIdle {
-			it := e.db.items[itemKeyString(protocol.Key(protocol.TypeClaim, testRun))]
+			it := e.db.Items[awsfake.ItemKey(protocol.Key(protocol.TypeClaim, testRun))]
 			rec, err := recordFromItem(testPool, it)
 			if err != nil {
 				panic(err)
@@ -68,14 +69,14 @@ func TestCreateLeavesARecordRefreshedMeanwhile(t *testing.T) {
 	e.seedIdle("i-2", healthy)
 	e.seedRecord(protocol.Instance{ID: "i-1", State: protocol.StateClaimed, RunID: testRun, Threshold: protocol.FormatTime(time.Now().Add(claimedLifetime))}, healthy)
 	stalled := Record{Request: e.request(1), State: recordPending, Nonce: "stalled", OwnedIDs: []string{"i-1"}}
-	e.db.put(stalled.item(protocol.FormatTime(time.Now().Add(-2 * leaseTimeout))))
+	e.db.Put(stalled.item(protocol.FormatTime(time.Now().Add(-2 * leaseTimeout))))
 	var reads int
-	e.db.failIf = func(op string, in any) error {
+	e.db.FailIf = func(op string, in any) error {
 		if op == "GetItem" && protocol.IdentifierOf(in.(*dynamodb.GetItemInput).Key) == testRun {
 			reads++
 		}
 		if reads == 1 && (op == "PutItem" || op == "BatchGetItem") { // the first thing after reading it
-			it := e.db.items[itemKeyString(protocol.Key(protocol.TypeClaim, testRun))]
+			it := e.db.Items[awsfake.ItemKey(protocol.Key(protocol.TypeClaim, testRun))]
 			it[protocol.AttrUpdatedAt] = str(protocol.FormatTime(time.Now()))
 			reads++
 		}
@@ -100,7 +101,7 @@ func TestKeepLeaseReportsARecordTakenOver(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	theirs := Record{Request: e.request(1), State: recordPending, Nonce: "theirs"}
-	e.db.put(theirs.item(protocol.FormatTime(time.Now())))
+	e.db.Put(theirs.item(protocol.FormatTime(time.Now())))
 	a := &attempt{c: e.c, s: e.c.store(testPool), req: e.request(1), rec: Record{Nonce: "ours"}}
 	ctx, lost := context.WithCancelCause(context.Background())
 	stop := a.keepLease(context.Background(), lost)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -26,30 +25,6 @@ func newTestPickup(t *testing.T, s *fakeSQS) *Pickup {
 
 func future() time.Time { return time.Now().Add(time.Hour) }
 
-// visibleIDs are the ids of the messages a receive could return now.
-func (s *fakeSQS) visibleIDs(url string) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var ids []string
-	for _, m := range s.queues[url].messages {
-		if !m.visibleAt.After(s.clock) {
-			ids = append(ids, bodyID(m.body))
-		}
-	}
-	sort.Strings(ids)
-	return ids
-}
-
-func (s *fakeSQS) calls() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, c := range s.counts {
-		n += c
-	}
-	return n
-}
-
 // take calls Take and fails the test on an error.
 func take(t *testing.T, p *Pickup, n int) []string {
 	t.Helper()
@@ -69,24 +44,24 @@ func take(t *testing.T, p *Pickup, n int) []string {
 func TestPickupDeletesOnlyWhatIsConsumed(t *testing.T) {
 	s := newFakeSQS(largeURL)
 	m := idleMessage("i-1", "c6i.large", future())
-	s.add(largeURL, m.Body())
+	s.Add(largeURL, m.Body())
 	p := newTestPickup(t, s)
 
 	got, err := p.Take(context.Background(), 1)
 	if err != nil || len(got) != 1 || got[0] != m {
 		t.Fatalf("Take = %+v, %v; want %+v", got, err, m)
 	}
-	rec := s.receiveInputs()
+	rec := s.ReceiveInputs()
 	if len(rec) != 1 || rec[0].MaxNumberOfMessages != 1 || rec[0].WaitTimeSeconds != 0 || rec[0].VisibilityTimeout < 60 {
 		t.Errorf("receives %+v, want one short poll of 1 (one runner needed, runners fit so far) hiding it for a while", rec)
 	}
-	if len(s.deletes) != 0 || len(s.visibleIDs(largeURL)) != 0 {
-		t.Errorf("deletes %+v, visible %v: want the message in flight, not deleted", s.deletes, s.visibleIDs(largeURL))
+	if len(s.Deletes) != 0 || len(s.VisibleIDs(largeURL)) != 0 {
+		t.Errorf("deletes %+v, visible %v: want the message in flight, not deleted", s.Deletes, s.VisibleIDs(largeURL))
 	}
 	p.Consume(context.Background(), []string{"i-1"})
 	p.consuming.Wait()
-	if len(s.deletes) != 1 || len(s.deletes[0].Entries) != 1 || !strings.HasPrefix(aws.ToString(s.deletes[0].Entries[0].ReceiptHandle), "rh-") {
-		t.Errorf("deletes %+v, want the consumed message deleted by its receipt handle", s.deletes)
+	if len(s.Deletes) != 1 || len(s.Deletes[0].Entries) != 1 || !strings.HasPrefix(aws.ToString(s.Deletes[0].Entries[0].ReceiptHandle), "rh-") {
+		t.Errorf("deletes %+v, want the consumed message deleted by its receipt handle", s.Deletes)
 	}
 	if ids := s.queuedIDs(t, largeURL); len(ids) != 0 {
 		t.Errorf("queue still holds %v", ids)
@@ -103,7 +78,7 @@ func TestPickupDeletesOnlyWhatIsConsumed(t *testing.T) {
 func TestPickupTakesWhatIsNeededAndClosesTheRest(t *testing.T) {
 	s := newFakeSQS(largeURL)
 	for _, id := range []string{"i-1", "i-2", "i-3", "i-4", "i-5"} {
-		s.add(largeURL, idleMessage(id, "c6i.large", future()).Body())
+		s.Add(largeURL, idleMessage(id, "c6i.large", future()).Body())
 	}
 	p := newTestPickup(t, s)
 	if got := take(t, p, 3); !slices.Equal(got, []string{"i-1", "i-2", "i-3"}) {
@@ -112,31 +87,31 @@ func TestPickupTakesWhatIsNeededAndClosesTheRest(t *testing.T) {
 	p.Consume(context.Background(), []string{"i-1", "i-3"})
 	p.consuming.Wait()
 	var asked, deleted []int
-	for _, in := range s.receiveInputs() {
+	for _, in := range s.ReceiveInputs() {
 		asked = append(asked, int(in.MaxNumberOfMessages))
 	}
-	for _, d := range s.deletes {
+	for _, d := range s.Deletes {
 		deleted = append(deleted, len(d.Entries))
 	}
 	if !slices.Equal(asked, []int{3}) || !slices.Equal(deleted, []int{2}) {
 		t.Errorf("receives asked for %v and deletes took %v, want [3] and [2]", asked, deleted)
 	}
-	if ids := s.visibleIDs(largeURL); !slices.Equal(ids, []string{"i-4", "i-5"}) {
+	if ids := s.VisibleIDs(largeURL); !slices.Equal(ids, []string{"i-4", "i-5"}) {
 		t.Errorf("visible %v, want the two nobody asked for", ids)
 	}
 	p.Close(context.Background())
-	if ids := s.visibleIDs(largeURL); !slices.Equal(ids, []string{"i-2", "i-4", "i-5"}) {
+	if ids := s.VisibleIDs(largeURL); !slices.Equal(ids, []string{"i-2", "i-4", "i-5"}) {
 		t.Errorf("visible after Close %v, want the one taken but not consumed back", ids)
 	}
-	if len(s.sends) != 0 {
-		t.Errorf("%d sends, want none", len(s.sends))
+	if len(s.Sends) != 0 {
+		t.Errorf("%d sends, want none", len(s.Sends))
 	}
 	if st := p.Stats(); st.Returned != 1 || st.Accepted != 3 {
 		t.Errorf("stats %+v, want 3 accepted, 1 returned", st)
 	}
-	before := len(s.receiveInputs())
-	if got := take(t, p, 1); len(got) != 0 || len(s.receiveInputs()) != before {
-		t.Errorf("Take after Close = %v, with %d receives; want nothing", got, len(s.receiveInputs())-before)
+	before := len(s.ReceiveInputs())
+	if got := take(t, p, 1); len(got) != 0 || len(s.ReceiveInputs()) != before {
+		t.Errorf("Take after Close = %v, with %d receives; want nothing", got, len(s.ReceiveInputs())-before)
 	}
 }
 
@@ -144,7 +119,7 @@ func TestPickupTakesWhatIsNeededAndClosesTheRest(t *testing.T) {
 // cancelled meanwhile: a runner it gives back gets a new message.
 func TestPickupConsumesDespiteCancellation(t *testing.T) {
 	s := newFakeSQS(largeURL)
-	s.add(largeURL, idleMessage("i-1", "c6i.large", future()).Body())
+	s.Add(largeURL, idleMessage("i-1", "c6i.large", future()).Body())
 	p := newTestPickup(t, s)
 	take(t, p, 1)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -161,9 +136,9 @@ func TestPickupConsumesDespiteCancellation(t *testing.T) {
 func TestPickupDropsDuplicatesOfTakenRunners(t *testing.T) {
 	s := newFakeSQS(largeURL)
 	m := idleMessage("i-1", "c6i.large", future())
-	s.add(largeURL, m.Body())
-	s.add(largeURL, m.Body())
-	s.add(largeURL, idleMessage("i-2", "c6i.large", future()).Body())
+	s.Add(largeURL, m.Body())
+	s.Add(largeURL, m.Body())
+	s.Add(largeURL, idleMessage("i-2", "c6i.large", future()).Body())
 	p := newTestPickup(t, s)
 	if got := take(t, p, 3); !slices.Equal(got, []string{"i-1", "i-2"}) {
 		t.Fatalf("Take(3) = %v, want each runner once", got)
@@ -188,22 +163,22 @@ func TestPickupHoldsMismatchesUntilClose(t *testing.T) {
 	stale := idleMessage("i-stale", "c6i.large", time.Now().Add(-time.Minute))
 	okMsg := idleMessage("i-ok", "c7i.large", future())
 	for _, b := range []string{r1.Body(), "garbage", stale.Body(), spot.Body(), okMsg.Body()} {
-		s.add(largeURL, b)
+		s.Add(largeURL, b)
 	}
 	p := newTestPickup(t, s)
 	if got := take(t, p, 1); !slices.Equal(got, []string{"i-ok"}) {
 		t.Fatalf("Take = %v, want i-ok", got)
 	}
-	if len(s.sends) != 0 {
-		t.Errorf("%d sends, want none: mismatches are not sent again", len(s.sends))
+	if len(s.Sends) != 0 {
+		t.Errorf("%d sends, want none: mismatches are not sent again", len(s.Sends))
 	}
-	if ids := s.visibleIDs(largeURL); len(ids) != 0 {
+	if ids := s.VisibleIDs(largeURL); len(ids) != 0 {
 		t.Errorf("visible while picking: %v, want the mismatches hidden", ids)
 	}
 	p.Consume(context.Background(), []string{"i-ok"})
 	p.consuming.Wait()
 	p.Close(context.Background())
-	if ids := s.visibleIDs(largeURL); !slices.Equal(ids, []string{"i-r1", "i-spot"}) {
+	if ids := s.VisibleIDs(largeURL); !slices.Equal(ids, []string{"i-r1", "i-spot"}) {
 		t.Errorf("visible after Close: %v, want the mismatches (garbage and stale deleted)", ids)
 	}
 	if ids := s.queuedIDs(t, largeURL); !slices.Equal(ids, []string{"i-r1", "i-spot"}) {
@@ -222,7 +197,7 @@ func TestPickupExhaustedWhenQueueEmpty(t *testing.T) {
 			t.Fatalf("Take #%d = %v, want exhausted", i, got)
 		}
 	}
-	rec := s.receiveInputs()
+	rec := s.ReceiveInputs()
 	// A short poll, then a long poll to confirm; then nothing more.
 	if len(rec) != 2 || rec[0].WaitTimeSeconds != 0 || rec[1].WaitTimeSeconds < 1 {
 		t.Errorf("receives %+v, want a short then a long poll, once", rec)
@@ -232,8 +207,7 @@ func TestPickupExhaustedWhenQueueEmpty(t *testing.T) {
 // A short poll may miss a message; the confirming long poll finds it.
 func TestPickupLongPollFindsMessageShortPollMissed(t *testing.T) {
 	s := newFakeSQS(largeURL)
-	s.add(largeURL, idleMessage("i-1", "c6i.large", future()).Body())
-	s.queues[largeURL].messages[0].visibleAt = s.clock.Add(500 * time.Millisecond) // not yet visible
+	s.AddAt(largeURL, idleMessage("i-1", "c6i.large", future()).Body(), s.Clock.Add(500*time.Millisecond)) // not yet visible
 	p := newTestPickup(t, s)
 	if got := take(t, p, 1); !slices.Equal(got, []string{"i-1"}) {
 		t.Fatalf("Take = %v, want i-1", got)
@@ -244,23 +218,23 @@ func TestPickupLongPollFindsMessageShortPollMissed(t *testing.T) {
 // however slow the receives, in about 0.2 SQS calls per message.
 func TestPickupExaminesEachMessageOnceCheaply(t *testing.T) {
 	s := newFakeSQS(largeURL)
-	s.advancePerReceive = 3 * time.Second // what once made requeued messages come back
+	s.AdvancePerReceive = 3 * time.Second // what once made requeued messages come back
 	const n = 60
 	for i := range n {
-		s.add(largeURL, idleMessage(fmt.Sprintf("i-r%02d", i), "r6i.large", future()).Body())
+		s.Add(largeURL, idleMessage(fmt.Sprintf("i-r%02d", i), "r6i.large", future()).Body())
 	}
 	p := newTestPickup(t, s)
 	if got := take(t, p, 10); len(got) != 0 {
 		t.Fatalf("Take = %v, want exhausted", got)
 	}
 	p.Close(context.Background())
-	if got := len(s.received); got != n {
+	if got := len(s.Received); got != n {
 		t.Errorf("received %d messages, want each of the %d once", got, n)
 	}
-	if perMsg := float64(s.calls()) / n; perMsg > 0.35 {
-		t.Errorf("%d SQS calls for %d messages (%.2f per message), want at most 0.35", s.calls(), n, perMsg)
+	if perMsg := float64(s.CallCount()) / n; perMsg > 0.35 {
+		t.Errorf("%d SQS calls for %d messages (%.2f per message), want at most 0.35", s.CallCount(), n, perMsg)
 	}
-	if ids := s.visibleIDs(largeURL); len(ids) != n {
+	if ids := s.VisibleIDs(largeURL); len(ids) != n {
 		t.Errorf("%d visible after Close, want all %d", len(ids), n)
 	}
 }
@@ -270,17 +244,17 @@ func TestPickupExhaustedAfterFiveSightings(t *testing.T) {
 	s := newFakeSQS(largeURL)
 	r := idleMessage("i-r", "r6i.large", future())
 	for range 7 {
-		s.add(largeURL, r.Body())
+		s.Add(largeURL, r.Body())
 	}
 	p := newTestPickup(t, s)
 	if got := take(t, p, 1); len(got) != 0 {
 		t.Fatalf("Take = %v, want exhausted", got)
 	}
-	before := len(s.receiveInputs())
-	if n := len(s.received); n < 5 || n > 7 {
+	before := len(s.ReceiveInputs())
+	if n := len(s.Received); n < 5 || n > 7 {
 		t.Errorf("received %d, want the pickup to stop at the batch with the fifth sighting", n)
 	}
-	if got := take(t, p, 1); len(got) != 0 || len(s.receiveInputs()) != before {
+	if got := take(t, p, 1); len(got) != 0 || len(s.ReceiveInputs()) != before {
 		t.Error("the pickup went on after exhaustion")
 	}
 }
@@ -293,7 +267,7 @@ func TestPickupAccountsForEveryMessage(t *testing.T) {
 	var valid, mismatch []string
 	for i, typ := range []string{"c6i.large", "r6i.large", "c7g.large", "m6i.large", "c6a.large", "x2.large", "c5.large", "c6i.large", "r7i.large", "c6in.large", "c6i.large", "z1d.large"} {
 		m := idleMessage("i-"+string(rune('a'+i)), typ, future())
-		s.add(largeURL, m.Body())
+		s.Add(largeURL, m.Body())
 		if MatchInstanceType(largeWants.AllowedTypes, typ) {
 			valid = append(valid, m.ID)
 		} else {
@@ -301,9 +275,9 @@ func TestPickupAccountsForEveryMessage(t *testing.T) {
 		}
 	}
 	for _, b := range []string{"{}", `{"id":"i-bad"}`, "not json"} {
-		s.add(largeURL, b)
+		s.Add(largeURL, b)
 	}
-	s.failDelete["i-c"] = true // a valid one whose delete fails
+	s.FailDelete["i-c"] = true // a valid one whose delete fails
 	p := newTestPickup(t, s)
 	var taken []string
 	for {
@@ -340,7 +314,7 @@ func TestPickupAccountsForEveryMessage(t *testing.T) {
 	if len(queued) != len(valid)+len(mismatch)-len(consumed) {
 		t.Errorf("queue holds %v: invalid messages were not deleted", queued)
 	}
-	if ids := s.visibleIDs(largeURL); !slices.Equal(ids, queued) {
+	if ids := s.VisibleIDs(largeURL); !slices.Equal(ids, queued) {
 		t.Errorf("visible after Close: %v, want every queued message but i-c's (consumed)", ids)
 	}
 	st := p.Stats()
@@ -352,8 +326,8 @@ func TestPickupAccountsForEveryMessage(t *testing.T) {
 func TestPickupErrors(t *testing.T) {
 	t.Run("receive fails", func(t *testing.T) {
 		s := newFakeSQS(largeURL)
-		s.add(largeURL, idleMessage("i-1", "c6i.large", future()).Body())
-		s.fail("ReceiveMessage", 1, errTransient)
+		s.Add(largeURL, idleMessage("i-1", "c6i.large", future()).Body())
+		s.Fail("ReceiveMessage", 1, errTransient)
 		p := newTestPickup(t, s)
 		if _, err := p.Take(context.Background(), 1); !errors.Is(err, errTransient) {
 			t.Fatalf("Take = %v, want the receive error", err)
@@ -364,8 +338,8 @@ func TestPickupErrors(t *testing.T) {
 	})
 	t.Run("delete of a claimed runner's message fails", func(t *testing.T) {
 		s := newFakeSQS(largeURL)
-		s.add(largeURL, idleMessage("i-1", "c6i.large", future()).Body())
-		s.fail("DeleteMessageBatch", 1, errTransient)
+		s.Add(largeURL, idleMessage("i-1", "c6i.large", future()).Body())
+		s.Fail("DeleteMessageBatch", 1, errTransient)
 		p := newTestPickup(t, s)
 		take(t, p, 1)
 		p.Consume(context.Background(), []string{"i-1"}) // only logs: the message is stale now
@@ -376,8 +350,8 @@ func TestPickupErrors(t *testing.T) {
 	})
 	t.Run("making visible fails", func(t *testing.T) {
 		s := newFakeSQS(largeURL)
-		s.add(largeURL, idleMessage("i-r", "r6i.large", future()).Body())
-		s.fail("ChangeMessageVisibilityBatch", 1, errTransient)
+		s.Add(largeURL, idleMessage("i-r", "r6i.large", future()).Body())
+		s.Fail("ChangeMessageVisibilityBatch", 1, errTransient)
 		p := newTestPickup(t, s)
 		if got := take(t, p, 1); len(got) != 0 {
 			t.Fatalf("Take = %v, want exhausted", got)
@@ -396,11 +370,11 @@ func TestPickupErrors(t *testing.T) {
 // the runner stays visible in the pool.
 func TestPickupKeepsARedeliveredMessage(t *testing.T) {
 	s := newFakeSQS(largeURL)
-	s.add(largeURL, idleMessage("i-1", "c6i.large", future()).Body())
-	s.add(largeURL, idleMessage("i-2", "m6i.large", future()).Body()) // held back: not c*
+	s.Add(largeURL, idleMessage("i-1", "c6i.large", future()).Body())
+	s.Add(largeURL, idleMessage("i-2", "m6i.large", future()).Body()) // held back: not c*
 	p := newTestPickup(t, s)
 	// Every receive after the first finds both messages visible again.
-	s.advancePerReceive = (receiveVisibility + 1) * time.Second
+	s.AdvancePerReceive = (receiveVisibility + 1) * time.Second
 	if got := take(t, p, 2); !slices.Equal(got, []string{"i-1"}) {
 		t.Fatalf("Take(2) = %v, want i-1 alone", got)
 	}
@@ -408,7 +382,7 @@ func TestPickupKeepsARedeliveredMessage(t *testing.T) {
 		t.Errorf("stats %+v: the redeliveries were counted or discarded as messages of their own", st)
 	}
 	p.Close(context.Background())
-	if got := s.visibleIDs(largeURL); !slices.Equal(got, []string{"i-1", "i-2"}) {
+	if got := s.VisibleIDs(largeURL); !slices.Equal(got, []string{"i-1", "i-2"}) {
 		t.Errorf("after Close the queue shows %v, want both runners back", got)
 	}
 }

@@ -36,8 +36,8 @@ func TestRead(t *testing.T) {
 	}
 	insts = append(insts, Instance{ID: "i-gone", Source: SourceFleet})
 	rec := Record{Request: e.request(len(insts)), State: recordComplete, Nonce: "n1", Instances: insts, OwnedIDs: instanceIDs(insts)}
-	e.db.put(rec.item(protocol.FormatTime(time.Now())))
-	e.db.unprocessedReads = 1 // Read must follow unprocessed keys
+	e.db.Put(rec.item(protocol.FormatTime(time.Now())))
+	e.db.UnprocessedReads = 1 // Read must follow unprocessed keys
 
 	got, live, ok, err := e.c.Read(context.Background(), testPool, testRun)
 	if err != nil || !ok {
@@ -50,10 +50,10 @@ func TestRead(t *testing.T) {
 		got.Request.Pool != testPool || got.Request.InstanceCount != len(insts) || got.Request.Timings.ReleaseWait != testTimings().ReleaseWait {
 		t.Errorf("record %+v", got)
 	}
-	if e.db.count("BatchGetItem") < 2 {
+	if e.db.Count("BatchGetItem") < 2 {
 		t.Error("unprocessed keys were not read again")
 	}
-	if len(e.sqs.sentEntries()) != 0 || e.db.count("UpdateItem") != 0 || e.db.count("PutItem") != 0 {
+	if len(e.sqs.SentEntries()) != 0 || e.db.Count("UpdateItem") != 0 || e.db.Count("PutItem") != 0 {
 		t.Error("Read wrote something")
 	}
 }
@@ -67,7 +67,7 @@ func TestReadMissing(t *testing.T) {
 			t.Errorf("Read in %s = %v, %v, %v; want not found", p, live, ok, err)
 		}
 	}
-	e.db.fail("GetItem", e.db.count("GetItem")+1, errTransient)
+	e.db.Fail("GetItem", e.db.Count("GetItem")+1, errTransient)
 	if _, _, _, err := e.c.Read(context.Background(), testPool, testRun); err == nil {
 		t.Error("a read error was swallowed")
 	}
@@ -102,20 +102,20 @@ func TestBatchGetBacksOffOnUnprocessedKeys(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), await.Patience)
 	defer cancel()
 
-	e.db.unprocessedReads = 2
+	e.db.UnprocessedReads = 2
 	got, err := s.instances(ctx, []string{"i-1"})
 	if err != nil || got["i-1"].State != protocol.StateIdle {
 		t.Fatalf("instances: %v, %v", got, err)
 	}
-	if n := e.db.count("BatchGetItem"); n != 3 {
+	if n := e.db.Count("BatchGetItem"); n != 3 {
 		t.Errorf("%d BatchGetItem calls, want 3", n)
 	}
 
-	e.db.unprocessedReads = 1 << 30
+	e.db.UnprocessedReads = 1 << 30
 	if _, err := s.instances(ctx, []string{"i-1"}); err == nil || !strings.Contains(err.Error(), "unprocessed 8 times") {
 		t.Errorf("a table that never reads: %v", err)
 	}
-	if n := e.db.count("BatchGetItem") - 3; n != unprocessedAttempts {
+	if n := e.db.Count("BatchGetItem") - 3; n != unprocessedAttempts {
 		t.Errorf("%d BatchGetItem calls for a table that never reads, want %d", n, unprocessedAttempts)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsfake"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -17,7 +18,7 @@ import (
 func (e *env) putRecord(id, state, runID string, threshold, updated time.Time) {
 	inst := protocol.Instance{ID: id, State: state, RunID: runID, Threshold: protocol.FormatTime(threshold),
 		ResourceClass: "large", InstanceType: "c6i.large", UsageClass: protocol.UsageOnDemand, UpdatedAt: protocol.FormatTime(updated)}
-	e.db.put(inst.Item())
+	e.db.Put(inst.Item())
 }
 
 func (e *env) reap() ReapResult {
@@ -43,27 +44,27 @@ func TestReapTerminatesExpiredRecordsOfEveryState(t *testing.T) {
 	e.putRecord("i-live", protocol.StateIdle, "", future, now)
 	e.putRecord("i-gone", protocol.StateTerminated, "", past, now)
 	for _, id := range []string{"i-created", "i-running", "i-idle", "i-claimed", "i-live"} {
-		e.ec2.launch(id, now.Add(-time.Hour))
+		e.ec2.Launch(id, now.Add(-time.Hour))
 	}
 	res := e.reap()
 	want := []string{"i-claimed", "i-created", "i-idle", "i-running"}
 	if got := sorted(res.Expired); !slices.Equal(got, want) {
 		t.Errorf("expired %v, want %v", got, want)
 	}
-	if got := e.ec2.terminatedIDs(); !slices.Equal(got, want) {
+	if got := e.ec2.TerminatedIDs(); !slices.Equal(got, want) {
 		t.Errorf("terminated in EC2 %v, want %v", got, want)
 	}
-	if n := e.db.count("TerminateInstances"); n != 0 {
+	if n := e.db.Count("TerminateInstances"); n != 0 {
 		t.Fatalf("the table saw %d TerminateInstances calls", n)
 	}
-	e.ec2.mu.Lock()
-	calls := e.ec2.terminateN
-	e.ec2.mu.Unlock()
+	e.ec2.Mu.Lock()
+	calls := e.ec2.TerminateN
+	e.ec2.Mu.Unlock()
 	if calls != 1 {
 		t.Errorf("%d TerminateInstances calls, want one batch", calls)
 	}
 	for _, id := range want {
-		it := e.db.get(protocol.TypeInstance, id)
+		it := e.db.Get(protocol.TypeInstance, id)
 		r := e.db.instance(t, id)
 		if r.State != protocol.StateTerminated {
 			t.Errorf("%s is %s, want terminated", id, r.State)
@@ -90,17 +91,17 @@ func TestReapLeavesRecordsThatChangedMeanwhile(t *testing.T) {
 	now := time.Now()
 	e.putRecord("i-1", protocol.StateIdle, "", now.Add(-time.Minute), now)
 	e.putRecord("i-2", protocol.StateIdle, "", now.Add(-time.Minute), now)
-	e.ec2.launch("i-1", now.Add(-time.Hour))
-	e.ec2.launch("i-2", now.Add(-time.Hour))
-	e.db.failIf = func(op string, in any) error {
+	e.ec2.Launch("i-1", now.Add(-time.Hour))
+	e.ec2.Launch("i-2", now.Add(-time.Hour))
+	e.db.FailIf = func(op string, in any) error {
 		if u, ok := in.(*dynamodb.UpdateItemInput); ok && protocol.IdentifierOf(u.Key) == "i-2" {
-			return ccf()
+			return awsfake.ConditionFailed()
 		}
 		return nil
 	}
 	res := e.reap()
-	if !slices.Equal(res.Expired, []string{"i-1"}) || !slices.Equal(e.ec2.terminatedIDs(), []string{"i-1"}) {
-		t.Errorf("expired %v, terminated %v; want only i-1", res.Expired, e.ec2.terminatedIDs())
+	if !slices.Equal(res.Expired, []string{"i-1"}) || !slices.Equal(e.ec2.TerminatedIDs(), []string{"i-1"}) {
+		t.Errorf("expired %v, terminated %v; want only i-1", res.Expired, e.ec2.TerminatedIDs())
 	}
 }
 
@@ -108,18 +109,18 @@ func TestReapTerminatesOrphansAfterGrace(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	now := time.Now()
-	e.ec2.launch("i-orphan", now.Add(-orphanGrace-time.Minute))
-	e.ec2.launch("i-booting", now.Add(-time.Minute))
-	e.ec2.launch("i-tracked", now.Add(-time.Hour))
+	e.ec2.Launch("i-orphan", now.Add(-orphanGrace-time.Minute))
+	e.ec2.Launch("i-booting", now.Add(-time.Minute))
+	e.ec2.Launch("i-tracked", now.Add(-time.Hour))
 	e.putRecord("i-tracked", protocol.StateIdle, "", now.Add(time.Hour), now)
-	e.ec2.launch("i-reaped-earlier", now.Add(-time.Hour)) // its termination failed last time
+	e.ec2.Launch("i-reaped-earlier", now.Add(-time.Hour)) // its termination failed last time
 	e.putRecord("i-reaped-earlier", protocol.StateTerminated, "", now.Add(-time.Minute), now)
 	res := e.reap()
 	want := []string{"i-orphan", "i-reaped-earlier"}
 	if got := sorted(res.Orphans); !slices.Equal(got, want) {
 		t.Errorf("orphans %v, want %v", got, want)
 	}
-	if got := e.ec2.terminatedIDs(); !slices.Equal(got, want) {
+	if got := e.ec2.TerminatedIDs(); !slices.Equal(got, want) {
 		t.Errorf("terminated %v, want %v", got, want)
 	}
 }
@@ -147,15 +148,15 @@ func TestReapRecordsVanishedInstances(t *testing.T) {
 func TestReapSkipsCorruptRecordsAndPaginates(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.db.queryPage = 2
+	e.db.QueryPage = 2
 	now := time.Now()
 	for _, id := range []string{"i-1", "i-2", "i-3", "i-4", "i-5"} {
 		e.putRecord(id, protocol.StateIdle, "", now.Add(-time.Minute), now)
-		e.ec2.launch(id, now)
+		e.ec2.Launch(id, now)
 	}
 	bad := protocol.BaseItem(protocol.TypeInstance, "i-bad", protocol.FormatTime(now))
 	bad[protocol.AttrState] = &types.AttributeValueMemberN{Value: "7"}
-	e.db.put(bad)
+	e.db.Put(bad)
 	res := e.reap()
 	if len(res.Expired) != 5 {
 		t.Errorf("expired %v, want all five across pages", res.Expired)
@@ -170,7 +171,7 @@ func TestReapDeletesStalePendingClaimRecords(t *testing.T) {
 	e := newEnv(t)
 	now := time.Now()
 	old := now.Add(-staleClaimAge - time.Minute)
-	e.ec2.launch("i-alive", now.Add(-time.Hour))
+	e.ec2.Launch("i-alive", now.Add(-time.Hour))
 	e.putRecord("i-alive", protocol.StateClaimed, "run-alive", now.Add(time.Minute), now)
 	for runID, c := range map[string]struct {
 		state string
@@ -182,14 +183,14 @@ func TestReapDeletesStalePendingClaimRecords(t *testing.T) {
 	} {
 		r := Record{Request: Request{Pool: testPool, RunID: runID, InstanceCount: 1, ResourceClass: "large"}, State: c.state, Nonce: "n", OwnedIDs: c.ids}
 		item := r.item(protocol.FormatTime(old))
-		e.db.put(item)
+		e.db.Put(item)
 	}
 	res := e.reap()
 	if !slices.Equal(res.StaleClaims, []string{"run-stale"}) {
 		t.Errorf("stale claims %v, want [run-stale]", res.StaleClaims)
 	}
 	for runID, want := range map[string]bool{"run-stale": false, "run-alive": true, "run-complete": true} {
-		if got := e.db.get(protocol.TypeClaim, runID) != nil; got != want {
+		if got := e.db.Get(protocol.TypeClaim, runID) != nil; got != want {
 			t.Errorf("claim record %s exists = %v, want %v", runID, got, want)
 		}
 	}
@@ -218,11 +219,11 @@ func TestReapIfDueRunsOncePerInterval(t *testing.T) {
 	}
 	// The lease is TYPE#LEASE / ID#reaper, beside the pool config: claims
 	// may not write TYPE#METADATA.
-	lease := e.db.get(protocol.TypeLease, protocol.ReaperLeaseID)
+	lease := e.db.Get(protocol.TypeLease, protocol.ReaperLeaseID)
 	if got := protocol.StringAttr(lease, protocol.AttrUpdatedAt); got != protocol.FormatTime(now.Add(-time.Hour)) {
 		t.Errorf("lease item %v, want updatedAt of the last reap", lease)
 	}
-	if it := e.db.get(protocol.TypeMetadata, protocol.ReaperLeaseID); it != nil {
+	if it := e.db.Get(protocol.TypeMetadata, protocol.ReaperLeaseID); it != nil {
 		t.Errorf("a lease under TYPE#METADATA: %v", it)
 	}
 }
@@ -242,7 +243,7 @@ func TestCreateAndReleaseReapThePool(t *testing.T) {
 		t.Errorf("after a claim, the expired runner is %s, want terminated", r.State)
 	}
 	e.putRecord("i-expired-2", protocol.StateIdle, "", now.Add(-time.Minute), now)
-	e.db.put(protocol.BaseItem(protocol.TypeLease, protocol.ReaperLeaseID, protocol.FormatTime(now.Add(-2*DefaultReapInterval))))
+	e.db.Put(protocol.BaseItem(protocol.TypeLease, protocol.ReaperLeaseID, protocol.FormatTime(now.Add(-2*DefaultReapInterval))))
 	if _, err := e.release(); err != nil {
 		t.Fatal(err)
 	}

@@ -4,12 +4,15 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsfake"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -69,21 +72,21 @@ func TestReleaseGivesRunnerBackAfterConfirmation(t *testing.T) {
 	if q[0].Threshold == runningThreshold {
 		t.Error("the message carries the old running threshold")
 	}
-	sent := e.sqs.sentEntries()
-	if len(sent) != 1 || sent[0].delay != 0 {
+	sent := e.sqs.SentEntries()
+	if len(sent) != 1 || sent[0].Delay != 0 {
 		t.Fatalf("sent %+v, want one message without delay", sent)
 	}
 	e.agents.mu.Lock()
 	confirmed, ok := e.agents.signalled["i-1"]
 	e.agents.mu.Unlock()
-	if !ok || sent[0].at.Before(confirmed) {
-		t.Errorf("message sent at %v, before the agent confirmed at %v", sent[0].at, confirmed)
+	if !ok || sent[0].At.Before(confirmed) {
+		t.Errorf("message sent at %v, before the agent confirmed at %v", sent[0].At, confirmed)
 	}
 	if _, ok := e.claimRecord(); ok {
 		t.Error("the claim record is still there")
 	}
-	if len(e.ec2.terminatedIDs()) != 0 {
-		t.Errorf("terminated %v", e.ec2.terminatedIDs())
+	if len(e.ec2.TerminatedIDs()) != 0 {
+		t.Errorf("terminated %v", e.ec2.TerminatedIDs())
 	}
 	// The transition was running -> idle, conditioned on the run and a live deadline.
 	var found bool
@@ -101,12 +104,12 @@ func TestReleaseGivesRunnerBackAfterConfirmation(t *testing.T) {
 	}
 
 	// Releasing again does nothing.
-	calls := len(e.sqs.sentEntries())
+	calls := len(e.sqs.SentEntries())
 	outcomes, err = e.release()
 	if err != nil || outcomes != nil {
 		t.Errorf("second release = %q, %v; want nothing", outcomes, err)
 	}
-	if len(e.sqs.sentEntries()) != calls || len(e.ec2.terminatedIDs()) != 0 {
+	if len(e.sqs.SentEntries()) != calls || len(e.ec2.TerminatedIDs()) != 0 {
 		t.Error("second release did something")
 	}
 }
@@ -134,7 +137,7 @@ func TestReleaseTerminatesRunnerThatDoesNotConfirm(t *testing.T) {
 				!strings.HasSuffix(outcomes[0], "terminated") || outcomes[1] != "i-2: released to the pool" {
 				t.Errorf("outcomes %q", outcomes)
 			}
-			if got := e.ec2.terminatedIDs(); !slices.Equal(got, []string{"i-1"}) {
+			if got := e.ec2.TerminatedIDs(); !slices.Equal(got, []string{"i-1"}) {
 				t.Errorf("terminated %v", got)
 			}
 			if r := e.db.instance(t, "i-1"); r.State != protocol.StateTerminated {
@@ -166,7 +169,7 @@ func TestReleaseTerminatesRunnerWhoseRuntimeRanOut(t *testing.T) {
 	if !slices.Equal(outcomes, []string{"i-1: its deadline had passed; terminated"}) {
 		t.Errorf("outcomes %q", outcomes)
 	}
-	if got := e.ec2.terminatedIDs(); !slices.Equal(got, []string{"i-1"}) {
+	if got := e.ec2.TerminatedIDs(); !slices.Equal(got, []string{"i-1"}) {
 		t.Errorf("terminated %v", got)
 	}
 	if r := e.db.instance(t, "i-1"); r.State != protocol.StateTerminated || r.RunID != testRun {
@@ -185,20 +188,20 @@ func TestReleaseLeavesOtherRunsInstancesAlone(t *testing.T) {
 	e.claimed(t, map[string]behavior{"i-1": healthy, "i-2": healthy, "i-3": healthy})
 	e.db.setInstance(t, "i-1", func(r *protocol.Instance) { r.RunID = "other-run" })
 	e.db.setInstance(t, "i-2", func(r *protocol.Instance) { r.State, r.RunID = protocol.StateIdle, "" })
-	e.db.put(signalItem("i-2", protocol.SignalRegistered, "other-run")) // another run had it since
+	e.db.Put(signalItem("i-2", protocol.SignalRegistered, "other-run")) // another run had it since
 	// i-3 is taken by another run between the read and the write.
-	e.db.failIf = func(op string, in any) error {
+	e.db.FailIf = func(op string, in any) error {
 		if u := updateTo(in, "i-3", protocol.StateIdle); u != nil {
-			k, _ := keyString(u.Key)
-			inst, _ := protocol.InstanceFromItem(e.db.items[k])
+			k := awsfake.ItemKey(u.Key)
+			inst, _ := protocol.InstanceFromItem(e.db.Items[k])
 			inst.State, inst.RunID = protocol.StateClaimed, "other-run"
-			e.db.items[k] = inst.Item() // failIf runs under the table's lock
+			e.db.Items[k] = inst.Item() // failIf runs under the table's lock
 		}
 		return nil
 	}
 	before := map[string]string{}
 	for _, id := range []string{"i-1", "i-2"} {
-		before[id] = render(e.db.get(protocol.TypeInstance, id))
+		before[id] = render(e.db.Get(protocol.TypeInstance, id))
 	}
 	outcomes, err := e.release()
 	if err != nil {
@@ -210,15 +213,15 @@ func TestReleaseLeavesOtherRunsInstancesAlone(t *testing.T) {
 		t.Errorf("outcomes %q, want %q", outcomes, want)
 	}
 	for id, b := range before {
-		if after := render(e.db.get(protocol.TypeInstance, id)); after != b {
+		if after := render(e.db.Get(protocol.TypeInstance, id)); after != b {
 			t.Errorf("%s changed: %s -> %s", id, b, after)
 		}
 	}
 	if r := e.db.instance(t, "i-3"); r.State != protocol.StateClaimed || r.RunID != "other-run" {
 		t.Errorf("i-3 is %s for %q", r.State, r.RunID)
 	}
-	if len(e.ec2.terminatedIDs()) != 0 || len(e.sqs.sentEntries()) != 0 {
-		t.Errorf("terminated %v, sent %v", e.ec2.terminatedIDs(), e.sqs.sentEntries())
+	if len(e.ec2.TerminatedIDs()) != 0 || len(e.sqs.SentEntries()) != 0 {
+		t.Errorf("terminated %v, sent %v", e.ec2.TerminatedIDs(), e.sqs.SentEntries())
 	}
 	if _, ok := e.claimRecord(); ok {
 		t.Error("the claim record is still there")
@@ -233,7 +236,7 @@ func TestReleaseRetryAfterError(t *testing.T) {
 	e.claimed(t, map[string]behavior{"i-1": healthy, "i-2": healthy})
 	var failing atomic.Bool
 	failing.Store(true)
-	e.db.failIf = func(op string, in any) error {
+	e.db.FailIf = func(op string, in any) error {
 		if failing.Load() && writesState(in, "i-2", protocol.StateIdle) {
 			return errTransient // in the transaction, and alone
 		}
@@ -275,11 +278,11 @@ func TestReleaseOfMissingClaimOrPool(t *testing.T) {
 			t.Errorf("Release in %s = %q, %v; want nothing", p, outcomes, err)
 		}
 	}
-	if len(e.sqs.sentEntries()) != 0 || len(e.ec2.terminatedIDs()) != 0 || e.db.count("UpdateItem") != 0 {
+	if len(e.sqs.SentEntries()) != 0 || len(e.ec2.TerminatedIDs()) != 0 || e.db.Count("UpdateItem") != 0 {
 		t.Error("releasing nothing did something")
 	}
 	// Other errors are reported.
-	e.db.fail("GetItem", e.db.count("GetItem")+1, errTransient)
+	e.db.Fail("GetItem", e.db.Count("GetItem")+1, errTransient)
 	if _, err := e.c.Release(context.Background(), testPool, "x"); err == nil {
 		t.Error("a read error was swallowed")
 	}
@@ -294,7 +297,7 @@ func TestReleaseFinishesReleaseOfCrashedDestroy(t *testing.T) {
 	e.claimed(t, map[string]behavior{"i-1": healthy, "i-2": healthy})
 	idleUntil := protocol.FormatTime(time.Now().Add(idleTime))
 	e.db.setInstance(t, "i-1", func(r *protocol.Instance) { r.State, r.RunID, r.Threshold = protocol.StateIdle, "", idleUntil })
-	e.db.put(signalItem("i-1", protocol.SignalReleased, testRun))
+	e.db.Put(signalItem("i-1", protocol.SignalReleased, testRun))
 	outcomes, err := e.release()
 	if err != nil {
 		t.Fatal(err)
@@ -330,10 +333,50 @@ func TestReleaseSettlesBeforeItsCallersDeadline(t *testing.T) {
 	if len(outcomes) != 1 || !strings.HasPrefix(outcomes[0], "i-1: did not confirm its release") || !strings.HasSuffix(outcomes[0], "terminated") {
 		t.Errorf("outcomes %q, want i-1 terminated for not confirming", outcomes)
 	}
-	if got := e.ec2.terminatedIDs(); !slices.Equal(got, []string{"i-1"}) {
+	if got := e.ec2.TerminatedIDs(); !slices.Equal(got, []string{"i-1"}) {
 		t.Errorf("terminated %v", got)
 	}
 	if _, ok := e.claimRecord(); ok {
 		t.Error("the claim record is still there")
+	}
+}
+
+// The waits of a release run on the Claimer's clock when it has one: a
+// simulation's virtual clock moves on through an hour's release wait, for
+// a runner that never confirms, without an hour passing.
+func TestReleaseWaitsOnTheClaimersClock(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.claimed(t, map[string]behavior{"i-1": neverConfirmsRelease}, func(r *Request) {
+		r.Timings.ReleaseWait, r.Timings.PollInterval = time.Hour, time.Minute
+	})
+	var (
+		mu     sync.Mutex
+		now    = time.Now()
+		sleeps int
+	)
+	e.c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	e.c.Sleep = func(ctx context.Context, d time.Duration) error {
+		mu.Lock()
+		defer mu.Unlock()
+		now, sleeps = now.Add(d), sleeps+1
+		return ctx.Err()
+	}
+	start := e.c.Now()
+	done := make(chan struct{})
+	var outcomes []string
+	go func() {
+		defer close(done)
+		var err error
+		if outcomes, err = e.release(); err != nil {
+			t.Error(err)
+		}
+	}()
+	await.Done(t, "the release, on the virtual clock", done)
+	if len(outcomes) != 1 || !strings.HasPrefix(outcomes[0], "i-1: did not confirm its release") {
+		t.Errorf("outcomes %q, want i-1 terminated for not confirming", outcomes)
+	}
+	if waited := e.c.Now().Sub(start); waited < time.Hour || sleeps < 60 {
+		t.Errorf("the virtual clock moved %s in %d sleeps, want the hour's wait in one-minute polls", waited, sleeps)
 	}
 }

@@ -24,7 +24,16 @@ type store struct {
 	db    DynamoDBClient
 	table string
 	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) error // nil: a timer
 	log   func(msg string, keyvals ...any)
+}
+
+// pause waits d on the store's clock.
+func (s *store) pause(ctx context.Context, d time.Duration) error {
+	if s.sleep != nil {
+		return s.sleep(ctx, d)
+	}
+	return sleep(ctx, d)
 }
 
 // transition is one row of PROTOCOL.md's state table: a conditional write

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsfake"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -108,13 +109,13 @@ func TestRegistrationTokenHandedToEachWarmRunner(t *testing.T) {
 		e.assertToken(t, id, protocol.SortKeyRegistrationToken, "registration-1")
 	}
 	// Written in one call, before the transaction that claims them.
-	e.db.mu.Lock()
-	calls := slices.Clone(e.db.calls)
-	e.db.mu.Unlock()
-	put := slices.IndexFunc(calls, func(c ddbCall) bool { return c.op == "BatchWriteItem" })
-	claim := slices.IndexFunc(calls, func(c ddbCall) bool { return isClaimOf(c.in, "i-00") })
-	if put < 0 || claim < 0 || put > claim || e.db.count("BatchWriteItem") != 1 {
-		t.Errorf("BatchWriteItem at call %d (%d calls), claim at %d: want one write of the tokens before the claim", put, e.db.count("BatchWriteItem"), claim)
+	e.db.Mu.Lock()
+	calls := slices.Clone(e.db.Calls)
+	e.db.Mu.Unlock()
+	put := slices.IndexFunc(calls, func(c awsfake.Call) bool { return c.Op == "BatchWriteItem" })
+	claim := slices.IndexFunc(calls, func(c awsfake.Call) bool { return isClaimOf(c.In, "i-00") })
+	if put < 0 || claim < 0 || put > claim || e.db.Count("BatchWriteItem") != 1 {
+		t.Errorf("BatchWriteItem at call %d (%d calls), claim at %d: want one write of the tokens before the claim", put, e.db.Count("BatchWriteItem"), claim)
 	}
 }
 
@@ -142,14 +143,14 @@ func TestRegistrationTokenHandedToEachLaunchedRunner(t *testing.T) {
 func TestRegistrationTokensUnprocessedAreRetried(t *testing.T) {
 	t.Parallel()
 	e := tokenEnv(t, &fakeTokens{})
-	e.db.unprocessedWrites = 2
+	e.db.UnprocessedWrites = 2
 	e.seedMany(3)
 	res, err := e.create(3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.assertComplete(t, res, 3)
-	if n := e.db.count("BatchWriteItem"); n != 3 {
+	if n := e.db.Count("BatchWriteItem"); n != 3 {
 		t.Errorf("%d BatchWriteItem calls, want 3 (two left an item unprocessed)", n)
 	}
 }
@@ -159,7 +160,7 @@ func TestRegistrationTokensUnprocessedAreRetried(t *testing.T) {
 func TestRegistrationTokenNotWrittenFailsBeforeClaiming(t *testing.T) {
 	t.Parallel()
 	e := tokenEnv(t, &fakeTokens{})
-	e.db.fail("BatchWriteItem", 1, errors.New("AccessDeniedException"))
+	e.db.Fail("BatchWriteItem", 1, errors.New("AccessDeniedException"))
 	e.seedIdle("i-1", healthy)
 	_, err := e.create(1)
 	if err == nil || !strings.Contains(err.Error(), "handing the registration token of run "+testRun) {
@@ -181,8 +182,8 @@ func TestNoTokensWithoutGitHubTarget(t *testing.T) {
 	if _, err := e.release(); err != nil {
 		t.Fatal(err)
 	}
-	if got := src.issued(); len(got) != 0 || e.db.count("BatchWriteItem") != 0 {
-		t.Errorf("GitHub calls %q, %d token writes; want none", got, e.db.count("BatchWriteItem"))
+	if got := src.issued(); len(got) != 0 || e.db.Count("BatchWriteItem") != 0 {
+		t.Errorf("GitHub calls %q, %d token writes; want none", got, e.db.Count("BatchWriteItem"))
 	}
 	if _, ok := e.token("i-1", protocol.SortKeyRegistrationToken); ok {
 		t.Error("i-1 holds a registration token")
@@ -229,7 +230,7 @@ func TestRegistrationTokenRefused(t *testing.T) {
 			if r := e.db.instance(t, "i-1"); r.State != protocol.StateIdle || r.RunID != "" {
 				t.Errorf("i-1 is %s for %q: touched by a claim that had no token", r.State, r.RunID)
 			}
-			if n := len(e.sqs.receiveInputs()); n != 0 {
+			if n := len(e.sqs.ReceiveInputs()); n != 0 {
 				t.Errorf("%d receives from the queue, want none", n)
 			}
 			if _, ok := e.claimRecord(); ok {
@@ -258,7 +259,7 @@ func TestRemovalTokenHandedToEachReleasedRunner(t *testing.T) {
 	src := &fakeTokens{}
 	e := tokenEnv(t, src)
 	e.claimed(t, map[string]behavior{"i-1": healthy, "i-2": healthy})
-	writes := e.db.count("BatchWriteItem")
+	writes := e.db.Count("BatchWriteItem")
 	outcomes, err := e.release()
 	if err != nil {
 		t.Fatal(err)
@@ -272,7 +273,7 @@ func TestRemovalTokenHandedToEachReleasedRunner(t *testing.T) {
 	for _, id := range []string{"i-1", "i-2"} {
 		e.assertToken(t, id, protocol.SortKeyRemovalToken, "remove-2")
 	}
-	if n := e.db.count("BatchWriteItem") - writes; n != 1 {
+	if n := e.db.Count("BatchWriteItem") - writes; n != 1 {
 		t.Errorf("%d BatchWriteItem calls for the release, want 1", n)
 	}
 }
@@ -290,7 +291,7 @@ func TestReleaseWithoutRemovalTokenTerminates(t *testing.T) {
 		{"noCredentials", func(e *env, _ *fakeTokens) { e.c.GitHub = nil }, "configure the provider's github block"},
 		{"gitHubDown", func(_ *env, src *fakeTokens) { src.err = errors.New("HTTP 503") }, "HTTP 503"},
 		{"tokenNotWritten", func(e *env, _ *fakeTokens) {
-			e.db.failIf = func(op string, _ any) error {
+			e.db.FailIf = func(op string, _ any) error {
 				if op == "BatchWriteItem" {
 					return errors.New("AccessDeniedException")
 				}
@@ -304,7 +305,7 @@ func TestReleaseWithoutRemovalTokenTerminates(t *testing.T) {
 			e := tokenEnv(t, src)
 			e.claimed(t, map[string]behavior{"i-1": healthy})
 			tc.change(e, src)
-			sends := e.sqs.count("SendMessageBatch")
+			sends := e.sqs.Count("SendMessageBatch")
 			outcomes, err := e.release()
 			if err != nil {
 				t.Fatalf("Release = %v: a release must not fail for tokens", err)
@@ -313,10 +314,10 @@ func TestReleaseWithoutRemovalTokenTerminates(t *testing.T) {
 				!strings.Contains(outcomes[0], tc.wantWhy) || !strings.HasSuffix(outcomes[0], "; terminated") {
 				t.Errorf("outcomes %q, want i-1 terminated because it cannot deregister (%s)", outcomes, tc.wantWhy)
 			}
-			if r := e.db.instance(t, "i-1"); r.State != protocol.StateTerminated || !slices.Contains(e.ec2.terminatedIDs(), "i-1") {
-				t.Errorf("i-1 is %s (terminated in EC2: %v), want terminated", r.State, e.ec2.terminatedIDs())
+			if r := e.db.instance(t, "i-1"); r.State != protocol.StateTerminated || !slices.Contains(e.ec2.TerminatedIDs(), "i-1") {
+				t.Errorf("i-1 is %s (terminated in EC2: %v), want terminated", r.State, e.ec2.TerminatedIDs())
 			}
-			if n := e.sqs.count("SendMessageBatch") - sends; n != 0 {
+			if n := e.sqs.Count("SendMessageBatch") - sends; n != 0 {
 				t.Errorf("%d messages sent: a runner that cannot deregister went back to the pool", n)
 			}
 			if _, ok := e.claimRecord(); ok {

@@ -209,5 +209,5 @@ func ageSlots(t *testing.T, e *env, class string, d time.Duration) {
 	}
 	doc, _ := json.Marshal(slots)
 	out.Item[protocol.AttrValue] = &types.AttributeValueMemberS{Value: string(doc)}
-	e.db.put(out.Item)
+	e.db.Put(out.Item)
 }

@@ -1,0 +1,720 @@
+package awsfake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+// ErrTransient is the generic error injected into fake calls.
+var ErrTransient = errors.New("injected transient error (throttled)")
+
+type item = map[string]types.AttributeValue
+
+// Call is one recorded call of the fake table.
+type Call struct {
+	Op string
+	In any
+}
+
+// Table is one DynamoDB table with the PK/SK key schema.
+type Table struct {
+	name string
+
+	Mu     sync.Mutex
+	Items  map[string]item // by PK + "|" + SK
+	Calls  []Call
+	counts map[string]int
+	// failNth fails the n-th call (1-based) of an operation.
+	failNth map[string]map[int]error
+	// FailIf fails a call when it returns non-nil (checked after failNth).
+	FailIf func(op string, in any) error
+	// LoseAnswer makes a write that succeeded report ErrTransient when it
+	// returns true, as a connection lost before the answer would.
+	LoseAnswer func(op string, in any) bool
+	// UnprocessedReads: this many BatchGetItem calls leave their last key
+	// unprocessed, as a throttled table does.
+	UnprocessedReads int
+	// UnprocessedWrites: this many BatchWriteItem calls leave their last
+	// item unprocessed.
+	UnprocessedWrites int
+	// OnInstance reacts to a changed instance record (the fake agents);
+	// the items it returns are written at once, under the same lock.
+	OnInstance func(old, cur protocol.Instance, existed bool) []item
+	// QueryPage is Query's page size (0: everything in one page).
+	QueryPage int
+	// BeforeBatchGet runs before every BatchGetItem, under the lock; the
+	// Items it returns are written first (the agents' heartbeat loops).
+	BeforeBatchGet func() []item
+}
+
+// NewTable is an empty table named name (the PK/SK key schema).
+func NewTable(name string) *Table {
+	return &Table{name: name, Items: map[string]item{}, counts: map[string]int{}, failNth: map[string]map[int]error{}}
+}
+
+// Fail makes the n-th call of op fail with err.
+func (f *Table) Fail(op string, n int, err error) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	if f.failNth[op] == nil {
+		f.failNth[op] = map[int]error{}
+	}
+	f.failNth[op][n] = err
+}
+
+// enter records a call and returns the injected error, if any. Called with mu held.
+func (f *Table) enter(ctx context.Context, op string, table *string, in any) error {
+	if err := ctx.Err(); err != nil { // as the SDK: a cancelled call is not sent
+		return err
+	}
+	f.Calls = append(f.Calls, Call{op, in})
+	f.counts[op]++
+	if err := f.failNth[op][f.counts[op]]; err != nil {
+		return err
+	}
+	if f.FailIf != nil {
+		if err := f.FailIf(op, in); err != nil {
+			return err
+		}
+	}
+	if table != nil && aws.ToString(table) != f.name {
+		return &types.ResourceNotFoundException{Message: aws.String("Requested resource not found: Table: " + aws.ToString(table) + " not found")}
+	}
+	return nil
+}
+
+func keyString(key item) (string, error) {
+	if len(key) != 2 {
+		return "", fmt.Errorf("fake dynamodb: key must have exactly PK and SK, got %d attributes", len(key))
+	}
+	pk, ok1 := key["PK"].(*types.AttributeValueMemberS)
+	sk, ok2 := key["SK"].(*types.AttributeValueMemberS)
+	if !ok1 || !ok2 || pk.Value == "" || sk.Value == "" {
+		return "", errors.New("fake dynamodb: key needs non-empty string PK and SK")
+	}
+	return pk.Value + "|" + sk.Value, nil
+}
+
+func CopyItem(in item) item {
+	if in == nil {
+		return nil
+	}
+	out := make(item, len(in))
+	for k, v := range in {
+		if ss, ok := v.(*types.AttributeValueMemberSS); ok {
+			v = &types.AttributeValueMemberSS{Value: slices.Clone(ss.Value)}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// The only expressions the store may send; anything else is a bug in the
+// code under test (or a change the fake must learn about).
+var (
+	knownConditions = map[string]bool{
+		"#state = :fromState AND #runId = :fromRunId":                       true,
+		"#state = :fromState AND #runId = :fromRunId AND #threshold > :now": true,
+		"#state = :fromState AND #runId = :fromRunId AND #threshold < :now": true,
+		"attribute_not_exists(PK)":                                          true,
+		"#updatedAt = :prev":                                                true,
+		"attribute_not_exists(PK) OR #updatedAt < :cutoff":                  true,
+		"#nonce = :nonce":                                                   true,
+		"#nonce = :nonce AND #updatedAt = :updatedAt":                       true,
+		"#value = :prev":                                                    true,
+	}
+	knownUpdates = map[string]bool{
+		"SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now":                          true,
+		"SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now, #expiresAt = :expiresAt": true,
+		"ADD #ids :ids":         true,
+		"DELETE #ids :ids":      true,
+		"SET #updatedAt = :now": true,
+	}
+)
+
+// exprEnv resolves names and values of one request and checks that each is
+// used, as DynamoDB does.
+type exprEnv struct {
+	names      map[string]string
+	values     map[string]types.AttributeValue
+	usedNames  map[string]bool
+	usedValues map[string]bool
+}
+
+func newExprEnv(names map[string]string, values map[string]types.AttributeValue) *exprEnv {
+	return &exprEnv{names: names, values: values, usedNames: map[string]bool{}, usedValues: map[string]bool{}}
+}
+
+func (e *exprEnv) name(tok string) (string, error) {
+	if !strings.HasPrefix(tok, "#") {
+		return tok, nil
+	}
+	n, ok := e.names[tok]
+	if !ok {
+		return "", fmt.Errorf("fake dynamodb: ValidationException: undefined attribute name %s", tok)
+	}
+	e.usedNames[tok] = true
+	return n, nil
+}
+
+func (e *exprEnv) value(tok string) (types.AttributeValue, error) {
+	v, ok := e.values[tok]
+	if !ok || !strings.HasPrefix(tok, ":") {
+		return nil, fmt.Errorf("fake dynamodb: ValidationException: undefined attribute value %s", tok)
+	}
+	e.usedValues[tok] = true
+	return v, nil
+}
+
+func (e *exprEnv) checkAllUsed() error {
+	for n := range e.names {
+		if !e.usedNames[n] {
+			return fmt.Errorf("fake dynamodb: ValidationException: unused attribute name %s", n)
+		}
+	}
+	for v := range e.values {
+		if !e.usedValues[v] {
+			return fmt.Errorf("fake dynamodb: ValidationException: unused attribute value %s", v)
+		}
+	}
+	return nil
+}
+
+// evalCondition evaluates one of knownConditions against cur (nil: no item).
+func (e *exprEnv) evalCondition(expr string, cur item) (bool, error) {
+	if !knownConditions[expr] {
+		return false, fmt.Errorf("fake dynamodb: unsupported condition expression %q", expr)
+	}
+	if alternatives := strings.Split(expr, " OR "); len(alternatives) > 1 {
+		result := false
+		for _, a := range alternatives {
+			ok, err := e.evalAnd(a, cur)
+			if err != nil {
+				return false, err
+			}
+			result = result || ok
+		}
+		return result, nil
+	}
+	return e.evalAnd(expr, cur)
+}
+
+// evalAnd evaluates a conjunction of comparisons and attribute_not_exists.
+func (e *exprEnv) evalAnd(expr string, cur item) (bool, error) {
+	result := true
+	for _, clause := range strings.Split(expr, " AND ") {
+		if inner, ok := strings.CutPrefix(clause, "attribute_not_exists("); ok {
+			n, err := e.name(strings.TrimSuffix(inner, ")"))
+			if err != nil {
+				return false, err
+			}
+			result = result && cur[n] == nil
+			continue
+		}
+		f := strings.Fields(clause)
+		if len(f) != 3 {
+			return false, fmt.Errorf("fake dynamodb: cannot parse %q", clause)
+		}
+		n, err := e.name(f[0])
+		if err != nil {
+			return false, err
+		}
+		v, err := e.value(f[2])
+		if err != nil {
+			return false, err
+		}
+		want, ok := v.(*types.AttributeValueMemberS)
+		if !ok {
+			return false, fmt.Errorf("fake dynamodb: %s is not a string", f[2])
+		}
+		have, ok := cur[n].(*types.AttributeValueMemberS)
+		if !ok { // a missing attribute compares false
+			result = false
+			continue
+		}
+		switch f[1] {
+		case "=":
+			result = result && have.Value == want.Value
+		case "<":
+			result = result && have.Value < want.Value
+		case ">":
+			result = result && have.Value > want.Value
+		default:
+			return false, fmt.Errorf("fake dynamodb: unsupported operator %q", f[1])
+		}
+	}
+	return result, nil
+}
+
+// applyUpdate applies one of knownUpdates to cur.
+func (e *exprEnv) applyUpdate(expr string, cur item) error {
+	if !knownUpdates[expr] {
+		return fmt.Errorf("fake dynamodb: unsupported update expression %q", expr)
+	}
+	if rest, ok := strings.CutPrefix(expr, "SET "); ok {
+		for _, assign := range strings.Split(rest, ", ") {
+			f := strings.Fields(assign)
+			if len(f) != 3 || f[1] != "=" {
+				return fmt.Errorf("fake dynamodb: cannot parse %q", assign)
+			}
+			n, err := e.name(f[0])
+			if err != nil {
+				return err
+			}
+			v, err := e.value(f[2])
+			if err != nil {
+				return err
+			}
+			if n == "PK" || n == "SK" {
+				return errors.New("fake dynamodb: cannot update a key attribute")
+			}
+			cur[n] = v
+		}
+		return nil
+	}
+	if rest, ok := strings.CutPrefix(expr, "DELETE "); ok {
+		f := strings.Fields(rest)
+		n, err := e.name(f[0])
+		if err != nil {
+			return err
+		}
+		v, err := e.value(f[1])
+		if err != nil {
+			return err
+		}
+		del, ok := v.(*types.AttributeValueMemberSS)
+		old, present := cur[n].(*types.AttributeValueMemberSS)
+		if !ok || !present {
+			return nil // deleting from a missing set does nothing
+		}
+		set := slices.DeleteFunc(slices.Clone(old.Value), func(id string) bool { return slices.Contains(del.Value, id) })
+		if len(set) == 0 {
+			delete(cur, n) // DynamoDB removes an emptied set
+		} else {
+			cur[n] = &types.AttributeValueMemberSS{Value: set}
+		}
+		return nil
+	}
+	f := strings.Fields(strings.TrimPrefix(expr, "ADD "))
+	n, err := e.name(f[0])
+	if err != nil {
+		return err
+	}
+	v, err := e.value(f[1])
+	if err != nil {
+		return err
+	}
+	add, ok := v.(*types.AttributeValueMemberSS)
+	if !ok || len(add.Value) == 0 {
+		return errors.New("fake dynamodb: ADD needs a non-empty string set")
+	}
+	var set []string
+	if old, present := cur[n]; present {
+		oldSS, ok := old.(*types.AttributeValueMemberSS)
+		if !ok {
+			return errors.New("fake dynamodb: ADD to an attribute that is not a string set")
+		}
+		set = slices.Clone(oldSS.Value)
+	}
+	for _, s := range add.Value {
+		if !slices.Contains(set, s) {
+			set = append(set, s)
+		}
+	}
+	cur[n] = &types.AttributeValueMemberSS{Value: set}
+	return nil
+}
+
+// ConditionFailed is the error of a write whose condition failed.
+func ConditionFailed() error {
+	return &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed")}
+}
+
+// Written runs the agent hook after an item changed. Called with mu held.
+func (f *Table) Written(old, cur item) {
+	if f.OnInstance == nil || protocol.StringAttr(cur, "PK") != protocol.TypeInstance {
+		return
+	}
+	curInst, err := protocol.InstanceFromItem(cur)
+	if err != nil {
+		return
+	}
+	var oldInst protocol.Instance
+	if old != nil {
+		oldInst, _ = protocol.InstanceFromItem(old)
+	}
+	for _, it := range f.OnInstance(oldInst, curInst, old != nil) {
+		f.Items[ItemKey(it)] = it
+	}
+}
+
+// ItemKey is the fake's key of an item, from its PK and SK.
+func ItemKey(it item) string {
+	k, err := keyString(item{"PK": it["PK"], "SK": it["SK"]})
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
+
+func (f *Table) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	if err := f.enter(ctx, "GetItem", in.TableName, in); err != nil {
+		return nil, err
+	}
+	k, err := keyString(in.Key)
+	if err != nil {
+		return nil, err
+	}
+	return &dynamodb.GetItemOutput{Item: CopyItem(f.Items[k])}, nil
+}
+
+// write is a checked, not yet committed write: the item at key k goes
+// from old to cur.
+type write struct {
+	k        string
+	old, cur item
+}
+
+// checkCondition evaluates a write's condition against old; a failure is a
+// ConditionalCheckFailedException carrying old when asked for.
+func checkCondition(env *exprEnv, cond *string, old item, rv types.ReturnValuesOnConditionCheckFailure) error {
+	if cond == nil {
+		return nil
+	}
+	ok, err := env.evalCondition(aws.ToString(cond), old)
+	if err != nil || ok {
+		return err
+	}
+	e := ConditionFailed().(*types.ConditionalCheckFailedException)
+	if rv == types.ReturnValuesOnConditionCheckFailureAllOld {
+		e.Item = CopyItem(old)
+	}
+	return e
+}
+
+// plan checks a write to the item at key without writing it: the
+// condition against the current item, then build makes the new item from
+// it, then every name and value must have been used. Called with mu held.
+func (f *Table) plan(key item, cond *string, names map[string]string, values map[string]types.AttributeValue, rv types.ReturnValuesOnConditionCheckFailure,
+	build func(env *exprEnv, old item) (item, error)) (write, error) {
+	k, err := keyString(key)
+	if err != nil {
+		return write{}, err
+	}
+	old := f.Items[k]
+	env := newExprEnv(names, values)
+	if err := checkCondition(env, cond, old, rv); err != nil {
+		return write{}, err
+	}
+	cur, err := build(env, old)
+	if err != nil {
+		return write{}, err
+	}
+	if err := env.checkAllUsed(); err != nil {
+		return write{}, err
+	}
+	return write{k: k, old: old, cur: cur}, nil
+}
+
+// planPut checks a PutItem without writing. Called with mu held.
+func (f *Table) planPut(it item, cond *string, names map[string]string, values map[string]types.AttributeValue, rv types.ReturnValuesOnConditionCheckFailure) (write, error) {
+	key := item{"PK": it["PK"], "SK": it["SK"]}
+	return f.plan(key, cond, names, values, rv, func(*exprEnv, item) (item, error) { return CopyItem(it), nil })
+}
+
+// planUpdate checks an UpdateItem without writing. Called with mu held.
+func (f *Table) planUpdate(key item, update, cond *string, names map[string]string, values map[string]types.AttributeValue, rv types.ReturnValuesOnConditionCheckFailure) (write, error) {
+	return f.plan(key, cond, names, values, rv, func(env *exprEnv, old item) (item, error) {
+		cur := CopyItem(old)
+		if cur == nil { // UpdateItem creates a missing item
+			cur = CopyItem(key)
+		}
+		return cur, env.applyUpdate(aws.ToString(update), cur)
+	})
+}
+
+// commit stores a checked write. Called with mu held.
+func (f *Table) commit(w write) {
+	f.Items[w.k] = w.cur
+	f.Written(w.old, w.cur)
+}
+
+func (f *Table) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	if err := f.enter(ctx, "PutItem", in.TableName, in); err != nil {
+		return nil, err
+	}
+	w, err := f.planPut(in.Item, in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues, in.ReturnValuesOnConditionCheckFailure)
+	if err != nil {
+		return nil, err
+	}
+	f.commit(w)
+	return &dynamodb.PutItemOutput{}, f.lost("PutItem", in)
+}
+
+func (f *Table) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	if err := f.enter(ctx, "UpdateItem", in.TableName, in); err != nil {
+		return nil, err
+	}
+	w, err := f.planUpdate(in.Key, in.UpdateExpression, in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues, in.ReturnValuesOnConditionCheckFailure)
+	if err != nil {
+		return nil, err
+	}
+	f.commit(w)
+	return &dynamodb.UpdateItemOutput{}, f.lost("UpdateItem", in)
+}
+
+// lost is the error of a write that succeeded. Called with mu held.
+func (f *Table) lost(op string, in any) error {
+	if f.LoseAnswer != nil && f.LoseAnswer(op, in) {
+		return ErrTransient
+	}
+	return nil
+}
+
+// fakeTransactionLimit is moto's (and DynamoDB's former) limit; DynamoDB
+// itself now takes 100.
+const fakeTransactionLimit = 25
+
+// TransactWriteItems checks every Put and Update first and writes all of
+// them or none; failed conditions cancel it with a reason per item.
+func (f *Table) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	if err := f.enter(ctx, "TransactWriteItems", nil, in); err != nil {
+		return nil, err
+	}
+	if len(in.TransactItems) == 0 || len(in.TransactItems) > fakeTransactionLimit {
+		return nil, fmt.Errorf("fake dynamodb: ValidationException: %d transaction items, want 1 to %d", len(in.TransactItems), fakeTransactionLimit)
+	}
+	var (
+		writes   []write
+		reasons  = make([]types.CancellationReason, len(in.TransactItems))
+		canceled bool
+		seen     = map[string]bool{}
+	)
+	for i, ti := range in.TransactItems {
+		var (
+			w     write
+			err   error
+			table *string
+		)
+		switch {
+		case ti.Put != nil:
+			table = ti.Put.TableName
+			w, err = f.planPut(ti.Put.Item, ti.Put.ConditionExpression, ti.Put.ExpressionAttributeNames, ti.Put.ExpressionAttributeValues, ti.Put.ReturnValuesOnConditionCheckFailure)
+		case ti.Update != nil:
+			table = ti.Update.TableName
+			w, err = f.planUpdate(ti.Update.Key, ti.Update.UpdateExpression, ti.Update.ConditionExpression, ti.Update.ExpressionAttributeNames, ti.Update.ExpressionAttributeValues, ti.Update.ReturnValuesOnConditionCheckFailure)
+		default:
+			return nil, errors.New("fake dynamodb: only Put and Update are supported in transactions")
+		}
+		if aws.ToString(table) != f.name {
+			return nil, &types.ResourceNotFoundException{Message: aws.String("Requested resource not found")}
+		}
+		var c *types.ConditionalCheckFailedException
+		switch {
+		case errors.As(err, &c):
+			canceled = true
+			reasons[i] = types.CancellationReason{Code: aws.String("ConditionalCheckFailed"), Message: c.Message, Item: c.Item}
+		case err != nil:
+			return nil, err
+		default:
+			if seen[w.k] {
+				return nil, errors.New("fake dynamodb: ValidationException: transaction request cannot include multiple operations on one item")
+			}
+			seen[w.k] = true
+			reasons[i] = types.CancellationReason{Code: aws.String("None")}
+			writes = append(writes, w)
+		}
+	}
+	if canceled {
+		return nil, &types.TransactionCanceledException{Message: aws.String("Transaction cancelled"), CancellationReasons: reasons}
+	}
+	for _, w := range writes {
+		f.commit(w)
+	}
+	return &dynamodb.TransactWriteItemsOutput{}, f.lost("TransactWriteItems", in)
+}
+
+func (f *Table) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	if err := f.enter(ctx, "DeleteItem", in.TableName, in); err != nil {
+		return nil, err
+	}
+	w, err := f.plan(in.Key, in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues, in.ReturnValuesOnConditionCheckFailure,
+		func(*exprEnv, item) (item, error) { return nil, nil })
+	if err != nil {
+		return nil, err
+	}
+	delete(f.Items, w.k)
+	return &dynamodb.DeleteItemOutput{}, nil
+}
+
+func (f *Table) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	if err := f.enter(ctx, "BatchGetItem", nil, in); err != nil {
+		return nil, err
+	}
+	if f.BeforeBatchGet != nil {
+		for _, it := range f.BeforeBatchGet() {
+			f.Items[ItemKey(it)] = it
+		}
+	}
+	out := &dynamodb.BatchGetItemOutput{Responses: map[string][]map[string]types.AttributeValue{}}
+	for table, ka := range in.RequestItems {
+		if table != f.name {
+			return nil, &types.ResourceNotFoundException{Message: aws.String("Requested resource not found")}
+		}
+		if len(ka.Keys) == 0 || len(ka.Keys) > 100 {
+			return nil, fmt.Errorf("fake dynamodb: ValidationException: %d keys in one BatchGetItem", len(ka.Keys))
+		}
+		keys := ka.Keys
+		if f.UnprocessedReads > 0 {
+			f.UnprocessedReads--
+			out.UnprocessedKeys = map[string]types.KeysAndAttributes{table: {Keys: keys[len(keys)-1:], ConsistentRead: ka.ConsistentRead}}
+			keys = keys[:len(keys)-1]
+		}
+		seen := map[string]bool{}
+		for _, key := range keys {
+			k, err := keyString(key)
+			if err != nil {
+				return nil, err
+			}
+			if seen[k] {
+				return nil, errors.New("fake dynamodb: ValidationException: duplicate key in BatchGetItem")
+			}
+			seen[k] = true
+			if it := f.Items[k]; it != nil {
+				out.Responses[table] = append(out.Responses[table], CopyItem(it))
+			}
+		}
+	}
+	return out, nil
+}
+
+// BatchWriteItem supports puts to this table, at most 25 distinct items; a
+// call beyond the first unprocessedWrites ones leaves its last item
+// unprocessed, as a throttled table does.
+func (f *Table) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	if err := f.enter(ctx, "BatchWriteItem", nil, in); err != nil {
+		return nil, err
+	}
+	out := &dynamodb.BatchWriteItemOutput{UnprocessedItems: map[string][]types.WriteRequest{}}
+	for table, reqs := range in.RequestItems {
+		if table != f.name {
+			return nil, &types.ResourceNotFoundException{Message: aws.String("Requested resource not found")}
+		}
+		if len(reqs) == 0 || len(reqs) > 25 {
+			return nil, fmt.Errorf("fake dynamodb: ValidationException: %d writes in one BatchWriteItem", len(reqs))
+		}
+		if f.UnprocessedWrites > 0 {
+			f.UnprocessedWrites--
+			out.UnprocessedItems[table] = reqs[len(reqs)-1:]
+			reqs = reqs[:len(reqs)-1]
+		}
+		seen := map[string]bool{}
+		for _, r := range reqs {
+			if r.PutRequest == nil {
+				return nil, errors.New("fake dynamodb: only PutRequest is supported in BatchWriteItem")
+			}
+			k, err := keyString(item{"PK": r.PutRequest.Item["PK"], "SK": r.PutRequest.Item["SK"]})
+			if err != nil {
+				return nil, err
+			}
+			if seen[k] {
+				return nil, errors.New("fake dynamodb: ValidationException: provided list of item keys contains duplicates")
+			}
+			seen[k] = true
+			f.Items[k] = CopyItem(r.PutRequest.Item)
+		}
+	}
+	return out, nil
+}
+
+// Query supports the one key condition the code uses (#pk = :pk), pages of
+// QueryPage items in sort key order, and ExclusiveStartKey.
+func (f *Table) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	if err := f.enter(ctx, "Query", in.TableName, in); err != nil {
+		return nil, err
+	}
+	if aws.ToString(in.KeyConditionExpression) != "#pk = :pk" || in.ExpressionAttributeNames["#pk"] != "PK" {
+		return nil, fmt.Errorf("fake dynamodb: unsupported key condition %q", aws.ToString(in.KeyConditionExpression))
+	}
+	pk, ok := in.ExpressionAttributeValues[":pk"].(*types.AttributeValueMemberS)
+	if !ok {
+		return nil, errors.New("fake dynamodb: :pk is not a string")
+	}
+	var keys []string
+	for k := range f.Items {
+		if strings.HasPrefix(k, pk.Value+"|") {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	if in.ExclusiveStartKey != nil {
+		start, err := keyString(in.ExclusiveStartKey)
+		if err != nil {
+			return nil, err
+		}
+		keys = slices.DeleteFunc(keys, func(k string) bool { return k <= start })
+	}
+	out := &dynamodb.QueryOutput{}
+	if f.QueryPage > 0 && len(keys) > f.QueryPage {
+		keys = keys[:f.QueryPage]
+		last := f.Items[keys[len(keys)-1]]
+		out.LastEvaluatedKey = map[string]types.AttributeValue{"PK": last["PK"], "SK": last["SK"]}
+	}
+	for _, k := range keys {
+		out.Items = append(out.Items, CopyItem(f.Items[k]))
+	}
+	return out, nil
+}
+
+// Put writes an item directly (test setup).
+func (f *Table) Put(it item) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	f.Items[ItemKey(it)] = CopyItem(it)
+}
+
+// Get reads an item directly (test assertions); nil when absent.
+func (f *Table) Get(typ, id string) item {
+	return f.GetKey(protocol.Key(typ, id))
+}
+
+// GetKey reads the item at key directly; nil when absent.
+func (f *Table) GetKey(key item) item {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	return CopyItem(f.Items[ItemKey(key)])
+}
+
+// Count is how many calls of op the table answered or failed.
+func (f *Table) Count(op string) int {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	return f.counts[op]
+}

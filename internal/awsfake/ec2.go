@@ -1,0 +1,295 @@
+package awsfake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+// EC2 launches instant fleets, describes a catalogue of instance types
+// (applying the filters it understands) and records terminations.
+type EC2 struct {
+	Mu sync.Mutex
+	// Pool is the pool whose tag every instance and the launch template
+	// carry.
+	Pool string
+	// Now is the clock of launch times (nil: time.Now).
+	Now func() time.Time
+
+	// Live are the instances EC2 runs, with their launch times: fleet
+	// launches add to it, terminations remove from it.
+	Live map[string]time.Time
+
+	Fleets []*ec2.CreateFleetInput
+	// OnFleet runs (under the lock) at every CreateFleet.
+	OnFleet func()
+	// ShortBy launches this many fewer instances than asked, with an
+	// InsufficientInstanceCapacity error entry.
+	ShortBy   int
+	FleetErr  error
+	nextID    int
+	GroupSize int // instance ids per CreateFleetInstance entry (AWS groups them)
+
+	Catalog       []ec2types.InstanceTypeInfo
+	PageSize      int
+	TypeInputs    []*ec2.DescribeInstanceTypesInput
+	LtImage       string // "" : the template has no AMI
+	LtInputs      []*ec2.DescribeLaunchTemplateVersionsInput
+	LtTags        map[string]string // the launch template's tags; nil: tagged for the test pool
+	LtMissing     bool              // DescribeLaunchTemplates finds no template
+	LtDescribes   []*ec2.DescribeLaunchTemplatesInput
+	Images        map[string]ec2types.ArchitectureValues
+	ImageInputs   []*ec2.DescribeImagesInput
+	Terminated    []string
+	TerminateErrs map[int]error // n-th TerminateInstances call fails
+	TerminateN    int
+	// UnseenCalls: EC2's eventual consistency; the first calls naming a
+	// fleet's new instance answer InvalidInstanceID.NotFound.
+	UnseenCalls int
+	Unseen      map[string]int
+}
+
+func (e *EC2) CreateFleet(_ context.Context, in *ec2.CreateFleetInput, _ ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error) {
+	e.Mu.Lock()
+	defer e.Mu.Unlock()
+	e.Fleets = append(e.Fleets, in)
+	if e.OnFleet != nil {
+		e.OnFleet()
+	}
+	if e.FleetErr != nil {
+		return nil, e.FleetErr
+	}
+	if in.Type != ec2types.FleetTypeInstant || in.TargetCapacitySpecification == nil || len(in.LaunchTemplateConfigs) != 1 {
+		return nil, errors.New("fake ec2: only single-template instant fleets are supported")
+	}
+	if tok := aws.ToString(in.ClientToken); tok == "" || len(tok) > 64 {
+		return nil, fmt.Errorf("fake ec2: client token %q", tok)
+	}
+	overrides := in.LaunchTemplateConfigs[0].Overrides
+	if len(overrides) == 0 {
+		return nil, errors.New("fake ec2: no overrides")
+	}
+	typ := ec2types.InstanceType("c6i.large")
+	if overrides[0].InstanceType != "" {
+		typ = overrides[0].InstanceType
+	}
+	n := int(aws.ToInt32(in.TargetCapacitySpecification.TotalTargetCapacity)) - e.ShortBy
+	out := &ec2.CreateFleetOutput{FleetId: aws.String("fleet-1")}
+	group := max(1, e.GroupSize)
+	for i := 0; i < n; i++ {
+		e.nextID++
+		id := fmt.Sprintf("i-f%d", e.nextID)
+		e.LaunchLocked(id, e.now())
+		if e.UnseenCalls > 0 {
+			if e.Unseen == nil {
+				e.Unseen = map[string]int{}
+			}
+			e.Unseen[id] = e.UnseenCalls
+		}
+		if i%group == 0 {
+			out.Instances = append(out.Instances, ec2types.CreateFleetInstance{InstanceType: typ})
+		}
+		last := &out.Instances[len(out.Instances)-1]
+		last.InstanceIds = append(last.InstanceIds, id)
+	}
+	if e.ShortBy > 0 {
+		out.Errors = append(out.Errors, ec2types.CreateFleetError{ErrorCode: aws.String("InsufficientInstanceCapacity"), ErrorMessage: aws.String("not enough capacity")})
+	}
+	return out, nil
+}
+
+func (e *EC2) DescribeInstanceTypes(_ context.Context, in *ec2.DescribeInstanceTypesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error) {
+	e.Mu.Lock()
+	defer e.Mu.Unlock()
+	e.TypeInputs = append(e.TypeInputs, in)
+	var match []ec2types.InstanceTypeInfo
+	for _, it := range e.Catalog {
+		ok := true
+		for _, f := range in.Filters {
+			var have []string
+			switch aws.ToString(f.Name) {
+			case "vcpu-info.default-vcpus":
+				have = []string{strconv.Itoa(int(aws.ToInt32(it.VCpuInfo.DefaultVCpus)))}
+			case "processor-info.supported-architecture":
+				for _, a := range it.ProcessorInfo.SupportedArchitectures {
+					have = append(have, string(a))
+				}
+			case "burstable-performance-supported":
+				have = []string{strconv.FormatBool(aws.ToBool(it.BurstablePerformanceSupported))}
+			default:
+				return nil, fmt.Errorf("fake ec2: unsupported filter %s", aws.ToString(f.Name))
+			}
+			hit := false
+			for _, v := range f.Values {
+				hit = hit || slices.Contains(have, v)
+			}
+			ok = ok && hit
+		}
+		if ok {
+			match = append(match, it)
+		}
+	}
+	start := 0
+	if in.NextToken != nil {
+		start, _ = strconv.Atoi(aws.ToString(in.NextToken))
+	}
+	size := e.PageSize
+	if size == 0 {
+		size = len(match) + 1
+	}
+	end := min(start+size, len(match))
+	out := &ec2.DescribeInstanceTypesOutput{InstanceTypes: match[start:end]}
+	if end < len(match) {
+		out.NextToken = aws.String(strconv.Itoa(end))
+	}
+	return out, nil
+}
+
+func (e *EC2) DescribeLaunchTemplateVersions(_ context.Context, in *ec2.DescribeLaunchTemplateVersionsInput, _ ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplateVersionsOutput, error) {
+	e.Mu.Lock()
+	defer e.Mu.Unlock()
+	e.LtInputs = append(e.LtInputs, in)
+	data := &ec2types.ResponseLaunchTemplateData{}
+	if e.LtImage != "" {
+		data.ImageId = aws.String(e.LtImage)
+	}
+	return &ec2.DescribeLaunchTemplateVersionsOutput{LaunchTemplateVersions: []ec2types.LaunchTemplateVersion{{LaunchTemplateData: data}}}, nil
+}
+
+// DescribeLaunchTemplates describes the one launch template there is, by
+// whatever id or name it is asked for, as EC2 does: an unknown one is an
+// error.
+func (e *EC2) DescribeLaunchTemplates(_ context.Context, in *ec2.DescribeLaunchTemplatesInput, _ ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplatesOutput, error) {
+	e.Mu.Lock()
+	defer e.Mu.Unlock()
+	e.LtDescribes = append(e.LtDescribes, in)
+	if len(in.LaunchTemplateIds)+len(in.LaunchTemplateNames) != 1 {
+		return nil, errors.New("fake ec2: DescribeLaunchTemplates of exactly one id or name is supported")
+	}
+	if e.LtMissing {
+		return nil, &smithy.GenericAPIError{Code: "InvalidLaunchTemplateId.NotFound", Message: "the launch template does not exist"}
+	}
+	tags := e.LtTags
+	if tags == nil {
+		tags = map[string]string{protocol.TagPool: e.Pool}
+	}
+	lt := ec2types.LaunchTemplate{LaunchTemplateId: aws.String("lt-0123"), LaunchTemplateName: aws.String("runners")}
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		lt.Tags = append(lt.Tags, ec2types.Tag{Key: aws.String(k), Value: aws.String(tags[k])})
+	}
+	return &ec2.DescribeLaunchTemplatesOutput{LaunchTemplates: []ec2types.LaunchTemplate{lt}}, nil
+}
+
+func (e *EC2) DescribeImages(_ context.Context, in *ec2.DescribeImagesInput, _ ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error) {
+	e.Mu.Lock()
+	defer e.Mu.Unlock()
+	e.ImageInputs = append(e.ImageInputs, in)
+	out := &ec2.DescribeImagesOutput{}
+	for _, id := range in.ImageIds {
+		if arch, ok := e.Images[id]; ok {
+			out.Images = append(out.Images, ec2types.Image{ImageId: aws.String(id), Architecture: arch})
+		}
+	}
+	return out, nil
+}
+
+func (e *EC2) TerminateInstances(_ context.Context, in *ec2.TerminateInstancesInput, _ ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error) {
+	e.Mu.Lock()
+	defer e.Mu.Unlock()
+	e.TerminateN++
+	if err := e.TerminateErrs[e.TerminateN]; err != nil {
+		return nil, err
+	}
+	for _, id := range in.InstanceIds {
+		if e.Unseen[id] > 0 {
+			e.Unseen[id]--
+			return nil, &smithy.GenericAPIError{Code: "InvalidInstanceID.NotFound", Message: fmt.Sprintf("The instance ID '%s' does not exist", id)}
+		}
+	}
+	e.Terminated = append(e.Terminated, in.InstanceIds...)
+	for _, id := range in.InstanceIds {
+		delete(e.Live, id)
+	}
+	return &ec2.TerminateInstancesOutput{}, nil
+}
+
+// Launch adds an instance EC2 runs, as if launched at at.
+func (e *EC2) Launch(id string, at time.Time) {
+	e.Mu.Lock()
+	defer e.Mu.Unlock()
+	e.LaunchLocked(id, at)
+}
+
+// LaunchLocked is Launch with Mu held (from OnFleet).
+func (e *EC2) LaunchLocked(id string, at time.Time) {
+	if e.Live == nil {
+		e.Live = map[string]time.Time{}
+	}
+	e.Live[id] = at
+}
+
+// DescribeInstances lists the live instances; every fake instance belongs
+// to the test pool, so only the filters' presence is checked.
+func (e *EC2) DescribeInstances(_ context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
+	e.Mu.Lock()
+	defer e.Mu.Unlock()
+	var tagged, live bool
+	for _, f := range in.Filters {
+		tagged = tagged || (aws.ToString(f.Name) == "tag:"+protocol.TagPool && slices.Equal(f.Values, []string{e.Pool}))
+		live = live || aws.ToString(f.Name) == "instance-state-name"
+	}
+	if !tagged || !live {
+		return nil, errors.New("fake ec2: DescribeInstances without the pool tag and state filters")
+	}
+	var r ec2types.Reservation
+	for _, id := range slices.Sorted(maps.Keys(e.Live)) {
+		r.Instances = append(r.Instances, ec2types.Instance{InstanceId: aws.String(id), LaunchTime: aws.Time(e.Live[id]), State: &ec2types.InstanceState{Name: ec2types.InstanceStateNameRunning}})
+	}
+	return &ec2.DescribeInstancesOutput{Reservations: []ec2types.Reservation{r}}, nil
+}
+
+// TerminatedIDs are the instances TerminateInstances ended, sorted.
+func (e *EC2) TerminatedIDs() []string {
+	e.Mu.Lock()
+	defer e.Mu.Unlock()
+	ids := slices.Clone(e.Terminated)
+	sort.Strings(ids)
+	return ids
+}
+
+// FleetInputs are the CreateFleet calls, in order.
+func (e *EC2) FleetInputs() []*ec2.CreateFleetInput {
+	e.Mu.Lock()
+	defer e.Mu.Unlock()
+	return slices.Clone(e.Fleets)
+}
+
+func InstanceTypeInfo(name string, vcpus int32, mib int64, burstable bool, archs ...ec2types.ArchitectureType) ec2types.InstanceTypeInfo {
+	return ec2types.InstanceTypeInfo{
+		InstanceType:                  ec2types.InstanceType(name),
+		VCpuInfo:                      &ec2types.VCpuInfo{DefaultVCpus: aws.Int32(vcpus)},
+		MemoryInfo:                    &ec2types.MemoryInfo{SizeInMiB: aws.Int64(mib)},
+		ProcessorInfo:                 &ec2types.ProcessorInfo{SupportedArchitectures: archs},
+		BurstablePerformanceSupported: aws.Bool(burstable),
+	}
+}
+
+func (e *EC2) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
+}

@@ -1,0 +1,353 @@
+package awsfake
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+type qmsg struct {
+	msgID, body, receipt string
+	visibleAt            time.Time
+}
+
+type SentEntry struct {
+	Body  string
+	Delay int32
+	At    time.Time // real time of the call
+}
+
+// queueState is one standard queue with its own clock: received messages are
+// invisible for their visibility timeout, sent ones for their delay.
+type queueState struct {
+	url      string
+	messages []*qmsg
+}
+
+// byReceipt is the index of the message last received with handle h, or -1.
+func (q *queueState) byReceipt(h *string) int {
+	return slices.IndexFunc(q.messages, func(m *qmsg) bool { return m.receipt != "" && m.receipt == aws.ToString(h) })
+}
+
+// SQS holds queues by URL and records every call.
+type SQS struct {
+	Mu     sync.Mutex
+	Clock  time.Time
+	Queues map[string]*queueState
+	seq    int
+	// AdvancePerReceive moves the clock on at every receive (0: never).
+	AdvancePerReceive time.Duration
+
+	Receives []*sqs.ReceiveMessageInput
+	Received []string // bodies, in order
+	Deletes  []*sqs.DeleteMessageBatchInput
+	Sends    []*sqs.SendMessageBatchInput
+	Sent     []SentEntry
+
+	VisibilityChanges []*sqs.ChangeMessageVisibilityBatchInput
+
+	counts  map[string]int
+	failNth map[string]map[int]error
+	// FailDelete makes DeleteMessageBatch report the entry of a message
+	// with this instance id as failed.
+	FailDelete map[string]bool
+	// FailSendEntries: this many SendMessageBatch calls report their first
+	// entry as failed.
+	FailSendEntries int
+	// ReceiveHook runs (without the lock) before every receive.
+	ReceiveHook func(n int, in *sqs.ReceiveMessageInput)
+}
+
+// NewSQS holds an empty standard queue per URL.
+func NewSQS(urls ...string) *SQS {
+	s := &SQS{Clock: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), Queues: map[string]*queueState{},
+		counts: map[string]int{}, failNth: map[string]map[int]error{}, FailDelete: map[string]bool{}}
+	for _, u := range urls {
+		s.Queues[u] = &queueState{url: u}
+	}
+	return s
+}
+
+// Fail makes the n-th call of op fail with err.
+func (s *SQS) Fail(op string, n int, err error) {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	if s.failNth[op] == nil {
+		s.failNth[op] = map[int]error{}
+	}
+	s.failNth[op][n] = err
+}
+
+func (s *SQS) enter(ctx context.Context, op string) error {
+	if err := ctx.Err(); err != nil { // as the SDK: a cancelled call is not sent
+		return err
+	}
+	s.counts[op]++
+	return s.failNth[op][s.counts[op]]
+}
+
+func (s *SQS) queue(url *string) (*queueState, error) {
+	q := s.Queues[aws.ToString(url)]
+	if q == nil {
+		return nil, fmt.Errorf("fake sqs: AWS.SimpleQueueService.NonExistentQueue: %s", aws.ToString(url))
+	}
+	return q, nil
+}
+
+// Add puts a message in a queue, visible at once (test setup).
+func (s *SQS) Add(url, body string) {
+	s.Mu.Lock()
+	now := s.Clock
+	s.Mu.Unlock()
+	s.AddAt(url, body, now)
+}
+
+// AddAt puts a message in a queue, visible from at on the queue's clock
+// (test setup).
+func (s *SQS) AddAt(url, body string, at time.Time) {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	s.seq++
+	s.Queues[url].messages = append(s.Queues[url].messages, &qmsg{msgID: "m" + strconv.Itoa(s.seq), body: body, visibleAt: at})
+}
+
+func (s *SQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, _ ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	s.Mu.Lock()
+	hook := s.ReceiveHook
+	n := len(s.Receives) + 1
+	s.Mu.Unlock()
+	if hook != nil {
+		hook(n, in)
+	}
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	s.Receives = append(s.Receives, in)
+	if err := s.enter(ctx, "ReceiveMessage"); err != nil {
+		return nil, err
+	}
+	q, err := s.queue(in.QueueUrl)
+	if err != nil {
+		return nil, err
+	}
+	if in.MaxNumberOfMessages < 1 || in.MaxNumberOfMessages > 10 {
+		return nil, fmt.Errorf("fake sqs: MaxNumberOfMessages %d out of 1-10", in.MaxNumberOfMessages)
+	}
+	if in.WaitTimeSeconds < 0 || in.WaitTimeSeconds > 20 {
+		return nil, fmt.Errorf("fake sqs: WaitTimeSeconds %d out of 0-20", in.WaitTimeSeconds)
+	}
+	s.Clock = s.Clock.Add(s.AdvancePerReceive)
+	visible := func() []*qmsg {
+		var v []*qmsg
+		for _, m := range q.messages {
+			if !m.visibleAt.After(s.Clock) && len(v) < int(in.MaxNumberOfMessages) {
+				v = append(v, m)
+			}
+		}
+		return v
+	}
+	got := visible()
+	if len(got) == 0 && in.WaitTimeSeconds > 0 {
+		// Long poll: wait (on the fake clock) for the first message to
+		// become visible, at most WaitTimeSeconds.
+		end := s.Clock.Add(time.Duration(in.WaitTimeSeconds) * time.Second)
+		next := end
+		for _, m := range q.messages {
+			if m.visibleAt.Before(next) {
+				next = m.visibleAt
+			}
+		}
+		s.Clock = next
+		got = visible()
+	}
+	out := &sqs.ReceiveMessageOutput{}
+	for _, m := range got {
+		s.seq++
+		m.receipt = fmt.Sprintf("rh-%s-%d", m.msgID, s.seq)
+		m.visibleAt = s.Clock.Add(time.Duration(in.VisibilityTimeout) * time.Second)
+		s.Received = append(s.Received, m.body)
+		out.Messages = append(out.Messages, sqstypes.Message{MessageId: aws.String(m.msgID), ReceiptHandle: aws.String(m.receipt), Body: aws.String(m.body)})
+	}
+	return out, nil
+}
+
+func checkBatchIDs[T any](entries []T, id func(T) *string) error {
+	if len(entries) == 0 || len(entries) > 10 {
+		return fmt.Errorf("fake sqs: %d entries in a batch", len(entries))
+	}
+	seen := map[string]bool{}
+	for _, e := range entries {
+		i := aws.ToString(id(e))
+		if i == "" || seen[i] {
+			return fmt.Errorf("fake sqs: batch entry id %q empty or repeated", i)
+		}
+		seen[i] = true
+	}
+	return nil
+}
+
+// ChangeMessageVisibilityBatch sets when received messages become visible.
+func (s *SQS) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	s.VisibilityChanges = append(s.VisibilityChanges, in)
+	if err := s.enter(ctx, "ChangeMessageVisibilityBatch"); err != nil {
+		return nil, err
+	}
+	q, err := s.queue(in.QueueUrl)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBatchIDs(in.Entries, func(e sqstypes.ChangeMessageVisibilityBatchRequestEntry) *string { return e.Id }); err != nil {
+		return nil, err
+	}
+	out := &sqs.ChangeMessageVisibilityBatchOutput{}
+	for _, e := range in.Entries {
+		if idx := q.byReceipt(e.ReceiptHandle); idx >= 0 {
+			q.messages[idx].visibleAt = s.Clock.Add(time.Duration(e.VisibilityTimeout) * time.Second)
+			out.Successful = append(out.Successful, sqstypes.ChangeMessageVisibilityBatchResultEntry{Id: e.Id})
+		} else {
+			out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("ReceiptHandleIsInvalid"), Message: aws.String("no such receipt handle"), SenderFault: true})
+		}
+	}
+	return out, nil
+}
+
+func (s *SQS) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	s.Deletes = append(s.Deletes, in)
+	if err := s.enter(ctx, "DeleteMessageBatch"); err != nil {
+		return nil, err
+	}
+	q, err := s.queue(in.QueueUrl)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBatchIDs(in.Entries, func(e sqstypes.DeleteMessageBatchRequestEntry) *string { return e.Id }); err != nil {
+		return nil, err
+	}
+	out := &sqs.DeleteMessageBatchOutput{}
+	for _, e := range in.Entries {
+		idx := q.byReceipt(e.ReceiptHandle)
+		if idx >= 0 && s.FailDelete[BodyID(q.messages[idx].body)] {
+			idx = -1
+		}
+		if idx < 0 {
+			out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("ReceiptHandleIsInvalid"), Message: aws.String("invalid receipt handle")})
+			continue
+		}
+		q.messages = slices.Delete(q.messages, idx, idx+1)
+		out.Successful = append(out.Successful, sqstypes.DeleteMessageBatchResultEntry{Id: e.Id})
+	}
+	return out, nil
+}
+
+func (s *SQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	s.Sends = append(s.Sends, in)
+	if err := s.enter(ctx, "SendMessageBatch"); err != nil {
+		return nil, err
+	}
+	q, err := s.queue(in.QueueUrl)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBatchIDs(in.Entries, func(e sqstypes.SendMessageBatchRequestEntry) *string { return e.Id }); err != nil {
+		return nil, err
+	}
+	out := &sqs.SendMessageBatchOutput{}
+	for i, e := range in.Entries {
+		if e.DelaySeconds < 0 || e.DelaySeconds > 900 {
+			return nil, fmt.Errorf("fake sqs: DelaySeconds %d", e.DelaySeconds)
+		}
+		if i == 0 && s.FailSendEntries > 0 {
+			s.FailSendEntries--
+			out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InternalError"), Message: aws.String("injected entry failure")})
+			continue
+		}
+		s.seq++
+		q.messages = append(q.messages, &qmsg{msgID: "m" + strconv.Itoa(s.seq), body: aws.ToString(e.MessageBody), visibleAt: s.Clock.Add(time.Duration(e.DelaySeconds) * time.Second)})
+		s.Sent = append(s.Sent, SentEntry{Body: aws.ToString(e.MessageBody), Delay: e.DelaySeconds, At: time.Now()})
+		out.Successful = append(out.Successful, sqstypes.SendMessageBatchResultEntry{Id: e.Id, MessageId: aws.String("m" + strconv.Itoa(s.seq))})
+	}
+	return out, nil
+}
+
+// BodyID is the instance id of a message body, or the body when it has none.
+func BodyID(body string) string {
+	m, err := protocol.ParseMessage(body)
+	if err != nil || m.ID == "" {
+		return body
+	}
+	return m.ID
+}
+
+// SentEntries are the messages SendMessageBatch queued, in order.
+func (s *SQS) SentEntries() []SentEntry {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	return slices.Clone(s.Sent)
+}
+
+// ReceiveInputs are the ReceiveMessage calls, in order.
+func (s *SQS) ReceiveInputs() []*sqs.ReceiveMessageInput {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	return slices.Clone(s.Receives)
+}
+
+// Bodies are the bodies of the messages in a queue, visible or not, in
+// the order they were sent.
+func (s *SQS) Bodies(url string) []string {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	var out []string
+	for _, m := range s.Queues[url].messages {
+		out = append(out, m.body)
+	}
+	return out
+}
+
+// Count is how many calls of op the fake answered or failed.
+func (s *SQS) Count(op string) int {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	return s.counts[op]
+}
+
+// VisibleIDs are the instance ids (or raw bodies) of the messages a receive
+// could return now, sorted.
+func (s *SQS) VisibleIDs(url string) []string {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	var ids []string
+	for _, m := range s.Queues[url].messages {
+		if !m.visibleAt.After(s.Clock) {
+			ids = append(ids, BodyID(m.body))
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// CallCount is how many calls the fake answered or failed, of any kind.
+func (s *SQS) CallCount() int {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	n := 0
+	for _, c := range s.counts {
+		n += c
+	}
+	return n
+}

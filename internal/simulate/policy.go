@@ -1,0 +1,50 @@
+package simulate
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+// Policy is how the pool keeps runners warm: today the hot tier alone,
+// each released runner idling for IdleTimeout before it terminates itself.
+//
+// Warm tiers plug in without changing the driver:
+//   - targets by class and schedule window (hot N, stopped M) become fields
+//     here, written into the pool config by configure, which is all the
+//     claim code reads;
+//   - the pool apply that fills them is an event the replay schedules with
+//     World.At at its start and at each window's edges;
+//   - the agent's keep-or-leave decision at its idle deadline takes the
+//     place of World.idleDeadline's TerminateInstances;
+//   - a stopped runner's start is one more entry of LatencyBySource, and
+//     its stopped hours (EBS only) one more term of instanceCost.
+type Policy struct {
+	Name        string
+	IdleTimeout time.Duration
+}
+
+// configure sets what the policy decides in the pool config the claims
+// read.
+func (p Policy) configure(cfg *protocol.PoolConfig) {
+	cfg.IdleTimeout = protocol.Duration(p.IdleTimeout)
+}
+
+// SeedsPolicy is the seeds' (and the provider's default): hot only, 7
+// minutes.
+func SeedsPolicy() Policy {
+	p := HotPolicy(7 * time.Minute)
+	p.Name += " (seeds')"
+	return p
+}
+
+// HotPolicy keeps released runners hot for idle.
+func HotPolicy(idle time.Duration) Policy {
+	return Policy{Name: fmt.Sprintf("hot, idle %s", protocol.FormatDuration(idle)), IdleTimeout: idle}
+}
+
+// Policies are the guide's: the seeds', then longer idle timeouts.
+func Policies() []Policy {
+	return []Policy{SeedsPolicy(), HotPolicy(15 * time.Minute), HotPolicy(30 * time.Minute), HotPolicy(time.Hour)}
+}
