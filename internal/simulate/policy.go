@@ -23,12 +23,16 @@ import (
 type Policy struct {
 	Name        string
 	IdleTimeout time.Duration
+	// Warm are hot targets by class (the pool's warm attribute): releases
+	// keep that many runners hot to the end of their window.
+	Warm map[string]protocol.WarmTarget
 }
 
 // configure sets what the policy decides in the pool config the claims
 // read.
 func (p Policy) configure(cfg *protocol.PoolConfig) {
 	cfg.IdleTimeout = protocol.Duration(p.IdleTimeout)
+	cfg.Warm = p.Warm
 }
 
 // SeedsPolicy is the seeds' (and the provider's default): hot only, 7
@@ -44,7 +48,25 @@ func HotPolicy(idle time.Duration) Policy {
 	return Policy{Name: fmt.Sprintf("hot, idle %s", protocol.FormatDuration(idle)), IdleTimeout: idle}
 }
 
-// Policies are the guide's: the seeds', then longer idle timeouts.
+// OfficeHoursPolicy idles for 7 minutes and keeps large and xlarge
+// runners hot on weekdays from 08:00 to 19:00 (the weekday trace's time
+// zone, UTC), as the pool's warm attribute does.
+func OfficeHoursPolicy(large, xlarge int) Policy {
+	window := func(hot int) protocol.WarmTarget {
+		return protocol.WarmTarget{Schedule: []protocol.WarmWindow{
+			{Days: []string{"mon", "tue", "wed", "thu", "fri"}, From: "08:00", To: "19:00", TimeZone: "UTC", Hot: hot},
+		}}
+	}
+	return Policy{
+		Name:        fmt.Sprintf("idle 7m, hot %d large + %d xlarge 08-19 weekdays", large, xlarge),
+		IdleTimeout: 7 * time.Minute,
+		Warm:        map[string]protocol.WarmTarget{"large": window(large), "xlarge": window(xlarge)},
+	}
+}
+
+// Policies are the guide's: the seeds', longer idle timeouts, and hot
+// targets in office hours.
 func Policies() []Policy {
-	return []Policy{SeedsPolicy(), HotPolicy(15 * time.Minute), HotPolicy(30 * time.Minute), HotPolicy(time.Hour)}
+	return []Policy{SeedsPolicy(), HotPolicy(15 * time.Minute), HotPolicy(30 * time.Minute), HotPolicy(time.Hour),
+		OfficeHoursPolicy(8, 2), OfficeHoursPolicy(16, 4)}
 }
