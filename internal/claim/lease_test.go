@@ -82,7 +82,10 @@ func TestCreateLeavesARecordRefreshedMeanwhile(t *testing.T) {
 		}
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), leaseInterval/2)
+	// The deadline falls in the middle of the second wait (leaseInterval/4
+	// each), never at the end of one, where a loaded machine could be
+	// reading the record instead.
+	ctx, cancel := context.WithTimeout(context.Background(), leaseInterval*3/8)
 	defer cancel()
 	if _, err := e.c.Create(ctx, e.request(1)); err == nil || !strings.Contains(err.Error(), "another apply is claiming runners") {
 		t.Fatalf("Create: %v, want it to wait for the live attempt", err)
