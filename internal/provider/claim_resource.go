@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/identityschema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/boolplanmodifier"
@@ -39,6 +40,7 @@ import (
 var (
 	_ resource.ResourceWithConfigure   = (*claimResource)(nil)
 	_ resource.ResourceWithImportState = (*claimResource)(nil)
+	_ resource.ResourceWithIdentity    = (*claimResource)(nil)
 	_ resource.ResourceWithModifyPlan  = (*claimResource)(nil)
 )
 
@@ -79,6 +81,20 @@ type claimResourceModel struct {
 	ReusedCount          types.Int64    `tfsdk:"reused_count"`
 	CreatedCount         types.Int64    `tfsdk:"created_count"`
 	Timeouts             timeouts.Value `tfsdk:"timeouts"`
+}
+
+// claimIdentity is the claim's resource identity (Terraform 1.12+): its
+// pool and run id, which name its claim record.
+type claimIdentity struct {
+	Pool  types.String `tfsdk:"pool"`
+	RunID types.String `tfsdk:"run_id"`
+}
+
+func (r *claimResource) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	resp.IdentitySchema = identityschema.Schema{Attributes: map[string]identityschema.Attribute{
+		"pool":   identityschema.StringAttribute{RequiredForImport: true, Description: "Name of the pool."},
+		"run_id": identityschema.StringAttribute{RequiredForImport: true, Description: "The claim's run id."},
+	}}
 }
 
 func (r *claimResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -299,6 +315,7 @@ func (r *claimResource) Create(ctx context.Context, req resource.CreateRequest, 
 	plan.ReusedCount, plan.CreatedCount = types.Int64Value(int64(res.Reused)), types.Int64Value(int64(res.Created))
 	setInstances(&plan, res.Instances)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	resp.Diagnostics.Append(resp.Identity.Set(ctx, claimIdentity{Pool: plan.Pool, RunID: plan.RunID})...)
 }
 
 func (r *claimResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -346,6 +363,7 @@ func (r *claimResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	state.ReusedCount, state.CreatedCount = types.Int64Value(reused), types.Int64Value(created)
 	setInstances(&state, live)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+	resp.Diagnostics.Append(resp.Identity.Set(ctx, claimIdentity{Pool: state.Pool, RunID: state.RunID})...)
 }
 
 // Update only changes timeouts: every other argument forces replacement.
@@ -372,17 +390,29 @@ func (r *claimResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 	}
 }
 
+// ImportState takes <pool>/<run_id> as the import ID or, from an import
+// block's identity (Terraform 1.12+), identity.pool and identity.run_id.
 func (r *claimResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	given := req.ID
 	poolName, runID, found := strings.Cut(req.ID, "/")
+	if req.ID == "" && req.Identity != nil {
+		var id claimIdentity
+		resp.Diagnostics.Append(req.Identity.Get(ctx, &id)...)
+		poolName, runID, found = id.Pool.ValueString(), id.RunID.ValueString(), true
+		given = fmt.Sprintf("identity { pool = %q, run_id = %q }", poolName, runID)
+	}
+	if resp.Diagnostics.HasError() {
+		return
+	}
 	if !found || protocol.ValidatePoolName(poolName) != nil {
-		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("Import a claim as <pool>/<run_id>, e.g. ci-runners/run-1234; got %q.", req.ID))
+		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("Import a claim as <pool>/<run_id>, e.g. ci-runners/run-1234, or by identity { pool, run_id }; got %s.", given))
 		return
 	}
 	if err := protocol.ValidateRunID(runID); err != nil {
-		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("Import a claim as <pool>/<run_id>, e.g. ci-runners/run-1234; in %q, the %s.", req.ID, err))
+		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("Import a claim as <pool>/<run_id>, e.g. ci-runners/run-1234, or by identity { pool, run_id }; in %s, the %s.", given, err))
 		return
 	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), poolName+"/"+runID)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("pool"), poolName)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("run_id"), runID)...)
 }
