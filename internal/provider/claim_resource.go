@@ -213,10 +213,7 @@ func (r *claimResource) Configure(_ context.Context, req resource.ConfigureReque
 	r.data = configuredData(req.ProviderData, &resp.Diagnostics)
 }
 
-func (r *claimResource) claimer(ctx context.Context) *claim.Claimer {
-	c := r.data.clients
-	return &claim.Claimer{DynamoDB: c.DynamoDB, SQS: c.SQS, EC2: c.EC2, GitHub: r.data.github, Log: tflogAdapter(ctx)}
-}
+func (r *claimResource) claimer(ctx context.Context) *claim.Claimer { return r.data.claimer(ctx) }
 
 // ModifyPlan checks the claim against its pool at plan time when the pool
 // exists, and replaces a claim that lost runners.
@@ -335,33 +332,7 @@ func (r *claimResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	}
 	// A record without live runners stays: destroy still has a release to
 	// finish, and apply replaces the claim (ModifyPlan).
-	q := rec.Request
-	state.ID = types.StringValue(q.Pool + "/" + q.RunID)
-	state.Label = types.StringValue(q.RunID)
-	state.InstanceCount = types.Int64Value(int64(q.InstanceCount))
-	state.ResourceClass = types.StringValue(q.ResourceClass)
-	state.UsageClass = types.StringValue(q.UsageClass)
-	state.AllowedInstanceTypes = stringListValue(q.AllowedTypes)
-	state.FleetFallback = types.BoolValue(q.FleetFallback)
-	if q.MaxRuntime > 0 {
-		state.MaxRuntime = durationValue(state.MaxRuntime, q.MaxRuntime)
-	} else {
-		state.MaxRuntime = types.StringNull()
-	}
-	state.HeartbeatMaxAge = durationValue(state.HeartbeatMaxAge, q.Timings.HeartbeatMaxAge)
-	state.RegistrationWait = durationValue(state.RegistrationWait, q.Timings.RegistrationWait)
-	state.FleetValidationWait = durationValue(state.FleetValidationWait, q.Timings.FleetValidationWait)
-	state.ReleaseWait = durationValue(state.ReleaseWait, q.Timings.ReleaseWait)
-	var reused, created int64
-	for _, inst := range rec.Instances {
-		if inst.Source == claim.SourcePool {
-			reused++
-		} else {
-			created++
-		}
-	}
-	state.ReusedCount, state.CreatedCount = types.Int64Value(reused), types.Int64Value(created)
-	setInstances(&state, live)
+	setRecord(&state, rec, live)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 	resp.Diagnostics.Append(resp.Identity.Set(ctx, claimIdentity{Pool: state.Pool, RunID: state.RunID})...)
 }
@@ -415,6 +386,38 @@ func (r *claimResource) ImportState(ctx context.Context, req resource.ImportStat
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), poolName+"/"+runID)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("pool"), poolName)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("run_id"), runID)...)
+}
+
+// setRecord fills the model from the claim's record and the runners it
+// still holds, keeping the user's spelling of equal durations.
+func setRecord(m *claimResourceModel, rec claim.Record, live []claim.Instance) {
+	q := rec.Request
+	m.ID = types.StringValue(q.Pool + "/" + q.RunID)
+	m.Pool, m.RunID, m.Label = types.StringValue(q.Pool), types.StringValue(q.RunID), types.StringValue(q.RunID)
+	m.InstanceCount = types.Int64Value(int64(q.InstanceCount))
+	m.ResourceClass = types.StringValue(q.ResourceClass)
+	m.UsageClass = types.StringValue(q.UsageClass)
+	m.AllowedInstanceTypes = stringListValue(q.AllowedTypes)
+	m.FleetFallback = types.BoolValue(q.FleetFallback)
+	if q.MaxRuntime > 0 {
+		m.MaxRuntime = durationValue(m.MaxRuntime, q.MaxRuntime)
+	} else {
+		m.MaxRuntime = types.StringNull()
+	}
+	m.HeartbeatMaxAge = durationValue(m.HeartbeatMaxAge, q.Timings.HeartbeatMaxAge)
+	m.RegistrationWait = durationValue(m.RegistrationWait, q.Timings.RegistrationWait)
+	m.FleetValidationWait = durationValue(m.FleetValidationWait, q.Timings.FleetValidationWait)
+	m.ReleaseWait = durationValue(m.ReleaseWait, q.Timings.ReleaseWait)
+	var reused, created int64
+	for _, inst := range rec.Instances {
+		if inst.Source == claim.SourcePool {
+			reused++
+		} else {
+			created++
+		}
+	}
+	m.ReusedCount, m.CreatedCount = types.Int64Value(reused), types.Int64Value(created)
+	setInstances(m, live)
 }
 
 func setInstances(m *claimResourceModel, insts []claim.Instance) {
