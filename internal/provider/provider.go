@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/action"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/list"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -29,6 +30,7 @@ import (
 var (
 	_ provider.Provider                  = (*ec2runnersProvider)(nil)
 	_ provider.ProviderWithListResources = (*ec2runnersProvider)(nil)
+	_ provider.ProviderWithActions       = (*ec2runnersProvider)(nil)
 )
 
 type ec2runnersProvider struct {
@@ -250,4 +252,8 @@ func (p *ec2runnersProvider) DataSources(context.Context) []func() datasource.Da
 
 func (p *ec2runnersProvider) ListResources(context.Context) []func() list.ListResource {
 	return []func() list.ListResource{NewClaimListResource}
+}
+
+func (p *ec2runnersProvider) Actions(context.Context) []func() action.Action {
+	return []func() action.Action{NewReapAction}
 }

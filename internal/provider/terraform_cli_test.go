@@ -18,26 +18,36 @@ import (
 
 // generateConfig runs `terraform query -generate-config-out=generated.tf`
 // in dir, which holds a configuration and a query file, and returns the
-// generated configuration. terraform-plugin-testing's query mode cannot
-// generate configuration, so this runs the Terraform it tests with
-// (TF_ACC_TERRAFORM_PATH) itself, against this provider served in-process
-// as the framework serves it to its steps.
+// generated configuration: terraform-plugin-testing's query mode does not
+// generate configuration.
 func generateConfig(t *testing.T, dir string) (string, error) {
 	t.Helper()
-	tf := os.Getenv("TF_ACC_TERRAFORM_PATH")
-	env := append(os.Environ(), "TF_REATTACH_PROVIDERS="+serveTestProviders(t), "TF_IN_AUTOMATION=1")
-	for _, args := range [][]string{{"init", "-input=false"}, {"query", "-generate-config-out=generated.tf", "-no-color"}} {
-		cmd := exec.Command(tf, args...)
-		cmd.Dir, cmd.Env = dir, env
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Run(); err != nil {
-			return "", fmt.Errorf("terraform %v: %w\n%s", args, err, out.String())
-		}
-		t.Logf("terraform %v:\n%s", args, out.String())
+	if _, err := runTerraform(t, dir, "query", "-generate-config-out=generated.tf"); err != nil {
+		return "", err
 	}
 	generated, err := os.ReadFile(filepath.Join(dir, "generated.tf"))
 	return string(generated), err
+}
+
+// runTerraform runs terraform init, then terraform args, in dir with the
+// Terraform the tests use (TF_ACC_TERRAFORM_PATH) and this provider served
+// in-process as terraform-plugin-testing serves it to its steps, for what
+// its steps cannot do. It returns the output of args.
+func runTerraform(t *testing.T, dir string, args ...string) (string, error) {
+	t.Helper()
+	tf := os.Getenv("TF_ACC_TERRAFORM_PATH")
+	env := append(os.Environ(), "TF_REATTACH_PROVIDERS="+serveTestProviders(t), "TF_IN_AUTOMATION=1")
+	var out bytes.Buffer
+	for _, a := range [][]string{{"init", "-input=false"}, append(args, "-no-color")} {
+		out.Reset()
+		cmd := exec.Command(tf, a...)
+		cmd.Dir, cmd.Env = dir, env
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			return out.String(), fmt.Errorf("terraform %v: %w\n%s", a, err, out.String())
+		}
+	}
+	return out.String(), nil
 }
 
 // serveTestProviders serves testProviders until the test ends and returns
