@@ -342,6 +342,8 @@ func (r *claimResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	var plan claimResourceModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	// Terraform before 1.12 plans no identity: set it here too.
+	resp.Diagnostics.Append(resp.Identity.Set(ctx, claimIdentity{Pool: plan.Pool, RunID: plan.RunID})...)
 }
 
 func (r *claimResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {

@@ -412,6 +412,8 @@ func (r *poolResource) Update(ctx context.Context, req resource.UpdateRequest, r
 	r.applySpec(ctx, &plan, timeout, "update", r.manager().Update, &resp.Diagnostics)
 	if !resp.Diagnostics.HasError() {
 		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+		// Terraform before 1.12 plans no identity: set it here too.
+		resp.Diagnostics.Append(resp.Identity.Set(ctx, poolIdentity{Name: plan.Name})...)
 	}
 }
 
