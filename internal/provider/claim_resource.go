@@ -321,6 +321,9 @@ func (r *claimResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	// Before the read: the framework wants an identity also when the claim is
+	// gone, which Terraform before 1.12 never holds.
+	resp.Diagnostics.Append(resp.Identity.Set(ctx, claimIdentity{Pool: state.Pool, RunID: state.RunID})...)
 	rec, live, ok, err := r.claimer(ctx).Read(ctx, state.Pool.ValueString(), state.RunID.ValueString())
 	if err != nil {
 		resp.Diagnostics.AddError(fmt.Sprintf("Cannot read claim %s", state.ID.ValueString()), err.Error())
@@ -334,7 +337,6 @@ func (r *claimResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	// finish, and apply replaces the claim (ModifyPlan).
 	setRecord(&state, rec, live)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
-	resp.Diagnostics.Append(resp.Identity.Set(ctx, claimIdentity{Pool: state.Pool, RunID: state.RunID})...)
 }
 
 // Update only changes timeouts: every other argument forces replacement.

@@ -375,6 +375,9 @@ func (r *poolResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	// Before the read: the framework wants an identity also when the pool is
+	// gone, which Terraform before 1.12 never holds.
+	resp.Diagnostics.Append(resp.Identity.Set(ctx, poolIdentity{Name: state.ID})...)
 	st, err := r.manager().Read(ctx, state.ID.ValueString())
 	if errors.Is(err, pool.ErrNotFound) {
 		resp.State.RemoveResource(ctx)
@@ -386,7 +389,6 @@ func (r *poolResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 	}
 	r.setStatus(&state, st)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
-	resp.Diagnostics.Append(resp.Identity.Set(ctx, poolIdentity{Name: state.Name})...)
 	r.reap(ctx, st.Config.Name)
 }
 
