@@ -83,14 +83,14 @@ func (l *claimList) List(ctx context.Context, req list.ListRequest, stream *list
 		diags.AddWarning("Skipped an unreadable claim record", c)
 	}
 	stream.Results = func(push func(list.ListResult) bool) {
+		if len(diags) > 0 && !push(list.ListResult{Diagnostics: diags}) {
+			return
+		}
 		for i, c := range claims {
 			if req.Limit > 0 && int64(i) >= req.Limit {
 				return
 			}
 			res := req.NewListResult(ctx)
-			if i == 0 {
-				res.Diagnostics.Append(diags...)
-			}
 			res.DisplayName = claimDisplayName(c)
 			res.Diagnostics.Append(res.Identity.Set(ctx, claimIdentity{Pool: types.StringValue(c.Request.Pool), RunID: types.StringValue(c.Request.RunID)})...)
 			if req.IncludeResource {
