@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -368,7 +369,7 @@ func (r *claimResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 // ImportState takes <pool>/<run_id> as the import ID or, from an import
 // block's identity (Terraform 1.12+), identity.pool and identity.run_id.
 func (r *claimResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	given := req.ID
+	given := strconv.Quote(req.ID)
 	poolName, runID, found := strings.Cut(req.ID, "/")
 	if req.ID == "" && req.Identity != nil {
 		var id claimIdentity
