@@ -2,6 +2,7 @@ package claim
 
 import (
 	"context"
+	"time"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -20,12 +21,19 @@ func (c *Claimer) Read(ctx context.Context, poolName, runID string) (rec Record,
 	if err != nil {
 		return Record{}, nil, false, err
 	}
-	now := protocol.FormatTime(c.now())
+	return rec, liveInstances(rec, records, c.now()), true, nil
+}
+
+// liveInstances are the instances of rec that it still holds, given their
+// instance records.
+func liveInstances(rec Record, records map[string]protocol.Instance, at time.Time) []Instance {
+	var live []Instance
+	now := protocol.FormatTime(at)
 	for _, inst := range rec.Instances {
 		r, found := records[inst.ID]
-		if found && r.RunID == runID && (r.State == protocol.StateRunning || r.State == protocol.StateClaimed) && r.Threshold > now {
+		if found && r.RunID == rec.Request.RunID && (r.State == protocol.StateRunning || r.State == protocol.StateClaimed) && r.Threshold > now {
 			live = append(live, inst)
 		}
 	}
-	return rec, live, true, nil
+	return live
 }

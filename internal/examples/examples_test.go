@@ -39,6 +39,11 @@ const (
 // resources, data sources or provider blocks, or the hashicorp/aws source.
 var otherProvider = regexp.MustCompile(`(?m)(resource|data|ephemeral)\s+"aws_|provider\s+"aws"|hashicorp/aws`)
 
+// newerTerraform finds what Terraform 1.11 cannot read: import blocks by
+// identity (1.12), actions and list resources (1.14). Those examples are
+// checked with terraform-1.15.
+var newerTerraform = regexp.MustCompile(`(?m)^\s*(action|list)\s+"|^\s*identity\s*=`)
+
 // requiredProviders tells whether a configuration declares its providers; the
 // short examples the docs embed do not, and Terraform would then look for
 // hashicorp/ec2runners.
@@ -80,8 +85,13 @@ func TestExamples_validate(t *testing.T) {
 		t.Logf("%s: terraform fmt -check and terraform validate (ec2runners only)", dir)
 		copyDir := filepath.Join(work, "examples", filepath.FromSlash(dir))
 		addRequiredProviders := !requiredProviders.MatchString(text)
+		needsNewer := newerTerraform.MatchString(text)
 		t.Run(dir, func(t *testing.T) {
 			t.Parallel()
+			tf, validate := tf, []string{"validate", "-no-color"}
+			if needsNewer {
+				tf, validate = terraform115Path(t), append(validate, "-query")
+			}
 			runTerraform(t, tf, src, nil, "fmt", "-check", "-diff", "-no-color")
 			if addRequiredProviders {
 				// What a user's configuration around the snippet declares.
@@ -90,7 +100,7 @@ func TestExamples_validate(t *testing.T) {
 					strings.TrimPrefix(providerAddress, "registry.terraform.io/")))
 			}
 			env := []string{"TF_CLI_CONFIG_FILE=" + cliConfig}
-			out, ok := runTerraform(t, tf, copyDir, env, "validate", "-no-color")
+			out, ok := runTerraform(t, tf, copyDir, env, validate...)
 			if ok && !strings.Contains(out, "Success! The configuration is valid") {
 				t.Errorf("terraform validate in %s did not report success:\n%s", dir, out)
 			}
@@ -126,7 +136,24 @@ func terraformPath(t *testing.T) string {
 	return abs
 }
 
-// exampleDirs lists the directories under examples/ that hold *.tf files,
+// terraform115Path finds terraform-1.15 on PATH. Outside CI a missing one
+// skips the test, saying what is missing; CI (CI set, as .ci/run does) fails.
+func terraform115Path(t *testing.T) string {
+	t.Helper()
+	path, err := exec.LookPath("terraform-1.15")
+	if err == nil {
+		return path
+	}
+	msg := "this example needs Terraform >= 1.12 and terraform-1.15 is not on PATH (.ci/run adds ../shared/tools)"
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// exampleDirs lists the directories under examples/ that hold *.tf (or
+// *.tfquery.hcl) files,
 // relative to examples/ with forward slashes, skipping hidden directories
 // (.terraform, .terragrunt-cache).
 func exampleDirs(t *testing.T) []string {
@@ -142,7 +169,7 @@ func exampleDirs(t *testing.T) []string {
 		if path != examplesDir && strings.HasPrefix(d.Name(), ".") {
 			return filepath.SkipDir
 		}
-		tfFiles, err := filepath.Glob(filepath.Join(path, "*.tf"))
+		tfFiles, err := configFiles(path)
 		if err != nil {
 			return err
 		}
@@ -161,11 +188,11 @@ func exampleDirs(t *testing.T) []string {
 	return dirs
 }
 
-// configText is the directory's *.tf files without their comment lines, so
+// configText is the directory's configuration and query files without their comment lines, so
 // that a comment mentioning the AWS provider changes nothing.
 func configText(t *testing.T, dir string) string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.tf"))
+	files, err := configFiles(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,6 +212,16 @@ func configText(t *testing.T, dir string) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// configFiles are the configuration and query files of dir.
+func configFiles(dir string) ([]string, error) {
+	tf, err := filepath.Glob(filepath.Join(dir, "*.tf"))
+	if err != nil {
+		return nil, err
+	}
+	query, err := filepath.Glob(filepath.Join(dir, "*.tfquery.hcl"))
+	return append(tf, query...), err
 }
 
 // buildProvider builds the provider once and returns the directory holding it.

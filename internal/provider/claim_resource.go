@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/identityschema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/boolplanmodifier"
@@ -39,6 +41,7 @@ import (
 var (
 	_ resource.ResourceWithConfigure   = (*claimResource)(nil)
 	_ resource.ResourceWithImportState = (*claimResource)(nil)
+	_ resource.ResourceWithIdentity    = (*claimResource)(nil)
 	_ resource.ResourceWithModifyPlan  = (*claimResource)(nil)
 )
 
@@ -79,6 +82,20 @@ type claimResourceModel struct {
 	ReusedCount          types.Int64    `tfsdk:"reused_count"`
 	CreatedCount         types.Int64    `tfsdk:"created_count"`
 	Timeouts             timeouts.Value `tfsdk:"timeouts"`
+}
+
+// claimIdentity is the claim's resource identity (Terraform 1.12+): its
+// pool and run id, which name its claim record.
+type claimIdentity struct {
+	Pool  types.String `tfsdk:"pool"`
+	RunID types.String `tfsdk:"run_id"`
+}
+
+func (r *claimResource) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	resp.IdentitySchema = identityschema.Schema{Attributes: map[string]identityschema.Attribute{
+		"pool":   identityschema.StringAttribute{RequiredForImport: true, Description: "Name of the pool."},
+		"run_id": identityschema.StringAttribute{RequiredForImport: true, Description: "The claim's run id."},
+	}}
 }
 
 func (r *claimResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -197,10 +214,7 @@ func (r *claimResource) Configure(_ context.Context, req resource.ConfigureReque
 	r.data = configuredData(req.ProviderData, &resp.Diagnostics)
 }
 
-func (r *claimResource) claimer(ctx context.Context) *claim.Claimer {
-	c := r.data.clients
-	return &claim.Claimer{DynamoDB: c.DynamoDB, SQS: c.SQS, EC2: c.EC2, GitHub: r.data.github, Log: tflogAdapter(ctx)}
-}
+func (r *claimResource) claimer(ctx context.Context) *claim.Claimer { return r.data.claimer(ctx) }
 
 // ModifyPlan checks the claim against its pool at plan time when the pool
 // exists, and replaces a claim that lost runners.
@@ -299,6 +313,7 @@ func (r *claimResource) Create(ctx context.Context, req resource.CreateRequest, 
 	plan.ReusedCount, plan.CreatedCount = types.Int64Value(int64(res.Reused)), types.Int64Value(int64(res.Created))
 	setInstances(&plan, res.Instances)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	resp.Diagnostics.Append(resp.Identity.Set(ctx, claimIdentity{Pool: plan.Pool, RunID: plan.RunID})...)
 }
 
 func (r *claimResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -307,6 +322,9 @@ func (r *claimResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	// Before the read: the framework wants an identity also when the claim is
+	// gone, which Terraform before 1.12 never holds.
+	resp.Diagnostics.Append(resp.Identity.Set(ctx, claimIdentity{Pool: state.Pool, RunID: state.RunID})...)
 	rec, live, ok, err := r.claimer(ctx).Read(ctx, state.Pool.ValueString(), state.RunID.ValueString())
 	if err != nil {
 		resp.Diagnostics.AddError(fmt.Sprintf("Cannot read claim %s", state.ID.ValueString()), err.Error())
@@ -318,33 +336,7 @@ func (r *claimResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	}
 	// A record without live runners stays: destroy still has a release to
 	// finish, and apply replaces the claim (ModifyPlan).
-	q := rec.Request
-	state.ID = types.StringValue(q.Pool + "/" + q.RunID)
-	state.Label = types.StringValue(q.RunID)
-	state.InstanceCount = types.Int64Value(int64(q.InstanceCount))
-	state.ResourceClass = types.StringValue(q.ResourceClass)
-	state.UsageClass = types.StringValue(q.UsageClass)
-	state.AllowedInstanceTypes = stringListValue(q.AllowedTypes)
-	state.FleetFallback = types.BoolValue(q.FleetFallback)
-	if q.MaxRuntime > 0 {
-		state.MaxRuntime = durationValue(state.MaxRuntime, q.MaxRuntime)
-	} else {
-		state.MaxRuntime = types.StringNull()
-	}
-	state.HeartbeatMaxAge = durationValue(state.HeartbeatMaxAge, q.Timings.HeartbeatMaxAge)
-	state.RegistrationWait = durationValue(state.RegistrationWait, q.Timings.RegistrationWait)
-	state.FleetValidationWait = durationValue(state.FleetValidationWait, q.Timings.FleetValidationWait)
-	state.ReleaseWait = durationValue(state.ReleaseWait, q.Timings.ReleaseWait)
-	var reused, created int64
-	for _, inst := range rec.Instances {
-		if inst.Source == claim.SourcePool {
-			reused++
-		} else {
-			created++
-		}
-	}
-	state.ReusedCount, state.CreatedCount = types.Int64Value(reused), types.Int64Value(created)
-	setInstances(&state, live)
+	setRecord(&state, rec, live)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
@@ -353,6 +345,8 @@ func (r *claimResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	var plan claimResourceModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	// Terraform before 1.12 plans no identity: set it here too.
+	resp.Diagnostics.Append(resp.Identity.Set(ctx, claimIdentity{Pool: plan.Pool, RunID: plan.RunID})...)
 }
 
 func (r *claimResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
@@ -372,19 +366,63 @@ func (r *claimResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 	}
 }
 
+// ImportState takes <pool>/<run_id> as the import ID or, from an import
+// block's identity (Terraform 1.12+), identity.pool and identity.run_id.
 func (r *claimResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	given := strconv.Quote(req.ID)
 	poolName, runID, found := strings.Cut(req.ID, "/")
+	if req.ID == "" && req.Identity != nil {
+		var id claimIdentity
+		resp.Diagnostics.Append(req.Identity.Get(ctx, &id)...)
+		poolName, runID, found = id.Pool.ValueString(), id.RunID.ValueString(), true
+		given = fmt.Sprintf("identity { pool = %q, run_id = %q }", poolName, runID)
+	}
+	if resp.Diagnostics.HasError() {
+		return
+	}
 	if !found || protocol.ValidatePoolName(poolName) != nil {
-		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("Import a claim as <pool>/<run_id>, e.g. ci-runners/run-1234; got %q.", req.ID))
+		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("Import a claim as <pool>/<run_id>, e.g. ci-runners/run-1234, or by identity { pool, run_id }; got %s.", given))
 		return
 	}
 	if err := protocol.ValidateRunID(runID); err != nil {
-		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("Import a claim as <pool>/<run_id>, e.g. ci-runners/run-1234; in %q, the %s.", req.ID, err))
+		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("Import a claim as <pool>/<run_id>, e.g. ci-runners/run-1234, or by identity { pool, run_id }; in %s, the %s.", given, err))
 		return
 	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), poolName+"/"+runID)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("pool"), poolName)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("run_id"), runID)...)
+}
+
+// setRecord fills the model from the claim's record and the runners it
+// still holds, keeping the user's spelling of equal durations.
+func setRecord(m *claimResourceModel, rec claim.Record, live []claim.Instance) {
+	q := rec.Request
+	m.ID = types.StringValue(q.Pool + "/" + q.RunID)
+	m.Pool, m.RunID, m.Label = types.StringValue(q.Pool), types.StringValue(q.RunID), types.StringValue(q.RunID)
+	m.InstanceCount = types.Int64Value(int64(q.InstanceCount))
+	m.ResourceClass = types.StringValue(q.ResourceClass)
+	m.UsageClass = types.StringValue(q.UsageClass)
+	m.AllowedInstanceTypes = stringListValue(q.AllowedTypes)
+	m.FleetFallback = types.BoolValue(q.FleetFallback)
+	if q.MaxRuntime > 0 {
+		m.MaxRuntime = durationValue(m.MaxRuntime, q.MaxRuntime)
+	} else {
+		m.MaxRuntime = types.StringNull()
+	}
+	m.HeartbeatMaxAge = durationValue(m.HeartbeatMaxAge, q.Timings.HeartbeatMaxAge)
+	m.RegistrationWait = durationValue(m.RegistrationWait, q.Timings.RegistrationWait)
+	m.FleetValidationWait = durationValue(m.FleetValidationWait, q.Timings.FleetValidationWait)
+	m.ReleaseWait = durationValue(m.ReleaseWait, q.Timings.ReleaseWait)
+	var reused, created int64
+	for _, inst := range rec.Instances {
+		if inst.Source == claim.SourcePool {
+			reused++
+		} else {
+			created++
+		}
+	}
+	m.ReusedCount, m.CreatedCount = types.Int64Value(reused), types.Int64Value(created)
+	setInstances(m, live)
 }
 
 func setInstances(m *claimResourceModel, insts []claim.Instance) {

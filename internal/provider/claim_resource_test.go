@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -446,4 +447,27 @@ func (e *claimEnv) checkLaunchedTerminated(runID string, n int) func(*terraform.
 		}
 		return checkEC2Terminated(&ids)(nil)
 	}
+}
+
+// TestAccClaim_disappears: a claim whose record was deleted behind
+// Terraform's back leaves the state, and is planned again.
+func TestAccClaim_disappears(t *testing.T) {
+	e := newClaimEnv(t, "acc-claimgone")
+	config := e.poolConfig() + e.claimConfig("test", `run_id = "run-gone"`)
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviders,
+		Steps: []resource.TestStep{
+			{Config: e.poolConfig(), Check: e.watchFleet(agentsim.Healthy)},
+			{
+				Config: config,
+				Check: func(*terraform.State) error {
+					_, err := testClients.DynamoDB.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
+						TableName: aws.String(protocol.TableName(e.pool)), Key: protocol.Key(protocol.TypeClaim, "run-gone"),
+					})
+					return err
+				},
+				ExpectNonEmptyPlan: true,
+			},
+		},
+	})
 }

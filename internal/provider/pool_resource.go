@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/identityschema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/mapdefault"
@@ -36,6 +37,7 @@ import (
 var (
 	_ resource.ResourceWithConfigure      = (*poolResource)(nil)
 	_ resource.ResourceWithImportState    = (*poolResource)(nil)
+	_ resource.ResourceWithIdentity       = (*poolResource)(nil)
 	_ resource.ResourceWithModifyPlan     = (*poolResource)(nil)
 	_ resource.ResourceWithValidateConfig = (*poolResource)(nil)
 )
@@ -70,6 +72,17 @@ type poolResourceModel struct {
 	QueueURLs       types.Map      `tfsdk:"queue_urls"`
 	QueueARNs       types.Map      `tfsdk:"queue_arns"`
 	Timeouts        timeouts.Value `tfsdk:"timeouts"`
+}
+
+// poolIdentity is the pool's resource identity (Terraform 1.12+): its name.
+type poolIdentity struct {
+	Name types.String `tfsdk:"name"`
+}
+
+func (r *poolResource) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	resp.IdentitySchema = identityschema.Schema{Attributes: map[string]identityschema.Attribute{
+		"name": identityschema.StringAttribute{RequiredForImport: true, Description: "Name of the pool."},
+	}}
 }
 
 func (r *poolResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -348,6 +361,7 @@ func (r *poolResource) Create(ctx context.Context, req resource.CreateRequest, r
 	r.applySpec(ctx, &plan, timeout, "create", r.manager().Create, &resp.Diagnostics)
 	if !resp.Diagnostics.HasError() {
 		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+		resp.Diagnostics.Append(resp.Identity.Set(ctx, poolIdentity{Name: plan.Name})...)
 	}
 }
 
@@ -378,6 +392,9 @@ func (r *poolResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	// Before the read: the framework wants an identity also when the pool is
+	// gone, which Terraform before 1.12 never holds.
+	resp.Diagnostics.Append(resp.Identity.Set(ctx, poolIdentity{Name: state.ID})...)
 	st, err := r.manager().Read(ctx, state.ID.ValueString())
 	if errors.Is(err, pool.ErrNotFound) {
 		resp.State.RemoveResource(ctx)
@@ -414,6 +431,8 @@ func (r *poolResource) Update(ctx context.Context, req resource.UpdateRequest, r
 	r.applySpec(ctx, &plan, timeout, "update", r.manager().Update, &resp.Diagnostics)
 	if !resp.Diagnostics.HasError() {
 		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+		// Terraform before 1.12 plans no identity: set it here too.
+		resp.Diagnostics.Append(resp.Identity.Set(ctx, poolIdentity{Name: plan.Name})...)
 	}
 }
 
@@ -435,10 +454,16 @@ func (r *poolResource) Delete(ctx context.Context, req resource.DeleteRequest, r
 	}
 }
 
+// ImportState takes the pool's name as the import ID or, from an import
+// block's identity (Terraform 1.12+), as identity.name.
 func (r *poolResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	if err := protocol.ValidatePoolName(req.ID); err != nil {
-		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("Import a pool by its name: %s.", err))
+	name := req.ID
+	if name == "" && req.Identity != nil {
+		resp.Diagnostics.Append(req.Identity.GetAttribute(ctx, path.Root("name"), &name)...)
+	}
+	if err := protocol.ValidatePoolName(name); err != nil {
+		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("Import a pool by its name (the import ID, or identity.name): %s.", err))
 		return
 	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), name)...)
 }

@@ -13,7 +13,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/action"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/list"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
@@ -25,7 +27,11 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 )
 
-var _ provider.Provider = (*ec2runnersProvider)(nil)
+var (
+	_ provider.Provider                  = (*ec2runnersProvider)(nil)
+	_ provider.ProviderWithListResources = (*ec2runnersProvider)(nil)
+	_ provider.ProviderWithActions       = (*ec2runnersProvider)(nil)
+)
 
 type ec2runnersProvider struct {
 	version string
@@ -232,6 +238,8 @@ func (p *ec2runnersProvider) Configure(ctx context.Context, req provider.Configu
 	data.clients = clients
 	resp.ResourceData = data
 	resp.DataSourceData = data
+	resp.ListResourceData = data
+	resp.ActionData = data
 }
 
 func (p *ec2runnersProvider) Resources(context.Context) []func() resource.Resource {
@@ -240,4 +248,12 @@ func (p *ec2runnersProvider) Resources(context.Context) []func() resource.Resour
 
 func (p *ec2runnersProvider) DataSources(context.Context) []func() datasource.DataSource {
 	return []func() datasource.DataSource{NewPoolDataSource, NewRunnerScriptDataSource}
+}
+
+func (p *ec2runnersProvider) ListResources(context.Context) []func() list.ListResource {
+	return []func() list.ListResource{NewClaimListResource}
+}
+
+func (p *ec2runnersProvider) Actions(context.Context) []func() action.Action {
+	return []func() action.Action{NewReapAction}
 }

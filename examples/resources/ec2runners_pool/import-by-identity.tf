@@ -1,0 +1,6 @@
+import {
+  to = ec2runners_pool.ci
+  identity = {
+    name = "ci-runners"
+  }
+}

@@ -1,0 +1,95 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/action"
+	"github.com/hashicorp/terraform-plugin-framework/action/schema"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
+)
+
+var _ action.ActionWithConfigure = (*reapAction)(nil)
+
+// NewReapAction is the ec2runners_reap action (Terraform 1.14+).
+func NewReapAction() action.Action { return &reapAction{} }
+
+type reapAction struct{ data *providerData }
+
+type reapActionModel struct {
+	Pool types.String `tfsdk:"pool"`
+}
+
+func (a *reapAction) Metadata(_ context.Context, req action.MetadataRequest, resp *action.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_reap"
+}
+
+func (a *reapAction) Schema(_ context.Context, _ action.SchemaRequest, resp *action.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		Description: "Reaps a pool now, by the rules and with the code of the reaper that claims, releases and pool reads run at most once a minute: runners past their deadline and instances without a live record are terminated, records of vanished instances are closed, and pending claim records of attempts that crashed long ago are deleted. Reports what it did as progress messages. Invoke it with `terraform apply -invoke=action.ec2runners_reap.<name>`, e.g. from a scheduled workflow, or from an `action_trigger`.",
+		Attributes: map[string]schema.Attribute{
+			"pool": schema.StringAttribute{
+				Required: true, Description: "Name of the pool.",
+				Validators: poolNameValidators(),
+			},
+		},
+	}
+}
+
+func (a *reapAction) Configure(_ context.Context, req action.ConfigureRequest, resp *action.ConfigureResponse) {
+	a.data = configuredData(req.ProviderData, &resp.Diagnostics)
+}
+
+func (a *reapAction) Invoke(ctx context.Context, req action.InvokeRequest, resp *action.InvokeResponse) {
+	var m reapActionModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := m.Pool.ValueString()
+	if _, err := pool.ReadConfig(ctx, a.data.clients.DynamoDB, name); err != nil {
+		if errors.Is(err, pool.ErrNotFound) {
+			err = fmt.Errorf("pool %s does not exist", name)
+		}
+		resp.Diagnostics.AddError(fmt.Sprintf("Cannot reap pool %s", name), err.Error())
+		return
+	}
+	resp.SendProgress(action.InvokeProgressEvent{Message: fmt.Sprintf("Reaping pool %s", name)})
+	res, err := a.data.claimer(ctx).Reap(ctx, name)
+	for _, msg := range reapReport(name, res) {
+		resp.SendProgress(action.InvokeProgressEvent{Message: msg})
+	}
+	if err != nil {
+		resp.Diagnostics.AddError(fmt.Sprintf("Cannot reap pool %s", name), err.Error())
+	} else if res.TerminateFail != nil {
+		resp.Diagnostics.AddWarning(fmt.Sprintf("Pool %s: some instances could not be terminated", name),
+			fmt.Sprintf("Their records are terminated; the next reap terminates them as orphans: %v", res.TerminateFail))
+	}
+}
+
+// reapReport says what a reap did, a message per kind of cleanup.
+func reapReport(name string, res claim.ReapResult) []string {
+	if res.Empty() {
+		return []string{fmt.Sprintf("Pool %s: nothing to reap", name)}
+	}
+	var msgs []string
+	add := func(what string, items []string) {
+		if len(items) > 0 {
+			msgs = append(msgs, fmt.Sprintf("Pool %s: %s (%d): %s", name, what, len(items), strings.Join(items, ", ")))
+		}
+	}
+	add("terminated runners past their deadline", res.Expired)
+	add("terminated instances without a live record", res.Orphans)
+	add("closed the records of instances gone from EC2", res.Vanished)
+	add("deleted claim records of crashed attempts", res.StaleClaims)
+	add("skipped unreadable records", res.CorruptItems)
+	if res.TerminateFail != nil {
+		msgs = append(msgs, fmt.Sprintf("Pool %s: terminating failed, the next reap retries: %v", name, res.TerminateFail))
+	}
+	return msgs
+}
