@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -228,6 +229,36 @@ func (e *claimEnv) checkQueueHolds(ids *[]string) func(*terraform.State) error {
 		sort.Strings(want)
 		if strings.Join(got, ",") != strings.Join(want, ",") {
 			return fmt.Errorf("queue holds %v, want %v", got, want)
+		}
+		return nil
+	}
+}
+
+// checkQueueHoldsAtLeast is checkQueueHolds under AWS's semantics: the
+// queue holds every one of ids; any other message must be stale, naming a
+// runner that is not idle (a delete with a superseded receipt handle
+// deletes nothing, and the next claim that receives it drops it).
+func (e *claimEnv) checkQueueHoldsAtLeast(ids *[]string) func(*terraform.State) error {
+	return func(*terraform.State) error {
+		msgs, err := e.queueMessages()
+		if err != nil {
+			return err
+		}
+		recs, err := e.records()
+		if err != nil {
+			return err
+		}
+		held := map[string]bool{}
+		for _, m := range msgs {
+			held[m.ID] = true
+			if !slices.Contains(*ids, m.ID) && recs[m.ID].State == protocol.StateIdle {
+				return fmt.Errorf("the queue holds a message for %s, idle but not expected in the pool", m.ID)
+			}
+		}
+		for _, id := range *ids {
+			if !held[id] {
+				return fmt.Errorf("idle runner %s has no message in the queue", id)
+			}
 		}
 		return nil
 	}

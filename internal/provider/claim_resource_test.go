@@ -310,7 +310,9 @@ func TestAccClaim_import(t *testing.T) {
 // delivered twice, receives are sampled, ClientTokens are honoured, and the
 // agents' clocks run a minute behind the provider's. So a claim can find
 // the queue empty while other claims hold the last messages in flight, and
-// launch instead: a warm runner missed is slower, never lost.
+// launch instead: a warm runner missed is slower, never lost; and a
+// claimed runner's message deleted with a superseded handle stays behind,
+// stale, for the next claim to drop.
 func TestAccClaim_race(t *testing.T) {
 	e := newClaimEnv(t, "acc-race", func(o *agentsim.Options) { o.ClockSkew = -time.Minute })
 	proxy, err := faultproxy.New(os.Getenv("AWS_ENDPOINT_URL"), 1)
@@ -376,7 +378,7 @@ func TestAccClaim_race(t *testing.T) {
 					if err := e.checkRecords(protocol.StateIdle, "", &untaken)(s); err != nil {
 						return err
 					}
-					if err := e.checkQueueHolds(&untaken)(s); err != nil {
+					if err := e.checkQueueHoldsAtLeast(&untaken)(s); err != nil {
 						return err
 					}
 					if st := proxy.Stats(); st.Redelivered == 0 || len(st.RealismErrors) > 0 {
