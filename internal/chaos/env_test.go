@@ -106,7 +106,7 @@ func newWorld(t *testing.T, prefix string, seed uint64) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lt, err := direct.EC2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
+	ltID, err := emulator.CreateLaunchTemplate(ctx, direct.EC2, &ec2.CreateLaunchTemplateInput{
 		LaunchTemplateName: aws.String(w.pool),
 		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(image)},
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: []ec2types.Tag{
@@ -126,7 +126,7 @@ func newWorld(t *testing.T, prefix string, seed uint64) *world {
 		ResourceClasses: map[string]protocol.ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}},
 		IdleTimeout:     30 * time.Minute, MaxRuntime: 30 * time.Minute,
 		Fleet: &protocol.FleetConfig{
-			LaunchTemplateID: aws.ToString(lt.LaunchTemplate.LaunchTemplateId), LaunchTemplateVersion: "$Default",
+			LaunchTemplateID: ltID, LaunchTemplateVersion: "$Default",
 			SubnetIDs: subnets, InstanceSelection: protocol.SelectionExplicit,
 		},
 	}); err != nil {
@@ -144,7 +144,7 @@ func newWorld(t *testing.T, prefix string, seed uint64) *world {
 		if err := m.Delete(context.Background(), w.pool, true); err != nil {
 			t.Errorf("deleting the pool: %v", err)
 		}
-		_, _ = direct.EC2.DeleteLaunchTemplate(context.Background(), &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplate.LaunchTemplateId})
+		_, _ = direct.EC2.DeleteLaunchTemplate(context.Background(), &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: aws.String(ltID)})
 	})
 	return w
 }

@@ -78,7 +78,7 @@ func newBenchPool(b *testing.B) *benchPool {
 	if err != nil {
 		b.Fatal(err)
 	}
-	lt, err := e.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
+	ltID, err := emulator.CreateLaunchTemplate(ctx, e, &ec2.CreateLaunchTemplateInput{
 		LaunchTemplateName: aws.String(p.name),
 		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(image)},
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: []ec2types.Tag{
@@ -97,7 +97,7 @@ func newBenchPool(b *testing.B) *benchPool {
 		Name: p.name, ResourceClasses: map[string]protocol.ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}},
 		IdleTimeout: 7 * time.Minute, MaxRuntime: 30 * time.Minute,
 		Fleet: &protocol.FleetConfig{
-			LaunchTemplateID: aws.ToString(lt.LaunchTemplate.LaunchTemplateId), LaunchTemplateVersion: "$Default",
+			LaunchTemplateID: ltID, LaunchTemplateVersion: "$Default",
 			SubnetIDs: subnets, InstanceSelection: protocol.SelectionExplicit,
 		},
 	})

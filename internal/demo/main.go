@@ -187,7 +187,7 @@ func launchTemplate(ctx context.Context, client *ec2.Client) (string, []string, 
 	if err != nil {
 		return "", nil, err
 	}
-	out, err := client.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
+	id, err := emulator.CreateLaunchTemplate(ctx, client, &ec2.CreateLaunchTemplateInput{
 		LaunchTemplateName: name, LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(image)},
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: []ec2types.Tag{
 			{Key: aws.String(protocol.TagPool), Value: aws.String(poolName)},
@@ -196,7 +196,6 @@ func launchTemplate(ctx context.Context, client *ec2.Client) (string, []string, 
 	if err != nil {
 		return "", nil, err
 	}
-	id := aws.ToString(out.LaunchTemplate.LaunchTemplateId)
 	subnets, err := emulator.DefaultSubnets(ctx, client, 2)
 	return id, subnets, err
 }

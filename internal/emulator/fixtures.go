@@ -93,3 +93,30 @@ func DefaultSubnets(ctx context.Context, c SubnetAPI, n int) ([]string, error) {
 	}
 	return ids, nil
 }
+
+// LaunchTemplateAPI is the part of EC2 that CreateLaunchTemplate uses.
+type LaunchTemplateAPI interface {
+	CreateLaunchTemplate(context.Context, *ec2.CreateLaunchTemplateInput, ...func(*ec2.Options)) (*ec2.CreateLaunchTemplateOutput, error)
+	DescribeLaunchTemplates(context.Context, *ec2.DescribeLaunchTemplatesInput, ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplatesOutput, error)
+}
+
+// CreateLaunchTemplate creates a launch template of a name of the caller's
+// own and returns its id. A template of that name already there is the
+// caller's, made by a retry of this call whose first answer was lost (on a
+// busy machine the emulator can drop an answer; it ignores ClientToken, so
+// the retry fails with AlreadyExists): its id is looked up.
+func CreateLaunchTemplate(ctx context.Context, c LaunchTemplateAPI, in *ec2.CreateLaunchTemplateInput) (string, error) {
+	out, err := c.CreateLaunchTemplate(ctx, in)
+	if err == nil {
+		return aws.ToString(out.LaunchTemplate.LaunchTemplateId), nil
+	}
+	var apiErr interface{ ErrorCode() string }
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode() != "InvalidLaunchTemplateName.AlreadyExistsException" {
+		return "", fmt.Errorf("creating launch template %s: %w", aws.ToString(in.LaunchTemplateName), err)
+	}
+	found, derr := c.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{aws.ToString(in.LaunchTemplateName)}})
+	if derr != nil || len(found.LaunchTemplates) != 1 {
+		return "", fmt.Errorf("creating launch template %s: %w (and looking it up: %v)", aws.ToString(in.LaunchTemplateName), err, derr)
+	}
+	return aws.ToString(found.LaunchTemplates[0].LaunchTemplateId), nil
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go"
 )
 
 // fakeEC2 answers as an emulator would after applying the filters it was
@@ -95,5 +96,55 @@ func TestDefaultSubnets(t *testing.T) {
 	}
 	if _, err := DefaultSubnets(context.Background(), &fakeEC2{defaultVPC: "vpc-1"}, 2); err == nil || !strings.Contains(err.Error(), "no subnets") {
 		t.Errorf("DefaultSubnets of an empty VPC: %v", err)
+	}
+}
+
+// launchTemplates is EC2 whose first CreateLaunchTemplate answer was lost:
+// the template exists, and the retry fails with AlreadyExists.
+type launchTemplates struct {
+	existing map[string]string // name -> id
+	fail     error
+}
+
+func (l *launchTemplates) CreateLaunchTemplate(_ context.Context, in *ec2.CreateLaunchTemplateInput, _ ...func(*ec2.Options)) (*ec2.CreateLaunchTemplateOutput, error) {
+	name := aws.ToString(in.LaunchTemplateName)
+	if l.fail != nil {
+		return nil, l.fail
+	}
+	if _, ok := l.existing[name]; ok {
+		return nil, &smithy.GenericAPIError{Code: "InvalidLaunchTemplateName.AlreadyExistsException", Message: "Launch template name already in use."}
+	}
+	l.existing[name] = "lt-new"
+	return &ec2.CreateLaunchTemplateOutput{LaunchTemplate: &ec2types.LaunchTemplate{LaunchTemplateId: aws.String("lt-new")}}, nil
+}
+
+func (l *launchTemplates) DescribeLaunchTemplates(_ context.Context, in *ec2.DescribeLaunchTemplatesInput, _ ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplatesOutput, error) {
+	out := &ec2.DescribeLaunchTemplatesOutput{}
+	for _, name := range in.LaunchTemplateNames {
+		if id, ok := l.existing[name]; ok {
+			out.LaunchTemplates = append(out.LaunchTemplates, ec2types.LaunchTemplate{LaunchTemplateId: aws.String(id)})
+		}
+	}
+	return out, nil
+}
+
+func TestCreateLaunchTemplate(t *testing.T) {
+	in := &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String("mine")}
+	for _, tt := range []struct {
+		name     string
+		existing map[string]string
+		want     string
+	}{
+		{"created", map[string]string{}, "lt-new"},
+		{"made by a retry whose first answer was lost", map[string]string{"mine": "lt-first"}, "lt-first"},
+	} {
+		got, err := CreateLaunchTemplate(context.Background(), &launchTemplates{existing: tt.existing}, in)
+		if err != nil || got != tt.want {
+			t.Errorf("%s: CreateLaunchTemplate = %q, %v; want %s", tt.name, got, err, tt.want)
+		}
+	}
+	denied := &smithy.GenericAPIError{Code: "UnauthorizedOperation", Message: "no"}
+	if _, err := CreateLaunchTemplate(context.Background(), &launchTemplates{fail: denied}, in); err == nil || !strings.Contains(err.Error(), "UnauthorizedOperation") {
+		t.Errorf("another error: %v, want it returned", err)
 	}
 }

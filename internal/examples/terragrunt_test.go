@@ -328,7 +328,7 @@ func poolLaunchTemplate(t *testing.T, client *ec2.Client, name string) (string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := client.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
+	id, err := emulator.CreateLaunchTemplate(ctx, client, &ec2.CreateLaunchTemplateInput{
 		LaunchTemplateName: aws.String(name), LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(image)},
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: []ec2types.Tag{
 			{Key: aws.String(protocol.TagPool), Value: aws.String(name)},
@@ -337,7 +337,6 @@ func poolLaunchTemplate(t *testing.T, client *ec2.Client, name string) (string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := aws.ToString(out.LaunchTemplate.LaunchTemplateId)
 	t.Cleanup(func() {
 		_, _ = client.DeleteLaunchTemplate(context.Background(), &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: aws.String(id)})
 	})

@@ -309,13 +309,13 @@ func TestRealismEC2Lag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lt, err := direct.ec2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String(randomName("lag-")),
+	ltID, err := emulator.CreateLaunchTemplate(ctx, direct.ec2, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String(randomName("lag-")),
 		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(image)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_, _ = direct.ec2.DeleteLaunchTemplate(context.Background(), &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplate.LaunchTemplateId})
+		_, _ = direct.ec2.DeleteLaunchTemplate(context.Background(), &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: aws.String(ltID)})
 	})
 	tags := func(marker string) []ec2types.TagSpecification {
 		return []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance,
@@ -331,7 +331,7 @@ func TestRealismEC2Lag(t *testing.T) {
 		}
 		fleet, err := c.ec2.CreateFleet(ctx, &ec2.CreateFleetInput{Type: ec2types.FleetTypeInstant,
 			LaunchTemplateConfigs: []ec2types.FleetLaunchTemplateConfigRequest{{
-				LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{LaunchTemplateId: lt.LaunchTemplate.LaunchTemplateId, Version: aws.String("$Latest")},
+				LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{LaunchTemplateId: aws.String(ltID), Version: aws.String("$Latest")},
 				Overrides:                   []ec2types.FleetLaunchTemplateOverridesRequest{{InstanceType: ec2types.InstanceTypeT3Micro}}}},
 			TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{TotalTargetCapacity: aws.Int32(1), DefaultTargetCapacityType: ec2types.DefaultTargetCapacityTypeOnDemand},
 			TagSpecifications:           tags(marker)})

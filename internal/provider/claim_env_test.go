@@ -45,7 +45,7 @@ func newClaimEnv(t *testing.T, prefix string, tune ...func(*agentsim.Options)) *
 	}
 	ctx := context.Background()
 	e := &claimEnv{t: t, pool: randomName(prefix)}
-	lt, err := testClients.EC2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
+	ltID, err := emulator.CreateLaunchTemplate(ctx, testClients.EC2, &ec2.CreateLaunchTemplateInput{
 		LaunchTemplateName: aws.String(e.pool),
 		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(testImage(t))},
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: []ec2types.Tag{
@@ -55,7 +55,7 @@ func newClaimEnv(t *testing.T, prefix string, tune ...func(*agentsim.Options)) *
 	if err != nil {
 		t.Fatalf("creating launch template: %v", err)
 	}
-	e.launchTemplate = aws.ToString(lt.LaunchTemplate.LaunchTemplateId)
+	e.launchTemplate = ltID
 	if e.subnets, err = emulator.DefaultSubnets(ctx, testClients.EC2, 2); err != nil {
 		t.Fatal(err)
 	}

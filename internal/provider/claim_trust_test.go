@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -47,7 +48,7 @@ func TestAccClaim_githubTargetMismatch(t *testing.T) {
 // A claim does not launch a template that is not tagged for its pool.
 func TestAccClaim_launchTemplateOfAnotherPool(t *testing.T) {
 	e := newClaimEnv(t, "acc-untagged")
-	lt, err := testClients.EC2.CreateLaunchTemplate(context.Background(), &ec2.CreateLaunchTemplateInput{
+	ltID, err := emulator.CreateLaunchTemplate(context.Background(), testClients.EC2, &ec2.CreateLaunchTemplateInput{
 		LaunchTemplateName: aws.String(e.pool + "-foreign"),
 		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(testImage(t))},
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: []ec2types.Tag{
@@ -57,7 +58,7 @@ func TestAccClaim_launchTemplateOfAnotherPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	foreign := aws.ToString(lt.LaunchTemplate.LaunchTemplateId)
+	foreign := ltID
 	t.Cleanup(func() {
 		_, _ = testClients.EC2.DeleteLaunchTemplate(context.Background(), &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: aws.String(foreign)})
 	})

@@ -19,6 +19,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsconfig"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -56,7 +57,7 @@ func newWorld(t *testing.T) *world {
 	if err != nil || len(images.Images) == 0 {
 		t.Fatalf("an x86_64 image for the launch template: %v (%d found)", err, len(images.Images))
 	}
-	lt, err := clients.EC2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
+	ltID, err := emulator.CreateLaunchTemplate(ctx, clients.EC2, &ec2.CreateLaunchTemplateInput{
 		LaunchTemplateName: aws.String(w.pool),
 		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: images.Images[0].ImageId},
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: []ec2types.Tag{
@@ -66,9 +67,9 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.launchTemplate = aws.ToString(lt.LaunchTemplate.LaunchTemplateId)
+	w.launchTemplate = ltID
 	t.Cleanup(func() {
-		_, _ = clients.EC2.DeleteLaunchTemplate(context.Background(), &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplate.LaunchTemplateId})
+		_, _ = clients.EC2.DeleteLaunchTemplate(context.Background(), &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: aws.String(ltID)})
 	})
 	subnets, err := clients.EC2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{})
 	if err != nil || len(subnets.Subnets) == 0 {
