@@ -284,12 +284,7 @@ func (e *exprEnv) applyUpdate(expr string, cur item) error {
 		return nil
 	}
 	if rest, ok := strings.CutPrefix(expr, "DELETE "); ok {
-		f := strings.Fields(rest)
-		n, err := e.name(f[0])
-		if err != nil {
-			return err
-		}
-		v, err := e.value(f[1])
+		n, v, err := e.setOperands(rest)
 		if err != nil {
 			return err
 		}
@@ -306,12 +301,7 @@ func (e *exprEnv) applyUpdate(expr string, cur item) error {
 		}
 		return nil
 	}
-	f := strings.Fields(strings.TrimPrefix(expr, "ADD "))
-	n, err := e.name(f[0])
-	if err != nil {
-		return err
-	}
-	v, err := e.value(f[1])
+	n, v, err := e.setOperands(strings.TrimPrefix(expr, "ADD "))
 	if err != nil {
 		return err
 	}
@@ -334,6 +324,17 @@ func (e *exprEnv) applyUpdate(expr string, cur item) error {
 	}
 	cur[n] = &types.AttributeValueMemberSS{Value: set}
 	return nil
+}
+
+// setOperands resolves "#name :value", the operands of ADD and DELETE.
+func (e *exprEnv) setOperands(rest string) (string, types.AttributeValue, error) {
+	f := strings.Fields(rest)
+	n, err := e.name(f[0])
+	if err != nil {
+		return "", nil, err
+	}
+	v, err := e.value(f[1])
+	return n, v, err
 }
 
 // ConditionFailed is the error of a write whose condition failed.

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -347,8 +346,7 @@ func TestCreateReplacesRunnerFailingChecks(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			var logs []string
-			e.c.Log = func(msg string, kv ...any) { logs = append(logs, fmt.Sprint(append([]any{msg}, kv...)...)) }
+			logs := e.captureLogs()
 			e.seedIdle("i-1", tt.b)
 			if tt.signal != "" {
 				e.db.Put(signalItem("i-1", tt.signal, "old-run"))
@@ -383,8 +381,8 @@ func TestCreateReplacesRunnerFailingChecks(t *testing.T) {
 			if ids := e.sqs.queuedIDs(t, largeURL); len(ids) != 0 {
 				t.Errorf("queue holds %v", ids)
 			}
-			if !strings.Contains(strings.Join(logs, "\n"), tt.errText) {
-				t.Errorf("logs do not give the reason %q:\n%s", tt.errText, strings.Join(logs, "\n"))
+			if !strings.Contains(logs(), tt.errText) {
+				t.Errorf("logs do not give the reason %q:\n%s", tt.errText, logs())
 			}
 		})
 	}
@@ -412,13 +410,7 @@ func TestCreateGivesBackLateRunner(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			var logs []string
-			var mu sync.Mutex
-			e.c.Log = func(msg string, kv ...any) {
-				mu.Lock()
-				defer mu.Unlock()
-				logs = append(logs, fmt.Sprint(append([]any{msg}, kv...)...))
-			}
+			logs := e.captureLogs()
 			e.seedIdle("i-1", tt.b)
 			if tt.signal != "" {
 				e.db.Put(signalItem("i-1", tt.signal, "old-run"))
@@ -447,11 +439,9 @@ func TestCreateGivesBackLateRunner(t *testing.T) {
 					t.Errorf("queue holds %v, want i-1 back in the pool", q)
 				}
 			}
-			mu.Lock()
-			defer mu.Unlock()
 			for _, want := range []string{tt.errText, tt.wantNote} {
-				if !strings.Contains(strings.Join(logs, "\n"), want) {
-					t.Errorf("logs do not say %q:\n%s", want, strings.Join(logs, "\n"))
+				if !strings.Contains(logs(), want) {
+					t.Errorf("logs do not say %q:\n%s", want, logs())
 				}
 			}
 			if rec, ok := e.claimRecord(); !ok || !slices.Equal(rec.OwnedIDs, []string{"i-2"}) {

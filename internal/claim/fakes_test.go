@@ -400,3 +400,20 @@ func render(it item) string {
 	}
 	return b.String()
 }
+
+// captureLogs makes the Claimer's log lines readable, joined, through the
+// function it returns (safe while goroutines of the claim still log).
+func (e *env) captureLogs() func() string {
+	var mu sync.Mutex
+	var lines []string
+	e.c.Log = func(msg string, kv ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, fmt.Sprint(append([]any{msg}, kv...)...))
+	}
+	return func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Join(lines, "\n")
+	}
+}

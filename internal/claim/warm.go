@@ -55,7 +55,7 @@ func (c *Claimer) keepHot(ctx context.Context, s *store, cfg protocol.PoolConfig
 		if hot == 0 {
 			return nil
 		}
-		kept, err := s.takeSlots(ctx, class, ids, hot, func(slot int) time.Time {
+		kept, err := s.takeSlots(ctx, class, ids, hot, now, func(slot int) time.Time {
 			return later(target.SlotEnd(slot, now), now.Add(time.Duration(cfg.IdleTimeout)))
 		})
 		if errors.Is(err, errConditionFailed) {
@@ -79,8 +79,9 @@ func later(a, b time.Time) time.Time {
 }
 
 // takeSlots gives ids the free slots below hot, in order, with the
-// deadlines until gives, in one conditional write of the slots item.
-func (s *store) takeSlots(ctx context.Context, class string, ids []string, hot int, until func(slot int) time.Time) (map[string]time.Time, error) {
+// deadlines until gives, in one conditional write of the slots item, as of
+// now.
+func (s *store) takeSlots(ctx context.Context, class string, ids []string, hot int, now time.Time, until func(slot int) time.Time) (map[string]time.Time, error) {
 	key := protocol.Key(protocol.TypeLease, warmSlotsID(class))
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: key, ConsistentRead: aws.Bool(true)})
 	if err != nil {
@@ -101,7 +102,6 @@ func (s *store) takeSlots(ctx context.Context, class string, ids []string, hot i
 	if err != nil {
 		return nil, err
 	}
-	now := s.now()
 	kept := map[string]time.Time{}
 	for i, next := 0, 0; i < hot && next < len(ids); i++ {
 		key := strconv.Itoa(i)

@@ -90,7 +90,7 @@ func TestExamples_validate(t *testing.T) {
 			t.Parallel()
 			tf, validate := tf, []string{"validate", "-no-color"}
 			if needsNewer {
-				tf, validate = terraform115Path(t), append(validate, "-query")
+				tf, validate = toolPath(t, "terraform-1.15", "this example needs Terraform >= 1.12 (.ci/run adds ../shared/tools)"), append(validate, "-query")
 			}
 			runTerraform(t, tf, src, nil, "fmt", "-check", "-diff", "-no-color")
 			if addRequiredProviders {
@@ -136,15 +136,16 @@ func terraformPath(t *testing.T) string {
 	return abs
 }
 
-// terraform115Path finds terraform-1.15 on PATH. Outside CI a missing one
-// skips the test, saying what is missing; CI (CI set, as .ci/run does) fails.
-func terraform115Path(t *testing.T) string {
+// toolPath finds a tool the tests run on PATH. Outside CI a missing one
+// skips the test, saying what is missing (why); CI (CI set, as .ci/run
+// does, with ../shared/tools on PATH) fails instead.
+func toolPath(t *testing.T, name, why string) string {
 	t.Helper()
-	path, err := exec.LookPath("terraform-1.15")
+	path, err := exec.LookPath(name)
 	if err == nil {
 		return path
 	}
-	msg := "this example needs Terraform >= 1.12 and terraform-1.15 is not on PATH (.ci/run adds ../shared/tools)"
+	msg := name + " is not on PATH: " + why
 	if os.Getenv("CI") != "" {
 		t.Fatal(msg)
 	}
