@@ -105,10 +105,10 @@ func (s *store) takeSlots(ctx context.Context, class string, ids []string, hot i
 	kept := map[string]time.Time{}
 	for i, next := 0, 0; i < hot && next < len(ids); i++ {
 		key := strconv.Itoa(i)
-		if sl, held := slots[key]; held && !isPast(sl.Until, now) {
+		if sl, held := slots[key]; held && !protocol.IsPast(sl.Until, now) {
 			r, ok := records[sl.ID]
 			idle := ok && r.State == protocol.StateIdle && r.RunID == "" && r.Threshold == sl.Until
-			if idle || !isPast(sl.Taken, now.Add(-slotSettling)) {
+			if idle || !protocol.IsPast(sl.Taken, now.Add(-slotSettling)) {
 				continue
 			}
 		}
@@ -137,10 +137,4 @@ func (s *store) takeSlots(ctx context.Context, class string, ids []string, hot i
 		return nil, fmt.Errorf("writing the hot slots of %s: %w", class, err)
 	}
 	return kept, nil
-}
-
-// isPast tells whether a timestamp is before now; an unreadable one is.
-func isPast(ts string, now time.Time) bool {
-	t, err := protocol.ParseTime(ts)
-	return err != nil || t.Before(now)
 }

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -23,6 +24,15 @@ const (
 	AttrResourceClass = "resourceClass"
 	AttrInstanceType  = "instanceType"
 	AttrUsageClass    = "usageClass"
+	// AttrStopUntil, on an idle record of an on-demand runner: once its
+	// threshold passes, the runner stops (its agent stops its instance)
+	// instead of terminating, and waits in the pool, stopped, until then.
+	AttrStopUntil = "stopUntil"
+	// AttrLaunchedAt and AttrTemplateVersion: when the instance was
+	// launched, and from which launch template version (a number; "" when
+	// unknown), for the pool's maximum runner age and outdated runners.
+	AttrLaunchedAt      = "launchedAt"
+	AttrTemplateVersion = "templateVersion"
 )
 
 // Usage classes.
@@ -41,6 +51,34 @@ type Instance struct {
 	InstanceType  string
 	UsageClass    string
 	UpdatedAt     string
+	// Optional: "" when not set (see AttrStopUntil, AttrLaunchedAt and
+	// AttrTemplateVersion).
+	StopUntil       string
+	LaunchedAt      string
+	TemplateVersion string
+}
+
+// Stopped tells whether the runner is in the pool's stopped tier at now:
+// idle and unowned, its running idle time over, and its stopped time not.
+// Its instance may still be stopping, or not have stopped yet.
+func (i Instance) Stopped(now time.Time) bool {
+	return i.State == StateIdle && i.RunID == "" && i.StopUntil != "" &&
+		IsPast(i.Threshold, now) && !IsPast(i.StopUntil, now)
+}
+
+// End is when the record's last deadline passes: StopUntil when set on an
+// idle record, else Threshold. The reaper ends a record after it.
+func (i Instance) End() string {
+	if i.State == StateIdle && i.StopUntil > i.Threshold {
+		return i.StopUntil
+	}
+	return i.Threshold
+}
+
+// timeBefore tells whether ts is before now; an unreadable one is.
+func IsPast(ts string, now time.Time) bool {
+	t, err := ParseTime(ts)
+	return err != nil || t.Before(now)
 }
 
 // Item renders the record as a table item.
@@ -56,6 +94,15 @@ func (i Instance) Item() map[string]types.AttributeValue {
 	} {
 		item[name] = &types.AttributeValueMemberS{Value: v}
 	}
+	for name, v := range map[string]string{
+		AttrStopUntil:       i.StopUntil,
+		AttrLaunchedAt:      i.LaunchedAt,
+		AttrTemplateVersion: i.TemplateVersion,
+	} {
+		if v != "" {
+			item[name] = &types.AttributeValueMemberS{Value: v}
+		}
+	}
 	return item
 }
 
@@ -70,6 +117,10 @@ func InstanceFromItem(item map[string]types.AttributeValue) (Instance, error) {
 		InstanceType:  StringAttr(item, AttrInstanceType),
 		UsageClass:    StringAttr(item, AttrUsageClass),
 		UpdatedAt:     StringAttr(item, AttrUpdatedAt),
+
+		StopUntil:       StringAttr(item, AttrStopUntil),
+		LaunchedAt:      StringAttr(item, AttrLaunchedAt),
+		TemplateVersion: StringAttr(item, AttrTemplateVersion),
 	}
 	// The sort key must be ID#<id>: a record under another key is not the
 	// one conditional writes to Key(TypeInstance, id) would change.
