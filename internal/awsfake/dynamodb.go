@@ -124,19 +124,21 @@ func CopyItem(in item) item {
 // code under test (or a change the fake must learn about).
 var (
 	knownConditions = map[string]bool{
-		"#state = :fromState AND #runId = :fromRunId":                       true,
-		"#state = :fromState AND #runId = :fromRunId AND #threshold > :now": true,
-		"#state = :fromState AND #runId = :fromRunId AND #threshold < :now": true,
-		"attribute_not_exists(PK)":                                          true,
-		"#updatedAt = :prev":                                                true,
-		"attribute_not_exists(PK) OR #updatedAt < :cutoff":                  true,
-		"#nonce = :nonce":                                                   true,
-		"#nonce = :nonce AND #updatedAt = :updatedAt":                       true,
-		"#value = :prev":                                                    true,
+		"#state = :fromState AND #runId = :fromRunId":                                             true,
+		"#state = :fromState AND #runId = :fromRunId AND #threshold > :now":                       true,
+		"#state = :fromState AND #runId = :fromRunId AND #threshold < :now":                       true,
+		"#state = :fromState AND #runId = :fromRunId AND #threshold < :now AND #stopUntil > :now": true,
+		"attribute_not_exists(PK)":                         true,
+		"#updatedAt = :prev":                               true,
+		"attribute_not_exists(PK) OR #updatedAt < :cutoff": true,
+		"#nonce = :nonce":                                  true,
+		"#nonce = :nonce AND #updatedAt = :updatedAt":      true,
+		"#value = :prev":                                   true,
 	}
 	knownUpdates = map[string]bool{
-		"SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now":                          true,
-		"SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now, #expiresAt = :expiresAt": true,
+		"SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now REMOVE #stopUntil":                          true,
+		"SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now, #stopUntil = :stopUntil":                   true,
+		"SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now, #expiresAt = :expiresAt REMOVE #stopUntil": true,
 		"ADD #ids :ids":         true,
 		"DELETE #ids :ids":      true,
 		"SET #updatedAt = :now": true,
@@ -263,6 +265,14 @@ func (e *exprEnv) applyUpdate(expr string, cur item) error {
 		return fmt.Errorf("fake dynamodb: unsupported update expression %q", expr)
 	}
 	if rest, ok := strings.CutPrefix(expr, "SET "); ok {
+		rest, removed, _ := strings.Cut(rest, " REMOVE ")
+		if removed != "" {
+			n, err := e.name(removed)
+			if err != nil {
+				return err
+			}
+			delete(cur, n)
+		}
 		for _, assign := range strings.Split(rest, ", ") {
 			f := strings.Fields(assign)
 			if len(f) != 3 || f[1] != "=" {

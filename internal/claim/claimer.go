@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	dyntypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
@@ -91,6 +93,8 @@ func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	template, version, templateErr := c.currentTemplate(ctx, cfg)
+	wants.TemplateVersion = version
 	queueURL := cfg.QueueURLs[req.ResourceClass]
 	if queueURL == "" {
 		return nil, fmt.Errorf("pool %s has no queue for resource class %q; apply the pool to re-create it", req.Pool, req.ResourceClass)
@@ -105,7 +109,8 @@ func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
 	// Reaping overlaps the claim's own waits; it is bounded, and its
 	// failures only logged.
 	defer c.reapAlongside(ctx, req.Pool)()
-	a := &attempt{c: c, s: s, req: req, cfg: cfg, wants: wants, regToken: regToken, held: map[string]*held{}}
+	a := &attempt{c: c, s: s, req: req, cfg: cfg, wants: wants, regToken: regToken, held: map[string]*held{},
+		template: template, templateErr: templateErr}
 	a.rec = Record{Request: req, State: recordPending, Nonce: newNonce()}
 	if adopted, err := a.begin(ctx); err != nil || adopted != nil {
 		return adopted, err
@@ -172,6 +177,10 @@ type attempt struct {
 	regToken *runnerToken
 	// selectUntil: claim workers take no new candidate after it.
 	selectUntil time.Time
+	// template is the pool's launch template as read when the attempt
+	// began, or why it could not be read (only a launch needs it).
+	template    ec2types.LaunchTemplate
+	templateErr error
 
 	mu       sync.Mutex
 	held     map[string]*held
@@ -399,6 +408,7 @@ func (a *attempt) selectWarm(ctx context.Context) (ready, late []Instance, err e
 			if err != nil {
 				return nil, nil, err
 			}
+			a.retire(ctx, a.pickup.Retired())
 			more = len(msgs) == need
 			insts, err := a.claimAll(ctx, msgs)
 			if err != nil {
@@ -461,6 +471,22 @@ func (a *attempt) selectWarm(ctx context.Context) (ready, late []Instance, err e
 	}
 }
 
+// retire ends idle runners that must leave the pool (why says why), unless
+// someone took them meanwhile; a failure is only noted: the runner is no
+// longer handed out (its message is gone) and ends at its deadline.
+func (a *attempt) retire(ctx context.Context, why map[string]string) {
+	ids := slices.Collect(maps.Keys(why))
+	parallel(len(ids), func(i int) {
+		id := ids[i]
+		terminated, err := a.c.discard(ctx, a.s, id, protocol.StateIdle, "")
+		if err != nil {
+			a.note("%s: %s; ending it failed: %v", id, why[id], err)
+			return
+		}
+		a.c.log("claim: retired a runner", "instance", id, "outcome", discardOutcome(why[id], terminated))
+	})
+}
+
 // claimAll claims runners the Pickup Manager took: listed in the claim
 // record first (so a crash cannot lose one), handed the claim's
 // registration token (one batched write), then each by its conditional
@@ -494,7 +520,7 @@ func (a *attempt) claimAll(ctx context.Context, msgs []protocol.Message) ([]Inst
 		failed  error
 	)
 	for i, m := range msgs {
-		inst := Instance{ID: m.ID, InstanceType: m.InstanceType, UsageClass: m.UsageClass, Source: SourcePool}
+		inst := Instance{ID: m.ID, InstanceType: m.InstanceType, UsageClass: m.UsageClass, Source: SourcePool, LaunchedAt: m.LaunchedAt, TemplateVersion: m.TemplateVersion}
 		outcome, err := a.claimOutcome(ctx, m.ID, errs[i])
 		switch outcome {
 		case claimed:

@@ -17,10 +17,13 @@ const (
 	Requeue
 	// Accept hands the runner to a claim worker.
 	Accept
+	// Retire drops the message of a runner that must leave the pool
+	// (outdated, or past the pool's maximum runner age): the claim ends it.
+	Retire
 )
 
 func (v Verdict) String() string {
-	return [...]string{"discard", "requeue", "accept"}[v]
+	return [...]string{"discard", "requeue", "accept", "retire"}[v]
 }
 
 // Wants is what a claim asks of a runner.
@@ -29,6 +32,10 @@ type Wants struct {
 	Class         protocol.ResourceClass
 	AllowedTypes  []string
 	UsageClass    string
+	// TemplateVersion is the launch template version the pool launches now
+	// ("" unknown: no runner is outdated); MaxRunnerAge the pool's (0: none).
+	TemplateVersion string
+	MaxRunnerAge    time.Duration
 }
 
 // Classify decides a message's fate as PROTOCOL.md says; reason explains
@@ -47,6 +54,11 @@ func Classify(body string, w Wants, now time.Time) (protocol.Message, Verdict, s
 		return m, Discard, fmt.Sprintf("memory %d MiB, below class %s's %d", m.MemoryMiB, w.ResourceClass, w.Class.MemoryMiB)
 	case m.Threshold <= protocol.FormatTime(now):
 		return m, Discard, fmt.Sprintf("idle deadline %s has passed", m.Threshold)
+	}
+	if why := retirement(m.LaunchedAt, m.TemplateVersion, w.TemplateVersion, w.MaxRunnerAge, now); why != "" {
+		return m, Retire, why
+	}
+	switch {
 	case !MatchInstanceType(w.AllowedTypes, m.InstanceType):
 		return m, Requeue, fmt.Sprintf("instance type %s not allowed", m.InstanceType)
 	case m.UsageClass != w.UsageClass:

@@ -1,6 +1,7 @@
 package claim
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -30,7 +31,11 @@ const maxOverrides = 300
 // launch starts n instances with one instant fleet, records them as created,
 // and returns them. Fewer than n: all are terminated and the claim fails.
 func (a *attempt) launch(ctx context.Context, n int) ([]Instance, error) {
-	if err := a.c.checkLaunchTemplate(ctx, a.req.Pool, a.cfg.Fleet); err != nil {
+	if a.templateErr != nil {
+		return nil, a.templateErr
+	}
+	version, err := checkTemplateTag(a.template, a.req.Pool, a.cfg.Fleet)
+	if err != nil {
 		return nil, err
 	}
 	in, err := a.c.fleetRequest(ctx, a.req, a.cfg, a.wants.Class, n, clientToken(a.req, a.rec.Nonce, n))
@@ -49,11 +54,12 @@ func (a *attempt) launch(ctx context.Context, n int) ([]Instance, error) {
 		}
 		return nil, fmt.Errorf("CreateFleet: %w", err)
 	}
-	usage := a.req.UsageClass
+	usage, launchedAt := a.req.UsageClass, protocol.FormatTime(a.c.now())
 	var launched []Instance
 	for _, group := range out.Instances {
 		for _, id := range group.InstanceIds { // AWS groups several ids per entry
-			launched = append(launched, Instance{ID: id, InstanceType: string(group.InstanceType), UsageClass: usage, Source: SourceFleet})
+			launched = append(launched, Instance{ID: id, InstanceType: string(group.InstanceType), UsageClass: usage, Source: SourceFleet,
+				LaunchedAt: launchedAt, TemplateVersion: version})
 		}
 	}
 	a.mu.Lock()
@@ -89,6 +95,7 @@ func (a *attempt) launch(ctx context.Context, n int) ([]Instance, error) {
 		err := a.s.putCreated(ctx, protocol.Instance{
 			ID: inst.ID, State: protocol.StateCreated, RunID: a.req.RunID, Threshold: protocol.FormatTime(now.Add(createdLifetime)),
 			ResourceClass: a.req.ResourceClass, InstanceType: inst.InstanceType, UsageClass: usage, UpdatedAt: protocol.FormatTime(now),
+			LaunchedAt: inst.LaunchedAt, TemplateVersion: inst.TemplateVersion,
 		})
 		if err != nil {
 			return nil, abandon(launched[i:], err)
@@ -248,32 +255,19 @@ func (c *Claimer) resolveInstanceTypes(ctx context.Context, f *protocol.FleetCon
 	return types, nil
 }
 
-// checkLaunchTemplate makes sure the pool's launch template is tagged for
-// the pool: the config item names the template, and anyone who may write
-// the table could change it; the tag is set by whoever manages the
-// template (and IAM pins CreateFleet on it, aws:ResourceTag/ec2runners:pool).
-func (c *Claimer) checkLaunchTemplate(ctx context.Context, poolName string, f *protocol.FleetConfig) error {
-	in := &ec2.DescribeLaunchTemplatesInput{}
-	ref := f.LaunchTemplateID // as the fleet request names it
-	if ref != "" {
-		in.LaunchTemplateIds = []string{ref}
-	} else {
-		ref = f.LaunchTemplateName
-		in.LaunchTemplateNames = []string{ref}
-	}
-	out, err := c.EC2.DescribeLaunchTemplates(ctx, in)
-	if err != nil {
-		return fmt.Errorf("reading launch template %s: %w", ref, err)
-	}
-	if len(out.LaunchTemplates) != 1 {
-		return fmt.Errorf("launch template %s does not exist (DescribeLaunchTemplates found %d)", ref, len(out.LaunchTemplates))
-	}
-	for _, tag := range out.LaunchTemplates[0].Tags {
+// checkTemplateTag makes sure the pool's launch template lt is tagged for
+// the pool, and returns the version the fleet launches: the config item
+// names the template, and anyone who may write the table could change it;
+// the tag is set by whoever manages the template (and IAM pins CreateFleet
+// on it, aws:ResourceTag/ec2runners:pool).
+func checkTemplateTag(lt ec2types.LaunchTemplate, poolName string, f *protocol.FleetConfig) (version string, err error) {
+	for _, tag := range lt.Tags {
 		if aws.ToString(tag.Key) == protocol.TagPool && aws.ToString(tag.Value) == poolName {
-			return nil
+			return templateVersion(lt, f), nil
 		}
 	}
-	return fmt.Errorf("launch template %s does not carry the tag %s = %s: pool %s launches only templates tagged for it; add the tag to the launch template", ref, protocol.TagPool, poolName, poolName)
+	ref := cmp.Or(f.LaunchTemplateID, f.LaunchTemplateName)
+	return "", fmt.Errorf("launch template %s does not carry the tag %s = %s: pool %s launches only templates tagged for it; add the tag to the launch template", ref, protocol.TagPool, poolName, poolName)
 }
 
 // templateArchitecture is the architecture of the launch template's AMI.

@@ -58,6 +58,7 @@ type Pickup struct {
 	held      []candidate // mismatches
 	sightings map[string]int
 	accepted  map[string]bool // ids ever accepted: another message for one is a duplicate
+	retired   map[string]string // runners to end, and why, not yet handed to the claim
 	exhausted bool
 	stats     PickupStats
 	consuming sync.WaitGroup // deletes under way
@@ -73,7 +74,7 @@ type candidate struct {
 
 // PickupStats count what the Pickup Manager did.
 type PickupStats struct {
-	Received, Discarded, Requeued, Accepted, Returned int
+	Received, Discarded, Requeued, Accepted, Returned, Retired int
 }
 
 // NewPickup makes the Pickup Manager of one claim; log may be nil.
@@ -81,7 +82,7 @@ func NewPickup(client SQSClient, queueURL string, w Wants, now func() time.Time,
 	if log == nil {
 		log = func(string, ...any) {}
 	}
-	return &Pickup{sqs: client, queueURL: queueURL, wants: w, now: now, log: log, sightings: map[string]int{}, accepted: map[string]bool{}}
+	return &Pickup{sqs: client, queueURL: queueURL, wants: w, now: now, log: log, sightings: map[string]int{}, accepted: map[string]bool{}, retired: map[string]string{}}
 }
 
 // Take returns n suitable runners, fewer only when the pool is exhausted for
@@ -128,7 +129,7 @@ func (p *Pickup) fetch(ctx context.Context, need int) error {
 	var discard []*string
 	for _, msg := range out {
 		m, verdict, reason := Classify(aws.ToString(msg.Body), p.wants, p.now())
-		if verdict != Discard {
+		if verdict != Discard && verdict != Retire {
 			p.sightings[m.ID]++
 			if p.sightings[m.ID] >= sightingLimit {
 				p.exhausted = true // cycling: stop after sorting this batch
@@ -151,6 +152,11 @@ func (p *Pickup) fetch(ctx context.Context, need int) error {
 			p.stats.Discarded++
 			discard = append(discard, msg.ReceiptHandle)
 			p.log("pickup: discarded message", "reason", reason)
+		case Retire:
+			p.stats.Retired++
+			discard = append(discard, msg.ReceiptHandle)
+			p.retired[m.ID] = reason
+			p.log("pickup: retiring runner", "instance", m.ID, "reason", reason)
 		case Requeue:
 			p.stats.Requeued++
 			p.held = append(p.held, c)
@@ -163,6 +169,17 @@ func (p *Pickup) fetch(ctx context.Context, need int) error {
 	}
 	_, err = p.deleteHandles(ctx, discard)
 	return err
+}
+
+// Retired hands over the runners whose messages said they must leave the
+// pool (Retire), with why, since the last call; their messages are gone,
+// and the claim ends them.
+func (p *Pickup) Retired() map[string]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.retired
+	p.retired = map[string]string{}
+	return out
 }
 
 // redelivered records handle as the newest of a message this claim already

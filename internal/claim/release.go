@@ -64,8 +64,11 @@ func releaseWaitWithin(ctx context.Context, wait time.Duration) time.Duration {
 
 // settleItem is one instance to give back or terminate.
 type settleItem struct {
-	id, state, instanceType, usageClass string
-	terminate                           bool
+	inst  Instance
+	state string
+	// discard says why it is terminated rather than given back ("" gives
+	// it back).
+	discard string
 	// resumeUntil: already idle until then, its message maybe not sent.
 	resumeUntil string
 }
@@ -91,8 +94,13 @@ func (c *Claimer) releaseAll(ctx context.Context, s *store, cfg protocol.PoolCon
 	}
 	var items []settleItem
 	var outcomes []string
+	current := ""
+	if len(ids) > len(idle) {
+		_, current, _ = c.currentTemplate(ctx, cfg)
+	}
 	for _, id := range ids {
 		r, ok := records[id]
+		inst := Instance{ID: id, InstanceType: r.InstanceType, UsageClass: r.UsageClass, LaunchedAt: r.LaunchedAt, TemplateVersion: r.TemplateVersion}
 		switch {
 		case ok && r.State == protocol.StateIdle && r.RunID == "":
 			// Given back by an earlier release of this run that died before
@@ -101,11 +109,14 @@ func (c *Claimer) releaseAll(ctx context.Context, s *store, cfg protocol.PoolCon
 				outcomes = append(outcomes, id+": no longer held by the run")
 				continue
 			}
-			items = append(items, settleItem{id: id, state: r.State, instanceType: r.InstanceType, usageClass: r.UsageClass, resumeUntil: r.Threshold})
+			items = append(items, settleItem{inst: inst, state: r.State, resumeUntil: r.Threshold})
 		case !ok || r.RunID != req.RunID || r.State == protocol.StateTerminated || r.State == protocol.StateIdle:
 			outcomes = append(outcomes, id+": no longer held by the run")
+		case r.State == protocol.StateCreated:
+			items = append(items, settleItem{inst: inst, state: r.State, discard: "launched for the run"})
 		default:
-			items = append(items, settleItem{id: id, state: r.State, instanceType: r.InstanceType, usageClass: r.UsageClass, terminate: r.State == protocol.StateCreated})
+			why := retirement(r.LaunchedAt, r.TemplateVersion, current, time.Duration(cfg.MaxRunnerAge), c.now())
+			items = append(items, settleItem{inst: inst, state: r.State, discard: why})
 		}
 	}
 	settled, err := c.settleAll(ctx, s, cfg, req, nonce, items)
@@ -116,8 +127,12 @@ func (c *Claimer) releaseAll(ctx context.Context, s *store, cfg protocol.PoolCon
 // the pool, runners it launched are terminated.
 func (c *Claimer) releaseHeld(ctx context.Context, s *store, cfg protocol.PoolConfig, req Request, nonce string, held map[string]*held) ([]string, error) {
 	items := make([]settleItem, 0, len(held))
-	for id, h := range held {
-		items = append(items, settleItem{id: id, state: h.state, instanceType: h.inst.InstanceType, usageClass: h.inst.UsageClass, terminate: h.inst.Source == SourceFleet})
+	for _, h := range held {
+		it := settleItem{inst: h.inst, state: h.state}
+		if h.inst.Source == SourceFleet {
+			it.discard = "launched for the run"
+		}
+		items = append(items, it)
 	}
 	return c.settleAll(ctx, s, cfg, req, nonce, items)
 }
@@ -150,41 +165,40 @@ func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConf
 		}
 	}
 	for _, it := range items {
-		byID[it.id] = it
+		id := it.inst.ID
+		byID[id] = it
 		switch {
-		case it.terminate:
-			discards[it.id] = "launched for the run"
+		case it.discard != "":
+			discards[id] = it.discard
 		case it.resumeUntil != "":
 			until, err := protocol.ParseTime(it.resumeUntil)
 			if err != nil {
-				settled(it.id, "", err)
+				settled(id, "", err)
 			} else {
-				idleBy[it.id] = until
+				idleBy[id] = until
 			}
 		default:
-			toIdle = append(toIdle, it.id)
+			toIdle = append(toIdle, id)
 		}
 	}
 	toIdle = c.handRemovalToken(ctx, s, cfg, req.RunID, toIdle, discards)
-	idleUntil := c.now().Add(time.Duration(cfg.IdleTimeout))
-	kept := c.keepHot(ctx, s, cfg, req.ResourceClass, toIdle)
-	deadline := func(id string) time.Time {
-		if until, ok := kept[id]; ok {
-			return until
-		}
-		return idleUntil
+	candidates := make([]keepable, len(toIdle))
+	for i, id := range toIdle {
+		inst := byID[id].inst
+		candidates[i] = keepable{id: id, usageClass: inst.UsageClass, ageEnd: ageEnd(inst.LaunchedAt, time.Duration(cfg.MaxRunnerAge))}
 	}
+	plans := c.keepWarm(ctx, s, cfg, req.ResourceClass, candidates)
+	var lapsed []string
 	results := s.applyEach(ctx, toIdle, func(id string) transition {
 		return transition{
 			fromState: byID[id].state, fromRunID: req.RunID, toState: protocol.StateIdle, toRunID: "",
-			threshold: deadline(id), deadline: "live",
+			threshold: plans[id].threshold, stopUntil: plans[id].stopUntil, deadline: "live",
 		}
 	})
-	var lapsed []string
 	for i, id := range toIdle {
 		switch err := results[i]; {
 		case err == nil:
-			idleBy[id] = deadline(id)
+			idleBy[id] = plans[id].threshold
 		case errors.Is(err, errConditionFailed):
 			lapsed = append(lapsed, id)
 		default:
@@ -236,18 +250,16 @@ func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConf
 		class := cfg.ResourceClasses[req.ResourceClass]
 		bodies := make([]string, len(confirmed))
 		for i, id := range confirmed {
+			inst := byID[id].inst
 			bodies[i] = protocol.Message{
-				ID: id, ResourceClass: req.ResourceClass, InstanceType: byID[id].instanceType, CPU: class.CPU, MemoryMiB: class.MemoryMiB,
-				UsageClass: byID[id].usageClass, Threshold: protocol.FormatTime(idleBy[id]), // the new idle deadline, not the old running one
+				ID: id, ResourceClass: req.ResourceClass, InstanceType: inst.InstanceType, CPU: class.CPU, MemoryMiB: class.MemoryMiB,
+				UsageClass: inst.UsageClass, Threshold: protocol.FormatTime(idleBy[id]), // the new idle deadline, not the old running one
+				LaunchedAt: inst.LaunchedAt, TemplateVersion: inst.TemplateVersion,
 			}.Body()
 		}
 		err := sendAll(ctx, c.SQS, cfg.QueueURLs[req.ResourceClass], bodies, 0)
 		for _, id := range confirmed {
-			outcome := "released to the pool"
-			if until, ok := kept[id]; ok {
-				outcome += ", kept hot until " + protocol.FormatTime(until)
-			}
-			settled(id, outcome, err)
+			settled(id, plans[id].outcome(), err)
 		}
 	}
 	done := slices.Sorted(maps.Keys(outcomes))

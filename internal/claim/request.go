@@ -55,6 +55,9 @@ type Instance struct {
 	InstanceType string `json:"instanceType"`
 	UsageClass   string `json:"usageClass"`
 	Source       string `json:"source"`
+	// When and from which launch template version it was launched ("" unknown).
+	LaunchedAt      string `json:"launchedAt,omitempty"`
+	TemplateVersion string `json:"templateVersion,omitempty"`
 }
 
 // wants derives what the Pickup Manager filters for.
@@ -63,7 +66,7 @@ func (r Request) wants(cfg protocol.PoolConfig) (Wants, error) {
 	if !ok {
 		return Wants{}, fmt.Errorf("pool %s has no resource class %q (it has %v)", r.Pool, r.ResourceClass, protocol.SortedClassNames(cfg.ResourceClasses))
 	}
-	return Wants{ResourceClass: r.ResourceClass, Class: class, AllowedTypes: r.AllowedTypes, UsageClass: r.UsageClass}, nil
+	return Wants{ResourceClass: r.ResourceClass, Class: class, AllowedTypes: r.AllowedTypes, UsageClass: r.UsageClass, MaxRunnerAge: time.Duration(cfg.MaxRunnerAge)}, nil
 }
 
 // maxRuntime is the claim's own, or the pool's.

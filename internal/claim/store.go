@@ -42,7 +42,12 @@ type transition struct {
 	fromState, fromRunID string
 	toState, toRunID     string
 	threshold            time.Time
-	// deadline: "live" requires threshold > now, "passed" threshold < now, "" neither.
+	// stopUntil, on a transition to idle: the runner's stopped time after
+	// threshold (protocol.AttrStopUntil). Every other transition clears it.
+	stopUntil time.Time
+	// deadline: "live" requires threshold > now, "passed" threshold < now,
+	// "stopped" a runner in its stopped time (threshold < now < stopUntil),
+	// "" none of them.
 	deadline string
 }
 
@@ -55,11 +60,14 @@ func (s *store) update(id string, t transition) *types.Update {
 		cond += " AND #threshold > :now"
 	case "passed":
 		cond += " AND #threshold < :now"
+	case "stopped":
+		cond += " AND #threshold < :now AND #stopUntil > :now"
 	}
 	expr := "SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now"
 	names := map[string]string{
 		"#state": protocol.AttrState, "#runId": protocol.AttrRunID,
 		"#threshold": protocol.AttrThreshold, "#updatedAt": protocol.AttrUpdatedAt,
+		"#stopUntil": protocol.AttrStopUntil,
 	}
 	values := map[string]types.AttributeValue{
 		":fromState": str(t.fromState), ":fromRunId": str(t.fromRunID),
@@ -70,6 +78,12 @@ func (s *store) update(id string, t transition) *types.Update {
 		expr += ", #expiresAt = :expiresAt"
 		names["#expiresAt"] = protocol.AttrExpiresAt
 		values[":expiresAt"] = protocol.ExpiresAt(s.now())
+	}
+	if t.stopUntil.IsZero() {
+		expr += " REMOVE #stopUntil"
+	} else {
+		expr += ", #stopUntil = :stopUntil"
+		values[":stopUntil"] = str(protocol.FormatTime(t.stopUntil))
 	}
 	return &types.Update{
 		TableName:                           aws.String(s.table),
@@ -193,9 +207,14 @@ func parallel(n int, f func(i int)) {
 // lost and whose retry then failed the condition: the record already holds
 // exactly what the transition writes.
 func alreadyApplied(old map[string]types.AttributeValue, t transition) bool {
+	stopUntil := ""
+	if !t.stopUntil.IsZero() {
+		stopUntil = protocol.FormatTime(t.stopUntil)
+	}
 	return old != nil && protocol.StringAttr(old, protocol.AttrState) == t.toState &&
 		protocol.StringAttr(old, protocol.AttrRunID) == t.toRunID &&
-		protocol.StringAttr(old, protocol.AttrThreshold) == protocol.FormatTime(t.threshold)
+		protocol.StringAttr(old, protocol.AttrThreshold) == protocol.FormatTime(t.threshold) &&
+		protocol.StringAttr(old, protocol.AttrStopUntil) == stopUntil
 }
 
 func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }

@@ -15,8 +15,8 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
-// warmSlot is one place of a class's hot target, held by a runner kept hot
-// until its deadline.
+// warmSlot is one place of a class's target in a tier, held by a runner
+// kept in that tier until its deadline.
 type warmSlot struct {
 	ID    string `json:"id"`
 	Until string `json:"until"`
@@ -27,47 +27,129 @@ type warmSlot struct {
 // it but may not have made it idle yet (the idle write follows at once).
 const slotSettling = time.Minute
 
-// warmSlotsID names the lease item of a class's hot slots (TYPE#LEASE).
-func warmSlotsID(class string) string { return "warm-" + class }
+// MaxStoppedAge bounds how long one decision keeps a runner stopped, as
+// protocol.MaxHotAge bounds a hot one: stopped runners cost only their
+// volumes, so a week carries a pool over a weekend.
+const MaxStoppedAge = 7 * 24 * time.Hour
 
-// keepTries bounds the optimistic rounds of keepHot under contention.
+// slotsID names the lease item of a class's slots in tier (TYPE#LEASE).
+func slotsID(tier protocol.Tier, class string) string { return "warm-" + string(tier) + "-" + class }
+
+// holds tells whether runner r, as its record says, still holds a slot of
+// tier ending at until: idle, unowned, with that deadline (a claim took it
+// or it is gone otherwise).
+func holds(tier protocol.Tier, r protocol.Instance, until string) bool {
+	if r.State != protocol.StateIdle || r.RunID != "" {
+		return false
+	}
+	if tier == protocol.TierStopped {
+		return r.StopUntil == until
+	}
+	return r.Threshold == until
+}
+
+// keepTries bounds the optimistic rounds of keepWarm under contention.
 const keepTries = 5
 
-// keepHot decides which of ids, runners of class about to go idle, the pool
-// keeps hot, and until when. Slot i of the class's target is free when no
-// runner holds it, or its holder is no longer idle with that slot's
-// deadline (claimed since, or gone); each runner kept takes the lowest free
-// slot below the target in force now, and stays idle until that slot ends
-// (SlotEnd: slot i lives while the target exceeds i), never less than the
-// pool's idle timeout. The slots are one item written on condition that it
-// is unchanged since read, so two releases never keep more runners than
-// the target. A slot taken less than slotSettling ago is held whatever its
-// runner's record says: its release may not have made it idle yet. A
-// failure keeps nothing: the runners go idle as usual.
-func (c *Claimer) keepHot(ctx context.Context, s *store, cfg protocol.PoolConfig, class string, ids []string) map[string]time.Time {
-	target, ok := cfg.Warm[class]
-	if !ok || len(ids) == 0 {
-		return nil
+// plan is what happens to a runner given back to the pool: it is idle,
+// running, until threshold; then, when stopUntil is set, it stops and waits
+// in the pool until stopUntil; else it terminates.
+type plan struct {
+	threshold, stopUntil time.Time
+	tier                 protocol.Tier // the tier whose target keeps it; "" none
+}
+
+// outcome says what the plan does with a runner released to the pool.
+func (p plan) outcome() string {
+	switch p.tier {
+	case protocol.TierHot:
+		return "released to the pool, kept hot until " + protocol.FormatTime(p.threshold)
+	case protocol.TierStopped:
+		return "released to the pool, idle until " + protocol.FormatTime(p.threshold) + ", then kept stopped until " + protocol.FormatTime(p.stopUntil)
 	}
+	return "released to the pool"
+}
+
+// keepable is a runner about to go idle, as keepWarm needs to know it.
+type keepable struct {
+	id, usageClass string
+	ageEnd         time.Time // when it reaches the pool's maximum runner age; zero: never
+}
+
+// keepWarm plans the runners of class about to go idle. Each tier's target
+// is a set of slots (SlotEnd: slot i lives while the target exceeds i); a
+// runner takes the lowest free slot below the target in force now. Hot
+// slots go first: such a runner stays idle, running, until its slot ends.
+// Then on-demand runners (Spot instances cannot be stopped) take the
+// stopped slots: idle for the pool's idle timeout, then stopped until the
+// slot ends. The others are idle for the idle timeout. No deadline outlives
+// a runner's maximum age, and none is shorter than the idle timeout.
+//
+// A tier's slots are one item written on condition that it is unchanged
+// since read, so two releases never keep more runners than the target. A
+// slot is free when no runner holds it (holds), or its deadline passed; a
+// slot taken less than slotSettling ago is held whatever its runner's
+// record says: its release may not have made it idle yet. A failure keeps
+// nothing in that tier: the runners go on to the next, or idle as usual.
+func (c *Claimer) keepWarm(ctx context.Context, s *store, cfg protocol.PoolConfig, class string, runners []keepable) map[string]plan {
+	now := c.now()
+	idleUntil := now.Add(time.Duration(cfg.IdleTimeout))
+	plans := make(map[string]plan, len(runners))
+	for _, r := range runners {
+		plans[r.id] = plan{threshold: idleUntil}
+	}
+	target, ok := cfg.Warm[class]
+	if !ok || len(runners) == 0 {
+		return plans
+	}
+	capped := func(r keepable, t time.Time) time.Time {
+		if !r.ageEnd.IsZero() && r.ageEnd.Before(t) {
+			t = r.ageEnd
+		}
+		return later(t, idleUntil)
+	}
+	hot := c.takeTier(ctx, s, protocol.TierHot, class, target, runners, func(slot int, r keepable) time.Time {
+		return capped(r, target.SlotEnd(protocol.TierHot, slot, now, protocol.MaxHotAge))
+	})
+	var stoppable []keepable
+	for _, r := range runners {
+		if until, ok := hot[r.id]; ok {
+			plans[r.id] = plan{threshold: until, tier: protocol.TierHot}
+		} else if r.usageClass == protocol.UsageOnDemand {
+			stoppable = append(stoppable, r)
+		}
+	}
+	stopped := c.takeTier(ctx, s, protocol.TierStopped, class, target, stoppable, func(slot int, r keepable) time.Time {
+		return capped(r, target.SlotEnd(protocol.TierStopped, slot, now, MaxStoppedAge))
+	})
+	for id, until := range stopped {
+		plans[id] = plan{threshold: idleUntil, stopUntil: until, tier: protocol.TierStopped}
+	}
+	return plans
+}
+
+// takeTier gives runners the free slots of tier below its target in force
+// now, retrying when another writer changed the slots meanwhile, and
+// returns each kept runner's slot deadline.
+func (c *Claimer) takeTier(ctx context.Context, s *store, tier protocol.Tier, class string, target protocol.WarmTarget,
+	runners []keepable, until func(slot int, r keepable) time.Time) map[string]time.Time {
 	for range keepTries {
 		now := c.now()
-		hot := target.HotAt(now)
-		if hot == 0 {
+		n := target.At(tier, now)
+		if n == 0 || len(runners) == 0 {
 			return nil
 		}
-		kept, err := s.takeSlots(ctx, class, ids, hot, now, func(slot int) time.Time {
-			return later(target.SlotEnd(slot, now), now.Add(time.Duration(cfg.IdleTimeout)))
-		})
+		kept, err := s.takeSlots(ctx, tier, class, runners, n, now, until)
 		if errors.Is(err, errConditionFailed) {
-			continue // another release changed the slots meanwhile
+			continue // another writer changed the slots meanwhile
 		}
 		if err != nil {
-			c.log("release: keeping runners hot failed; they go idle as usual", "class", class, "error", err.Error())
+			c.log("release: keeping runners warm failed; they go idle as usual", "class", class, "tier", string(tier), "error", err.Error())
 			return nil
 		}
 		return kept
 	}
-	c.log("release: the hot slots kept changing; the runners go idle as usual", "class", class)
+	c.log("release: the warm slots kept changing; the runners go idle as usual", "class", class, "tier", string(tier))
 	return nil
 }
 
@@ -78,50 +160,36 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// takeSlots gives ids the free slots below hot, in order, with the
-// deadlines until gives, in one conditional write of the slots item, as of
-// now.
-func (s *store) takeSlots(ctx context.Context, class string, ids []string, hot int, now time.Time, until func(slot int) time.Time) (map[string]time.Time, error) {
-	key := protocol.Key(protocol.TypeLease, warmSlotsID(class))
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: key, ConsistentRead: aws.Bool(true)})
+// takeSlots gives runners the free slots of tier below target, in order,
+// with the deadlines until gives, in one conditional write of the slots
+// item, as of now.
+func (s *store) takeSlots(ctx context.Context, tier protocol.Tier, class string, runners []keepable, target int, now time.Time,
+	until func(slot int, r keepable) time.Time) (map[string]time.Time, error) {
+	slots, prev, err := s.readSlots(ctx, tier, class)
 	if err != nil {
-		return nil, fmt.Errorf("reading the hot slots of %s: %w", class, err)
+		return nil, err
 	}
-	prev := protocol.StringAttr(out.Item, protocol.AttrValue)
-	slots := map[string]warmSlot{}
-	if prev != "" {
-		if err := json.Unmarshal([]byte(prev), &slots); err != nil {
-			return nil, fmt.Errorf("the hot slots of %s are not valid: %w", class, err)
-		}
-	}
-	var holders []string
-	for _, sl := range slots {
-		holders = append(holders, sl.ID)
-	}
-	records, err := s.instances(ctx, holders)
+	held, err := s.heldSlots(ctx, tier, slots, now)
 	if err != nil {
 		return nil, err
 	}
 	kept := map[string]time.Time{}
-	for i, next := 0, 0; i < hot && next < len(ids); i++ {
+	for i, next := 0, 0; i < target && next < len(runners); i++ {
 		key := strconv.Itoa(i)
-		if sl, held := slots[key]; held && !protocol.IsPast(sl.Until, now) {
-			r, ok := records[sl.ID]
-			idle := ok && r.State == protocol.StateIdle && r.RunID == "" && r.Threshold == sl.Until
-			if idle || !protocol.IsPast(sl.Taken, now.Add(-slotSettling)) {
-				continue
-			}
+		if held[key] {
+			continue
 		}
-		deadline := until(i)
-		slots[key] = warmSlot{ID: ids[next], Until: protocol.FormatTime(deadline), Taken: protocol.FormatTime(now)}
-		kept[ids[next]] = deadline
+		r := runners[next]
+		deadline := until(i, r)
+		slots[key] = warmSlot{ID: r.id, Until: protocol.FormatTime(deadline), Taken: protocol.FormatTime(now)}
+		kept[r.id] = deadline
 		next++
 	}
 	if len(kept) == 0 {
 		return nil, nil
 	}
 	doc, _ := json.Marshal(slots) // plain data
-	item := protocol.BaseItem(protocol.TypeLease, warmSlotsID(class), protocol.FormatTime(now))
+	item := protocol.BaseItem(protocol.TypeLease, slotsID(tier, class), protocol.FormatTime(now))
 	item[protocol.AttrValue] = str(string(doc))
 	in := &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String("attribute_not_exists(PK)")}
 	if prev != "" {
@@ -134,7 +202,49 @@ func (s *store) takeSlots(ctx context.Context, class string, ids []string, hot i
 		if errors.As(err, &ccf) {
 			return nil, errConditionFailed
 		}
-		return nil, fmt.Errorf("writing the hot slots of %s: %w", class, err)
+		return nil, fmt.Errorf("writing the %s slots of %s: %w", tier, class, err)
 	}
 	return kept, nil
+}
+
+// readSlots reads the slots of class in tier (consistently), and the item's
+// value as read ("" when there is none), which a write is conditional on.
+func (s *store) readSlots(ctx context.Context, tier protocol.Tier, class string) (map[string]warmSlot, string, error) {
+	key := protocol.Key(protocol.TypeLease, slotsID(tier, class))
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: key, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, "", fmt.Errorf("reading the %s slots of %s: %w", tier, class, err)
+	}
+	prev := protocol.StringAttr(out.Item, protocol.AttrValue)
+	slots := map[string]warmSlot{}
+	if prev != "" {
+		if err := json.Unmarshal([]byte(prev), &slots); err != nil {
+			return nil, "", fmt.Errorf("the %s slots of %s are not valid: %w", tier, class, err)
+		}
+	}
+	return slots, prev, nil
+}
+
+// heldSlots tells which of slots are held at now: by a runner whose record
+// says it still holds it, or taken less than slotSettling ago.
+func (s *store) heldSlots(ctx context.Context, tier protocol.Tier, slots map[string]warmSlot, now time.Time) (map[string]bool, error) {
+	var holders []string
+	for _, sl := range slots {
+		holders = append(holders, sl.ID)
+	}
+	records, err := s.instances(ctx, holders)
+	if err != nil {
+		return nil, err
+	}
+	held := map[string]bool{}
+	for key, sl := range slots {
+		if protocol.IsPast(sl.Until, now) {
+			continue
+		}
+		r, ok := records[sl.ID]
+		if (ok && holds(tier, r, sl.Until)) || !protocol.IsPast(sl.Taken, now.Add(-slotSettling)) {
+			held[key] = true
+		}
+	}
+	return held, nil
 }

@@ -108,7 +108,7 @@ func TestReleaseKeepsHotUnderConcurrency(t *testing.T) {
 	}
 	// A minute later a run takes both, the hot one included: its slot is
 	// free again.
-	ageSlots(t, e, "large", slotSettling)
+	ageSlots(t, e, protocol.TierHot, "large", slotSettling)
 	if _, err := e.create(2, func(r *Request) { r.RunID = "run-c" }); err != nil {
 		t.Fatal(err)
 	}
@@ -191,9 +191,9 @@ func (b *slotReadBarrier) GetItem(ctx context.Context, in *dynamodb.GetItemInput
 
 // ageSlots moves the times the class's slots were taken back by d, as if d
 // had passed.
-func ageSlots(t *testing.T, e *env, class string, d time.Duration) {
+func ageSlots(t *testing.T, e *env, tier protocol.Tier, class string, d time.Duration) {
 	t.Helper()
-	key := protocol.Key(protocol.TypeLease, warmSlotsID(class))
+	key := protocol.Key(protocol.TypeLease, slotsID(tier, class))
 	out, err := e.db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(protocol.TableName(testPool)), Key: key})
 	if err != nil || out.Item == nil {
 		t.Fatalf("reading the slots: %v", err)

@@ -17,6 +17,10 @@ type Message struct {
 	MemoryMiB     int    `json:"mmem"`
 	UsageClass    string `json:"usageClass"`
 	Threshold     string `json:"threshold"`
+	// Optional facts of the instance, copied from its record: they never
+	// change, so a stale message still tells them right.
+	LaunchedAt      string `json:"launchedAt,omitempty"`
+	TemplateVersion string `json:"templateVersion,omitempty"`
 }
 
 // Body renders the message body.
@@ -46,6 +50,9 @@ func ParseMessage(body string) (Message, error) {
 	}
 	if _, err := ParseTime(m.Threshold); err != nil {
 		return Message{}, fmt.Errorf("runner message threshold %q is not %s", m.Threshold, TimeLayout)
+	}
+	if _, err := ParseTime(m.LaunchedAt); m.LaunchedAt != "" && err != nil {
+		return Message{}, fmt.Errorf("runner message launchedAt %q is not %s", m.LaunchedAt, TimeLayout)
 	}
 	return m, nil
 }

@@ -38,6 +38,9 @@ type PoolConfig struct {
 	ResourceClasses map[string]ResourceClass `json:"resourceClasses"`
 	IdleTimeout     Duration                 `json:"idleTimeout"`
 	MaxRuntime      Duration                 `json:"maxRuntime"`
+	// MaxRunnerAge: a runner launched longer ago is not handed out again,
+	// nor kept in the pool (0: no limit).
+	MaxRunnerAge Duration `json:"maxRunnerAge,omitempty"`
 	Fleet           *FleetConfig             `json:"fleet,omitempty"`
 	QueueURLs       map[string]string        `json:"queueUrls"`
 	GitHub          *GitHubTarget            `json:"github,omitempty"`
@@ -134,8 +137,8 @@ func (c PoolConfig) validate() error {
 			return fmt.Errorf("warm[%q]: %w", class, err)
 		}
 	}
-	if c.IdleTimeout < 0 || c.MaxRuntime < 0 {
-		return fmt.Errorf("idleTimeout %s and maxRuntime %s must not be negative", time.Duration(c.IdleTimeout), time.Duration(c.MaxRuntime))
+	if c.IdleTimeout < 0 || c.MaxRuntime < 0 || c.MaxRunnerAge < 0 {
+		return fmt.Errorf("idleTimeout %s, maxRuntime %s and maxRunnerAge %s must not be negative", time.Duration(c.IdleTimeout), time.Duration(c.MaxRuntime), time.Duration(c.MaxRunnerAge))
 	}
 	if f := c.Fleet; f != nil {
 		switch {

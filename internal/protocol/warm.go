@@ -9,11 +9,26 @@ import (
 	_ "time/tzdata" // schedules name time zones; not every host has a zoneinfo database
 )
 
-// WarmTarget is how many idle runners of a class the pool keeps hot: Hot
-// outside the schedule's windows, the window's Hot inside one (the highest
-// where windows overlap).
+// Tier is a kind of warm capacity: hot runners are idle and running, in
+// their class's queue; stopped runners are idle on-demand runners whose
+// instance is stopped, started again by the claim that takes them.
+type Tier string
+
+// The tiers, in the order a claim takes from them.
+const (
+	TierHot     Tier = "hot"
+	TierStopped Tier = "stopped"
+)
+
+// Tiers lists every tier.
+var Tiers = []Tier{TierHot, TierStopped}
+
+// WarmTarget is how many idle runners of a class the pool keeps in each
+// tier: Hot and Stopped outside the schedule's windows, the window's inside
+// one (per tier, the highest where windows overlap).
 type WarmTarget struct {
 	Hot      int          `json:"hot"`
+	Stopped  int          `json:"stopped,omitempty"`
 	Schedule []WarmWindow `json:"schedule,omitempty"`
 }
 
@@ -25,6 +40,21 @@ type WarmWindow struct {
 	To       string   `json:"to"`
 	TimeZone string   `json:"timeZone"`
 	Hot      int      `json:"hot"`
+	Stopped  int      `json:"stopped,omitempty"`
+}
+
+func (t WarmTarget) of(tier Tier) int {
+	if tier == TierStopped {
+		return t.Stopped
+	}
+	return t.Hot
+}
+
+func (w WarmWindow) of(tier Tier) int {
+	if tier == TierStopped {
+		return w.Stopped
+	}
+	return w.Hot
 }
 
 // WeekDays are the day names a window takes, Sunday first as time.Weekday.
@@ -32,13 +62,14 @@ var WeekDays = []string{"sun", "mon", "tue", "wed", "thu", "fri", "sat"}
 
 // MaxHotAge bounds how long one decision keeps a runner hot: it is kept
 // again only when it is released again, so a runner nobody uses does not
-// live on for ever.
+// run on for ever. Stopped runners, which cost only their volumes, are
+// kept up to the pool's maximum runner age.
 const MaxHotAge = 24 * time.Hour
 
 // Validate checks the target's numbers, days, times and time zones.
 func (t WarmTarget) Validate() error {
-	if t.Hot < 0 {
-		return fmt.Errorf("hot is %d, must not be negative", t.Hot)
+	if err := checkCounts(t.Hot, t.Stopped); err != nil {
+		return err
 	}
 	for i, w := range t.Schedule {
 		if err := w.validate(); err != nil {
@@ -48,9 +79,19 @@ func (t WarmTarget) Validate() error {
 	return nil
 }
 
+// checkCounts checks the targets of the tiers, in Tiers' order.
+func checkCounts(counts ...int) error {
+	for i, n := range counts {
+		if n < 0 {
+			return fmt.Errorf("%s is %d, must not be negative", Tiers[i], n)
+		}
+	}
+	return nil
+}
+
 func (w WarmWindow) validate() error {
-	if w.Hot < 0 {
-		return fmt.Errorf("hot is %d, must not be negative", w.Hot)
+	if err := checkCounts(w.Hot, w.Stopped); err != nil {
+		return err
 	}
 	if len(w.Days) == 0 {
 		return fmt.Errorf("days is empty; use some of %s", strings.Join(WeekDays, ", "))
@@ -95,18 +136,18 @@ func ParseClock(s string) (time.Duration, error) {
 	return time.Duration(h)*time.Hour + time.Duration(m)*time.Minute, nil
 }
 
-// HotAt is the target in force at t.
-func (t WarmTarget) HotAt(at time.Time) int {
-	hot, inWindow := t.Hot, false
+// At is the target of tier in force at t.
+func (t WarmTarget) At(tier Tier, at time.Time) int {
+	n, inWindow := t.of(tier), false
 	for _, w := range t.Schedule {
 		if w.contains(at) {
-			if !inWindow || w.Hot > hot {
-				hot = w.Hot
+			if !inWindow || w.of(tier) > n {
+				n = w.of(tier)
 			}
 			inWindow = true
 		}
 	}
-	return hot
+	return n
 }
 
 func (w WarmWindow) contains(at time.Time) bool {
@@ -125,16 +166,16 @@ func (w WarmWindow) contains(at time.Time) bool {
 	return since >= from && since < to
 }
 
-// SlotEnd is when slot (0 first) stops being needed after now: the first
-// moment the target is at most slot, at most MaxHotAge ahead. A slot the
-// target does not reach now ends now.
-func (t WarmTarget) SlotEnd(slot int, now time.Time) time.Time {
-	limit := now.Add(MaxHotAge)
-	if t.HotAt(now) <= slot {
+// SlotEnd is when slot (0 first) of tier stops being needed after now: the
+// first moment the tier's target is at most slot, at most horizon ahead. A
+// slot the target does not reach now ends now.
+func (t WarmTarget) SlotEnd(tier Tier, slot int, now time.Time, horizon time.Duration) time.Time {
+	limit := now.Add(horizon)
+	if t.At(tier, now) <= slot {
 		return now
 	}
 	for _, b := range t.boundaries(now, limit) {
-		if t.HotAt(b) <= slot {
+		if t.At(tier, b) <= slot {
 			return b
 		}
 	}

@@ -44,9 +44,40 @@ func TestWarmTargetHotAt(t *testing.T) {
 		{WarmTarget{Schedule: []WarmWindow{{Days: WeekDays, From: "08:00", To: "09:00", TimeZone: "America/New_York", Hot: 3}}}, "2026-11-24 14:30", 3},
 	}
 	for _, tt := range tests {
-		if got := tt.target.HotAt(berlin(t, tt.at)); got != tt.want {
+		if got := tt.target.At(TierHot, berlin(t, tt.at)); got != tt.want {
 			t.Errorf("HotAt(%s) = %d, want %d (target %+v)", tt.at, got, tt.want, tt.target)
 		}
+	}
+}
+
+// Each tier has its own targets, in and out of the windows; an overlap
+// takes each tier's highest.
+func TestWarmTargetTiers(t *testing.T) {
+	nights := WarmTarget{Hot: 1, Stopped: 6, Schedule: []WarmWindow{
+		{Days: []string{"mon", "tue", "wed", "thu", "fri"}, From: "08:00", To: "19:00", TimeZone: "Europe/Berlin", Hot: 4, Stopped: 2},
+		{Days: []string{"tue"}, From: "12:00", To: "13:00", TimeZone: "Europe/Berlin", Hot: 2, Stopped: 5},
+	}}
+	tests := []struct {
+		at           string
+		hot, stopped int
+	}{
+		{"2026-11-24 07:00", 1, 6},
+		{"2026-11-24 09:00", 4, 2},
+		{"2026-11-24 12:30", 4, 5},
+		{"2026-11-28 12:30", 1, 6},
+	}
+	for _, tt := range tests {
+		at := berlin(t, tt.at)
+		if hot, stopped := nights.At(TierHot, at), nights.At(TierStopped, at); hot != tt.hot || stopped != tt.stopped {
+			t.Errorf("at %s: hot %d, stopped %d; want %d, %d", tt.at, hot, stopped, tt.hot, tt.stopped)
+		}
+	}
+	// A stopped slot of the day's window ends when the target drops to it.
+	if got, want := nights.SlotEnd(TierStopped, 2, berlin(t, "2026-11-24 07:00"), 7*24*time.Hour), berlin(t, "2026-11-24 08:00"); !got.Equal(want) {
+		t.Errorf("stopped slot 2 ends %s, want %s", got, want)
+	}
+	if got, want := nights.SlotEnd(TierStopped, 0, berlin(t, "2026-11-24 07:00"), 7*24*time.Hour), berlin(t, "2026-12-01 07:00"); !got.Equal(want) {
+		t.Errorf("stopped slot 0 ends %s, want the horizon %s", got, want)
 	}
 }
 
@@ -63,14 +94,14 @@ func TestWarmTargetSlotEnd(t *testing.T) {
 		{"2026-11-27 20:00", 1, "2026-11-27 20:00"},
 	}
 	for _, tt := range tests {
-		if got, want := office.SlotEnd(tt.slot, berlin(t, tt.now)), berlin(t, tt.want); !got.Equal(want) {
+		if got, want := office.SlotEnd(TierHot, tt.slot, berlin(t, tt.now), MaxHotAge), berlin(t, tt.want); !got.Equal(want) {
 			t.Errorf("SlotEnd(%d, %s) = %s, want %s", tt.slot, tt.now, got.In(want.Location()), want)
 		}
 	}
 	// A slot of a window that opens later ends when it closes, not before.
 	night := WarmTarget{Schedule: []WarmWindow{{Days: WeekDays, From: "00:00", To: "06:00", TimeZone: "UTC", Hot: 2}}}
 	at := time.Date(2026, 11, 24, 1, 0, 0, 0, time.UTC)
-	if got := night.SlotEnd(1, at); !got.Equal(time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)) {
+	if got := night.SlotEnd(TierHot, 1, at, MaxHotAge); !got.Equal(time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)) {
 		t.Errorf("night slot ends %s", got)
 	}
 }
@@ -95,6 +126,8 @@ func TestWarmTargetValidate(t *testing.T) {
 		{w(func(w *WarmWindow) { w.From, w.To = "22:00", "06:00" }), "a window across midnight is two windows"},
 		{w(func(w *WarmWindow) { w.TimeZone = "Mars/Olympus" }), "is not an IANA time zone"},
 		{w(func(w *WarmWindow) { w.Hot = -2 }), "hot is -2"},
+		{w(func(w *WarmWindow) { w.Stopped = -3 }), "stopped is -3"},
+		{WarmTarget{Stopped: -1}, "stopped is -1"},
 	}
 	for _, tt := range tests {
 		err := tt.target.Validate()
