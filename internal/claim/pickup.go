@@ -57,7 +57,7 @@ type Pickup struct {
 	taken     []candidate // handed to the claim, not yet consumed
 	held      []candidate // mismatches
 	sightings map[string]int
-	accepted  map[string]bool // ids ever accepted: another message for one is a duplicate
+	accepted  map[string]bool   // ids ever accepted: another message for one is a duplicate
 	retired   map[string]string // runners to end, and why, not yet handed to the claim
 	exhausted bool
 	stats     PickupStats

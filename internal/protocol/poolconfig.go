@@ -40,10 +40,10 @@ type PoolConfig struct {
 	MaxRuntime      Duration                 `json:"maxRuntime"`
 	// MaxRunnerAge: a runner launched longer ago is not handed out again,
 	// nor kept in the pool (0: no limit).
-	MaxRunnerAge Duration `json:"maxRunnerAge,omitempty"`
-	Fleet           *FleetConfig             `json:"fleet,omitempty"`
-	QueueURLs       map[string]string        `json:"queueUrls"`
-	GitHub          *GitHubTarget            `json:"github,omitempty"`
+	MaxRunnerAge Duration          `json:"maxRunnerAge,omitempty"`
+	Fleet        *FleetConfig      `json:"fleet,omitempty"`
+	QueueURLs    map[string]string `json:"queueUrls"`
+	GitHub       *GitHubTarget     `json:"github,omitempty"`
 	// Warm are the hot targets by resource class (see WarmTarget).
 	Warm map[string]WarmTarget `json:"warm,omitempty"`
 	// InstanceARNPrefix is arn:<partition>:ec2:<region>:<account>:instance/
