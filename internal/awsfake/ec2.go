@@ -32,6 +32,16 @@ type EC2 struct {
 	// Live are the instances EC2 runs, with their launch times: fleet
 	// launches add to it, terminations remove from it.
 	Live map[string]time.Time
+	// Stopped are the live instances that are stopped.
+	Stopped map[string]bool
+	// OnStart runs, without the lock, for every instance StartInstances
+	// started: its agent boots.
+	OnStart func(id string)
+	// StartErr fails StartInstances.
+	StartErr error
+	// LtVersion is the launch template's latest and default version
+	// number (0: 1).
+	LtVersion int64
 
 	Fleets []*ec2.CreateFleetInput
 	// OnFleet runs (under the lock) at every CreateFleet.
@@ -54,6 +64,7 @@ type EC2 struct {
 	Images        map[string]ec2types.ArchitectureValues
 	ImageInputs   []*ec2.DescribeImagesInput
 	Terminated    []string
+	StartedIDs    []string      // instances StartInstances started, in order
 	TerminateErrs map[int]error // n-th TerminateInstances call fails
 	TerminateN    int
 	// UnseenCalls: EC2's eventual consistency; the first calls naming a
@@ -186,7 +197,9 @@ func (e *EC2) DescribeLaunchTemplates(_ context.Context, in *ec2.DescribeLaunchT
 	if tags == nil {
 		tags = map[string]string{protocol.TagPool: e.Pool}
 	}
-	lt := ec2types.LaunchTemplate{LaunchTemplateId: aws.String("lt-0123"), LaunchTemplateName: aws.String("runners")}
+	version := max(1, e.LtVersion)
+	lt := ec2types.LaunchTemplate{LaunchTemplateId: aws.String("lt-0123"), LaunchTemplateName: aws.String("runners"),
+		LatestVersionNumber: aws.Int64(version), DefaultVersionNumber: aws.Int64(version)}
 	for _, k := range slices.Sorted(maps.Keys(tags)) {
 		lt.Tags = append(lt.Tags, ec2types.Tag{Key: aws.String(k), Value: aws.String(tags[k])})
 	}
@@ -216,12 +229,13 @@ func (e *EC2) TerminateInstances(_ context.Context, in *ec2.TerminateInstancesIn
 	for _, id := range in.InstanceIds {
 		if e.Unseen[id] > 0 {
 			e.Unseen[id]--
-			return nil, &smithy.GenericAPIError{Code: "InvalidInstanceID.NotFound", Message: fmt.Sprintf("The instance ID '%s' does not exist", id)}
+			return nil, notFound(id)
 		}
 	}
 	e.Terminated = append(e.Terminated, in.InstanceIds...)
 	for _, id := range in.InstanceIds {
 		delete(e.Live, id)
+		delete(e.Stopped, id)
 	}
 	return &ec2.TerminateInstancesOutput{}, nil
 }
@@ -241,11 +255,32 @@ func (e *EC2) LaunchLocked(id string, at time.Time) {
 	e.Live[id] = at
 }
 
-// DescribeInstances lists the live instances; every fake instance belongs
-// to the test pool, so only the filters' presence is checked.
+// DescribeInstances lists the live instances, all or those named; every
+// fake instance belongs to the test pool, so a listing only checks that its
+// filters are there. A named instance EC2 never ran is an error, as on AWS;
+// a terminated one is listed as such.
 func (e *EC2) DescribeInstances(_ context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
 	e.Mu.Lock()
 	defer e.Mu.Unlock()
+	var r ec2types.Reservation
+	describe := func(id string, state ec2types.InstanceStateName) {
+		r.Instances = append(r.Instances, ec2types.Instance{InstanceId: aws.String(id), LaunchTime: aws.Time(e.Live[id]), State: &ec2types.InstanceState{Name: state}})
+	}
+	if len(in.InstanceIds) > 0 {
+		for _, id := range in.InstanceIds {
+			switch {
+			case e.Stopped[id]:
+				describe(id, ec2types.InstanceStateNameStopped)
+			case !e.Live[id].IsZero():
+				describe(id, ec2types.InstanceStateNameRunning)
+			case slices.Contains(e.Terminated, id):
+				describe(id, ec2types.InstanceStateNameTerminated)
+			default:
+				return nil, notFound(id)
+			}
+		}
+		return &ec2.DescribeInstancesOutput{Reservations: []ec2types.Reservation{r}}, nil
+	}
 	var tagged, live bool
 	for _, f := range in.Filters {
 		tagged = tagged || (aws.ToString(f.Name) == "tag:"+protocol.TagPool && slices.Equal(f.Values, []string{e.Pool}))
@@ -254,11 +289,67 @@ func (e *EC2) DescribeInstances(_ context.Context, in *ec2.DescribeInstancesInpu
 	if !tagged || !live {
 		return nil, errors.New("fake ec2: DescribeInstances without the pool tag and state filters")
 	}
-	var r ec2types.Reservation
 	for _, id := range slices.Sorted(maps.Keys(e.Live)) {
-		r.Instances = append(r.Instances, ec2types.Instance{InstanceId: aws.String(id), LaunchTime: aws.Time(e.Live[id]), State: &ec2types.InstanceState{Name: ec2types.InstanceStateNameRunning}})
+		describe(id, ec2types.InstanceStateNameRunning)
+		if e.Stopped[id] {
+			r.Instances[len(r.Instances)-1].State.Name = ec2types.InstanceStateNameStopped
+		}
 	}
 	return &ec2.DescribeInstancesOutput{Reservations: []ec2types.Reservation{r}}, nil
+}
+
+func notFound(id string) error {
+	return &smithy.GenericAPIError{Code: "InvalidInstanceID.NotFound", Message: fmt.Sprintf("The instance ID '%s' does not exist", id)}
+}
+
+// StopInstances stops live instances.
+func (e *EC2) StopInstances(_ context.Context, in *ec2.StopInstancesInput, _ ...func(*ec2.Options)) (*ec2.StopInstancesOutput, error) {
+	e.Mu.Lock()
+	defer e.Mu.Unlock()
+	for _, id := range in.InstanceIds {
+		if e.Live[id].IsZero() {
+			return nil, notFound(id)
+		}
+	}
+	if e.Stopped == nil {
+		e.Stopped = map[string]bool{}
+	}
+	for _, id := range in.InstanceIds {
+		e.Stopped[id] = true
+	}
+	return &ec2.StopInstancesOutput{}, nil
+}
+
+// StartInstances starts stopped instances (a running one stays running, as
+// on AWS) and lets their agents boot (OnStart).
+func (e *EC2) StartInstances(_ context.Context, in *ec2.StartInstancesInput, _ ...func(*ec2.Options)) (*ec2.StartInstancesOutput, error) {
+	e.Mu.Lock()
+	if e.StartErr != nil {
+		e.Mu.Unlock()
+		return nil, e.StartErr
+	}
+	for _, id := range in.InstanceIds {
+		if e.Live[id].IsZero() {
+			e.Mu.Unlock()
+			return nil, notFound(id)
+		}
+	}
+	var started []string
+	for _, id := range in.InstanceIds {
+		if e.Stopped[id] {
+			delete(e.Stopped, id)
+			started = append(started, id)
+		}
+	}
+	e.StartedIDs = append(e.StartedIDs, started...)
+	onStart := e.OnStart
+	e.Mu.Unlock()
+	if onStart != nil {
+		for _, id := range started {
+			onStart(id)
+		}
+	}
+	return &ec2.StartInstancesOutput{}, nil
 }
 
 // TerminatedIDs are the instances TerminateInstances ended, sorted.

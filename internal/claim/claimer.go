@@ -72,8 +72,9 @@ func (c *Claimer) store(poolName string) *store {
 // Result is a fulfilled claim.
 type Result struct {
 	Instances []Instance
-	Reused    int
-	Created   int
+	Reused    int // from the pool's queue (hot)
+	Started   int // from the stopped tier
+	Created   int // launched
 	Pickup    PickupStats
 }
 
@@ -337,19 +338,74 @@ func (a *attempt) run(ctx context.Context) (*Result, error) {
 	// Hand back surplus runners now rather than after the fleet's wait.
 	a.pickup.Close(ctx)
 	givenBack := a.giveBack(ctx, late)
-	missing := a.req.InstanceCount - len(reused)
-	var created []Instance
-	if missing > 0 {
-		created, err = a.createMissing(ctx, missing)
-	}
+	started, created, err := a.fillMissing(ctx, a.req.InstanceCount-len(reused))
 	if err := errors.Join(err, givenBack()); err != nil {
 		return nil, err
 	}
-	all := append(append([]Instance{}, reused...), created...)
+	all := slices.Concat(reused, started, created)
 	if err := a.finish(ctx, all); err != nil {
 		return nil, err
 	}
-	return &Result{Instances: all, Reused: len(reused), Created: len(created), Pickup: a.pickup.Stats()}, nil
+	return &Result{Instances: all, Reused: len(reused), Started: len(started), Created: len(created), Pickup: a.pickup.Stats()}, nil
+}
+
+// fillMissing gets the missing runners the pool's queue did not have: it
+// starts stopped runners, and launches the rest with a fleet while those
+// boot. A started runner that does not come back healthy is terminated (a
+// late one given back) and replaced with a fleet too.
+func (a *attempt) fillMissing(ctx context.Context, missing int) (started, created []Instance, err error) {
+	if missing == 0 {
+		return nil, nil, nil
+	}
+	if started, err = a.startStopped(ctx, missing); err != nil {
+		return nil, nil, err
+	}
+	var failed map[string]error
+	var waitErr error
+	booted := make(chan struct{})
+	go func() {
+		defer close(booted)
+		if len(started) > 0 {
+			failed, waitErr = a.waitStarted(ctx, started)
+		}
+	}()
+	if rest := missing - len(started); rest > 0 {
+		created, err = a.createMissing(ctx, rest)
+	}
+	<-booted
+	if err := errors.Join(err, waitErr); err != nil {
+		return nil, nil, err
+	}
+	healthy := make([]Instance, 0, len(started))
+	var late []Instance
+	for _, inst := range started {
+		why, bad := failed[inst.ID]
+		switch {
+		case !bad:
+			healthy = append(healthy, inst)
+		case isLate(why):
+			a.note("%s: %v; given back to the pool", inst.ID, why)
+			late = append(late, inst)
+		default:
+			a.c.log("claim: started runner failed its checks", "instance", inst.ID, "reason", why.Error())
+			terminated, err := a.c.discard(ctx, a.s, inst.ID, protocol.StateClaimed, a.req.RunID)
+			if err != nil {
+				return nil, nil, err // still held: rollback settles it
+			}
+			a.drop(inst.ID, discardOutcome("started from the stopped tier, "+why.Error(), terminated))
+		}
+	}
+	if err := a.giveBack(ctx, late)(); err != nil {
+		return nil, nil, err
+	}
+	if replace := len(started) - len(healthy); replace > 0 {
+		more, err := a.createMissing(ctx, replace)
+		if err != nil {
+			return nil, nil, err
+		}
+		created = append(created, more...)
+	}
+	return healthy, created, nil
 }
 
 // giveBack releases the late runners to the pool in the background, while

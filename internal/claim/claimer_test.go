@@ -474,7 +474,7 @@ func TestCreateLaunchesFleetWhenPoolEmpty(t *testing.T) {
 	if !ok || rec.State != recordComplete {
 		t.Fatal("no complete claim record")
 	}
-	if got, want := aws.ToString(fleets[0].ClientToken), clientToken(e.request(2), rec.Nonce, 2); got != want {
+	if got, want := aws.ToString(fleets[0].ClientToken), clientToken(e.request(2), rec.Nonce, 0, 2); got != want {
 		t.Errorf("ClientToken %s, want %s (from the attempt's nonce)", got, want)
 	}
 	running := during(start, maxRunTime)

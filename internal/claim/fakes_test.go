@@ -5,8 +5,10 @@ package claim
 // need a *testing.T.
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -140,6 +142,23 @@ type fakeAgents struct {
 	// clockSkew: the agents' clocks run this far ahead of the provider's
 	// (behind when negative), in every heartbeat they write.
 	clockSkew time.Duration
+	// stopped tells whether an instance is stopped: its agent does
+	// nothing until the instance starts and it boots (boot).
+	stopped func(id string) bool
+}
+
+// boot is the start of a stopped instance: its agent heartbeats and acts on
+// its record as it stands, as one that just saw it change.
+func (a *fakeAgents) boot(id string) {
+	a.table.Mu.Lock()
+	defer a.table.Mu.Unlock()
+	cur, err := protocol.InstanceFromItem(a.table.Items[awsfake.ItemKey(protocol.Key(protocol.TypeInstance, id))])
+	if err != nil {
+		return
+	}
+	for _, it := range a.react(protocol.Instance{}, cur, false) {
+		a.table.Items[awsfake.ItemKey(it)] = it
+	}
 }
 
 // heartbeats are the ones the agents that heartbeat write now, as their
@@ -149,7 +168,7 @@ func (a *fakeAgents) heartbeats() []item {
 	defer a.mu.Unlock()
 	var out []item
 	for id, b := range a.behaviors {
-		if b != staleHeartbeat && b != noHeartbeat {
+		if b != staleHeartbeat && b != noHeartbeat && !a.stopped(id) {
 			out = append(out, heartbeatAt(id, time.Now().Add(a.clockSkew)))
 		}
 	}
@@ -190,7 +209,7 @@ func (a *fakeAgents) tokenFor(id, sk, runID string) bool {
 
 func (a *fakeAgents) react(old, cur protocol.Instance, existed bool) []item {
 	b := a.get(cur.ID)
-	if cur.State == protocol.StateTerminated {
+	if cur.State == protocol.StateTerminated || a.stopped(cur.ID) {
 		return nil
 	}
 	var out []item
@@ -295,6 +314,12 @@ func newEnv(t *testing.T) *env {
 			QueueURLs: map[string]string{"large": largeURL, "xlarge": xlargeURL},
 		},
 	}
+	agents.stopped = func(id string) bool {
+		e.ec2.Mu.Lock()
+		defer e.ec2.Mu.Unlock()
+		return e.ec2.Stopped[id]
+	}
+	e.ec2.OnStart = agents.boot
 	// Reaping has tests of its own; the others see only the claim's work.
 	e.c = &Claimer{DynamoDB: e.db, SQS: e.sqs, EC2: e.ec2, ReapInterval: -1, Log: func(msg string, kv ...any) { t.Log(append([]any{msg}, kv...)...) }}
 	e.writeConfig()
@@ -324,6 +349,41 @@ func (e *env) seedIdle(id string, b behavior) protocol.Message {
 	e.seedRecord(protocol.Instance{ID: id, State: protocol.StateIdle, Threshold: m.Threshold}, b)
 	e.sqs.Add(largeURL, m.Body())
 	return m
+}
+
+// seedStopped puts a stopped large runner in the pool: its record in its
+// stopped time, its instance stopped, and a slot of the stopped tier that
+// it holds. Its agent acts as b once started.
+func (e *env) seedStopped(id string, b behavior) {
+	e.t.Helper()
+	until := protocol.FormatTime(time.Now().Add(24 * time.Hour))
+	e.seedRecord(protocol.Instance{ID: id, State: protocol.StateIdle, Threshold: protocol.FormatTime(time.Now().Add(-time.Hour)), StopUntil: until,
+		LaunchedAt: protocol.FormatTime(time.Now().Add(-2 * time.Hour)), TemplateVersion: "1"}, b)
+	e.ec2.Launch(id, time.Now().Add(-2*time.Hour))
+	e.ec2.Mu.Lock()
+	if e.ec2.Stopped == nil {
+		e.ec2.Stopped = map[string]bool{}
+	}
+	e.ec2.Stopped[id] = true
+	e.ec2.Mu.Unlock()
+	e.addSlot(protocol.TierStopped, "large", warmSlot{ID: id, Until: until, Taken: protocol.FormatTime(time.Now().Add(-time.Hour))})
+}
+
+// addSlot gives a runner the next slot of a tier of class.
+func (e *env) addSlot(tier protocol.Tier, class string, sl warmSlot) {
+	e.t.Helper()
+	key := protocol.Key(protocol.TypeLease, slotsID(tier, class))
+	slots := map[string]warmSlot{}
+	if it := e.db.GetKey(key); it != nil {
+		if err := json.Unmarshal([]byte(protocol.StringAttr(it, protocol.AttrValue)), &slots); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	slots[strconv.Itoa(len(slots))] = sl
+	doc, _ := json.Marshal(slots)
+	it := protocol.BaseItem(protocol.TypeLease, slotsID(tier, class), protocol.FormatTime(time.Now()))
+	it[protocol.AttrValue] = &types.AttributeValueMemberS{Value: string(doc)}
+	e.db.Put(it)
 }
 
 // seedRecord writes an instance record (large, c6i.large, on-demand by

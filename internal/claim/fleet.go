@@ -38,7 +38,10 @@ func (a *attempt) launch(ctx context.Context, n int) ([]Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	in, err := a.c.fleetRequest(ctx, a.req, a.cfg, a.wants.Class, n, clientToken(a.req, a.rec.Nonce, n))
+	a.mu.Lock()
+	token := clientToken(a.req, a.rec.Nonce, a.launched, n)
+	a.mu.Unlock()
+	in, err := a.c.fleetRequest(ctx, a.req, a.cfg, a.wants.Class, n, token)
 	if err != nil {
 		return nil, err
 	}
@@ -114,9 +117,10 @@ func (a *attempt) launch(ctx context.Context, n int) ([]Instance, error) {
 }
 
 // clientToken makes a retried CreateFleet of the same attempt idempotent,
-// while a new attempt (new nonce) of the same run launches anew.
-func clientToken(req Request, nonce string, n int) string {
-	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%s/%s/%d", req.Pool, req.RunID, nonce, n)))
+// while a new attempt (new nonce) of the same run, or the attempt's next
+// launch (after launched instances), launches anew.
+func clientToken(req Request, nonce string, launched, n int) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%s/%s/%d/%d", req.Pool, req.RunID, nonce, launched, n)))
 	return "ec2runners-" + hex.EncodeToString(sum[:16])
 }
 

@@ -88,9 +88,9 @@ func (s *store) takeReaperLease(ctx context.Context, interval time.Duration) (bo
 }
 
 // Reap cleans the pool up, as PROTOCOL.md's reaper: records past their
-// threshold, in any state but terminated, move to terminated (state, run id
-// and threshold < now in one conditional write) and their instances are
-// terminated in batches; instances tagged for the pool without a live
+// threshold (a stopped runner's: past its stopped time), in any state but
+// terminated, move to terminated (state, run id and threshold < now in one
+// conditional write) and their instances are terminated in batches; instances tagged for the pool without a live
 // record are terminated after a grace period; live records whose instance
 // EC2 no longer runs are expired and terminated; pending claim records of
 // attempts that crashed long ago are deleted once nothing they list is
@@ -110,8 +110,8 @@ func (c *Claimer) Reap(ctx context.Context, poolName string) (ReapResult, error)
 		if r.State == protocol.StateTerminated {
 			continue
 		}
-		threshold, err := protocol.ParseTime(r.Threshold)
-		if err != nil || threshold.After(now) || threshold.Equal(now) {
+		end, err := protocol.ParseTime(r.End()) // a stopped runner's stopped time too
+		if err != nil || end.After(now) || end.Equal(now) {
 			live[r.ID] = r
 			continue
 		}

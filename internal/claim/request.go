@@ -45,8 +45,9 @@ type Request struct {
 
 // Sources of a claimed instance.
 const (
-	SourcePool  = "pool"
-	SourceFleet = "fleet"
+	SourcePool    = "pool"
+	SourceStopped = "stopped"
+	SourceFleet   = "fleet"
 )
 
 // Instance is one runner a claim holds.

@@ -94,7 +94,7 @@ func TerminateInstances(ctx context.Context, client Terminator, ids []string, ju
 		if err == nil {
 			continue
 		}
-		notFound := hasErrorCode(err, "InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed")
+		notFound := HasErrorCode(err, "InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed")
 		switch {
 		case notFound && len(chunk) == 1 && justLaunched:
 			if err := terminateOnceKnown(ctx, client, chunk[0]); err != nil {
@@ -135,7 +135,7 @@ func terminateOnceKnown(ctx context.Context, client Terminator, id string) error
 		if err == nil {
 			return nil
 		}
-		if !hasErrorCode(err, "InvalidInstanceID.NotFound") {
+		if !HasErrorCode(err, "InvalidInstanceID.NotFound") {
 			return fmt.Errorf("terminating instance %s: %w", id, err)
 		}
 	}

@@ -89,7 +89,7 @@ func TestTerminateInstances(t *testing.T) {
 				if !strings.Contains(err.Error(), tt.wantErr) {
 					t.Errorf("error %q does not mention %q", err, tt.wantErr)
 				}
-				if tt.wantCode != "" && !hasErrorCode(err, tt.wantCode) {
+				if tt.wantCode != "" && !HasErrorCode(err, tt.wantCode) {
 					t.Errorf("error %q does not wrap the API error %s", err, tt.wantCode)
 				}
 			}

@@ -172,7 +172,7 @@ func TestDeleteForceTerminateFailureKeepsThePool(t *testing.T) {
 	f := newFixture(t, "ci", twoClasses, inst("i-1", protocol.StateIdle, "", "large"))
 	f.ec2.err = &smithy.GenericAPIError{Code: "UnauthorizedOperation", Message: "no"}
 	err := f.m.Delete(context.Background(), "ci", true)
-	if err == nil || !hasErrorCode(err, "UnauthorizedOperation") {
+	if err == nil || !HasErrorCode(err, "UnauthorizedOperation") {
 		t.Fatalf("Delete(force) = %v, want the EC2 error", err)
 	}
 	if !f.db.exists || len(f.sqs.queues) != 2 {
