@@ -149,7 +149,9 @@ func TestCreateRetiresOutdatedHotRunners(t *testing.T) {
 	e.ec2.LtVersion = 3
 	for id, m := range map[string]func(*protocol.Message){
 		"i-old-version": func(m *protocol.Message) { m.TemplateVersion, m.LaunchedAt = "2", protocol.FormatTime(time.Now()) },
-		"i-too-old":     func(m *protocol.Message) { m.TemplateVersion, m.LaunchedAt = "3", protocol.FormatTime(time.Now().Add(-25*time.Hour)) },
+		"i-too-old": func(m *protocol.Message) {
+			m.TemplateVersion, m.LaunchedAt = "3", protocol.FormatTime(time.Now().Add(-25*time.Hour))
+		},
 	} {
 		msg := idleMessage(id, "c6i.large", time.Now().Add(time.Hour))
 		m(&msg)
