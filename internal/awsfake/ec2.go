@@ -44,6 +44,9 @@ type EC2 struct {
 	LtVersion int64
 
 	Fleets []*ec2.CreateFleetInput
+	// InitialRunIDs are the InitialRunId tags of the instances fleets
+	// launched.
+	InitialRunIDs map[string]string
 	// OnFleet runs (under the lock) at every CreateFleet.
 	OnFleet func()
 	// ShortBy launches this many fewer instances than asked, with an
@@ -97,6 +100,17 @@ func (e *EC2) CreateFleet(_ context.Context, in *ec2.CreateFleetInput, _ ...func
 	if overrides[0].InstanceType != "" {
 		typ = overrides[0].InstanceType
 	}
+	initialRunID := ""
+	for _, spec := range in.TagSpecifications {
+		for _, tag := range spec.Tags {
+			if aws.ToString(tag.Key) == protocol.TagInitialRunID {
+				initialRunID = aws.ToString(tag.Value)
+			}
+		}
+	}
+	if e.InitialRunIDs == nil {
+		e.InitialRunIDs = map[string]string{}
+	}
 	n := int(aws.ToInt32(in.TargetCapacitySpecification.TotalTargetCapacity)) - e.ShortBy
 	out := &ec2.CreateFleetOutput{FleetId: aws.String("fleet-1")}
 	group := max(1, e.GroupSize)
@@ -104,6 +118,7 @@ func (e *EC2) CreateFleet(_ context.Context, in *ec2.CreateFleetInput, _ ...func
 		e.nextID++
 		id := fmt.Sprintf("i-f%d", e.nextID)
 		e.LaunchLocked(id, e.now())
+		e.InitialRunIDs[id] = initialRunID
 		if e.UnseenCalls > 0 {
 			if e.Unseen == nil {
 				e.Unseen = map[string]int{}
@@ -311,13 +326,18 @@ func (e *EC2) StopInstances(_ context.Context, in *ec2.StopInstancesInput, _ ...
 			return nil, notFound(id)
 		}
 	}
+	for _, id := range in.InstanceIds {
+		e.StopLocked(id)
+	}
+	return &ec2.StopInstancesOutput{}, nil
+}
+
+// StopLocked stops a live instance, with Mu held.
+func (e *EC2) StopLocked(id string) {
 	if e.Stopped == nil {
 		e.Stopped = map[string]bool{}
 	}
-	for _, id := range in.InstanceIds {
-		e.Stopped[id] = true
-	}
-	return &ec2.StopInstancesOutput{}, nil
+	e.Stopped[id] = true
 }
 
 // StartInstances starts stopped instances (a running one stays running, as

@@ -24,6 +24,12 @@ type view struct {
 	beating bool
 }
 
+// healthy tells whether the agent heartbeats: its heartbeat changed, or
+// its own timestamp is within maxAge.
+func (v view) healthy(st agentState, maxAge time.Duration) bool {
+	return v.beating || (!st.heartbeat.IsZero() && v.now.Sub(st.heartbeat) <= maxAge)
+}
+
 // registered judges a runner that must register for runID and be healthy:
 // UD_REG_OK for the run with a fresh heartbeat, or a failure signal for the
 // run. healthyAtOnce: a warm runner must heartbeat from the start; a booting
@@ -37,8 +43,7 @@ type view struct {
 func registered(runID string, wait time.Duration, healthyAtOnce bool, t Timings) judge {
 	return func(st agentState, v view) (bool, error) {
 		now, deadline := v.now, v.deadline
-		age := now.Sub(st.heartbeat)
-		healthy := v.beating || (!st.heartbeat.IsZero() && age <= t.HeartbeatMaxAge)
+		healthy := v.healthy(st, t.HeartbeatMaxAge)
 		if sig := st.signal; sig.RunID == runID {
 			switch sig.State {
 			case protocol.SignalRegistrationFailed, protocol.SignalUserDataFailed:
@@ -58,6 +63,28 @@ func registered(runID string, wait time.Duration, healthyAtOnce bool, t Timings)
 		}
 		if now.After(deadline) {
 			return true, lateError{fmt.Errorf("no %s for run %s within %s (last signal: %s)", protocol.SignalRegistered, runID, wait, describeSignal(st.signal))}
+		}
+		return false, nil
+	}
+}
+
+// prepared judges a runner a fill launched: UD_OK for the fill (its
+// InitialRunId) with a fresh heartbeat, before the wait ends.
+func prepared(fill string, wait time.Duration, t Timings) judge {
+	return func(st agentState, v view) (bool, error) {
+		healthy := v.healthy(st, t.HeartbeatMaxAge)
+		if sig := st.signal; sig.RunID == fill {
+			switch sig.State {
+			case protocol.SignalUserDataFailed:
+				return true, fmt.Errorf("the agent signalled %s", sig.State)
+			case protocol.SignalUserDataOK:
+				if healthy {
+					return true, nil
+				}
+			}
+		}
+		if v.now.After(v.deadline) {
+			return true, fmt.Errorf("no %s with a fresh heartbeat within %s (last signal: %s)", protocol.SignalUserDataOK, wait, describeSignal(st.signal))
 		}
 		return false, nil
 	}

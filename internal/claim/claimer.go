@@ -49,7 +49,10 @@ type Claimer struct {
 	// ReapInterval: Create and Release reap the pool at most this often
 	// (0: DefaultReapInterval; negative: never).
 	ReapInterval time.Duration
-	Log          Logger // nil: no logging
+	// DefaultTags (the provider's default_tags) also tag the instances it
+	// launches, after the pool's own.
+	DefaultTags map[string]string
+	Log         Logger // nil: no logging
 }
 
 func (c *Claimer) now() time.Time {
@@ -107,9 +110,9 @@ func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
 		return nil, err
 	}
 	s := c.store(req.Pool)
-	// Reaping overlaps the claim's own waits; it is bounded, and its
-	// failures only logged.
-	defer c.reapAlongside(ctx, req.Pool)()
+	// Reaping overlaps the claim's own waits, the top-up follows it; both
+	// are bounded, and their failures only logged.
+	defer c.maintainAlongside(ctx, req.Pool)()
 	a := &attempt{c: c, s: s, req: req, cfg: cfg, wants: wants, regToken: regToken, held: map[string]*held{},
 		template: template, templateErr: templateErr}
 	a.rec = Record{Request: req, State: recordPending, Nonce: newNonce()}
@@ -145,18 +148,41 @@ func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
 	return nil, a.rollback(cleanup, err)
 }
 
-// reapAlongside starts an opportunistic reap and returns the func that
-// waits for it.
-func (c *Claimer) reapAlongside(ctx context.Context, poolName string) (wait func()) {
-	done := make(chan struct{})
+// maintainAlongside starts an opportunistic reap, and returns the func
+// that waits for it and then, when the reap was due (at most once per reap
+// interval), tops the pool's stopped tier up: a claim may just have started
+// stopped runners, and a stopped runner launched now costs no waiting (it
+// stops itself once prepared). Both are bounded; failures are only logged.
+func (c *Claimer) maintainAlongside(ctx context.Context, poolName string) (finish func()) {
+	done := make(chan bool, 1)
 	go func() {
-		defer close(done)
-		if _, _, err := c.ReapIfDue(context.WithoutCancel(ctx), poolName, c.ReapInterval); err != nil {
+		_, ran, err := c.ReapIfDue(context.WithoutCancel(ctx), poolName, c.ReapInterval)
+		if err != nil {
 			c.log("reaping failed", "pool", poolName, "error", err.Error())
 		}
+		done <- ran
 	}()
-	return func() { <-done }
+	return func() {
+		if !<-done {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), topUpBudget)
+		defer cancel()
+		res, err := c.Warm(ctx, poolName, WarmOptions{Tiers: []protocol.Tier{protocol.TierStopped}, Most: topUpMost, Timings: DefaultTimings()})
+		if err != nil {
+			c.log("topping the stopped tier up failed", "pool", poolName, "error", err.Error())
+		} else if len(res.Launched) > 0 {
+			c.log("topped the stopped tier up", "pool", poolName, "launched", res.Launched)
+		}
+	}
 }
+
+// A top-up launches at most topUpMost stopped runners per class, within
+// topUpBudget.
+const (
+	topUpMost   = 2
+	topUpBudget = 30 * time.Second
+)
 
 // held is an instance the attempt owns, and the state it put it in.
 type held struct {

@@ -145,6 +145,9 @@ type fakeAgents struct {
 	// stopped tells whether an instance is stopped: its agent does
 	// nothing until the instance starts and it boots (boot).
 	stopped func(id string) bool
+	// ec2 is where agents read their InitialRunId tag and stop their
+	// instance.
+	ec2 *awsfake.EC2
 }
 
 // boot is the start of a stopped instance: its agent heartbeats and acts on
@@ -217,6 +220,15 @@ func (a *fakeAgents) react(old, cur protocol.Instance, existed bool) []item {
 		out = append(out, heartbeatAt(cur.ID, time.Now().Add(a.clockSkew)))
 	}
 	switch {
+	case !existed && cur.State == protocol.StateIdle && b != staleHeartbeat:
+		// Launched to fill the pool: it prepares and says so for its
+		// InitialRunId; one launched into the stopped tier then stops.
+		a.ec2.Mu.Lock()
+		defer a.ec2.Mu.Unlock()
+		out = append(out, signalItem(cur.ID, protocol.SignalUserDataOK, a.ec2.InitialRunIDs[cur.ID]))
+		if cur.StopUntil != "" {
+			a.ec2.StopLocked(cur.ID)
+		}
 	case cur.RunID != "" && (!existed || old.RunID != cur.RunID):
 		registers := a.tokenFor(cur.ID, protocol.SortKeyRegistrationToken, cur.RunID)
 		switch {
@@ -314,6 +326,7 @@ func newEnv(t *testing.T) *env {
 			QueueURLs: map[string]string{"large": largeURL, "xlarge": xlargeURL},
 		},
 	}
+	agents.ec2 = e.ec2
 	agents.stopped = func(id string) bool {
 		e.ec2.Mu.Lock()
 		defer e.ec2.Mu.Unlock()

@@ -166,7 +166,7 @@ func (c *Claimer) fleetRequest(ctx context.Context, req Request, cfg protocol.Po
 			})
 		}
 	}
-	tags, err := instanceTags(req)
+	tags, err := instanceTags(req.Pool, req.RunID, c.DefaultTags)
 	if err != nil {
 		return nil, err
 	}
@@ -203,15 +203,15 @@ const maxInstanceTags = 50
 // Volumes get none: an instant fleet tags only the fleet and its instances
 // (CreateFleet refuses other resource types); the launch template's
 // tag_specifications tag volumes.
-func instanceTags(req Request) ([]ec2types.Tag, error) {
+func instanceTags(poolName, runID string, defaultTags map[string]string) ([]ec2types.Tag, error) {
 	tags := []ec2types.Tag{
 		{Key: aws.String(protocol.TagAllowSelfTermination), Value: aws.String("true")},
-		{Key: aws.String(protocol.TagInitialRunID), Value: aws.String(req.RunID)},
-		{Key: aws.String(protocol.TagPool), Value: aws.String(req.Pool)},
+		{Key: aws.String(protocol.TagInitialRunID), Value: aws.String(runID)},
+		{Key: aws.String(protocol.TagPool), Value: aws.String(poolName)},
 	}
 	own := len(tags)
 	var extra []string
-	for k := range req.DefaultTags {
+	for k := range defaultTags {
 		if !slices.ContainsFunc(tags[:own], func(t ec2types.Tag) bool { return aws.ToString(t.Key) == k }) {
 			extra = append(extra, k)
 		}
@@ -221,7 +221,7 @@ func instanceTags(req Request) ([]ec2types.Tag, error) {
 	}
 	slices.Sort(extra)
 	for _, k := range extra {
-		tags = append(tags, ec2types.Tag{Key: aws.String(k), Value: aws.String(req.DefaultTags[k])})
+		tags = append(tags, ec2types.Tag{Key: aws.String(k), Value: aws.String(defaultTags[k])})
 	}
 	return tags, nil
 }

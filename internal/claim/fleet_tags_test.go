@@ -24,11 +24,11 @@ func TestInstanceTags(t *testing.T) {
 		}
 		return out
 	}
-	req := Request{Pool: "ci", RunID: "run-1", DefaultTags: map[string]string{
+	defaults := map[string]string{
 		"team": "infra", "CostCenter": "42",
 		protocol.TagInitialRunID: "forged", protocol.TagAllowSelfTermination: "false",
-	}}
-	tags, err := instanceTags(req)
+	}
+	tags, err := instanceTags("ci", "run-1", defaults)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,13 +42,13 @@ func TestInstanceTags(t *testing.T) {
 	for i := range 47 {
 		many[fmt.Sprintf("k%02d", i)] = "v"
 	}
-	tags, err = instanceTags(Request{Pool: "ci", RunID: "run-1", DefaultTags: many})
+	tags, err = instanceTags("ci", "run-1", many)
 	if err != nil || len(tags) != maxInstanceTags {
 		t.Fatalf("47 default tags: %d tags, %v; want %d", len(tags), err, maxInstanceTags)
 	}
 	more := maps.Clone(many)
 	more["k47"] = "v"
-	if _, err := instanceTags(Request{Pool: "ci", RunID: "run-1", DefaultTags: more}); err == nil || !strings.Contains(err.Error(), "EC2 allows 50 tags per instance") {
+	if _, err := instanceTags("ci", "run-1", more); err == nil || !strings.Contains(err.Error(), "EC2 allows 50 tags per instance") {
 		t.Errorf("48 default tags: %v, want an error about EC2's limit", err)
 	}
 }

@@ -22,7 +22,7 @@ import (
 // happened to each instance.
 func (c *Claimer) Release(ctx context.Context, poolName, runID string) ([]string, error) {
 	s := c.store(poolName)
-	defer c.reapAlongside(ctx, poolName)()
+	defer c.maintainAlongside(ctx, poolName)()
 	rec, ok, err := s.readRecord(ctx, poolName, runID)
 	if !ok || err != nil {
 		return nil, ignoreMissingPool(err)

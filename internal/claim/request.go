@@ -38,9 +38,6 @@ type Request struct {
 	MaxRuntime    time.Duration // 0: the pool's
 	FleetFallback bool
 	Timings       Timings
-	// DefaultTags (the provider's default_tags) also tag the instances a
-	// fleet launches, after the pool's own.
-	DefaultTags map[string]string
 }
 
 // Sources of a claimed instance.

@@ -76,6 +76,14 @@ type keepable struct {
 	ageEnd         time.Time // when it reaches the pool's maximum runner age; zero: never
 }
 
+// capAge is t, or the runner's maximum age if that comes first.
+func (r keepable) capAge(t time.Time) time.Time {
+	if !r.ageEnd.IsZero() && r.ageEnd.Before(t) {
+		return r.ageEnd
+	}
+	return t
+}
+
 // keepWarm plans the runners of class about to go idle. Each tier's target
 // is a set of slots (SlotEnd: slot i lives while the target exceeds i); a
 // runner takes the lowest free slot below the target in force now. Hot
@@ -102,14 +110,8 @@ func (c *Claimer) keepWarm(ctx context.Context, s *store, cfg protocol.PoolConfi
 	if !ok || len(runners) == 0 {
 		return plans
 	}
-	capped := func(r keepable, t time.Time) time.Time {
-		if !r.ageEnd.IsZero() && r.ageEnd.Before(t) {
-			t = r.ageEnd
-		}
-		return later(t, idleUntil)
-	}
 	hot := c.takeTier(ctx, s, protocol.TierHot, class, target, runners, func(slot int, r keepable) time.Time {
-		return capped(r, target.SlotEnd(protocol.TierHot, slot, now, protocol.MaxHotAge))
+		return later(r.capAge(target.SlotEnd(protocol.TierHot, slot, now, protocol.MaxHotAge)), idleUntil)
 	})
 	var stoppable []keepable
 	for _, r := range runners {
@@ -120,7 +122,7 @@ func (c *Claimer) keepWarm(ctx context.Context, s *store, cfg protocol.PoolConfi
 		}
 	}
 	stopped := c.takeTier(ctx, s, protocol.TierStopped, class, target, stoppable, func(slot int, r keepable) time.Time {
-		return capped(r, target.SlotEnd(protocol.TierStopped, slot, now, MaxStoppedAge))
+		return later(r.capAge(target.SlotEnd(protocol.TierStopped, slot, now, MaxStoppedAge)), idleUntil)
 	})
 	for id, until := range stopped {
 		plans[id] = plan{threshold: idleUntil, stopUntil: until, tier: protocol.TierStopped}

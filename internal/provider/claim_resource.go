@@ -264,7 +264,7 @@ func (r *claimResource) request(ctx context.Context, m claimResourceModel) (clai
 	req := claim.Request{
 		Pool: m.Pool.ValueString(), RunID: m.RunID.ValueString(), InstanceCount: int(m.InstanceCount.ValueInt64()),
 		ResourceClass: m.ResourceClass.ValueString(), UsageClass: m.UsageClass.ValueString(), FleetFallback: m.FleetFallback.ValueBool(),
-		Timings: claim.DefaultTimings(), DefaultTags: r.data.defaultTags,
+		Timings: claim.DefaultTimings(),
 	}
 	if diags := m.AllowedInstanceTypes.ElementsAs(ctx, &req.AllowedTypes, false); diags.HasError() {
 		return req, fmt.Errorf("allowed_instance_types: %v", diags)

@@ -24,5 +24,5 @@ func configuredData(v any, diags *diag.Diagnostics) *providerData {
 // claimer runs the pool logic with the provider's clients, logging to ctx.
 func (d *providerData) claimer(ctx context.Context) *claim.Claimer {
 	c := d.clients
-	return &claim.Claimer{DynamoDB: c.DynamoDB, SQS: c.SQS, EC2: c.EC2, GitHub: d.github, Log: tflogAdapter(ctx)}
+	return &claim.Claimer{DynamoDB: c.DynamoDB, SQS: c.SQS, EC2: c.EC2, GitHub: d.github, DefaultTags: d.defaultTags, Log: tflogAdapter(ctx)}
 }

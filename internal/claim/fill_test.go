@@ -1,0 +1,187 @@
+package claim
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+func (e *env) warm(opts ...func(*WarmOptions)) WarmResult {
+	e.t.Helper()
+	o := WarmOptions{Timings: testTimings()}
+	for _, f := range opts {
+		f(&o)
+	}
+	res, err := e.c.Warm(context.Background(), testPool, o)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return res
+}
+
+// A fill launches what each tier lacks: stopped runners with their stopped
+// time (they stop themselves once prepared), hot runners that join the
+// queue with hot deadlines once ready. Nothing registers.
+func TestWarmFillsBothTiers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.cfg.Warm = map[string]protocol.WarmTarget{"large": {Hot: 2, Stopped: 1}}
+	e.writeConfig()
+	start := time.Now()
+	res := e.warm()
+	if len(res.Launched) != 3 {
+		t.Fatalf("launched %v, want 3: %+v", res.Launched, res)
+	}
+	want := TierCounts{Hot: 2, HotTarget: 2, Stopped: 1, StoppedTarget: 1}
+	if res.Before["large"] != (TierCounts{HotTarget: 2, StoppedTarget: 1}) || res.After["large"] != want {
+		t.Errorf("before %+v, after %+v; want none, then %+v", res.Before["large"], res.After["large"], want)
+	}
+	status, err := e.c.WarmStatus(context.Background(), testPool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status["large"] != want {
+		t.Errorf("status %+v, want %+v", status["large"], want)
+	}
+	queued := e.sqs.queuedIDs(t, largeURL)
+	var stopped []string
+	for _, id := range res.Launched {
+		r := e.db.instance(t, id)
+		if r.State != protocol.StateIdle || r.RunID != "" || r.TemplateVersion != "1" || r.LaunchedAt == "" {
+			t.Errorf("%s: %+v, want idle, unowned, with its launch facts", id, r)
+		}
+		if r.StopUntil != "" {
+			stopped = append(stopped, id)
+			during(start, MaxStoppedAge).check(t, id+" stopUntil", r.StopUntil)
+			if slices.Contains(queued, id) {
+				t.Errorf("the stopped runner %s is in the queue", id)
+			}
+			continue
+		}
+		during(start, protocol.MaxHotAge).check(t, id+" hot deadline", r.Threshold)
+		if !slices.Contains(queued, id) {
+			t.Errorf("the hot runner %s is not in the queue %v", id, queued)
+		}
+	}
+	e.ec2.Mu.Lock()
+	defer e.ec2.Mu.Unlock()
+	if len(stopped) != 1 || !e.ec2.Stopped[stopped[0]] {
+		t.Errorf("stopped tier %v, EC2 stopped %v; want one runner that stopped itself", stopped, e.ec2.Stopped)
+	}
+	for _, id := range res.Launched {
+		if !strings.HasPrefix(e.ec2.InitialRunIDs[id], "warm-") {
+			t.Errorf("%s's InitialRunId is %q, want a fill id", id, e.ec2.InitialRunIDs[id])
+		}
+	}
+}
+
+// A full pool launches nothing; a fill bounded by Most launches at most
+// that many per tier.
+func TestWarmLaunchesOnlyWhatLacks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.cfg.Warm = map[string]protocol.WarmTarget{"large": {Hot: 1, Stopped: 3}}
+	e.writeConfig()
+	e.seedStopped("i-s1", healthy)
+	res := e.warm(func(o *WarmOptions) { o.Most, o.Tiers = 1, []protocol.Tier{protocol.TierStopped} })
+	if len(res.Launched) != 1 || res.After["large"].Stopped != 2 || res.After["large"].Hot != 0 {
+		t.Errorf("launched %v, after %+v; want one stopped runner more, no hot one", res.Launched, res.After["large"])
+	}
+	res = e.warm()
+	if len(res.Launched) != 2 || res.After["large"] != (TierCounts{Hot: 1, HotTarget: 1, Stopped: 3, StoppedTarget: 3}) {
+		t.Errorf("launched %v, after %+v; want the last stopped and the hot one", res.Launched, res.After["large"])
+	}
+	if res = e.warm(); len(res.Launched) != 0 {
+		t.Errorf("a full pool launched %v", res.Launched)
+	}
+}
+
+// Warm runners of an outdated template are retired and replaced.
+func TestWarmReplacesOutdatedRunners(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.cfg.Warm = map[string]protocol.WarmTarget{"large": {Stopped: 1}}
+	e.writeConfig()
+	e.seedStopped("i-old", healthy)
+	e.ec2.LtVersion = 2
+	res := e.warm()
+	if !slices.Equal(res.Retired, []string{"i-old"}) || len(res.Launched) != 1 {
+		t.Fatalf("retired %v, launched %v; want i-old replaced", res.Retired, res.Launched)
+	}
+	if r := e.db.instance(t, res.Launched[0]); r.TemplateVersion != "2" {
+		t.Errorf("the replacement is of version %q, want 2", r.TemplateVersion)
+	}
+	if r := e.db.instance(t, "i-old"); r.State != protocol.StateTerminated {
+		t.Errorf("i-old is %s", r.State)
+	}
+}
+
+// A hot runner that is not ready in time is terminated, not queued.
+func TestWarmTerminatesHotRunnerNotReady(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.cfg.Warm = map[string]protocol.WarmTarget{"large": {Hot: 2}}
+	e.writeConfig()
+	e.agents.set("i-f1", staleHeartbeat) // says nothing
+	res := e.warm()
+	if res.After["large"].Hot != 1 {
+		t.Errorf("after %+v, want one hot runner", res.After["large"])
+	}
+	if !slices.Contains(e.ec2.TerminatedIDs(), "i-f1") || slices.Contains(e.sqs.queuedIDs(t, largeURL), "i-f1") {
+		t.Errorf("i-f1 never got ready: terminated %v, queue %v", e.ec2.TerminatedIDs(), e.sqs.queuedIDs(t, largeURL))
+	}
+	if !strings.Contains(strings.Join(res.Notes, "\n"), "i-f1 launched for the hot tier was not ready") {
+		t.Errorf("notes %q do not say why i-f1 was terminated", res.Notes)
+	}
+}
+
+// A pool without fleet settings cannot fill: it says so and launches nothing.
+func TestWarmWithoutFleetSaysSo(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.cfg.Warm = map[string]protocol.WarmTarget{"large": {Hot: 1}}
+	e.cfg.Fleet = nil
+	e.writeConfig()
+	res := e.warm()
+	if len(res.Launched) != 0 || len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "has no fleet settings") {
+		t.Errorf("launched %v, notes %q", res.Launched, res.Notes)
+	}
+}
+
+// A claim that starts the stopped runners of a class tops the stopped tier
+// up again on its way out, when its opportunistic reap was due.
+func TestCreateTopsStoppedTierUp(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.c.ReapInterval = 0 // due: the first claim reaps
+	e.cfg.Warm = map[string]protocol.WarmTarget{"large": {Stopped: 1}}
+	e.writeConfig()
+	e.seedStopped("i-s1", healthy)
+	res, err := e.create(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sources(res); !slices.Equal(got[SourceStopped], []string{"i-s1"}) {
+		t.Fatalf("sources %v, want i-s1 started", got)
+	}
+	status, err := e.c.WarmStatus(context.Background(), testPool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status["large"].Stopped != 1 {
+		t.Errorf("stopped tier %+v after the claim, want it topped up to 1", status["large"])
+	}
+	// The next claim within the reap interval tops nothing up.
+	fleets := len(e.ec2.FleetInputs())
+	e.seedIdle("i-2", healthy)
+	if _, err := e.create(1, func(r *Request) { r.RunID = "run-2" }); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.ec2.FleetInputs()); n != fleets {
+		t.Errorf("%d more CreateFleet calls by a claim the pool had a runner for, within the reap interval", n-fleets)
+	}
+}
