@@ -99,7 +99,9 @@ type WarmOptions struct {
 	Timings Timings
 }
 
-func (o WarmOptions) fills(tier protocol.Tier) bool { return o.Tiers == nil || slices.Contains(o.Tiers, tier) }
+func (o WarmOptions) fills(tier protocol.Tier) bool {
+	return o.Tiers == nil || slices.Contains(o.Tiers, tier)
+}
 
 // Warm fills the pool's warm targets now, class by class: it retires warm
 // runners of an outdated launch template or past the maximum runner age,
