@@ -256,13 +256,7 @@ func (a *attempt) begin(ctx context.Context) (*Result, error) {
 			// An apply that crashed after the claim was complete: adopt it.
 			a.c.log("adopting the complete claim of an earlier apply", "run", a.req.RunID, "instances", prev.OwnedIDs)
 			res := &Result{Instances: prev.Instances}
-			for _, inst := range prev.Instances {
-				if inst.Source == SourceFleet {
-					res.Created++
-				} else {
-					res.Reused++
-				}
-			}
+			res.Reused, res.Started, res.Created = CountSources(prev.Instances)
 			return res, nil
 		case prev.State == recordComplete && sameClaim(prev.Request, a.req):
 			// Its runners are gone or given back (a destroy that died):

@@ -58,6 +58,22 @@ type Instance struct {
 	TemplateVersion string `json:"templateVersion,omitempty"`
 }
 
+// CountSources counts runners by where they came from: the pool's queue,
+// the stopped tier, a launch.
+func CountSources(insts []Instance) (reused, started, created int) {
+	for _, inst := range insts {
+		switch inst.Source {
+		case SourcePool:
+			reused++
+		case SourceStopped:
+			started++
+		default:
+			created++
+		}
+	}
+	return reused, started, created
+}
+
 // wants derives what the Pickup Manager filters for.
 func (r Request) wants(cfg protocol.PoolConfig) (Wants, error) {
 	class, ok := cfg.ResourceClasses[r.ResourceClass]

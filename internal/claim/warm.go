@@ -95,10 +95,10 @@ func (r keepable) capAge(t time.Time) time.Time {
 //
 // A tier's slots are one item written on condition that it is unchanged
 // since read, so two releases never keep more runners than the target. A
-// slot is free when no runner holds it (holds), or its deadline passed; a
-// slot taken less than slotSettling ago is held whatever its runner's
-// record says: its release may not have made it idle yet. A failure keeps
-// nothing in that tier: the runners go on to the next, or idle as usual.
+// slot is free when no runner holds it (holds), or its deadline passed,
+// unless it is settling (heldSlots): its release may not have made the
+// runner idle yet. A failure keeps nothing in that tier: the runners go on
+// to the next, or idle as usual.
 func (c *Claimer) keepWarm(ctx context.Context, s *store, cfg protocol.PoolConfig, class string, runners []keepable) map[string]plan {
 	now := c.now()
 	idleUntil := now.Add(time.Duration(cfg.IdleTimeout))
@@ -228,7 +228,9 @@ func (s *store) readSlots(ctx context.Context, tier protocol.Tier, class string)
 }
 
 // heldSlots tells which of slots are held at now: by a runner whose record
-// says it still holds it, or taken less than slotSettling ago.
+// says it still holds it, or settling: taken less than slotSettling ago by
+// a writer that has not written the runner's record since (the record's
+// updatedAt is older than the slot: both stamped by that writer's clock).
 func (s *store) heldSlots(ctx context.Context, tier protocol.Tier, slots map[string]warmSlot, now time.Time) (map[string]bool, error) {
 	var holders []string
 	for _, sl := range slots {
@@ -244,7 +246,8 @@ func (s *store) heldSlots(ctx context.Context, tier protocol.Tier, slots map[str
 			continue
 		}
 		r, ok := records[sl.ID]
-		if (ok && holds(tier, r, sl.Until)) || !protocol.IsPast(sl.Taken, now.Add(-slotSettling)) {
+		settling := !protocol.IsPast(sl.Taken, now.Add(-slotSettling)) && (!ok || r.UpdatedAt < sl.Taken)
+		if settling || (ok && holds(tier, r, sl.Until)) {
 			held[key] = true
 		}
 	}

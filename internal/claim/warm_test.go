@@ -2,16 +2,13 @@ package claim
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
@@ -106,9 +103,8 @@ func TestReleaseKeepsHotUnderConcurrency(t *testing.T) {
 	if n := keptHot(outcomes[0]) + keptHot(outcomes[1]); n != 1 {
 		t.Errorf("%d kept hot, want 1: %q", n, outcomes)
 	}
-	// A minute later a run takes both, the hot one included: its slot is
-	// free again.
-	ageSlots(t, e, protocol.TierHot, "large", slotSettling)
+	// A run takes both, the hot one included: its slot is free again at
+	// once, as the runner's record changed after the slot was taken.
 	if _, err := e.create(2, func(r *Request) { r.RunID = "run-c" }); err != nil {
 		t.Fatal(err)
 	}
@@ -189,25 +185,26 @@ func (b *slotReadBarrier) GetItem(ctx context.Context, in *dynamodb.GetItemInput
 	return b.fakeTable.GetItem(ctx, in, opts...)
 }
 
-// ageSlots moves the times the class's slots were taken back by d, as if d
-// had passed.
-func ageSlots(t *testing.T, e *env, tier protocol.Tier, class string, d time.Duration) {
-	t.Helper()
-	key := protocol.Key(protocol.TypeLease, slotsID(tier, class))
-	out, err := e.db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(protocol.TableName(testPool)), Key: key})
-	if err != nil || out.Item == nil {
-		t.Fatalf("reading the slots: %v", err)
+// A slot just taken by a release that has not yet written its runner's
+// record is held (settling); once that record is written, what it says
+// decides.
+func TestSlotSettlesUntilItsRecordIsWritten(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	now := time.Now()
+	s := e.c.store(testPool)
+	// Written by another runner's release a minute ago, its record not
+	// since: the slot's runner is idle with another deadline.
+	e.seedRecord(protocol.Instance{ID: "i-1", State: protocol.StateIdle, Threshold: protocol.FormatTime(now.Add(time.Hour))}, healthy)
+	e.db.setInstance(t, "i-1", func(r *protocol.Instance) { r.UpdatedAt = protocol.FormatTime(now.Add(-time.Minute)) })
+	slot := warmSlot{ID: "i-1", Until: protocol.FormatTime(now.Add(2 * time.Hour)), Taken: protocol.FormatTime(now)}
+	held, err := s.heldSlots(context.Background(), protocol.TierHot, map[string]warmSlot{"0": slot}, now)
+	if err != nil || !held["0"] {
+		t.Errorf("a slot whose record was not written since is free (%v): its release may not have written it yet", err)
 	}
-	var slots map[string]warmSlot
-	if err := json.Unmarshal([]byte(protocol.StringAttr(out.Item, protocol.AttrValue)), &slots); err != nil {
-		t.Fatal(err)
+	e.db.setInstance(t, "i-1", func(r *protocol.Instance) { r.UpdatedAt = protocol.FormatTime(now) })
+	held, err = s.heldSlots(context.Background(), protocol.TierHot, map[string]warmSlot{"0": slot}, now)
+	if err != nil || held["0"] {
+		t.Errorf("a slot whose runner's record was written since, with another deadline, is held (%v)", err)
 	}
-	for k, sl := range slots {
-		taken, _ := protocol.ParseTime(sl.Taken)
-		sl.Taken = protocol.FormatTime(taken.Add(-d))
-		slots[k] = sl
-	}
-	doc, _ := json.Marshal(slots)
-	out.Item[protocol.AttrValue] = &types.AttributeValueMemberS{Value: string(doc)}
-	e.db.Put(out.Item)
 }

@@ -17,6 +17,7 @@ type Spec struct {
 	ResourceClasses map[string]protocol.ResourceClass
 	IdleTimeout     time.Duration
 	MaxRuntime      time.Duration
+	MaxRunnerAge    time.Duration
 	Fleet           *protocol.FleetConfig
 	GitHub          *protocol.GitHubTarget
 	Warm            map[string]protocol.WarmTarget
@@ -30,6 +31,7 @@ func (s Spec) config(queueURLs map[string]string, instanceARNPrefix string) prot
 		ResourceClasses:   s.ResourceClasses,
 		IdleTimeout:       protocol.Duration(s.IdleTimeout),
 		MaxRuntime:        protocol.Duration(s.MaxRuntime),
+		MaxRunnerAge:      protocol.Duration(s.MaxRunnerAge),
 		Fleet:             s.Fleet,
 		QueueURLs:         queueURLs,
 		GitHub:            s.GitHub,

@@ -80,6 +80,7 @@ type claimResourceModel struct {
 	InstanceIDs          types.List     `tfsdk:"instance_ids"`
 	Instances            types.List     `tfsdk:"instances"`
 	ReusedCount          types.Int64    `tfsdk:"reused_count"`
+	StartedCount         types.Int64    `tfsdk:"started_count"`
 	CreatedCount         types.Int64    `tfsdk:"created_count"`
 	Timeouts             timeouts.Value `tfsdk:"timeouts"`
 }
@@ -192,11 +193,15 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 					"id":            schema.StringAttribute{Computed: true, Description: "Instance ID."},
 					"instance_type": schema.StringAttribute{Computed: true, Description: "Instance type."},
 					"usage_class":   schema.StringAttribute{Computed: true, Description: "`on-demand` or `spot`."},
-					"source":        schema.StringAttribute{Computed: true, Description: "`pool` (a warm runner reused) or `fleet` (launched for this claim)."},
+					"source":        schema.StringAttribute{Computed: true, Description: "`pool` (a hot runner reused from the queue), `stopped` (a stopped runner started) or `fleet` (launched for this claim)."},
 				}},
 			},
 			"reused_count": schema.Int64Attribute{
-				Computed: true, Description: "Runners taken warm from the pool.",
+				Computed: true, Description: "Hot runners taken from the pool's queue.",
+				PlanModifiers: []planmodifier.Int64{int64planmodifier.UseStateForUnknown()},
+			},
+			"started_count": schema.Int64Attribute{
+				Computed: true, Description: "Stopped runners of the pool started for this claim.",
 				PlanModifiers: []planmodifier.Int64{int64planmodifier.UseStateForUnknown()},
 			},
 			"created_count": schema.Int64Attribute{
@@ -305,12 +310,12 @@ func (r *claimResource) Create(ctx context.Context, req resource.CreateRequest, 
 		return
 	}
 	tflog.Info(ctx, "claimed runners", map[string]any{
-		"run_id": creq.RunID, "reused": res.Reused, "created": res.Created, "seconds": time.Since(started).Seconds(),
+		"run_id": creq.RunID, "reused": res.Reused, "started": res.Started, "created": res.Created, "seconds": time.Since(started).Seconds(),
 		"received": res.Pickup.Received, "requeued": res.Pickup.Requeued, "discarded": res.Pickup.Discarded,
 	})
 	plan.ID = types.StringValue(creq.Pool + "/" + creq.RunID)
 	plan.Label = plan.RunID
-	plan.ReusedCount, plan.CreatedCount = types.Int64Value(int64(res.Reused)), types.Int64Value(int64(res.Created))
+	setCounts(&plan, res.Instances)
 	setInstances(&plan, res.Instances)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 	resp.Diagnostics.Append(resp.Identity.Set(ctx, claimIdentity{Pool: plan.Pool, RunID: plan.RunID})...)
@@ -413,16 +418,14 @@ func setRecord(m *claimResourceModel, rec claim.Record, live []claim.Instance) {
 	m.RegistrationWait = durationValue(m.RegistrationWait, q.Timings.RegistrationWait)
 	m.FleetValidationWait = durationValue(m.FleetValidationWait, q.Timings.FleetValidationWait)
 	m.ReleaseWait = durationValue(m.ReleaseWait, q.Timings.ReleaseWait)
-	var reused, created int64
-	for _, inst := range rec.Instances {
-		if inst.Source == claim.SourcePool {
-			reused++
-		} else {
-			created++
-		}
-	}
-	m.ReusedCount, m.CreatedCount = types.Int64Value(reused), types.Int64Value(created)
+	setCounts(m, rec.Instances)
 	setInstances(m, live)
+}
+
+// setCounts counts the claim's runners by source.
+func setCounts(m *claimResourceModel, insts []claim.Instance) {
+	reused, started, created := claim.CountSources(insts)
+	m.ReusedCount, m.StartedCount, m.CreatedCount = types.Int64Value(int64(reused)), types.Int64Value(int64(started)), types.Int64Value(int64(created))
 }
 
 func setInstances(m *claimResourceModel, insts []claim.Instance) {

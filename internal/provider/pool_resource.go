@@ -43,8 +43,9 @@ var (
 )
 
 const (
-	defaultIdleTimeout = 7 * time.Minute
-	defaultMaxRuntime  = 30 * time.Minute
+	defaultIdleTimeout  = 7 * time.Minute
+	defaultMaxRuntime   = 30 * time.Minute
+	defaultMaxRunnerAge = 7 * 24 * time.Hour
 )
 
 var objectAsOptions = basetypes.ObjectAsOptions{}
@@ -60,10 +61,12 @@ type poolResourceModel struct {
 	ResourceClasses types.Map      `tfsdk:"resource_classes"`
 	IdleTimeout     types.String   `tfsdk:"idle_timeout"`
 	MaxRuntime      types.String   `tfsdk:"max_runtime"`
+	MaxRunnerAge    types.String   `tfsdk:"max_runner_age"`
 	Fleet           types.Object   `tfsdk:"fleet"`
 	GitHubOwner     types.String   `tfsdk:"github_owner"`
 	GitHubRepo      types.String   `tfsdk:"github_repository"`
 	Warm            types.Map      `tfsdk:"warm"`
+	WarmStatus      types.Map      `tfsdk:"warm_status"`
 	Tags            types.Map      `tfsdk:"tags"`
 	TagsAll         types.Map      `tfsdk:"tags_all"`
 	ForceDestroy    types.Bool     `tfsdk:"force_destroy"`
@@ -137,6 +140,12 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 				Default:     stringdefault.StaticString(protocol.FormatDuration(defaultMaxRuntime)),
 				Validators:  []validator.String{durationBetween(time.Minute, 7*24*time.Hour)},
 			},
+			"max_runner_age": schema.StringAttribute{
+				Optional: true, Computed: true,
+				Description: "A runner launched longer ago than this is not handed out again nor kept in the pool: claims and releases terminate it (and warm targets replace it), so no machine serves runs for ever. A runner launched from another launch template version than the pool launches now is retired the same way. Default `168h` (7 days).",
+				Default:     stringdefault.StaticString(protocol.FormatDuration(defaultMaxRunnerAge)),
+				Validators:  []validator.String{durationBetween(time.Hour, 90*24*time.Hour)},
+			},
 			"fleet": schema.SingleNestedAttribute{
 				Optional:    true,
 				Description: "How claims launch missing capacity with EC2 CreateFleet (type `instant`). Without it, claims can only reuse runners already in the pool.",
@@ -181,7 +190,8 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 					stringvalidator.AlsoRequires(path.MatchRoot("github_owner")),
 				},
 			},
-			"warm": warmAttribute(),
+			"warm":        warmAttribute(),
+			"warm_status": warmStatusAttribute(),
 			"tags": schema.MapAttribute{
 				Optional: true, ElementType: types.StringType,
 				Description: "Tags of the table and the queues, over the provider's `default_tags`. The keys `ec2runners:pool` and `ec2runners:class` are the provider's: it tags each queue with its pool and class.",
@@ -261,7 +271,9 @@ func poolManager(c *awsconfig.Clients) *pool.Manager {
 
 // ModifyPlan computes tags_all and plans queue changes: queue_urls and
 // queue_arns become unknown when classes change or a queue has gone missing
-// outside Terraform, so the update re-creates it.
+// outside Terraform, so the update re-creates it. warm_status becomes
+// unknown when the warm settings change, or when a tier lacks runners and
+// the pool can launch them: the apply fills the targets.
 func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	if req.Plan.Raw.IsNull() {
 		return // destroy
@@ -285,6 +297,12 @@ func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 			plan.QueueURLs, plan.QueueARNs = state.QueueURLs, state.QueueARNs
 		} else {
 			plan.QueueURLs, plan.QueueARNs = types.MapUnknown(types.StringType), types.MapUnknown(types.StringType)
+		}
+		plan.WarmStatus = state.WarmStatus
+		targets, d := warmFromValue(ctx, plan.Warm)
+		changed := !plan.Warm.Equal(state.Warm) || !plan.Fleet.Equal(state.Fleet) || !plan.MaxRunnerAge.Equal(state.MaxRunnerAge)
+		if d.HasError() || changed || (!plan.Fleet.IsNull() && warmLacks(ctx, state.WarmStatus, targets, time.Now())) {
+			plan.WarmStatus = types.MapUnknown(warmStatusType)
 		}
 	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
@@ -316,6 +334,7 @@ func (r *poolResource) spec(ctx context.Context, m poolResourceModel) (pool.Spec
 	spec := pool.Spec{Name: m.Name.ValueString(), ForceDestroy: m.ForceDestroy.ValueBool()}
 	spec.IdleTimeout, _ = time.ParseDuration(m.IdleTimeout.ValueString()) // validated
 	spec.MaxRuntime, _ = time.ParseDuration(m.MaxRuntime.ValueString())
+	spec.MaxRunnerAge, _ = time.ParseDuration(m.MaxRunnerAge.ValueString())
 	var d diag.Diagnostics
 	spec.ResourceClasses, d = resourceClassesFromValue(ctx, m.ResourceClasses)
 	diags.Append(d...)
@@ -339,6 +358,7 @@ func (r *poolResource) setStatus(m *poolResourceModel, st *pool.Status) {
 	m.ResourceClasses = resourceClassesValue(cfg.ResourceClasses)
 	m.IdleTimeout = durationValue(m.IdleTimeout, time.Duration(cfg.IdleTimeout))
 	m.MaxRuntime = durationValue(m.MaxRuntime, time.Duration(cfg.MaxRuntime))
+	m.MaxRunnerAge = durationValue(m.MaxRunnerAge, time.Duration(cfg.MaxRunnerAge))
 	m.Fleet = fleetValue(cfg.Fleet)
 	m.GitHubOwner, m.GitHubRepo = githubTargetValues(cfg.GitHub)
 	m.Warm = warmValue(cfg.Warm, m.Warm)
@@ -359,10 +379,51 @@ func (r *poolResource) Create(ctx context.Context, req resource.CreateRequest, r
 	timeout, d := plan.Timeouts.Create(ctx, 20*time.Minute)
 	resp.Diagnostics.Append(d...)
 	r.applySpec(ctx, &plan, timeout, "create", r.manager().Create, &resp.Diagnostics)
+	r.fill(ctx, &plan, timeout, &resp.Diagnostics)
 	if !resp.Diagnostics.HasError() {
 		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 		resp.Diagnostics.Append(resp.Identity.Set(ctx, poolIdentity{Name: plan.Name})...)
 	}
+}
+
+// fill launches what the pool's warm targets lack, within the apply's
+// timeout, and sets warm_status to what it left. A failed fill does not
+// fail the apply (the pool itself is in place): it warns, and the next
+// plan shows what still lacks.
+func (r *poolResource) fill(ctx context.Context, m *poolResourceModel, timeout time.Duration, diags *diag.Diagnostics) {
+	if diags.HasError() {
+		return
+	}
+	name := m.Name.ValueString()
+	c := r.data.claimer(ctx)
+	if m.Fleet.IsNull() || m.Warm.IsNull() {
+		r.setWarmStatus(ctx, c, m, diags)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res, err := c.Warm(ctx, name, claim.WarmOptions{Timings: claim.DefaultTimings()})
+	for _, note := range res.Notes {
+		diags.AddWarning(fmt.Sprintf("Pool %s: warm targets", name), note)
+	}
+	if err != nil {
+		diags.AddWarning(fmt.Sprintf("Cannot fill the warm targets of pool %s", name),
+			fmt.Sprintf("The pool is in place, but filling its warm targets failed: %v. The next plan shows what lacks, and the next apply tries again.", err))
+	}
+	if len(res.Launched) > 0 || len(res.Retired) > 0 {
+		tflog.Info(ctx, "filled the warm targets", map[string]any{"pool": name, "launched": res.Launched, "retired": res.Retired})
+	}
+	m.WarmStatus = warmStatusValue(res.After)
+}
+
+// setWarmStatus reads the counts of the pool's warm runners into m.
+func (r *poolResource) setWarmStatus(ctx context.Context, c *claim.Claimer, m *poolResourceModel, diags *diag.Diagnostics) {
+	counts, err := c.WarmStatus(ctx, m.Name.ValueString())
+	if err != nil {
+		diags.AddError(fmt.Sprintf("Cannot count the warm runners of pool %s", m.Name.ValueString()), err.Error())
+		return
+	}
+	m.WarmStatus = warmStatusValue(counts)
 }
 
 // applySpec runs op (create or update) for the plan within timeout and
@@ -405,6 +466,7 @@ func (r *poolResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 		return
 	}
 	r.setStatus(&state, st)
+	r.setWarmStatus(ctx, r.data.claimer(ctx), &state, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 	r.reap(ctx, st.Config.Name)
 }
@@ -412,9 +474,7 @@ func (r *poolResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 // reap cleans the pool up while Terraform looks at it anyway: a pool in use
 // stays clean without a cron. Bounded; failures are only logged.
 func (r *poolResource) reap(ctx context.Context, name string) {
-	c := r.data.clients
-	reaper := &claim.Claimer{DynamoDB: c.DynamoDB, SQS: c.SQS, EC2: c.EC2, Log: tflogAdapter(ctx)}
-	res, ran, err := reaper.ReapIfDue(ctx, name, claim.DefaultReapInterval)
+	res, ran, err := r.data.claimer(ctx).ReapIfDue(ctx, name, claim.DefaultReapInterval)
 	switch {
 	case err != nil:
 		tflog.Warn(ctx, "reaping the pool failed", map[string]any{"pool": name, "error": err.Error()})
@@ -429,6 +489,7 @@ func (r *poolResource) Update(ctx context.Context, req resource.UpdateRequest, r
 	timeout, d := plan.Timeouts.Update(ctx, 20*time.Minute)
 	resp.Diagnostics.Append(d...)
 	r.applySpec(ctx, &plan, timeout, "update", r.manager().Update, &resp.Diagnostics)
+	r.fill(ctx, &plan, timeout, &resp.Diagnostics)
 	if !resp.Diagnostics.HasError() {
 		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 		// Terraform before 1.12 plans no identity: set it here too.

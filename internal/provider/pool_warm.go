@@ -17,12 +17,13 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
-// maxHot bounds a hot target: a pool that keeps more idle runners than
+// maxWarm bounds a tier's target: a pool that keeps more idle runners than
 // this is more likely a typo than a plan.
-const maxHot = 500
+const maxWarm = 500
 
 var warmWindowType = types.ObjectType{AttrTypes: map[string]attr.Type{
 	"days":      types.ListType{ElemType: types.StringType},
@@ -30,15 +31,18 @@ var warmWindowType = types.ObjectType{AttrTypes: map[string]attr.Type{
 	"to":        types.StringType,
 	"time_zone": types.StringType,
 	"hot":       types.Int64Type,
+	"stopped":   types.Int64Type,
 }}
 
 var warmTargetType = types.ObjectType{AttrTypes: map[string]attr.Type{
 	"hot":      types.Int64Type,
+	"stopped":  types.Int64Type,
 	"schedule": types.ListType{ElemType: warmWindowType},
 }}
 
 type warmTargetModel struct {
 	Hot      types.Int64 `tfsdk:"hot"`
+	Stopped  types.Int64 `tfsdk:"stopped"`
 	Schedule types.List  `tfsdk:"schedule"`
 }
 
@@ -48,6 +52,17 @@ type warmWindowModel struct {
 	To       types.String `tfsdk:"to"`
 	TimeZone types.String `tfsdk:"time_zone"`
 	Hot      types.Int64  `tfsdk:"hot"`
+	Stopped  types.Int64  `tfsdk:"stopped"`
+}
+
+// tierCount is the attribute of a tier's target: optional, 0 by default.
+func tierCount(description string) schema.Int64Attribute {
+	return schema.Int64Attribute{
+		Optional: true, Computed: true,
+		Description: fmt.Sprintf("%s, 0 to %d. Default 0.", description, maxWarm),
+		Default:     int64default.StaticInt64(0),
+		Validators:  []validator.Int64{int64validator.Between(0, maxWarm)},
+	}
 }
 
 var clockPattern = regexp.MustCompile(`^([01][0-9]|2[0-3]):[0-5][0-9]$|^24:00$`)
@@ -55,19 +70,18 @@ var clockPattern = regexp.MustCompile(`^([01][0-9]|2[0-3]):[0-5][0-9]$|^24:00$`)
 func warmAttribute() schema.MapNestedAttribute {
 	return schema.MapNestedAttribute{
 		Optional: true,
-		Description: "Hot targets by resource class: how many idle runners of the class the pool keeps running, as releases give them back. " +
-			"A released runner is kept hot (its idle deadline is the end of the target it fills, at most 24 h ahead, never less than `idle_timeout`) while fewer runners of its class are kept than the target in force; the others go idle for `idle_timeout` as usual. " +
-			"Two releases never keep more than the target between them. Runners are kept as they are released: nothing is launched to fill a target.",
+		Description: "Warm capacity by resource class, in two tiers. **hot**: idle runners kept running, in the class's queue; a claim gets one in seconds. " +
+			"**stopped**: idle on-demand runners whose instance is stopped (only their volumes are paid); a claim starts one and gets it after its boot, in about the time of a start (tens of seconds), instead of a cold launch. " +
+			"A claim takes hot runners first, then starts stopped ones, then launches the rest. " +
+			"Releases keep the runners they give back hot while the hot target lacks, until the end of the target they fill (at most 24 h ahead, never less than `idle_timeout`); an on-demand runner not kept hot is kept for the stopped tier while it lacks: idle for `idle_timeout`, then it stops itself and waits, stopped, until the end of its target (at most 7 days, and `max_runner_age`). Spot instances cannot be stopped and are never kept stopped. " +
+			"Two releases never keep more than the targets between them. " +
+			"With `fleet` set, an apply of the pool launches what the targets lack (on-demand; stopped runners boot once, prepare, register nothing and stop), and a plan shows the counts against the targets in `warm_status`; claims top the stopped tier up when they find it lacking (at most once a minute, 2 runners per class).",
 		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
-			"hot": schema.Int64Attribute{
-				Optional: true, Computed: true,
-				Description: fmt.Sprintf("Hot target outside the schedule's windows, 0 to %d. Default 0.", maxHot),
-				Default:     int64default.StaticInt64(0),
-				Validators:  []validator.Int64{int64validator.Between(0, maxHot)},
-			},
+			"hot":     tierCount("Hot target outside the schedule's windows"),
+			"stopped": tierCount("Stopped target outside the schedule's windows"),
 			"schedule": schema.ListNestedAttribute{
 				Optional:    true,
-				Description: "Weekly windows with targets of their own, e.g. weekdays 08:00-19:00; where windows overlap, the highest target holds.",
+				Description: "Weekly windows with targets of their own, e.g. weekdays 08:00-19:00; where windows overlap, each tier's highest target holds.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"days": schema.ListAttribute{
 						Required: true, ElementType: types.StringType,
@@ -87,10 +101,8 @@ func warmAttribute() schema.MapNestedAttribute {
 						Required: true, Description: "IANA time zone of `from` and `to`, such as `Europe/Berlin` or `UTC`.",
 						Validators: []validator.String{timeZoneValidator{}},
 					},
-					"hot": schema.Int64Attribute{
-						Required: true, Description: fmt.Sprintf("Hot target inside the window, 0 to %d.", maxHot),
-						Validators: []validator.Int64{int64validator.Between(0, maxHot)},
-					},
+					"hot":     tierCount("Hot target inside the window"),
+					"stopped": tierCount("Stopped target inside the window"),
 				}},
 			},
 		}},
@@ -146,7 +158,7 @@ func warmFromValue(ctx context.Context, v types.Map) (map[string]protocol.WarmTa
 	}
 	out := make(map[string]protocol.WarmTarget, len(models))
 	for class, m := range models {
-		if m.Hot.IsUnknown() || m.Schedule.IsUnknown() {
+		if m.Hot.IsUnknown() || m.Stopped.IsUnknown() || m.Schedule.IsUnknown() {
 			diags.AddError("Unknown warm target", "The warm target of "+class+" is not known yet.")
 			continue
 		}
@@ -154,10 +166,10 @@ func warmFromValue(ctx context.Context, v types.Map) (map[string]protocol.WarmTa
 		if diags.Append(m.Schedule.ElementsAs(ctx, &windows, false)...); diags.HasError() {
 			return nil, diags
 		}
-		t := protocol.WarmTarget{Hot: int(m.Hot.ValueInt64())}
+		t := protocol.WarmTarget{Hot: int(m.Hot.ValueInt64()), Stopped: int(m.Stopped.ValueInt64())}
 		for _, w := range windows {
 			t.Schedule = append(t.Schedule, protocol.WarmWindow{Days: w.Days, From: w.From.ValueString(), To: w.To.ValueString(),
-				TimeZone: w.TimeZone.ValueString(), Hot: int(w.Hot.ValueInt64())})
+				TimeZone: w.TimeZone.ValueString(), Hot: int(w.Hot.ValueInt64()), Stopped: int(w.Stopped.ValueInt64())})
 		}
 		out[class] = t
 	}
@@ -182,14 +194,70 @@ func warmValue(targets map[string]protocol.WarmTarget, prior types.Map) types.Ma
 				}
 				windows[i] = types.ObjectValueMust(warmWindowType.AttrTypes, map[string]attr.Value{
 					"days": types.ListValueMust(types.StringType, days), "from": types.StringValue(w.From), "to": types.StringValue(w.To),
-					"time_zone": types.StringValue(w.TimeZone), "hot": types.Int64Value(int64(w.Hot)),
+					"time_zone": types.StringValue(w.TimeZone), "hot": types.Int64Value(int64(w.Hot)), "stopped": types.Int64Value(int64(w.Stopped)),
 				})
 			}
 			schedule = types.ListValueMust(warmWindowType, windows)
 		}
 		elems[class] = types.ObjectValueMust(warmTargetType.AttrTypes, map[string]attr.Value{
-			"hot": types.Int64Value(int64(t.Hot)), "schedule": schedule,
+			"hot": types.Int64Value(int64(t.Hot)), "stopped": types.Int64Value(int64(t.Stopped)), "schedule": schedule,
 		})
 	}
 	return types.MapValueMust(warmTargetType, elems)
+}
+
+var warmStatusType = types.ObjectType{AttrTypes: map[string]attr.Type{
+	"hot": types.Int64Type, "hot_target": types.Int64Type, "stopped": types.Int64Type, "stopped_target": types.Int64Type,
+}}
+
+func warmStatusAttribute() schema.MapNestedAttribute {
+	count := func(description string) schema.Int64Attribute {
+		return schema.Int64Attribute{Computed: true, Description: description}
+	}
+	return schema.MapNestedAttribute{
+		Computed: true,
+		Description: "Each class's warm runners against its targets in force when the pool was read: the runners holding the tier's slots (a hot one idle in the queue, a stopped one in its stopped time or about to stop). " +
+			"When a tier lacks runners and the pool has `fleet` settings, the plan shows this as known after apply: the apply launches what lacks.",
+		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+			"hot":            count("Hot runners."),
+			"hot_target":     count("Hot target in force."),
+			"stopped":        count("Stopped runners."),
+			"stopped_target": count("Stopped target in force."),
+		}},
+	}
+}
+
+// warmStatusValue is the attribute for the counts of each class.
+func warmStatusValue(counts map[string]claim.TierCounts) types.Map {
+	elems := make(map[string]attr.Value, len(counts))
+	for class, c := range counts {
+		elems[class] = types.ObjectValueMust(warmStatusType.AttrTypes, map[string]attr.Value{
+			"hot": types.Int64Value(int64(c.Hot)), "hot_target": types.Int64Value(int64(c.HotTarget)),
+			"stopped": types.Int64Value(int64(c.Stopped)), "stopped_target": types.Int64Value(int64(c.StoppedTarget)),
+		})
+	}
+	return types.MapValueMust(warmStatusType, elems)
+}
+
+type warmStatusModel struct {
+	Hot           types.Int64 `tfsdk:"hot"`
+	HotTarget     types.Int64 `tfsdk:"hot_target"`
+	Stopped       types.Int64 `tfsdk:"stopped"`
+	StoppedTarget types.Int64 `tfsdk:"stopped_target"`
+}
+
+// warmLacks tells whether, by the counts in status, some class has fewer
+// runners than targets ask for at now.
+func warmLacks(ctx context.Context, status types.Map, targets map[string]protocol.WarmTarget, now time.Time) bool {
+	var counts map[string]warmStatusModel
+	if status.IsNull() || status.IsUnknown() || status.ElementsAs(ctx, &counts, false).HasError() {
+		return len(targets) > 0
+	}
+	for class, t := range targets {
+		c := counts[class]
+		if c.Hot.ValueInt64() < int64(t.At(protocol.TierHot, now)) || c.Stopped.ValueInt64() < int64(t.At(protocol.TierStopped, now)) {
+			return true
+		}
+	}
+	return false
 }

@@ -2,12 +2,14 @@ package provider
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
@@ -75,47 +77,87 @@ resource "ec2runners_pool" "test" {
 	})
 }
 
-// Destroying a claim of two runners in a pool whose class keeps one hot:
-// one goes back with a hot deadline (a day ahead: the target has no
-// schedule), the other for idle_timeout; both are in the queue.
-func TestAccClaim_releaseKeepsHot(t *testing.T) {
+// A pool whose class keeps one hot fills it at apply (a runner launched,
+// ready, queued with a hot deadline a day ahead: no schedule); a claim of
+// two takes it and launches the other; the plan then shows the pool lacking
+// its hot runner; destroying the claim gives both back, one kept hot (the
+// target holds exactly, whichever of the release and the pool's apply
+// fills it), the other for idle_timeout.
+func TestAccPool_warmHot(t *testing.T) {
 	e := newClaimEnv(t, "acc-hot")
 	e.poolSettings = `warm = { large = { hot = 1 } }`
-	var seeded []string
+	var hot []string
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviders,
 		Steps: []resource.TestStep{
-			{Config: e.poolConfig(), Check: e.seed(2, agentsim.SeedSpec{}, &seeded)},
-			{Config: e.poolConfig() + e.claimConfig("test", `instance_count = 2`), ConfigStateChecks: counts("ec2runners_claim.test", 2, 0)},
 			{
-				Config: e.poolConfig(),
-				Check: resource.ComposeTestCheckFunc(
-					e.checkRecords(protocol.StateIdle, "", &seeded),
-					e.checkQueueHolds(&seeded),
-					func(*terraform.State) error {
-						recs, err := e.records()
-						if err != nil {
-							return err
-						}
-						var hot, idle int
-						for _, id := range seeded {
-							until, err := protocol.ParseTime(recs[id].Threshold)
-							switch {
-							case err != nil:
-								return err
-							case time.Until(until) > protocol.MaxHotAge-time.Hour:
-								hot++
-							case time.Until(until) <= 7*time.Minute:
-								idle++
-							}
-						}
-						if hot != 1 || idle != 1 {
-							return fmt.Errorf("%d runner(s) kept hot and %d idle for idle_timeout, want 1 and 1", hot, idle)
-						}
-						return nil
-					},
-				),
+				PreConfig: func() { _ = e.watchFleet(agentsim.Healthy)(nil) },
+				Config:    e.poolConfig(),
+				ConfigStateChecks: []statecheck.StateCheck{
+					warmStatus("ec2runners_pool.test", "large", 1, 1, 0, 0),
+				},
+				Check: e.checkWarm(map[protocol.Tier]int{protocol.TierHot: 1}, &hot),
+			},
+			{
+				Config:             e.poolConfig() + e.claimConfig("test", `instance_count = 2`),
+				ConfigStateChecks:  counts("ec2runners_claim.test", 1, 1),
+				ExpectNonEmptyPlan: true,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("ec2runners_pool.test", plancheck.ResourceActionUpdate),
+					plancheck.ExpectUnknownValue("ec2runners_pool.test", tfjsonpath.New("warm_status")),
+				}},
+			},
+			{
+				Config:            e.poolConfig(),
+				ConfigStateChecks: []statecheck.StateCheck{warmStatus("ec2runners_pool.test", "large", 1, 1, 0, 0)},
+				Check:             e.checkWarm(map[protocol.Tier]int{protocol.TierHot: 1}, nil),
 			},
 		},
 	})
+}
+
+// warmStatus checks a class's counts in the pool's warm_status.
+func warmStatus(address, class string, hot, hotTarget, stopped, stoppedTarget int64) statecheck.StateCheck {
+	return statecheck.ExpectKnownValue(address, tfjsonpath.New("warm_status").AtMapKey(class), knownvalue.ObjectExact(map[string]knownvalue.Check{
+		"hot": knownvalue.Int64Exact(hot), "hot_target": knownvalue.Int64Exact(hotTarget),
+		"stopped": knownvalue.Int64Exact(stopped), "stopped_target": knownvalue.Int64Exact(stoppedTarget),
+	}))
+}
+
+// checkWarm checks the pool's idle runners: how many are in each tier (hot:
+// idle past a day less an hour; stopped: with a stopped time), that every
+// idle runner that is not stopped is in the queue, and nothing else; it
+// appends the hot ones to hot when not nil.
+func (e *claimEnv) checkWarm(want map[protocol.Tier]int, hot *[]string) func(*terraform.State) error {
+	return func(*terraform.State) error {
+		recs, err := e.records()
+		if err != nil {
+			return err
+		}
+		got := map[protocol.Tier]int{}
+		var queued []string
+		for id, r := range recs {
+			if r.State != protocol.StateIdle {
+				continue
+			}
+			until, err := protocol.ParseTime(r.Threshold)
+			switch {
+			case err != nil:
+				return err
+			case r.StopUntil != "":
+				got[protocol.TierStopped]++
+				continue
+			case time.Until(until) > protocol.MaxHotAge-time.Hour:
+				got[protocol.TierHot]++
+				if hot != nil {
+					*hot = append(*hot, id)
+				}
+			}
+			queued = append(queued, id)
+		}
+		if !maps.Equal(got, want) {
+			return fmt.Errorf("warm runners by tier %v, want %v", got, want)
+		}
+		return e.checkQueueHolds(&queued)(nil)
+	}
 }
