@@ -255,5 +255,5 @@ func (p *ec2runnersProvider) ListResources(context.Context) []func() list.ListRe
 }
 
 func (p *ec2runnersProvider) Actions(context.Context) []func() action.Action {
-	return []func() action.Action{NewReapAction}
+	return []func() action.Action{NewReapAction, NewWarmAction}
 }

@@ -1,0 +1,99 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/action"
+	"github.com/hashicorp/terraform-plugin-framework/action/schema"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
+)
+
+var _ action.ActionWithConfigure = (*warmAction)(nil)
+
+// NewWarmAction is the ec2runners_warm action (Terraform 1.14+).
+func NewWarmAction() action.Action { return &warmAction{} }
+
+type warmAction struct{ data *providerData }
+
+type warmActionModel struct {
+	Pool types.String `tfsdk:"pool"`
+}
+
+func (a *warmAction) Metadata(_ context.Context, req action.MetadataRequest, resp *action.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_warm"
+}
+
+func (a *warmAction) Schema(_ context.Context, _ action.SchemaRequest, resp *action.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		Description: "Fills a pool's warm targets now, as the pool's apply does: warm runners of an outdated launch template version or past `max_runner_age` are retired, then what each class's hot and stopped targets in force lack is launched (on-demand, from the pool's `fleet` settings): stopped runners boot once, prepare, register nothing and stop; hot runners join the queue once ready. Reports the counts before and after, and every runner launched or retired, as progress messages. " +
+			"Invoke it with `terraform apply -invoke=action.ec2runners_warm.<name>`, e.g. from a workflow scheduled a few minutes before a schedule window opens, or from an `action_trigger`.",
+		Attributes: map[string]schema.Attribute{
+			"pool": schema.StringAttribute{
+				Required: true, Description: "Name of the pool.",
+				Validators: poolNameValidators(),
+			},
+		},
+	}
+}
+
+func (a *warmAction) Configure(_ context.Context, req action.ConfigureRequest, resp *action.ConfigureResponse) {
+	a.data = configuredData(req.ProviderData, &resp.Diagnostics)
+}
+
+func (a *warmAction) Invoke(ctx context.Context, req action.InvokeRequest, resp *action.InvokeResponse) {
+	var m warmActionModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := m.Pool.ValueString()
+	cfg, err := pool.ReadConfig(ctx, a.data.clients.DynamoDB, name)
+	if err != nil {
+		if errors.Is(err, pool.ErrNotFound) {
+			err = fmt.Errorf("pool %s does not exist", name)
+		}
+		resp.Diagnostics.AddError(fmt.Sprintf("Cannot warm pool %s", name), err.Error())
+		return
+	}
+	if len(cfg.Warm) == 0 {
+		resp.Diagnostics.AddWarning(fmt.Sprintf("Pool %s has no warm targets", name), "Set the pool's warm attribute for the action to fill anything.")
+		return
+	}
+	resp.SendProgress(action.InvokeProgressEvent{Message: fmt.Sprintf("Warming pool %s", name)})
+	res, err := a.data.claimer(ctx).Warm(ctx, name, claim.WarmOptions{Timings: claim.DefaultTimings()})
+	for _, msg := range warmReport(name, res) {
+		resp.SendProgress(action.InvokeProgressEvent{Message: msg})
+	}
+	if err != nil {
+		resp.Diagnostics.AddError(fmt.Sprintf("Cannot warm pool %s", name), err.Error())
+	}
+}
+
+// warmReport says what a fill did: each class's counts before and after,
+// what it launched and retired, and its notes.
+func warmReport(name string, res claim.WarmResult) []string {
+	var msgs []string
+	for _, class := range slices.Sorted(maps.Keys(res.After)) {
+		b, a := res.Before[class], res.After[class]
+		msgs = append(msgs, fmt.Sprintf("Pool %s, class %s: hot %d -> %d of %d, stopped %d -> %d of %d",
+			name, class, b.Hot, a.Hot, a.HotTarget, b.Stopped, a.Stopped, a.StoppedTarget))
+	}
+	if len(res.Launched) > 0 {
+		msgs = append(msgs, fmt.Sprintf("Pool %s: launched (%d): %s", name, len(res.Launched), strings.Join(res.Launched, ", ")))
+	}
+	if len(res.Retired) > 0 {
+		msgs = append(msgs, fmt.Sprintf("Pool %s: retired outdated runners (%d): %s", name, len(res.Retired), strings.Join(res.Retired, ", ")))
+	}
+	for _, note := range res.Notes {
+		msgs = append(msgs, fmt.Sprintf("Pool %s: %s", name, note))
+	}
+	return msgs
+}
