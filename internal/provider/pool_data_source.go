@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -27,6 +28,7 @@ type poolDataSourceModel struct {
 	ResourceClasses   types.Map    `tfsdk:"resource_classes"`
 	IdleTimeout       types.String `tfsdk:"idle_timeout"`
 	MaxRuntime        types.String `tfsdk:"max_runtime"`
+	MaxRunnerAge      types.String `tfsdk:"max_runner_age"`
 	Fleet             types.Object `tfsdk:"fleet"`
 	GitHubOwner       types.String `tfsdk:"github_owner"`
 	GitHubRepo        types.String `tfsdk:"github_repository"`
@@ -36,6 +38,7 @@ type poolDataSourceModel struct {
 	QueueURLs         types.Map    `tfsdk:"queue_urls"`
 	IdleMessages      types.Map    `tfsdk:"idle_messages"`
 	InstanceCounts    types.Map    `tfsdk:"instance_counts"`
+	WarmStatus        types.Map    `tfsdk:"warm_status"`
 }
 
 func (d *poolDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
@@ -61,8 +64,9 @@ func (d *poolDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 					"memory_mib": schema.Int64Attribute{Computed: true, Description: "Minimum memory of the class's runners, in MiB."},
 				}},
 			},
-			"idle_timeout": computedString("How long a released runner waits in the pool."),
-			"max_runtime":  computedString("Default longest time a claim may hold a runner."),
+			"idle_timeout":   computedString("How long a released runner waits in the pool."),
+			"max_runtime":    computedString("Default longest time a claim may hold a runner."),
+			"max_runner_age": computedString("Longest time since launch a runner is handed out or kept in the pool."),
 			"fleet": schema.SingleNestedAttribute{
 				Computed: true, Description: "How claims launch missing capacity; null when the pool has no fleet settings.",
 				Attributes: map[string]schema.Attribute{
@@ -86,6 +90,15 @@ func (d *poolDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 			"instance_counts": schema.MapAttribute{
 				Computed: true, ElementType: types.Int64Type,
 				Description: "Number of instance records in each state: `created`, `running`, `idle`, `claimed`, `terminated`.",
+			},
+			"warm_status": schema.MapNestedAttribute{
+				Computed: true, Description: "Each class with warm targets: its hot and stopped runners against the targets in force (see the pool resource's `warm_status`).",
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"hot":            schema.Int64Attribute{Computed: true, Description: "Hot runners."},
+					"hot_target":     schema.Int64Attribute{Computed: true, Description: "Hot target in force."},
+					"stopped":        schema.Int64Attribute{Computed: true, Description: "Stopped runners."},
+					"stopped_target": schema.Int64Attribute{Computed: true, Description: "Stopped target in force."},
+				}},
 			},
 		},
 	}
@@ -111,6 +124,12 @@ func (d *poolDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 			m.InstanceCounts = intMapValue(counts.InstanceStates)
 		}
 	}
+	if err == nil {
+		var warm map[string]claim.TierCounts
+		if warm, err = d.data.claimer(ctx).WarmStatus(ctx, name); err == nil {
+			m.WarmStatus = warmStatusValue(warm)
+		}
+	}
 	if err != nil {
 		resp.Diagnostics.AddError(fmt.Sprintf("Cannot read pool %s", name), err.Error())
 		return
@@ -120,6 +139,7 @@ func (d *poolDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 	m.ResourceClasses = resourceClassesValue(cfg.ResourceClasses)
 	m.IdleTimeout = types.StringValue(protocol.FormatDuration(time.Duration(cfg.IdleTimeout)))
 	m.MaxRuntime = types.StringValue(protocol.FormatDuration(time.Duration(cfg.MaxRuntime)))
+	m.MaxRunnerAge = types.StringValue(protocol.FormatDuration(time.Duration(cfg.MaxRunnerAge)))
 	m.Fleet = fleetValue(cfg.Fleet)
 	m.GitHubOwner, m.GitHubRepo = githubTargetValues(cfg.GitHub)
 	m.InstanceARNPrefix = types.StringValue(cfg.InstanceARNPrefix)
