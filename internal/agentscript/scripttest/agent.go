@@ -28,18 +28,19 @@ func NewEnv(t testing.TB, endpoint, region string) *Env {
 // runner user and the paths.
 func (e *Env) Options(pool, owner, repository string) agentscript.Options {
 	return agentscript.Options{
-		Pool:                pool,
-		Region:              e.Region,
-		GitHubURL:           e.GitHub.URL,
-		GitHubOwner:         owner,
-		GitHubRepository:    repository,
-		RunnerVersion:       agentscript.DefaultRunnerVersion,
-		RunnerDownloadURL:   e.GitHub.RunnerDownloadURL(),
-		HeartbeatInterval:   time.Second,
-		SelfCheckInterval:   time.Second,
-		ClaimPollInterval:   250 * time.Millisecond,
-		ReleasePollInterval: 500 * time.Millisecond,
-		AWSEndpointURL:      e.Proxy.URL,
+		Pool:                 pool,
+		Region:               e.Region,
+		GitHubURL:            e.GitHub.URL,
+		GitHubOwner:          owner,
+		GitHubRepository:     repository,
+		RunnerVersion:        agentscript.DefaultRunnerVersion,
+		RunnerDownloadURL:    e.GitHub.RunnerDownloadURL(),
+		HeartbeatInterval:    time.Second,
+		SelfCheckInterval:    time.Second,
+		SelfTerminationGrace: 2 * time.Second,
+		ClaimPollInterval:    250 * time.Millisecond,
+		ReleasePollInterval:  500 * time.Millisecond,
+		AWSEndpointURL:       e.Proxy.URL,
 	}
 }
 
