@@ -84,6 +84,20 @@ data "aws_iam_policy_document" "runner" {
       values   = [local.pool]
     }
   }
+
+  # A runner the pool keeps in its stopped tier stops itself, and nothing
+  # else; only claims start it again.
+  statement {
+    sid       = "StopSelf"
+    actions   = ["ec2:StopInstances"]
+    resources = ["$${ec2:SourceInstanceARN}"]
+
+    condition {
+      test     = "StringEquals"
+      variable = "aws:ResourceTag/ec2runners:pool"
+      values   = [local.pool]
+    }
+  }
 }
 
 resource "aws_iam_role_policy" "runner" {

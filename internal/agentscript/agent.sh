@@ -1,9 +1,10 @@
 # The agent: the instance half of the ec2runners pool protocol
 # (docs/guides/protocol.md). Run by cloud-init as user data, it installs
-# itself as the systemd service ec2runners-agent, which runs "agent run":
-# heartbeat, self-termination past the threshold, and for every run id the
-# pool assigns: register a GitHub runner labelled with it, wait for the
-# release, deregister, and wait for the next run.
+# itself as the systemd service ec2runners-agent, which runs "agent run" at
+# every boot: heartbeat, self-termination past the threshold (or a stop,
+# in the pool's stopped tier, until a claim starts the instance again), and
+# for every run id the pool assigns: register a GitHub runner labelled with
+# it, wait for the release, deregister, and wait for the next run.
 #
 # Needs only bash 5, curl, GNU coreutils, util-linux and systemd, as
 # on stock Amazon Linux 2023 and Ubuntu images; AWS requests are signed with
@@ -243,13 +244,14 @@ signal() {
 	done
 }
 
-# read_record: the instance's own record into REC_STATE, REC_RUN_ID and
-# REC_THRESHOLD (all empty when there is no record).
+# read_record: the instance's own record into REC_STATE, REC_RUN_ID,
+# REC_THRESHOLD and REC_STOP_UNTIL (all empty when there is no record).
 read_record() {
-	ddb GetItem "{\"TableName\":\"$POOL\",\"Key\":{\"PK\":{\"S\":\"TYPE#INSTANCE\"},\"SK\":{\"S\":\"ID#$INSTANCE_ID\"}},\"ConsistentRead\":true,\"ProjectionExpression\":\"#s, runId, threshold\",\"ExpressionAttributeNames\":{\"#s\":\"state\"}}" || return 1
+	ddb GetItem "{\"TableName\":\"$POOL\",\"Key\":{\"PK\":{\"S\":\"TYPE#INSTANCE\"},\"SK\":{\"S\":\"ID#$INSTANCE_ID\"}},\"ConsistentRead\":true,\"ProjectionExpression\":\"#s, runId, threshold, stopUntil\",\"ExpressionAttributeNames\":{\"#s\":\"state\"}}" || return 1
 	REC_STATE=$(attr_s state "$REPLY")
 	REC_RUN_ID=$(attr_s runId "$REPLY")
 	REC_THRESHOLD=$(attr_s threshold "$REPLY")
+	REC_STOP_UNTIL=$(attr_s stopUntil "$REPLY")
 }
 
 # read_token KIND RUN_ID: the token (KIND REGISTER or REMOVE) a claim or a
@@ -289,9 +291,26 @@ await_token() {
 
 # ---------------------------------------------------------------- EC2
 
+# ec2_self ACTION: the EC2 ACTION (TerminateInstances, StopInstances) on
+# this instance, the only one the instance role allows it on.
+ec2_self() {
+	aws_post ec2 "$EC2_URL" 'application/x-www-form-urlencoded; charset=utf-8' "Action=$1&InstanceId.1=$INSTANCE_ID&Version=2016-11-15"
+}
+
+# terminate_self REASON terminates this instance, and ends the agent.
 terminate_self() {
 	log "terminating this instance: $1"
-	aws_post ec2 "$EC2_URL" 'application/x-www-form-urlencoded; charset=utf-8' "Action=TerminateInstances&InstanceId.1=$INSTANCE_ID&Version=2016-11-15"
+	ec2_self TerminateInstances && kill -TERM "$$"
+}
+
+# stop_self REASON stops this instance into the pool's stopped tier: EC2
+# keeps its disk (the runner installed, the instance prepared), and a claim
+# starts it again. When EC2 does not stop it (a Spot instance: EC2 answers
+# UnsupportedOperation, logged by aws_post), it terminates, as it would
+# without a stopped tier.
+stop_self() {
+	log "stopping this instance: $1"
+	ec2_self StopInstances || terminate_self "StopInstances failed"
 }
 
 # ---------------------------------------------------------------- background loops
@@ -318,23 +337,53 @@ heartbeat_loop() {
 }
 
 # self_check_loop ends the instance once its record's threshold is more than
-# the grace period past, once the record says terminated, or when no record
-# appears within the created lifetime (a claim that crashed after launching).
+# the grace period past (past_threshold), once the record says terminated,
+# or when no record appears within the created lifetime (a claim that
+# crashed after launching).
 self_check_loop() {
 	local booted=$EPOCHSECONDS threshold
 	while :; do
 		if read_record; then
 			threshold=$(epoch_of "$REC_THRESHOLD" || echo '')
 			if [ -z "$REC_STATE" ] && [ $((EPOCHSECONDS - booted)) -gt "$ORPHAN_TIMEOUT" ]; then
-				terminate_self "no instance record ${ORPHAN_TIMEOUT}s after boot" && kill -TERM "$$"
+				terminate_self "no instance record ${ORPHAN_TIMEOUT}s after boot"
 			elif [ "$REC_STATE" = terminated ]; then
-				terminate_self "its record is terminated" && kill -TERM "$$"
+				terminate_self "its record is terminated"
 			elif [ -n "$threshold" ] && [ $((threshold + SELF_TERMINATION_GRACE)) -lt "$EPOCHSECONDS" ]; then
-				terminate_self "state $REC_STATE expired at $REC_THRESHOLD" && kill -TERM "$$"
+				past_threshold "$booted"
 			fi
 		fi
 		sleep "$SELF_CHECK_INTERVAL"
 	done
+}
+
+# past_threshold BOOTED: the record read last is past its threshold. A runner
+# of the stopped tier stops, once this start of the agent is ready (prepare):
+# a stopped fill must have reported its preparation first, and a claim that
+# starts it must find it prepared. Until then it waits, unless it booted
+# more than the created lifetime ago (its preparation hangs, or failed).
+# Any other runner terminates.
+past_threshold() {
+	if ! in_stopped_tier; then
+		terminate_self "state $REC_STATE expired at $REC_THRESHOLD"
+	elif [ -f "$STATE_DIR/ready" ]; then
+		# A claim may have taken the runner since the last read: stop only
+		# if its record, read again, still says so.
+		if read_record && in_stopped_tier; then
+			stop_self "idle in the stopped tier until $REC_STOP_UNTIL"
+		fi
+	elif [ $((EPOCHSECONDS - $1)) -gt "$ORPHAN_TIMEOUT" ]; then
+		terminate_self "not prepared ${ORPHAN_TIMEOUT}s after boot"
+	fi
+}
+
+# in_stopped_tier: the record read last keeps the runner in the pool's
+# stopped tier (protocol.Instance.Stopped): idle, unowned, its stopped time
+# (stopUntil) still ahead.
+in_stopped_tier() {
+	local end
+	[ "$REC_STATE" = idle ] && [ -z "$REC_RUN_ID" ] && [ -n "$REC_STOP_UNTIL" ] &&
+		end=$(epoch_of "$REC_STOP_UNTIL") && [ "$end" -gt "$EPOCHSECONDS" ]
 }
 
 # ---------------------------------------------------------------- the wall between jobs and the pool
@@ -538,32 +587,43 @@ run_pre_runner_script() {
 	fi
 }
 
-# prepare sets the instance up (the runner user and the walls around it at
-# every start; the runner and the pre-runner script once) and tells a
-# waiting claim how that went.
+# raise_walls puts the wall between jobs and the pool up: the runner user,
+# /proc with hidepid, the firewall rule, no process of the runner user. The
+# agent does it at every start, before anything else: mount options and
+# firewall rules do not survive a stop and start of the instance.
+raise_walls() {
+	hide_processes
+	ensure_runner_user && block_metadata && end_jobs
+}
+
+# prepare WALLS (up or down) sets the instance up once (the runner
+# installed, the pre-runner script run) and, at every start, tells whoever
+# waits on the InitialRunId (a claim of a fleet instance, the fill of a
+# warm slot) how that and the walls went: an earlier start may have been
+# cut short before it told. A start that went well is ready (to stop, in
+# the stopped tier).
 prepare() {
 	local outcome=UD_OK
-	hide_processes
-	if ! ensure_runner_user || ! block_metadata || ! end_jobs; then
+	if [ "$1" != up ]; then
 		outcome=UD_FAILED
-	elif [ -f "$STATE_DIR/prepared" ]; then
-		return 0 # prepared before this agent restarted
-	elif install_runner && run_pre_runner_script; then
-		touch "$STATE_DIR/prepared"
-	else
-		outcome=UD_FAILED
+	elif [ ! -f "$STATE_DIR/prepared" ]; then
+		if install_runner && run_pre_runner_script; then
+			touch "$STATE_DIR/prepared"
+		else
+			outcome=UD_FAILED
+		fi
 	fi
 	if [ "$outcome" = UD_FAILED ]; then
 		# Unhealthy from now on: the claim gives up on it, and it ends itself
-		# once its record expires. The beats stop before the signal, so that
-		# no claim sees a fresh beat after it.
+		# once its record expires (past_threshold). The beats stop before
+		# the signal, so that no claim sees a fresh beat after it.
 		kill "$HEARTBEAT_PID"
 		wait "$HEARTBEAT_PID"
 	fi
 	if [ -n "$INITIAL_RUN_ID" ]; then
 		signal "$outcome" "$INITIAL_RUN_ID"
 	fi
-	[ "$outcome" = UD_OK ]
+	[ "$outcome" = UD_OK ] && touch "$STATE_DIR/ready"
 }
 
 start_runner() {
@@ -726,7 +786,10 @@ identify() {
 }
 
 run_agent() {
+	local walls=up
 	install -d -m 0700 -o root -g root "$STATE_DIR" || exit 1
+	rm -f "$STATE_DIR/ready" # of the last start; prepare says when this one is
+	raise_walls || walls=down
 	until identify; do
 		sleep 2
 	done
@@ -743,7 +806,7 @@ run_agent() {
 	heartbeat_loop &
 	HEARTBEAT_PID=$!
 	self_check_loop &
-	if ! prepare; then
+	if ! prepare "$walls"; then
 		wait
 		exit 1
 	fi

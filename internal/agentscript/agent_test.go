@@ -87,6 +87,7 @@ type fixture struct {
 	pool       string
 	repository string // of the pool's GitHub target; "": organization runners
 	instanceID string
+	usageClass string // the instance's: on-demand, or spot
 	arnPrefix  string // of the pool's instances, from its config item
 	queueURL   string
 	claimer    *claim.Claimer
@@ -94,13 +95,16 @@ type fixture struct {
 }
 
 // newFixture makes a pool registering runners with owner/repository (with
-// owner alone when repository is "") and an instance with tags.
+// owner alone when repository is "") and an on-demand instance with tags.
 func newFixture(t *testing.T, repository string, tags map[string]string) *fixture {
+	return newFixtureOf(t, protocol.UsageOnDemand, repository, tags)
+}
+
+// newFixtureOf is newFixture for an instance of usageClass.
+func newFixtureOf(t *testing.T, usageClass, repository string, tags map[string]string) *fixture {
 	t.Parallel()
 	ctx := context.Background()
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	f := &fixture{t: t, env: scripttest.NewEnv(t, endpoint, region), pool: "agent-" + hex.EncodeToString(b), repository: repository}
+	f := &fixture{t: t, env: scripttest.NewEnv(t, endpoint, region), pool: "agent-" + randomHex(4), repository: repository, usageClass: usageClass}
 	m := &pool.Manager{DynamoDB: clients.DynamoDB, SQS: clients.SQS, EC2: clients.EC2, STS: stsClient, Region: region}
 	st, err := m.Create(ctx, pool.Spec{
 		Name:            f.pool,
@@ -117,7 +121,11 @@ func newFixture(t *testing.T, repository string, tags map[string]string) *fixtur
 		}
 	})
 	f.queueURL, f.arnPrefix = st.QueueURLs[class], st.Config.InstanceARNPrefix
-	if f.instanceID, err = scripttest.LaunchInstance(ctx, clients, f.pool, tags); err != nil {
+	launch := scripttest.LaunchInstance
+	if usageClass == protocol.UsageSpot {
+		launch = scripttest.LaunchSpotInstance
+	}
+	if f.instanceID, err = launch(ctx, clients, f.pool, tags); err != nil {
 		t.Fatal(err)
 	}
 	gh, err := github.New(github.Config{BaseURL: f.env.GitHub.URL, Token: f.env.GitHub.APIKey})
@@ -129,6 +137,13 @@ func newFixture(t *testing.T, repository string, tags map[string]string) *fixtur
 		GitHub: &claim.GitHubAccess{Tokens: gh, Owner: owner, Repository: repository},
 	}
 	return f
+}
+
+// randomHex is n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // options renders the script for the pool's GitHub target.
@@ -166,6 +181,43 @@ func (f *fixture) putRecord(state, runID string, threshold time.Time) {
 	if err := scripttest.PutRecord(context.Background(), clients, f.pool, f.queueURL, f.instanceID, state, runID, threshold); err != nil {
 		f.t.Fatal(err)
 	}
+}
+
+// putIdle writes the instance's record idle and unowned until threshold,
+// and, when stopUntil is not zero, in the pool's stopped tier from then
+// until stopUntil, as the provider writes a runner it keeps stopped. The
+// stopped tier's runners are started by claims, not taken from the queue:
+// no message.
+func (f *fixture) putIdle(threshold, stopUntil time.Time) {
+	rec := scripttest.Record(f.instanceID, protocol.StateIdle, "", threshold)
+	rec.UsageClass = f.usageClass
+	if !stopUntil.IsZero() {
+		rec.StopUntil = protocol.FormatTime(stopUntil)
+	}
+	if err := scripttest.PutInstance(context.Background(), clients, f.pool, rec); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// ec2State is the instance's state in EC2.
+func (f *fixture) ec2State() (ec2types.InstanceStateName, error) {
+	out, err := clients.EC2.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{InstanceIds: []string{f.instanceID}})
+	if err != nil {
+		return "", err
+	}
+	return out.Reservations[0].Instances[0].State.Name, nil
+}
+
+// awaitEC2State waits until EC2 says the instance is in one of states.
+func (f *fixture) awaitEC2State(states ...ec2types.InstanceStateName) {
+	f.t.Helper()
+	await.True(f.t, fmt.Sprintf("the instance %v in EC2", states), func() error {
+		st, err := f.ec2State()
+		if err == nil && !slices.Contains(states, st) {
+			err = fmt.Errorf("instance is %s", st)
+		}
+		return err
+	})
 }
 
 // get reads the item sk of the instance's agent partition.
@@ -443,24 +495,45 @@ func TestInstance_preRunnerFailureSignalsUDFailed(t *testing.T) {
 	}
 }
 
-// Past its threshold (plus the minute of grace) the instance terminates
-// itself in EC2, and the agent ends.
+// Past its threshold (plus the grace) the instance terminates itself in EC2,
+// and the agent ends, unless its record keeps it in the pool's stopped tier
+// and EC2 stops it: without a stopped time, or past it, it terminates; and
+// so does a Spot instance in the stopped tier, which EC2 refuses to stop
+// (the stand-in's proxy answers UnsupportedOperation for Spot instances, as
+// EC2 does: the emulator would stop it).
 func TestInstance_terminatesItselfPastThreshold(t *testing.T) {
-	f := newFixture(t, repo, nil)
-	f.putRecord(protocol.StateIdle, "", time.Now().Add(-2*time.Minute))
-	inst := f.start(f.options(), nil)
-	await.True(t, "the instance terminated in EC2", func() error {
-		out, err := clients.EC2.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{InstanceIds: []string{f.instanceID}})
-		if err != nil {
-			return err
-		}
-		if st := out.Reservations[0].Instances[0].State.Name; st != ec2types.InstanceStateNameTerminated && st != ec2types.InstanceStateNameShuttingDown {
-			return fmt.Errorf("instance is %s", st)
-		}
-		return nil
-	})
-	await.Done(t, "the agent ending after terminating its instance", inst.Done())
-	f.checkSignatures("ec2 TerminateInstances")
+	for _, tc := range []struct {
+		name       string
+		usageClass string
+		stopUntil  time.Duration // from now; 0: none
+	}{
+		{"noStoppedTime", protocol.UsageOnDemand, 0},
+		{"stoppedTimeOver", protocol.UsageOnDemand, -time.Minute},
+		{"spotInTheStoppedTier", protocol.UsageSpot, time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixtureOf(t, tc.usageClass, repo, nil)
+			var stopUntil time.Time
+			if tc.stopUntil != 0 {
+				stopUntil = time.Now().Add(tc.stopUntil)
+			}
+			f.putIdle(time.Now().Add(-2*time.Minute), stopUntil)
+			inst := f.start(f.options(), nil)
+			f.awaitEC2State(ec2types.InstanceStateNameTerminated, ec2types.InstanceStateNameShuttingDown)
+			await.Done(t, "the agent ending after terminating its instance", inst.Done())
+			f.checkSignatures("ec2 TerminateInstances")
+			stops := f.env.Proxy.Verified()["ec2 StopInstances"]
+			if tc.usageClass != protocol.UsageSpot {
+				if stops != 0 {
+					t.Errorf("%d StopInstances calls; want none outside the stopped tier", stops)
+				}
+				return
+			}
+			if stops == 0 || !strings.Contains(inst.Output(), "UnsupportedOperation") {
+				t.Errorf("%d StopInstances calls; want one, refused with UnsupportedOperation in the agent's log:\n%s", stops, inst.Output())
+			}
+		})
+	}
 }
 
 // A registration GitHub refuses, or one without a token handed for the run

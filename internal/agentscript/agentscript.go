@@ -48,17 +48,18 @@ type Options struct {
 	JobsMetadataAccess bool
 
 	// Set only by tests.
-	SelfCheckInterval   time.Duration
-	ClaimPollInterval   time.Duration
-	ReleasePollInterval time.Duration
-	OrphanTimeout       time.Duration
-	TokenWait           time.Duration
-	IMDSURL             string
-	AWSEndpointURL      string
-	RunnerDir           string
-	StateDir            string
-	AgentPath           string
-	SystemdDir          string
+	SelfCheckInterval    time.Duration
+	SelfTerminationGrace time.Duration // past the threshold, before the runner stops or terminates itself
+	ClaimPollInterval    time.Duration
+	ReleasePollInterval  time.Duration
+	OrphanTimeout        time.Duration
+	TokenWait            time.Duration
+	IMDSURL              string
+	AWSEndpointURL       string
+	RunnerDir            string
+	StateDir             string
+	AgentPath            string
+	SystemdDir           string
 }
 
 // Protocol defaults (docs/guides/protocol.md, "The agent's loop").
@@ -142,7 +143,7 @@ func Render(o Options) (string, error) {
 		{"SELF_CHECK_INTERVAL", seconds(o.SelfCheckInterval, defaultSelfCheck)},
 		{"CLAIM_POLL_INTERVAL", seconds(o.ClaimPollInterval, defaultClaimPoll)},
 		{"RELEASE_POLL_INTERVAL", seconds(o.ReleasePollInterval, defaultReleasePoll)},
-		{"SELF_TERMINATION_GRACE", seconds(0, selfTerminationGrace)},
+		{"SELF_TERMINATION_GRACE", seconds(o.SelfTerminationGrace, selfTerminationGrace)},
 		{"ORPHAN_TIMEOUT", seconds(o.OrphanTimeout, defaultOrphanTimeout)},
 		{"TOKEN_WAIT", seconds(o.TokenWait, defaultTokenWait)},
 		{"JOBS_METADATA_ACCESS", strconv.FormatBool(o.JobsMetadataAccess)},

@@ -88,23 +88,7 @@ func TestInstance_layout(t *testing.T) {
 // the first left behind. Every attempt must fail.
 func TestInstance_hostileJobGetsNothing(t *testing.T) {
 	f, inst := startServing(t, "run-1")
-	o := inst.Options
-	paths := strings.NewReplacer("@STATE@", o.StateDir, "@AGENT@", o.AgentPath, "@INSTALL@", o.RunnerDir)
-
-	first := runJob(t, f, "run-1", paths.Replace(hostileJob))
-	for _, line := range attempts(first.Output) {
-		if !strings.HasSuffix(line, ": blocked") {
-			t.Errorf("the job got what it must not: %s", line)
-		}
-	}
-	if n := len(attempts(first.Output)); n != strings.Count(hostileJob, "\nattempt ") {
-		t.Errorf("the job reported %d attempts, want %d; its output:\n%s", n, strings.Count(hostileJob, "\nattempt "), first.Output)
-	}
-	for _, secret := range secrets(f) {
-		if strings.Contains(first.Output, secret) {
-			t.Errorf("the job read a secret (%.12s...) from the instance: /proc, files or the environment", secret)
-		}
-	}
+	checkHostileJob(t, f, "run-1")
 
 	release(t, f, "run-1")
 	claimAgain(t, f, "run-2")
@@ -117,6 +101,28 @@ func TestInstance_hostileJobGetsNothing(t *testing.T) {
 	}
 	if strings.Contains(inst.Output(), "differs from what was installed") {
 		t.Errorf("the runner installation changed:\n%s", inst.Output())
+	}
+}
+
+// checkHostileJob runs hostileJob on the runner of runID: every attempt
+// must fail, and nothing it could read may hold a secret.
+func checkHostileJob(t *testing.T, f *fixture, runID string) {
+	t.Helper()
+	o := f.inst.Options
+	paths := strings.NewReplacer("@STATE@", o.StateDir, "@AGENT@", o.AgentPath, "@INSTALL@", o.RunnerDir)
+	job := runJob(t, f, runID, paths.Replace(hostileJob))
+	for _, line := range attempts(job.Output) {
+		if !strings.HasSuffix(line, ": blocked") {
+			t.Errorf("the job got what it must not: %s", line)
+		}
+	}
+	if n := len(attempts(job.Output)); n != strings.Count(hostileJob, "\nattempt ") {
+		t.Errorf("the job reported %d attempts, want %d; its output:\n%s", n, strings.Count(hostileJob, "\nattempt "), job.Output)
+	}
+	for _, secret := range secrets(f) {
+		if strings.Contains(job.Output, secret) {
+			t.Errorf("the job read a secret (%.12s...) from the instance: /proc, files or the environment", secret)
+		}
 	}
 }
 

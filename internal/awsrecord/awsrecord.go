@@ -9,10 +9,11 @@
 // proxy attributes every request by the access key id of its SigV4
 // credential, turns it into the IAM authorizations AWS would evaluate for it
 // (a TransactWriteItems into one PutItem, UpdateItem, DeleteItem or
-// ConditionCheckItem per item, a TerminateInstances into one per instance,
-// with the condition keys the documents pin: dynamodb:LeadingKeys,
-// aws:ResourceTag/ec2runners:pool, ec2:SourceInstanceARN, ec2:CreateAction),
-// and appends each distinct one to a file. Requests with any other key (the
+// ConditionCheckItem per item, a TerminateInstances or StopInstances into
+// one per instance, with the condition keys the documents pin:
+// dynamodb:LeadingKeys, aws:ResourceTag/ec2runners:pool,
+// ec2:SourceInstanceARN, ec2:CreateAction), and appends each distinct one
+// to a file. Requests with any other key (the
 // tests' own setup and checks) pass unrecorded.
 //
 // The proxy only forwards: with EC2RUNNERS_AWS_CALLS unset, Start returns

@@ -6,6 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript"
 )
 
@@ -28,18 +32,19 @@ func NewEnv(t testing.TB, endpoint, region string) *Env {
 // runner user and the paths.
 func (e *Env) Options(pool, owner, repository string) agentscript.Options {
 	return agentscript.Options{
-		Pool:                pool,
-		Region:              e.Region,
-		GitHubURL:           e.GitHub.URL,
-		GitHubOwner:         owner,
-		GitHubRepository:    repository,
-		RunnerVersion:       agentscript.DefaultRunnerVersion,
-		RunnerDownloadURL:   e.GitHub.RunnerDownloadURL(),
-		HeartbeatInterval:   time.Second,
-		SelfCheckInterval:   time.Second,
-		ClaimPollInterval:   250 * time.Millisecond,
-		ReleasePollInterval: 500 * time.Millisecond,
-		AWSEndpointURL:      e.Proxy.URL,
+		Pool:                 pool,
+		Region:               e.Region,
+		GitHubURL:            e.GitHub.URL,
+		GitHubOwner:          owner,
+		GitHubRepository:     repository,
+		RunnerVersion:        agentscript.DefaultRunnerVersion,
+		RunnerDownloadURL:    e.GitHub.RunnerDownloadURL(),
+		HeartbeatInterval:    time.Second,
+		SelfCheckInterval:    time.Second,
+		SelfTerminationGrace: 2 * time.Second,
+		ClaimPollInterval:    250 * time.Millisecond,
+		ReleasePollInterval:  500 * time.Millisecond,
+		AWSEndpointURL:       e.Proxy.URL,
 	}
 }
 
@@ -58,4 +63,11 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// emulatorEC2 reaches the emulator's EC2 with the tests' own credentials,
+// whose calls awsrecord does not record.
+func (e *Env) emulatorEC2() *ec2.Client {
+	return ec2.New(ec2.Options{Region: e.Region, BaseEndpoint: aws.String(e.Endpoint),
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")})
 }

@@ -15,5 +15,7 @@
 // stub GitHub and the SigV4 proxy at their host URLs. It needs root, and
 // fails a test without it. The stub runner's run.sh runs the jobs a test
 // queues (GitHub.QueueJob) as the runner user, so a test sees what a
-// workflow's job would.
+// workflow's job would. An instance stand-in stops and starts as EC2's
+// instances do (power.go): the agent's StopInstances powers it off, keeping
+// its disk, and StartInstances on the emulator boots it again.
 package scripttest

@@ -2,9 +2,7 @@ package scripttest
 
 import (
 	_ "embed"
-	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -13,8 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"golang.org/x/sys/unix"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript"
@@ -33,6 +31,13 @@ import (
 // inside, but for the runner user: /etc/passwd and the rest of the file
 // system are the host's, so the user gets a name of its own per instance,
 // and the harness deletes it afterwards.
+//
+// It stops and starts as an EC2 instance does (power.go): once the
+// emulator has stopped it at its agent's request, every process ends, and
+// so do its network namespace (the firewall rules with it) and mounts; its
+// disk stays (Root, the runner user and its home). When the emulator says
+// it runs again (StartInstances, from a test or a claim), it boots again:
+// init starts the enabled units, and does not run the user data again.
 type Instance struct {
 	ID         string
 	RunnerUser string              // unique to the instance: the script creates it, the harness deletes it
@@ -40,19 +45,16 @@ type Instance struct {
 	Options    agentscript.Options // as rendered into the user data
 	Metadata   Metadata
 
-	netns   *netns
-	closers []io.Closer
-	cmd     *exec.Cmd // ip netns exec <netns> unshare ... <init>
-	initPID int       // in the host's PID namespace
+	ec2     *ec2.Client // the emulator's, whose state of the instance the stand-in follows
 	bootLog *syncBuffer
 	events  *os.File
-	exited  chan struct{} // every process of the instance is gone
-	done    chan struct{} // the agent's unit exited, or the instance stopped
+	ended   chan struct{} // the test is over: the instance never boots again
 
 	mu       sync.Mutex
+	up       *boot // nil while stopped
+	boots    int
 	userData *int // the user data's exit status, once it exited
-	stopOnce sync.Once
-	doneOnce sync.Once
+	endOnce  sync.Once
 }
 
 // AgentUnit is the systemd unit the user data installs.
@@ -102,9 +104,10 @@ func (e *Env) StartInstance(t testing.TB, o agentscript.Options, c InstanceConfi
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := &Instance{ID: c.InstanceID, RunnerUser: "rn" + randomHex(5), Metadata: md, bootLog: &syncBuffer{},
-		exited: make(chan struct{}), done: make(chan struct{})}
+	i := &Instance{ID: c.InstanceID, RunnerUser: "rn" + randomHex(5), Metadata: md, ec2: e.emulatorEC2(),
+		bootLog: &syncBuffer{}, ended: make(chan struct{})}
 	t.Cleanup(func() { i.cleanup(t) })
+	e.Proxy.attach(i)
 	if err := i.start(o); err != nil {
 		t.Fatalf("starting the instance stand-in: %v\nits boot log:\n%s", err, i.BootLog())
 	}
@@ -136,20 +139,13 @@ func (i *Instance) start(o agentscript.Options) error {
 	if err := os.WriteFile(i.path("var/lib/cloud/user-data"), []byte(userData), 0o700); err != nil {
 		return err
 	}
-	if i.netns, err = newNetns(); err != nil {
+	// Read-write: opening never waits for a writer, and reading never ends
+	// in EOF while the instance's processes come and go, over all its boots.
+	if i.events, err = os.OpenFile(i.path("run/events"), os.O_RDWR, 0); err != nil {
 		return err
 	}
-	if err := i.serveMetadata(); err != nil {
-		return err
-	}
-	for _, addr := range loopbackAddrs(o.AWSEndpointURL, o.GitHubURL, o.RunnerDownloadURL) {
-		f, err := i.netns.forward(addr)
-		if err != nil {
-			return err
-		}
-		i.closers = append(i.closers, f)
-	}
-	return i.boot()
+	go i.readEvents()
+	return i.powerOn()
 }
 
 // layout makes Root look like the file system of an EC2 image where the
@@ -179,21 +175,6 @@ func (i *Instance) layout() error {
 }
 
 func (i *Instance) path(rel string) string { return filepath.Join(i.Root, rel) }
-
-// serveMetadata serves the instance metadata at EC2's addresses, in the
-// namespace.
-func (i *Instance) serveMetadata() error {
-	srv := &http.Server{Handler: i.Metadata.Handler(), ReadHeaderTimeout: time.Minute}
-	i.closers = append(i.closers, srv)
-	for _, addr := range []struct{ network, addr string }{{"tcp4", imdsIPv4 + ":80"}, {"tcp6", "[" + imdsIPv6 + "]:80"}} {
-		l, err := i.netns.listen(addr.network, addr.addr)
-		if err != nil {
-			return err
-		}
-		go func() { _ = srv.Serve(l) }()
-	}
-	return nil
-}
 
 // loopbackAddrs are the host:port of the URLs on this machine's loopback,
 // which the instance reaches through forwarders; it reaches no other.

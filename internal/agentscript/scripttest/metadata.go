@@ -211,10 +211,8 @@ func (e *Env) metadata(c InstanceConfig) (Metadata, error) {
 		}
 		return m, errors.New("the instance's account: the Env has no emulator endpoint; set InstanceConfig.AccountID")
 	}
-	creds := credentials.NewStaticCredentialsProvider("test", "test", "")
 	ctx := context.Background()
-	insts, err := ec2.New(ec2.Options{Region: e.Region, BaseEndpoint: aws.String(e.Endpoint), Credentials: creds}).
-		DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{c.InstanceID}})
+	insts, err := e.emulatorEC2().DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{c.InstanceID}})
 	if err != nil {
 		return m, fmt.Errorf("the instance's image from DescribeInstances: %w", err)
 	}
@@ -226,7 +224,8 @@ func (e *Env) metadata(c InstanceConfig) (Metadata, error) {
 	if m.AccountID != "" {
 		return m, nil
 	}
-	client := sts.New(sts.Options{Region: e.Region, BaseEndpoint: aws.String(e.Endpoint), Credentials: creds})
+	client := sts.New(sts.Options{Region: e.Region, BaseEndpoint: aws.String(e.Endpoint),
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")})
 	out, err := client.GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
 	if err != nil {
 		return m, fmt.Errorf("the instance's account from STS GetCallerIdentity: %w", err)

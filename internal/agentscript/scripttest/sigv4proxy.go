@@ -24,14 +24,16 @@ import (
 // SigV4Proxy passes AWS requests to the emulator only when their signature is
 // what the AWS SDK's own signer computes for them, so that the script's
 // hand-made SigV4 is checked here as AWS would check it (the emulator checks
-// none). A bad signature gets AWS's 403 SignatureDoesNotMatch.
+// none). A bad signature gets AWS's 403 SignatureDoesNotMatch. It also plays
+// EC2's part in stopping the instance stand-ins (power.go).
 type SigV4Proxy struct {
 	URL string
 
-	mu       sync.Mutex
-	verified map[string]int // by service/action
-	failures []string
-	puts     []map[string]any // the items of verified PutItem requests, in order
+	mu        sync.Mutex
+	verified  map[string][]time.Time // when each request was seen, by "service Action"
+	failures  []string
+	puts      []map[string]any     // the items of verified PutItem requests, in order
+	instances map[string]*Instance // the stand-ins whose agents call through it, by id
 }
 
 // NewSigV4Proxy forwards to the emulator at endpoint.
@@ -40,7 +42,7 @@ func NewSigV4Proxy(t testing.TB, endpoint string) *SigV4Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &SigV4Proxy{verified: map[string]int{}}
+	p := &SigV4Proxy{verified: map[string][]time.Time{}, instances: map[string]*Instance{}}
 	forward := httputil.NewSingleHostReverseProxy(target)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -50,7 +52,7 @@ func NewSigV4Proxy(t testing.TB, endpoint string) *SigV4Proxy {
 		if err != nil {
 			p.failures = append(p.failures, err.Error())
 		} else {
-			p.verified[action]++
+			p.verified[action] = append(p.verified[action], time.Now())
 			if action == "dynamodb PutItem" {
 				var put struct{ Item map[string]any }
 				if json.Unmarshal(body, &put) == nil {
@@ -63,6 +65,10 @@ func NewSigV4Proxy(t testing.TB, endpoint string) *SigV4Proxy {
 			w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 			w.WriteHeader(http.StatusForbidden)
 			fmt.Fprintf(w, `{"__type":"com.amazon.coral.service#SignatureDoesNotMatch","message":%q}`, err.Error())
+			return
+		}
+		if action == "ec2 StopInstances" {
+			p.stopInstances(w, r, body, forward)
 			return
 		}
 		forward.ServeHTTP(w, r)
@@ -78,9 +84,17 @@ func (p *SigV4Proxy) Verified() map[string]int {
 	defer p.mu.Unlock()
 	out := make(map[string]int, len(p.verified))
 	for k, v := range p.verified {
-		out[k] = v
+		out[k] = len(v)
 	}
 	return out
+}
+
+// VerifiedAt is when each request of action ("service Action") with a good
+// signature came, in order.
+func (p *SigV4Proxy) VerifiedAt(action string) []time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]time.Time(nil), p.verified[action]...)
 }
 
 // Written returns the string attribute attr of every item of the entity
