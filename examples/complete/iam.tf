@@ -261,10 +261,11 @@ data "aws_iam_policy_document" "ci" {
     resources = ["*"]
   }
 
-  # Discarding a broken runner, or one that did not confirm its release.
+  # Discarding a broken runner, or one that did not confirm its release;
+  # starting a runner of the stopped tier.
   statement {
-    sid       = "TerminatePoolInstances"
-    actions   = ["ec2:TerminateInstances"]
+    sid       = "PoolInstances"
+    actions   = ["ec2:TerminateInstances", "ec2:StartInstances"]
     resources = ["arn:${local.partition}:ec2:${var.region}:${local.account_id}:instance/*"]
 
     condition {

@@ -183,7 +183,7 @@ func (q request) sqs(r *recorder) []Call {
 	return []Call{q.call(action, r.arn(q.base.Region, "sqs", name), nil)}
 }
 
-// ec2: terminations, stops and tags per resource with the resource's pool tag;
+// ec2: terminations, stops, starts and tags per resource with the resource's pool tag;
 // launches on the launch template (with its pool tag), the subnets they
 // name and what they create, and the tags they create (ec2:CreateTags with
 // ec2:CreateAction); describes on "*". An instant CreateFleet is authorized
@@ -192,7 +192,7 @@ func (q request) ec2(ctx context.Context, r *recorder) []Call {
 	form, _ := url.ParseQuery(string(q.body))
 	arnOf := func(typ, id string) string { return r.arn(q.base.Region, "ec2", typ+"/"+id) }
 	switch q.action {
-	case "TerminateInstances", "StopInstances", "CreateTags", "DeleteTags":
+	case "TerminateInstances", "StopInstances", "StartInstances", "CreateTags", "DeleteTags":
 		var calls []Call
 		for _, id := range indexed(form, "InstanceId", "ResourceId") {
 			typ := resourceType(id)
