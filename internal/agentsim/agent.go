@@ -22,9 +22,6 @@ import (
 // alone (SeedIdle starts their agents with the behaviour asked for).
 const TagSeeded = "ec2runners:agentsim"
 
-// selfTerminationGrace is how long past its threshold an instance lives on.
-const selfTerminationGrace = time.Minute
-
 // phase is where an agent is in "The agent's loop".
 type phase int
 
@@ -366,7 +363,7 @@ func (a *agent) release(ctx context.Context) (time.Duration, string) {
 }
 
 // selfCheck is step 2: it terminates the instance once its threshold is more
-// than a minute past, and stops the agent when the instance is gone.
+// than the grace past, and stops the agent when the instance is gone.
 func (a *agent) selfCheck(ctx context.Context) (stop string) {
 	rec, found, err := a.record(ctx)
 	switch {
@@ -381,13 +378,13 @@ func (a *agent) selfCheck(ctx context.Context) (stop string) {
 			a.fail(ctx, "reading its threshold", err)
 			break
 		}
-		if a.clock().After(th.Add(selfTerminationGrace)) {
+		if a.clock().After(th.Add(a.opts().SelfTerminationGrace)) {
 			_, err := a.sim.c.EC2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{a.id}})
 			if err != nil {
 				a.fail(ctx, "terminating itself", err)
 				return ""
 			}
-			detail := "threshold " + rec.Threshold + " (state " + rec.State + ") passed more than " + protocol.FormatDuration(selfTerminationGrace) + " ago"
+			detail := "threshold " + rec.Threshold + " (state " + rec.State + ") passed more than " + protocol.FormatDuration(a.opts().SelfTerminationGrace) + " ago"
 			a.emit(EventSelfTerminated, rec.RunID, detail)
 			return "terminated itself: " + detail
 		}

@@ -1,8 +1,8 @@
 // Package agentsim simulates runner agents for tests and the demo. No real
 // instance boots in the emulator, so each simulated agent plays the part of
 // the agent on one EC2 instance, following PROTOCOL.md "The agent's loop":
-// it heartbeats, terminates itself once its record's threshold is more than a
-// minute past, waits for a runId, "registers" (there is no GitHub here: it
+// it heartbeats, terminates itself once its record's threshold is more than
+// Options.SelfTerminationGrace past, waits for a runId, "registers" (there is no GitHub here: it
 // only writes the worker signals), and confirms the release when the runId
 // changes. It writes into its instance's agent partition and, in a pool
 // with a GitHub target, registers and deregisters only with the token a
@@ -103,6 +103,10 @@ type Options struct {
 	// SelfCheckInterval between self-termination checks: one record read and
 	// one DescribeInstances (default 15s).
 	SelfCheckInterval time.Duration
+	// SelfTerminationGrace is how long past its record's threshold an agent
+	// lets its instance run before it terminates it (default 1m, the
+	// protocol's).
+	SelfTerminationGrace time.Duration
 	// RegisterDelay is how long a SlowRegister agent takes (default 3s).
 	RegisterDelay time.Duration
 	// TokenWait is how long an agent waits for the token of a run before it
@@ -133,6 +137,7 @@ func (o Options) withDefaults() Options {
 	def(&o.WaitInterval, 250*time.Millisecond)
 	def(&o.PollInterval, 10*time.Second)
 	def(&o.SelfCheckInterval, 15*time.Second)
+	def(&o.SelfTerminationGrace, time.Minute)
 	def(&o.RegisterDelay, 3*time.Second)
 	def(&o.TokenWait, time.Minute)
 	def(&o.FleetWatchInterval, 200*time.Millisecond)

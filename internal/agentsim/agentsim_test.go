@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -212,15 +213,31 @@ func (l *eventLog) of(id string) []agentsim.EventKind {
 	return kinds
 }
 
-// awaitEvent waits until the instance's agent has emitted kind.
-func (h *harness) awaitEvent(t *testing.T, id string, kind agentsim.EventKind, what string) {
+// first returns the instance's first event of kind.
+func (l *eventLog) first(id string, kind agentsim.EventKind) (agentsim.Event, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, e := range l.events {
+		if e.InstanceID == id && e.Kind == kind {
+			return e, true
+		}
+	}
+	return agentsim.Event{}, false
+}
+
+// awaitEvent waits until the instance's agent has emitted kind, and returns
+// the first such event.
+func (h *harness) awaitEvent(t *testing.T, id string, kind agentsim.EventKind, what string) agentsim.Event {
 	t.Helper()
+	var e agentsim.Event
 	await.True(t, what, func() error {
-		if kinds := h.events.of(id); !slices.Contains(kinds, kind) {
-			return fmt.Errorf("no %s event; events of %s: %v", kind, id, kinds)
+		var ok bool
+		if e, ok = h.events.first(id, kind); !ok {
+			return fmt.Errorf("no %s event; events of %s: %v", kind, id, h.events.of(id))
 		}
 		return nil
 	})
+	return e
 }
 
 type harness struct {
@@ -644,6 +661,24 @@ func TestSelfTermination(t *testing.T) {
 	h.awaitEvent(t, id, agentsim.EventStopped, "the agent to stop after terminating itself")
 	if !h.events.has(id, agentsim.EventSelfTerminated) {
 		t.Error("no self-terminated event")
+	}
+}
+
+// Options.SelfTerminationGrace replaces the protocol's minute.
+func TestSelfTerminationGrace(t *testing.T) {
+	t.Parallel()
+	opts := testOpts
+	opts.SelfTerminationGrace = 2 * time.Second
+	h := newHarness(t, opts)
+	id := h.seed(t, agentsim.Healthy)
+	// Within the protocol's minute, past this grace.
+	h.setThreshold(t, id, time.Now().Add(-20*time.Second))
+	term := h.awaitEvent(t, id, agentsim.EventSelfTerminated, "the agent to terminate its instance")
+	if !strings.HasSuffix(term.Detail, "passed more than 2s ago") {
+		t.Errorf("self-terminated: %q, want its threshold passed more than the grace of 2s ago", term.Detail)
+	}
+	if got := instanceState(t, id); got != ec2types.InstanceStateNameTerminated {
+		t.Errorf("instance is %s after its agent terminated it", got)
 	}
 }
 

@@ -51,6 +51,7 @@ func run() error {
 		poll      = flag.Duration("poll", 10*time.Second, "record poll interval while registered")
 		wait      = flag.Duration("wait", 250*time.Millisecond, "record poll interval while waiting for a run")
 		selfCheck = flag.Duration("self-check", 15*time.Second, "self-termination check interval")
+		grace     = flag.Duration("grace", time.Minute, "how long past its record's threshold an agent lets its instance run before it terminates it")
 		scan      = flag.Duration("scan", 2*time.Second, "interval between scans of the pool's instance records for instances to adopt")
 	)
 	flag.Parse()
@@ -80,10 +81,11 @@ func run() error {
 
 	var outMu sync.Mutex
 	sim := agentsim.New(agentsim.Clients{DynamoDB: ddb, EC2: ec2c, SQS: sqsc}, *pool, agentsim.Options{
-		HeartbeatInterval: *heartbeat,
-		PollInterval:      *poll,
-		WaitInterval:      *wait,
-		SelfCheckInterval: *selfCheck,
+		HeartbeatInterval:    *heartbeat,
+		PollInterval:         *poll,
+		WaitInterval:         *wait,
+		SelfCheckInterval:    *selfCheck,
+		SelfTerminationGrace: *grace,
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "simagents: "+format+"\n", args...)
 		},
