@@ -45,15 +45,16 @@ type agent struct {
 	target string // the GitHub target it registers with; "": no tokens needed
 
 	primed       bool // SeedIdle wrote the first heartbeat already
-	phase        phase
-	runID        string // run being registered, registered, or ignored
-	registerAt   time.Time
-	tokenSince   time.Time // when it began to wait for the token of runID
-	userDataDone bool
 	described    bool
-	initialRunID string // the InitialRunId tag, once described
+	initialRunID string // the InitialRunId tag (if a run id), once described
 	lastErr      string // last error logged, to log each distinct error once
 	gone         string // why the agent must stop, set by fail
+
+	prepared   bool // UD_OK signalled for its InitialRunId tag, if any
+	phase      phase
+	runID      string // run being registered, registered, or ignored
+	registerAt time.Time
+	tokenSince time.Time // when it began to wait for the token of runID
 }
 
 func (a *agent) opts() Options { return a.sim.opts }
@@ -93,6 +94,13 @@ func (a *agent) ok() { a.lastErr = "" }
 // loop runs the agent until ctx is done or its instance is gone.
 func (a *agent) loop(ctx context.Context) {
 	a.emit(EventStarted, "", a.b.String())
+	if !a.described { // SeedIdle described the instance it launched
+		// As the real agent reads its instance metadata first.
+		if _, end := a.watchInstance(ctx, anyState); end != "" {
+			a.emit(EventStopped, a.runID, end)
+			return
+		}
+	}
 	var beat <-chan time.Time
 	if a.b != NoHeartbeat {
 		if !a.primed {
@@ -187,11 +195,22 @@ func (a *agent) record(ctx context.Context) (rec protocol.Instance, found bool, 
 	return rec, true, nil
 }
 
-// step advances steps 3 to 6 by one record read. It returns when to step
-// next, or why the agent stops.
+// step advances steps 3 to 6 by one record read, after the boot's UD_OK.
+// It returns when to step next, or why the agent stops.
 func (a *agent) step(ctx context.Context) (next time.Duration, stop string) {
 	o := a.opts()
 	wait, poll := a.jitter(o.WaitInterval), a.jitter(o.PollInterval)
+	if !a.prepared {
+		// At boot, as the real agent: what launched the instance (a claim's
+		// fleet, a fill of the pool's targets) waits for it.
+		if a.initialRunID != "" {
+			if a.signal(ctx, protocol.SignalUserDataOK, a.initialRunID) != nil {
+				return wait, ""
+			}
+			a.emit(EventUserDataOK, a.initialRunID, "")
+		}
+		a.prepared = true
+	}
 	rec, found, err := a.record(ctx)
 	if err != nil {
 		a.fail(ctx, "reading its instance record", err)
@@ -212,21 +231,6 @@ func (a *agent) step(ctx context.Context) (next time.Duration, stop string) {
 	case phaseWaiting: // step 3
 		if runID == "" {
 			return wait, ""
-		}
-		if !a.userDataDone {
-			// The pre-runner script runs once, at boot; only a fleet-launched
-			// instance (record still `created`) reports it.
-			if rec.State == protocol.StateCreated {
-				v := a.initialRunIDTag(ctx)
-				if v == "" {
-					v = runID
-				}
-				if a.signal(ctx, protocol.SignalUserDataOK, v) != nil {
-					return wait, ""
-				}
-				a.emit(EventUserDataOK, v, "")
-			}
-			a.userDataDone = true
 		}
 		a.runID = runID
 		switch a.b {
@@ -389,19 +393,50 @@ func (a *agent) selfCheck(ctx context.Context) (stop string) {
 			return "terminated itself: " + detail
 		}
 	}
-	state, err := a.describe(ctx)
-	if err != nil {
-		if isNotFound(err) {
-			return "its instance does not exist"
+	_, end := a.instanceState(ctx)
+	return end
+}
+
+// watchInstance looks at the instance's EC2 state at once and then every
+// self-check interval until until accepts it, and returns that state; or
+// why the agent ends, when the instance is gone or ctx done.
+func (a *agent) watchInstance(ctx context.Context, until func(ec2types.InstanceStateName) bool) (ec2types.InstanceStateName, string) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return "", "cancelled"
+		case <-t.C:
 		}
+		state, end := a.instanceState(ctx)
+		if end != "" {
+			return "", end
+		}
+		if state != "" && until(state) {
+			return state, ""
+		}
+		t.Reset(a.jitter(a.opts().SelfCheckInterval))
+	}
+}
+
+// anyState makes watchInstance wait for the first answer.
+func anyState(ec2types.InstanceStateName) bool { return true }
+
+// instanceState describes the instance: its state ("" when the call
+// failed, to be tried again), or why the agent ends when it is gone.
+func (a *agent) instanceState(ctx context.Context) (state ec2types.InstanceStateName, end string) {
+	state, err := a.describe(ctx)
+	switch {
+	case isNotFound(err):
+		return "", "its instance does not exist"
+	case err != nil:
 		a.fail(ctx, "describing its instance", err)
-		return ""
+		return "", ""
+	case state == ec2types.InstanceStateNameTerminated, state == ec2types.InstanceStateNameShuttingDown:
+		return "", "its instance is " + string(state)
 	}
-	switch state {
-	case ec2types.InstanceStateNameTerminated, ec2types.InstanceStateNameShuttingDown:
-		return "its instance is " + string(state)
-	}
-	return ""
+	return state, ""
 }
 
 // errNoInstance is describe's error when EC2 returns no instance for the id.
@@ -420,6 +455,9 @@ func (a *agent) describe(ctx context.Context) (ec2types.InstanceStateName, error
 			}
 			a.described = true
 			a.initialRunID = tagValue(inst.Tags, protocol.TagInitialRunID)
+			if protocol.ValidateRunID(a.initialRunID) != nil {
+				a.initialRunID = "" // as the real agent, which ignores a tag that is no run id
+			}
 			if inst.State == nil {
 				return "", nil
 			}
@@ -427,16 +465,6 @@ func (a *agent) describe(ctx context.Context) (ec2types.InstanceStateName, error
 		}
 	}
 	return "", errNoInstance
-}
-
-// initialRunIDTag returns the InitialRunId tag ("" if none or unknown).
-func (a *agent) initialRunIDTag(ctx context.Context) string {
-	if !a.described {
-		if _, err := a.describe(ctx); err != nil && !isNotFound(err) {
-			a.fail(ctx, "describing its instance", err)
-		}
-	}
-	return a.initialRunID
 }
 
 func isNotFound(err error) bool {

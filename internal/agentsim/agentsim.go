@@ -8,6 +8,10 @@
 // with a GitHub target, registers and deregisters only with the token a
 // claim or release handed it for that run and target, as the real agent.
 //
+// At boot it signals UD_OK for its instance's InitialRunId tag, if it has
+// one (a claim's fleet instance, or one launched to fill the pool's
+// targets); the simulated preparation takes no time.
+//
 // A Behavior per instance makes an agent misbehave in one specific way, so
 // tests can drive a claim's failure paths.
 //
@@ -150,7 +154,7 @@ type EventKind string
 // Agent events.
 const (
 	EventStarted            EventKind = "started"             // the agent began its loop
-	EventUserDataOK         EventKind = "user-data-ok"        // UD_OK written (fleet-launched instance)
+	EventUserDataOK         EventKind = "user-data-ok"        // UD_OK written at boot for RunID, its InitialRunId tag
 	EventRegistered         EventKind = "registered"          // UD_REG_OK written for RunID
 	EventRegistrationFailed EventKind = "registration-failed" // UD_REG_FAILED written for RunID
 	EventReleaseFailed      EventKind = "release-failed"      // UD_REMOVE_REG_FAILED written for RunID (no removal token)

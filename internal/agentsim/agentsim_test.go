@@ -373,6 +373,53 @@ func (h *harness) awaitFreshHeartbeat(t *testing.T, id string, after time.Time) 
 	return ts
 }
 
+// launch launches n instances as a claim's CreateFleet (or a fill of the
+// pool's targets) does, tagged with the pool and initialRunID, and returns
+// their ids.
+func (h *harness) launch(t *testing.T, n int, initialRunID string) []string {
+	t.Helper()
+	image, err := emulator.Image(t.Context(), ec2Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := ec2Client.RunInstances(t.Context(), &ec2.RunInstancesInput{
+		ImageId: aws.String(image), InstanceType: ec2types.InstanceTypeC6iLarge,
+		MinCount: aws.Int32(int32(n)), MaxCount: aws.Int32(int32(n)),
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{
+			{Key: aws.String(protocol.TagPool), Value: aws.String(h.pool.name)},
+			{Key: aws.String(protocol.TagInitialRunID), Value: aws.String(initialRunID)},
+			{Key: aws.String(protocol.TagAllowSelfTermination), Value: aws.String("true")},
+		}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, inst := range run.Instances {
+		ids = append(ids, aws.ToString(inst.InstanceId))
+	}
+	return ids
+}
+
+// fillID is a fresh InitialRunId of a runner launched to fill the pool's
+// targets.
+func fillID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return "warm-" + hex.EncodeToString(b)
+}
+
+// putRecord writes rec (its id, state, runId, threshold and stopUntil) as
+// the record of an on-demand runner of the test class.
+func (h *harness) putRecord(t *testing.T, rec protocol.Instance) {
+	t.Helper()
+	rec.ResourceClass, rec.InstanceType, rec.UsageClass = class, "c6i.large", protocol.UsageOnDemand
+	rec.UpdatedAt = protocol.FormatTime(time.Now())
+	if _, err := ddbClient.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: h.table(), Item: rec.Item()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // setRun sets the record's state and runId with a plain UpdateItem.
 func (h *harness) setRun(t *testing.T, id, state, runID string) {
 	t.Helper()
@@ -713,36 +760,10 @@ func TestWatchFleet(t *testing.T) {
 	})
 	seeded := h.seed(t, agentsim.NeverRegisters)
 
-	// What a claim does: CreateFleet (here RunInstances with the fleet's
-	// tags), then a `created` record per instance.
-	image, err := emulator.Image(t.Context(), ec2Client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, err := ec2Client.RunInstances(t.Context(), &ec2.RunInstancesInput{
-		ImageId: aws.String(image), InstanceType: ec2types.InstanceTypeC6iLarge,
-		MinCount: aws.Int32(2), MaxCount: aws.Int32(2),
-		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{
-			{Key: aws.String(protocol.TagPool), Value: aws.String(h.pool.name)},
-			{Key: aws.String(protocol.TagInitialRunID), Value: aws.String("run-f")},
-			{Key: aws.String(protocol.TagAllowSelfTermination), Value: aws.String("true")},
-		}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fleet []string
-	for _, inst := range run.Instances {
-		id := aws.ToString(inst.InstanceId)
-		fleet = append(fleet, id)
-		now := time.Now()
-		_, err := ddbClient.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: h.table(), Item: protocol.Instance{
-			ID: id, State: protocol.StateCreated, RunID: "run-f", Threshold: protocol.FormatTime(now.Add(10 * time.Minute)),
-			ResourceClass: class, InstanceType: "c6i.large", UsageClass: protocol.UsageOnDemand, UpdatedAt: protocol.FormatTime(now),
-		}.Item()})
-		if err != nil {
-			t.Fatal(err)
-		}
+	// What a claim does: CreateFleet, then a `created` record per instance.
+	fleet := h.launch(t, 2, "run-f")
+	for _, id := range fleet {
+		h.putRecord(t, protocol.Instance{ID: id, State: protocol.StateCreated, RunID: "run-f", Threshold: protocol.FormatTime(time.Now().Add(10 * time.Minute))})
 	}
 	for _, id := range fleet {
 		// The watcher may not have seen it yet.
@@ -768,6 +789,24 @@ func TestWatchFleet(t *testing.T) {
 	defer mu.Unlock()
 	if _, ok := chosen[seeded]; ok || len(chosen) != 2 || !slices.Equal(indexes, []int{0, 1}) {
 		t.Errorf("WatchFleet chose %v with indexes %v; want the 2 fleet instances %v only, indexes 0 and 1", chosen, indexes, fleet)
+	}
+}
+
+// A runner launched to fill the pool's hot target (InitialRunId a fill id,
+// its record idle and unowned) signals UD_OK for the fill id at boot, which
+// its launcher waits for, and registers nothing.
+func TestFillSignalsUserData(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, testOpts)
+	h.sim.WatchFleet(t.Context(), nil)
+	fill := fillID()
+	id := h.launch(t, 1, fill)[0]
+	h.putRecord(t, protocol.Instance{ID: id, State: protocol.StateIdle, Threshold: protocol.FormatTime(time.Now().Add(10 * time.Minute))})
+	h.waitSignal(t, id, "UD_OK "+fill)
+	h.awaitFreshHeartbeat(t, id, time.Time{})
+	h.holdSignal(t, id, "UD_OK "+fill, time.Second)
+	if got := h.sim.Registrations(id); len(got) != 0 {
+		t.Errorf("Registrations %q", got)
 	}
 }
 

@@ -1,11 +1,11 @@
 // Command simagents runs simulated runner agents for one pool, for the demo:
 // the emulator boots no real instance, so something has to play the agents.
 //
-// It starts a Healthy agent for every instance a claim's fleet launches
-// (instances tagged ec2runners:pool=<pool>) and for every instance that has
-// a non-terminated instance record in the pool's table, at start and later,
-// until SIGINT or SIGTERM. Each agent event is printed as one line starting
-// with "agent"; errors go to stderr.
+// It starts a Healthy agent for every instance a claim's fleet or a fill of
+// the pool's targets launches (instances tagged ec2runners:pool=<pool>) and
+// for every instance that has a non-terminated instance record in the pool's
+// table, at start and later, until SIGINT or SIGTERM. Each agent event is
+// printed as one line starting with "agent"; errors go to stderr.
 //
 //	go run ./internal/agentsim/cmd/simagents -pool demo
 package main
@@ -109,7 +109,7 @@ func describe(e agentsim.Event) string {
 	case agentsim.EventStarted:
 		return p + "started (" + e.Detail + ")"
 	case agentsim.EventUserDataOK:
-		return p + "user data done (UD_OK) for run " + e.RunID
+		return p + "user data done (UD_OK) for " + e.RunID
 	case agentsim.EventRegistered:
 		return p + "registered for run " + e.RunID
 	case agentsim.EventRegistrationFailed:
