@@ -160,14 +160,22 @@ func (p testPool) instances(t *testing.T) []ec2types.Instance {
 	return all
 }
 
-// recorder wraps the DynamoDB client and keeps every worker signal written.
+// recorder wraps the DynamoDB client: it keeps every worker signal written,
+// and counts the calls about each instance (its record, its agent partition).
 type recorder struct {
 	agentsim.DynamoDBAPI
 	mu      sync.Mutex
 	signals map[string][]string // instance id -> "STATE runId"
+	calls   map[string]int      // instance id -> GetItem and PutItem calls
+}
+
+func (r *recorder) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	r.count(in.Key)
+	return r.DynamoDBAPI.GetItem(ctx, in, opts...)
 }
 
 func (r *recorder) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	r.count(in.Item)
 	out, err := r.DynamoDBAPI.PutItem(ctx, in, opts...)
 	if s, ok := protocol.SignalFromItem(in.Item); err == nil && ok {
 		_, id, _ := protocol.SplitInstanceARN(s.InstanceARN)
@@ -176,6 +184,26 @@ func (r *recorder) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts 
 		r.mu.Unlock()
 	}
 	return out, err
+}
+
+// count counts a call about the instance whose record or agent partition
+// key belongs to.
+func (r *recorder) count(key map[string]ddbtypes.AttributeValue) {
+	pk := protocol.StringAttr(key, protocol.AttrPK)
+	id := protocol.IdentifierOf(key)
+	if pk != protocol.TypeInstance {
+		_, id, _ = protocol.SplitInstanceARN(strings.TrimPrefix(pk, protocol.AgentPartitionPrefix))
+	}
+	r.mu.Lock()
+	r.calls[id]++
+	r.mu.Unlock()
+}
+
+// callsAbout is how many GetItem and PutItem calls were about the instance.
+func (r *recorder) callsAbout(id string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls[id]
 }
 
 func (r *recorder) of(id string) []string {
@@ -187,10 +215,17 @@ func (r *recorder) of(id string) []string {
 // eventLog collects agent events.
 type eventLog struct {
 	mu     sync.Mutex
-	events []agentsim.Event
+	events []loggedEvent
 }
 
-func (l *eventLog) add(e agentsim.Event) {
+// loggedEvent is an event and how many table calls its agent had made about
+// its instance when it emitted it.
+type loggedEvent struct {
+	agentsim.Event
+	calls int
+}
+
+func (l *eventLog) add(e loggedEvent) {
 	l.mu.Lock()
 	l.events = append(l.events, e)
 	l.mu.Unlock()
@@ -214,7 +249,7 @@ func (l *eventLog) of(id string) []agentsim.EventKind {
 }
 
 // first returns the instance's first event of kind.
-func (l *eventLog) first(id string, kind agentsim.EventKind) (agentsim.Event, bool) {
+func (l *eventLog) first(id string, kind agentsim.EventKind) (loggedEvent, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, e := range l.events {
@@ -222,14 +257,14 @@ func (l *eventLog) first(id string, kind agentsim.EventKind) (agentsim.Event, bo
 			return e, true
 		}
 	}
-	return agentsim.Event{}, false
+	return loggedEvent{}, false
 }
 
 // awaitEvent waits until the instance's agent has emitted kind, and returns
 // the first such event.
-func (h *harness) awaitEvent(t *testing.T, id string, kind agentsim.EventKind, what string) agentsim.Event {
+func (h *harness) awaitEvent(t *testing.T, id string, kind agentsim.EventKind, what string) loggedEvent {
 	t.Helper()
-	var e agentsim.Event
+	var e loggedEvent
 	await.True(t, what, func() error {
 		var ok bool
 		if e, ok = h.events.first(id, kind); !ok {
@@ -244,6 +279,7 @@ type harness struct {
 	pool   testPool
 	sim    *agentsim.Sim
 	rec    *recorder
+	ec2    *ec2Spy
 	events *eventLog
 }
 
@@ -260,10 +296,14 @@ func newHarness(t *testing.T, opts agentsim.Options) *harness {
 func newHarnessFor(t *testing.T, opts agentsim.Options, target *protocol.GitHubTarget) *harness {
 	t.Helper()
 	h := &harness{pool: newPool(t, target), events: &eventLog{}}
-	h.rec = &recorder{DynamoDBAPI: ddbClient, signals: map[string][]string{}}
-	opts.OnEvent = h.events.add
+	h.rec = &recorder{DynamoDBAPI: ddbClient, signals: map[string][]string{}, calls: map[string]int{}}
+	h.ec2 = &ec2Spy{EC2API: ec2Client, stops: map[string]int{}, seen: map[string]map[ec2types.InstanceStateName]int{}}
+	opts.OnEvent = func(e agentsim.Event) {
+		// Synchronous: no call of the agent after the event is counted in.
+		h.events.add(loggedEvent{e, h.rec.callsAbout(e.InstanceID)})
+	}
 	opts.Logf = t.Logf
-	h.sim = agentsim.New(agentsim.Clients{DynamoDB: h.rec, EC2: ec2Client, SQS: sqsClient}, h.pool.name, opts)
+	h.sim = agentsim.New(agentsim.Clients{DynamoDB: h.rec, EC2: h.ec2, SQS: sqsClient}, h.pool.name, opts)
 	t.Cleanup(func() {
 		// The agents loop until cancelled: Stop returns only if it ends them.
 		stopped := make(chan struct{})

@@ -175,10 +175,11 @@ func (s *Sim) SeedIdle(ctx context.Context, n int, spec SeedSpec) ([]string, err
 // (instances tagged with the pool, pending or running) every
 // FleetWatchInterval and starts an agent for each instance that has none yet:
 // this is how instances launched by a claim's CreateFleet, or to fill the
-// pool's targets, get agents. Instances launched by SeedIdle (TagSeeded) are
-// left alone. choose (nil:
-// always Healthy) picks the behaviour; index counts the agents this watcher
-// started, from 0, in launch order. The watcher runs until ctx is done or Stop.
+// pool's targets, get agents. An instance that stopped and was started again
+// keeps its agent, which boots again. Instances launched by SeedIdle
+// (TagSeeded) are left alone. choose (nil: always Healthy) picks the
+// behaviour; index counts the agents this watcher started, from 0, in launch
+// order. The watcher runs until ctx is done or Stop.
 func (s *Sim) WatchFleet(ctx context.Context, choose func(instanceID string, index int) Behavior) {
 	s.mu.Lock()
 	if s.stopped {
