@@ -22,9 +22,6 @@ import (
 // alone (SeedIdle starts their agents with the behaviour asked for).
 const TagSeeded = "ec2runners:agentsim"
 
-// selfTerminationGrace is how long past its threshold an instance lives on.
-const selfTerminationGrace = time.Minute
-
 // phase is where an agent is in "The agent's loop".
 type phase int
 
@@ -48,15 +45,18 @@ type agent struct {
 	target string // the GitHub target it registers with; "": no tokens needed
 
 	primed       bool // SeedIdle wrote the first heartbeat already
-	phase        phase
-	runID        string // run being registered, registered, or ignored
-	registerAt   time.Time
-	tokenSince   time.Time // when it began to wait for the token of runID
-	userDataDone bool
 	described    bool
-	initialRunID string // the InitialRunId tag, once described
+	initialRunID string // the InitialRunId tag (if a run id), once described
 	lastErr      string // last error logged, to log each distinct error once
 	gone         string // why the agent must stop, set by fail
+
+	// What a boot starts afresh: the agent of a stopped instance keeps
+	// nothing of it, as a real agent's memory does not survive a stop.
+	prepared   bool // UD_OK signalled for its InitialRunId tag, if any
+	phase      phase
+	runID      string // run being registered, registered, or ignored
+	registerAt time.Time
+	tokenSince time.Time // when it began to wait for the token of runID
 }
 
 func (a *agent) opts() Options { return a.sim.opts }
@@ -96,6 +96,54 @@ func (a *agent) ok() { a.lastErr = "" }
 // loop runs the agent until ctx is done or its instance is gone.
 func (a *agent) loop(ctx context.Context) {
 	a.emit(EventStarted, "", a.b.String())
+	a.emit(EventStopped, a.runID, a.live(ctx))
+}
+
+// live runs the agent through its instance's stops and starts, and returns
+// why the agent ends.
+func (a *agent) live(ctx context.Context) (end string) {
+	running := true // an agent SeedIdle started, for the instance it launched
+	if !a.described {
+		// As the real agent reads its instance metadata first. An instance
+		// found stopped (an agent started for a runner of the stopped tier)
+		// waits to be started like one that stopped itself.
+		state, end := a.watchInstance(ctx, anyState)
+		if end != "" {
+			return end
+		}
+		running = started(state)
+	}
+	for {
+		if running {
+			if end := a.serve(ctx); end != "" {
+				return end
+			}
+		}
+		// The emulator shows a stopped instance stopped at once. Should a
+		// stale "running" wake the agent early, as EC2's eventual consistency
+		// could, its next self-check stops the instance again.
+		if _, end := a.watchInstance(ctx, started); end != "" {
+			return end
+		}
+		if a.b == NoResume {
+			_, end := a.watchInstance(ctx, neverState)
+			return end
+		}
+		select {
+		case <-ctx.Done():
+			return "cancelled"
+		case <-time.After(a.opts().BootDelay):
+		}
+		a.emit(EventResumed, "", "its instance runs again; booted in "+protocol.FormatDuration(a.opts().BootDelay))
+		running = true
+	}
+}
+
+// serve is the agent of a running instance, from its boot: it heartbeats,
+// checks itself and steps through the loop until it stopped its instance
+// ("" returned) or the agent ends (why returned).
+func (a *agent) serve(ctx context.Context) (end string) {
+	a.prepared, a.phase, a.runID, a.registerAt, a.tokenSince = false, phaseWaiting, "", time.Time{}, time.Time{}
 	var beat <-chan time.Time
 	if a.b != NoHeartbeat {
 		if !a.primed {
@@ -105,6 +153,7 @@ func (a *agent) loop(ctx context.Context) {
 		defer t.Stop()
 		beat = t.C
 	}
+	a.primed = false // a boot after a stop writes its first heartbeat itself
 	check := time.NewTimer(0)
 	defer check.Stop()
 	poll := time.NewTimer(0)
@@ -112,25 +161,22 @@ func (a *agent) loop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			a.emit(EventStopped, a.runID, "cancelled")
-			return
+			return "cancelled"
 		case <-beat:
 			a.heartbeat(ctx)
 			if a.gone != "" {
-				a.emit(EventStopped, a.runID, a.gone)
-				return
+				return a.gone
 			}
 		case <-check.C:
-			if why := cmp.Or(a.selfCheck(ctx), a.gone); why != "" {
-				a.emit(EventStopped, a.runID, why)
-				return
+			stoppedItself, end := a.selfCheck(ctx)
+			if end = cmp.Or(end, a.gone); end != "" || stoppedItself {
+				return end
 			}
 			check.Reset(a.jitter(a.opts().SelfCheckInterval))
 		case <-poll.C:
-			next, why := a.step(ctx)
-			if why = cmp.Or(why, a.gone); why != "" {
-				a.emit(EventStopped, a.runID, why)
-				return
+			next, end := a.step(ctx)
+			if end = cmp.Or(end, a.gone); end != "" {
+				return end
 			}
 			poll.Reset(next)
 		}
@@ -190,11 +236,22 @@ func (a *agent) record(ctx context.Context) (rec protocol.Instance, found bool, 
 	return rec, true, nil
 }
 
-// step advances steps 3 to 6 by one record read. It returns when to step
-// next, or why the agent stops.
+// step advances steps 3 to 6 by one record read, after the boot's UD_OK.
+// It returns when to step next, or why the agent stops.
 func (a *agent) step(ctx context.Context) (next time.Duration, stop string) {
 	o := a.opts()
 	wait, poll := a.jitter(o.WaitInterval), a.jitter(o.PollInterval)
+	if !a.prepared {
+		// At every boot, as the real agent: what launched the instance (a
+		// claim's fleet, a fill of the pool's targets) waits for it.
+		if a.initialRunID != "" {
+			if a.signal(ctx, protocol.SignalUserDataOK, a.initialRunID) != nil {
+				return wait, ""
+			}
+			a.emit(EventUserDataOK, a.initialRunID, "")
+		}
+		a.prepared = true
+	}
 	rec, found, err := a.record(ctx)
 	if err != nil {
 		a.fail(ctx, "reading its instance record", err)
@@ -215,21 +272,6 @@ func (a *agent) step(ctx context.Context) (next time.Duration, stop string) {
 	case phaseWaiting: // step 3
 		if runID == "" {
 			return wait, ""
-		}
-		if !a.userDataDone {
-			// The pre-runner script runs once, at boot; only a fleet-launched
-			// instance (record still `created`) reports it.
-			if rec.State == protocol.StateCreated {
-				v := a.initialRunIDTag(ctx)
-				if v == "" {
-					v = runID
-				}
-				if a.signal(ctx, protocol.SignalUserDataOK, v) != nil {
-					return wait, ""
-				}
-				a.emit(EventUserDataOK, v, "")
-			}
-			a.userDataDone = true
 		}
 		a.runID = runID
 		switch a.b {
@@ -365,46 +407,135 @@ func (a *agent) release(ctx context.Context) (time.Duration, string) {
 	return 0, "" // back to step 3 at once: the record may already hold a new runId
 }
 
-// selfCheck is step 2: it terminates the instance once its threshold is more
-// than a minute past, and stops the agent when the instance is gone.
-func (a *agent) selfCheck(ctx context.Context) (stop string) {
+// selfCheck is step 2. Once its record's threshold is more than the grace
+// past, the agent stops its instance if the record keeps it in the stopped
+// tier, and terminates it otherwise; and it ends when its record is
+// terminated or its instance gone. stoppedItself tells that it stopped its
+// instance.
+func (a *agent) selfCheck(ctx context.Context) (stoppedItself bool, end string) {
 	rec, found, err := a.record(ctx)
 	switch {
 	case err != nil:
 		a.fail(ctx, "reading its instance record", err)
 	case !found:
 	case rec.State == protocol.StateTerminated:
-		return "its instance record is terminated"
+		return false, "its instance record is terminated"
 	default:
-		th, err := protocol.ParseTime(rec.Threshold)
-		if err != nil {
+		due, err := a.pastGrace(rec)
+		switch {
+		case err != nil:
 			a.fail(ctx, "reading its threshold", err)
-			break
-		}
-		if a.clock().After(th.Add(selfTerminationGrace)) {
-			_, err := a.sim.c.EC2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{a.id}})
-			if err != nil {
-				a.fail(ctx, "terminating itself", err)
-				return ""
+		case !due:
+		case rec.Stopped(a.clock()):
+			// Not before the boot's UD_OK: a runner stops ready to serve
+			// once started, and a stopped fill's launcher waits for it.
+			if a.prepared {
+				return a.stopItself(ctx)
 			}
-			detail := "threshold " + rec.Threshold + " (state " + rec.State + ") passed more than " + protocol.FormatDuration(selfTerminationGrace) + " ago"
-			a.emit(EventSelfTerminated, rec.RunID, detail)
-			return "terminated itself: " + detail
+		default:
+			return false, a.terminate(ctx, rec, "threshold "+rec.Threshold+" (state "+rec.State+") passed more than "+protocol.FormatDuration(a.opts().SelfTerminationGrace)+" ago")
 		}
 	}
-	state, err := a.describe(ctx)
+	_, end = a.instanceState(ctx)
+	return false, end
+}
+
+// pastGrace tells whether the record's threshold is more than the grace past
+// on the agent's clock.
+func (a *agent) pastGrace(rec protocol.Instance) (bool, error) {
+	th, err := protocol.ParseTime(rec.Threshold)
 	if err != nil {
-		if isNotFound(err) {
-			return "its instance does not exist"
+		return false, err
+	}
+	return a.clock().After(th.Add(a.opts().SelfTerminationGrace)), nil
+}
+
+// stopItself stops the instance if its record, read again, still keeps it in
+// the stopped tier: a claim may have claimed it since the self-check read it.
+// Should EC2 refuse (a Spot instance cannot be stopped), it terminates the
+// instance instead.
+func (a *agent) stopItself(ctx context.Context) (stoppedItself bool, end string) {
+	if a.sim.beforeStopRecheck != nil {
+		a.sim.beforeStopRecheck(a.id)
+	}
+	rec, found, err := a.record(ctx)
+	if err != nil {
+		a.fail(ctx, "reading its instance record again before stopping", err)
+		return false, ""
+	}
+	if due, err := a.pastGrace(rec); !found || err != nil || !due || !rec.Stopped(a.clock()) {
+		return false, "" // changed meanwhile: the next self-check decides afresh
+	}
+	if _, err := a.sim.c.EC2.StopInstances(ctx, &ec2.StopInstancesInput{InstanceIds: []string{a.id}}); err != nil {
+		if ctx.Err() != nil {
+			return false, ""
 		}
-		a.fail(ctx, "describing its instance", err)
+		// Not an error of the agent: the protocol's answer to it.
+		a.sim.logf("agent %s: stopping its instance failed, terminating it instead: %v", a.id, err)
+		return false, a.terminate(ctx, rec, "stopping its instance failed: "+ErrorKey(err))
+	}
+	a.emit(EventStoppedSelf, "", "threshold "+rec.Threshold+" passed more than "+protocol.FormatDuration(a.opts().SelfTerminationGrace)+" ago; stopped until "+rec.StopUntil)
+	return true, ""
+}
+
+// terminate terminates the instance, and returns why the agent ends, or ""
+// when the call failed (the next self-check tries again).
+func (a *agent) terminate(ctx context.Context, rec protocol.Instance, why string) (end string) {
+	if _, err := a.sim.c.EC2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{a.id}}); err != nil {
+		a.fail(ctx, "terminating itself", err)
 		return ""
 	}
-	switch state {
-	case ec2types.InstanceStateNameTerminated, ec2types.InstanceStateNameShuttingDown:
-		return "its instance is " + string(state)
+	a.emit(EventSelfTerminated, rec.RunID, why)
+	return "terminated itself: " + why
+}
+
+// watchInstance looks at the instance's EC2 state at once and then every
+// self-check interval until until accepts it, and returns that state; or
+// why the agent ends, when the instance is gone or ctx done.
+func (a *agent) watchInstance(ctx context.Context, until func(ec2types.InstanceStateName) bool) (ec2types.InstanceStateName, string) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return "", "cancelled"
+		case <-t.C:
+		}
+		state, end := a.instanceState(ctx)
+		if end != "" {
+			return "", end
+		}
+		if state != "" && until(state) {
+			return state, ""
+		}
+		t.Reset(a.jitter(a.opts().SelfCheckInterval))
 	}
-	return ""
+}
+
+// anyState makes watchInstance return at its first answer, neverState only
+// once the instance is gone.
+func anyState(ec2types.InstanceStateName) bool   { return true }
+func neverState(ec2types.InstanceStateName) bool { return false }
+
+// started tells whether an instance in state is booting or booted.
+func started(state ec2types.InstanceStateName) bool {
+	return state == ec2types.InstanceStateNamePending || state == ec2types.InstanceStateNameRunning
+}
+
+// instanceState describes the instance: its state ("" when the call
+// failed, to be tried again), or why the agent ends when it is gone.
+func (a *agent) instanceState(ctx context.Context) (state ec2types.InstanceStateName, end string) {
+	state, err := a.describe(ctx)
+	switch {
+	case isNotFound(err):
+		return "", "its instance does not exist"
+	case err != nil:
+		a.fail(ctx, "describing its instance", err)
+		return "", ""
+	case state == ec2types.InstanceStateNameTerminated, state == ec2types.InstanceStateNameShuttingDown:
+		return "", "its instance is " + string(state)
+	}
+	return state, ""
 }
 
 // errNoInstance is describe's error when EC2 returns no instance for the id.
@@ -423,6 +554,9 @@ func (a *agent) describe(ctx context.Context) (ec2types.InstanceStateName, error
 			}
 			a.described = true
 			a.initialRunID = tagValue(inst.Tags, protocol.TagInitialRunID)
+			if protocol.ValidateRunID(a.initialRunID) != nil {
+				a.initialRunID = "" // as the real agent, which ignores a tag that is no run id
+			}
 			if inst.State == nil {
 				return "", nil
 			}
@@ -430,16 +564,6 @@ func (a *agent) describe(ctx context.Context) (ec2types.InstanceStateName, error
 		}
 	}
 	return "", errNoInstance
-}
-
-// initialRunIDTag returns the InitialRunId tag ("" if none or unknown).
-func (a *agent) initialRunIDTag(ctx context.Context) string {
-	if !a.described {
-		if _, err := a.describe(ctx); err != nil && !isNotFound(err) {
-			a.fail(ctx, "describing its instance", err)
-		}
-	}
-	return a.initialRunID
 }
 
 func isNotFound(err error) bool {

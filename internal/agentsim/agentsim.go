@@ -1,12 +1,25 @@
 // Package agentsim simulates runner agents for tests and the demo. No real
 // instance boots in the emulator, so each simulated agent plays the part of
 // the agent on one EC2 instance, following PROTOCOL.md "The agent's loop":
-// it heartbeats, terminates itself once its record's threshold is more than a
-// minute past, waits for a runId, "registers" (there is no GitHub here: it
+// it heartbeats, waits for a runId, "registers" (there is no GitHub here: it
 // only writes the worker signals), and confirms the release when the runId
 // changes. It writes into its instance's agent partition and, in a pool
 // with a GitHub target, registers and deregisters only with the token a
 // claim or release handed it for that run and target, as the real agent.
+//
+// At every boot it signals UD_OK for its instance's InitialRunId tag, if it
+// has one (a claim's fleet instance, or one launched to fill the pool's
+// targets); the simulated preparation takes no time.
+//
+// Once its record's threshold is more than Options.SelfTerminationGrace past,
+// an agent terminates its instance, unless the record keeps the runner in the
+// stopped tier (idle, unowned, its stopUntil ahead): then it reads its record
+// again and, if it still says so, stops its instance (EC2 StopInstances;
+// should EC2 refuse, it terminates it instead). The agent of a stopped
+// instance writes and reads nothing in the table; it only looks at its
+// instance's EC2 state, once per Options.SelfCheckInterval, and when the
+// instance runs again (a claim started it) it boots: Options.BootDelay later
+// it starts over as a freshly booted agent, heartbeat first.
 //
 // A Behavior per instance makes an agent misbehave in one specific way, so
 // tests can drive a claim's failure paths.
@@ -14,7 +27,8 @@
 // Agents talk to the emulator through small client interfaces satisfied by
 // *dynamodb.Client, *ec2.Client and *sqs.Client. The emulator is single-core
 // (about 120-160 DynamoDB writes/s in total): the default intervals keep an
-// idle agent at 4 reads/s and one write per 5 s.
+// idle agent at 4 reads/s and one write per 5 s, and the agent of a stopped
+// instance at one DescribeInstances per 15 s.
 package agentsim
 
 import (
@@ -52,9 +66,13 @@ const (
 	// NeverConfirmsRelease registers, but on release writes no UD_REMOVE_*
 	// signal; it still goes back to waiting for the next runId.
 	NeverConfirmsRelease
+	// NoResume is Healthy until it stops its instance; once the instance is
+	// started again, its agent never runs (a boot that hangs): no heartbeat,
+	// no signal, no registration, until the instance is terminated.
+	NoResume
 )
 
-var behaviorNames = [...]string{"healthy", "slow-register", "never-registers", "registration-fails", "no-heartbeat", "never-confirms-release"}
+var behaviorNames = [...]string{"healthy", "slow-register", "never-registers", "registration-fails", "no-heartbeat", "never-confirms-release", "no-resume"}
 
 func (b Behavior) String() string {
 	if b >= 0 && int(b) < len(behaviorNames) {
@@ -74,6 +92,7 @@ type EC2API interface {
 	RunInstances(context.Context, *ec2.RunInstancesInput, ...func(*ec2.Options)) (*ec2.RunInstancesOutput, error)
 	DescribeInstances(context.Context, *ec2.DescribeInstancesInput, ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
 	TerminateInstances(context.Context, *ec2.TerminateInstancesInput, ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
+	StopInstances(context.Context, *ec2.StopInstancesInput, ...func(*ec2.Options)) (*ec2.StopInstancesOutput, error)
 	DescribeImages(context.Context, *ec2.DescribeImagesInput, ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error)
 }
 
@@ -100,9 +119,19 @@ type Options struct {
 	WaitInterval time.Duration
 	// PollInterval between record reads while registered (step 5; default 10s).
 	PollInterval time.Duration
-	// SelfCheckInterval between self-termination checks: one record read and
-	// one DescribeInstances (default 15s).
+	// SelfCheckInterval between self-checks: one record read and one
+	// DescribeInstances (default 15s). The agent of a stopped instance makes
+	// only the DescribeInstances, to see it started again.
 	SelfCheckInterval time.Duration
+	// SelfTerminationGrace is how long past its record's threshold an agent
+	// lets its instance run before it stops or terminates it (default 1m,
+	// the protocol's).
+	SelfTerminationGrace time.Duration
+	// BootDelay stands in for an instance's boot: how long after the agent
+	// of a stopped instance sees it running again it starts over (default
+	// 1s). A first boot is not delayed: WatchFleet's discovery stands in for
+	// it.
+	BootDelay time.Duration
 	// RegisterDelay is how long a SlowRegister agent takes (default 3s).
 	RegisterDelay time.Duration
 	// TokenWait is how long an agent waits for the token of a run before it
@@ -133,6 +162,8 @@ func (o Options) withDefaults() Options {
 	def(&o.WaitInterval, 250*time.Millisecond)
 	def(&o.PollInterval, 10*time.Second)
 	def(&o.SelfCheckInterval, 15*time.Second)
+	def(&o.SelfTerminationGrace, time.Minute)
+	def(&o.BootDelay, time.Second)
 	def(&o.RegisterDelay, 3*time.Second)
 	def(&o.TokenWait, time.Minute)
 	def(&o.FleetWatchInterval, 200*time.Millisecond)
@@ -145,13 +176,15 @@ type EventKind string
 // Agent events.
 const (
 	EventStarted            EventKind = "started"             // the agent began its loop
-	EventUserDataOK         EventKind = "user-data-ok"        // UD_OK written (fleet-launched instance)
+	EventUserDataOK         EventKind = "user-data-ok"        // UD_OK written at boot for RunID, its InitialRunId tag
 	EventRegistered         EventKind = "registered"          // UD_REG_OK written for RunID
 	EventRegistrationFailed EventKind = "registration-failed" // UD_REG_FAILED written for RunID
 	EventReleaseFailed      EventKind = "release-failed"      // UD_REMOVE_REG_FAILED written for RunID (no removal token)
 	EventReleased           EventKind = "released"            // UD_REMOVE_REG_REMOVE_RUN_OK written for RunID
 	EventReleaseSilent      EventKind = "release-unconfirmed" // NeverConfirmsRelease saw RunID go and wrote nothing
 	EventSelfTerminated     EventKind = "self-terminated"     // TerminateInstances on itself after its threshold
+	EventStoppedSelf        EventKind = "self-stopped"        // StopInstances on itself: its record keeps it in the stopped tier
+	EventResumed            EventKind = "resumed"             // its stopped instance was started and booted; the loop starts over
 	EventStopped            EventKind = "stopped"             // the loop ended; Detail says why
 )
 
@@ -181,6 +214,11 @@ type Sim struct {
 	regs     map[string][]string
 	rels     map[string][]string
 	err      error
+
+	// beforeStopRecheck, set by tests before any agent starts, runs between
+	// an agent's decision to stop its instance and its second read of its
+	// record, so that a test can claim the record in between.
+	beforeStopRecheck func(instanceID string)
 }
 
 // New returns a Sim for pool; it starts nothing by itself.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -159,14 +160,22 @@ func (p testPool) instances(t *testing.T) []ec2types.Instance {
 	return all
 }
 
-// recorder wraps the DynamoDB client and keeps every worker signal written.
+// recorder wraps the DynamoDB client: it keeps every worker signal written,
+// and counts the calls about each instance (its record, its agent partition).
 type recorder struct {
 	agentsim.DynamoDBAPI
 	mu      sync.Mutex
 	signals map[string][]string // instance id -> "STATE runId"
+	calls   map[string]int      // instance id -> GetItem and PutItem calls
+}
+
+func (r *recorder) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	r.count(in.Key)
+	return r.DynamoDBAPI.GetItem(ctx, in, opts...)
 }
 
 func (r *recorder) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	r.count(in.Item)
 	out, err := r.DynamoDBAPI.PutItem(ctx, in, opts...)
 	if s, ok := protocol.SignalFromItem(in.Item); err == nil && ok {
 		_, id, _ := protocol.SplitInstanceARN(s.InstanceARN)
@@ -175,6 +184,26 @@ func (r *recorder) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts 
 		r.mu.Unlock()
 	}
 	return out, err
+}
+
+// count counts a call about the instance whose record or agent partition
+// key belongs to.
+func (r *recorder) count(key map[string]ddbtypes.AttributeValue) {
+	pk := protocol.StringAttr(key, protocol.AttrPK)
+	id := protocol.IdentifierOf(key)
+	if pk != protocol.TypeInstance {
+		_, id, _ = protocol.SplitInstanceARN(strings.TrimPrefix(pk, protocol.AgentPartitionPrefix))
+	}
+	r.mu.Lock()
+	r.calls[id]++
+	r.mu.Unlock()
+}
+
+// callsAbout is how many GetItem and PutItem calls were about the instance.
+func (r *recorder) callsAbout(id string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls[id]
 }
 
 func (r *recorder) of(id string) []string {
@@ -186,10 +215,17 @@ func (r *recorder) of(id string) []string {
 // eventLog collects agent events.
 type eventLog struct {
 	mu     sync.Mutex
-	events []agentsim.Event
+	events []loggedEvent
 }
 
-func (l *eventLog) add(e agentsim.Event) {
+// loggedEvent is an event and how many table calls its agent had made about
+// its instance when it emitted it.
+type loggedEvent struct {
+	agentsim.Event
+	calls int
+}
+
+func (l *eventLog) add(e loggedEvent) {
 	l.mu.Lock()
 	l.events = append(l.events, e)
 	l.mu.Unlock()
@@ -212,21 +248,38 @@ func (l *eventLog) of(id string) []agentsim.EventKind {
 	return kinds
 }
 
-// awaitEvent waits until the instance's agent has emitted kind.
-func (h *harness) awaitEvent(t *testing.T, id string, kind agentsim.EventKind, what string) {
+// first returns the instance's first event of kind.
+func (l *eventLog) first(id string, kind agentsim.EventKind) (loggedEvent, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, e := range l.events {
+		if e.InstanceID == id && e.Kind == kind {
+			return e, true
+		}
+	}
+	return loggedEvent{}, false
+}
+
+// awaitEvent waits until the instance's agent has emitted kind, and returns
+// the first such event.
+func (h *harness) awaitEvent(t *testing.T, id string, kind agentsim.EventKind, what string) loggedEvent {
 	t.Helper()
+	var e loggedEvent
 	await.True(t, what, func() error {
-		if kinds := h.events.of(id); !slices.Contains(kinds, kind) {
-			return fmt.Errorf("no %s event; events of %s: %v", kind, id, kinds)
+		var ok bool
+		if e, ok = h.events.first(id, kind); !ok {
+			return fmt.Errorf("no %s event; events of %s: %v", kind, id, h.events.of(id))
 		}
 		return nil
 	})
+	return e
 }
 
 type harness struct {
 	pool   testPool
 	sim    *agentsim.Sim
 	rec    *recorder
+	ec2    *ec2Spy
 	events *eventLog
 }
 
@@ -243,10 +296,14 @@ func newHarness(t *testing.T, opts agentsim.Options) *harness {
 func newHarnessFor(t *testing.T, opts agentsim.Options, target *protocol.GitHubTarget) *harness {
 	t.Helper()
 	h := &harness{pool: newPool(t, target), events: &eventLog{}}
-	h.rec = &recorder{DynamoDBAPI: ddbClient, signals: map[string][]string{}}
-	opts.OnEvent = h.events.add
+	h.rec = &recorder{DynamoDBAPI: ddbClient, signals: map[string][]string{}, calls: map[string]int{}}
+	h.ec2 = &ec2Spy{EC2API: ec2Client, stops: map[string]int{}, seen: map[string]map[ec2types.InstanceStateName]int{}}
+	opts.OnEvent = func(e agentsim.Event) {
+		// Synchronous: no call of the agent after the event is counted in.
+		h.events.add(loggedEvent{e, h.rec.callsAbout(e.InstanceID)})
+	}
 	opts.Logf = t.Logf
-	h.sim = agentsim.New(agentsim.Clients{DynamoDB: h.rec, EC2: ec2Client, SQS: sqsClient}, h.pool.name, opts)
+	h.sim = agentsim.New(agentsim.Clients{DynamoDB: h.rec, EC2: h.ec2, SQS: sqsClient}, h.pool.name, opts)
 	t.Cleanup(func() {
 		// The agents loop until cancelled: Stop returns only if it ends them.
 		stopped := make(chan struct{})
@@ -354,6 +411,53 @@ func (h *harness) awaitFreshHeartbeat(t *testing.T, id string, after time.Time) 
 		return nil
 	})
 	return ts
+}
+
+// launch launches n instances as a claim's CreateFleet (or a fill of the
+// pool's targets) does, tagged with the pool and initialRunID, and returns
+// their ids.
+func (h *harness) launch(t *testing.T, n int, initialRunID string) []string {
+	t.Helper()
+	image, err := emulator.Image(t.Context(), ec2Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := ec2Client.RunInstances(t.Context(), &ec2.RunInstancesInput{
+		ImageId: aws.String(image), InstanceType: ec2types.InstanceTypeC6iLarge,
+		MinCount: aws.Int32(int32(n)), MaxCount: aws.Int32(int32(n)),
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{
+			{Key: aws.String(protocol.TagPool), Value: aws.String(h.pool.name)},
+			{Key: aws.String(protocol.TagInitialRunID), Value: aws.String(initialRunID)},
+			{Key: aws.String(protocol.TagAllowSelfTermination), Value: aws.String("true")},
+		}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, inst := range run.Instances {
+		ids = append(ids, aws.ToString(inst.InstanceId))
+	}
+	return ids
+}
+
+// fillID is a fresh InitialRunId of a runner launched to fill the pool's
+// targets.
+func fillID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return "warm-" + hex.EncodeToString(b)
+}
+
+// putRecord writes rec (its id, state, runId, threshold and stopUntil) as
+// the record of an on-demand runner of the test class.
+func (h *harness) putRecord(t *testing.T, rec protocol.Instance) {
+	t.Helper()
+	rec.ResourceClass, rec.InstanceType, rec.UsageClass = class, "c6i.large", protocol.UsageOnDemand
+	rec.UpdatedAt = protocol.FormatTime(time.Now())
+	if _, err := ddbClient.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: h.table(), Item: rec.Item()}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // setRun sets the record's state and runId with a plain UpdateItem.
@@ -647,6 +751,24 @@ func TestSelfTermination(t *testing.T) {
 	}
 }
 
+// Options.SelfTerminationGrace replaces the protocol's minute.
+func TestSelfTerminationGrace(t *testing.T) {
+	t.Parallel()
+	opts := testOpts
+	opts.SelfTerminationGrace = 2 * time.Second
+	h := newHarness(t, opts)
+	id := h.seed(t, agentsim.Healthy)
+	// Within the protocol's minute, past this grace.
+	h.setThreshold(t, id, time.Now().Add(-20*time.Second))
+	term := h.awaitEvent(t, id, agentsim.EventSelfTerminated, "the agent to terminate its instance")
+	if !strings.HasSuffix(term.Detail, "passed more than 2s ago") {
+		t.Errorf("self-terminated: %q, want its threshold passed more than the grace of 2s ago", term.Detail)
+	}
+	if got := instanceState(t, id); got != ec2types.InstanceStateNameTerminated {
+		t.Errorf("instance is %s after its agent terminated it", got)
+	}
+}
+
 func TestStopsWhenRecordTerminated(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, testOpts)
@@ -678,36 +800,10 @@ func TestWatchFleet(t *testing.T) {
 	})
 	seeded := h.seed(t, agentsim.NeverRegisters)
 
-	// What a claim does: CreateFleet (here RunInstances with the fleet's
-	// tags), then a `created` record per instance.
-	image, err := emulator.Image(t.Context(), ec2Client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, err := ec2Client.RunInstances(t.Context(), &ec2.RunInstancesInput{
-		ImageId: aws.String(image), InstanceType: ec2types.InstanceTypeC6iLarge,
-		MinCount: aws.Int32(2), MaxCount: aws.Int32(2),
-		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{
-			{Key: aws.String(protocol.TagPool), Value: aws.String(h.pool.name)},
-			{Key: aws.String(protocol.TagInitialRunID), Value: aws.String("run-f")},
-			{Key: aws.String(protocol.TagAllowSelfTermination), Value: aws.String("true")},
-		}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fleet []string
-	for _, inst := range run.Instances {
-		id := aws.ToString(inst.InstanceId)
-		fleet = append(fleet, id)
-		now := time.Now()
-		_, err := ddbClient.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: h.table(), Item: protocol.Instance{
-			ID: id, State: protocol.StateCreated, RunID: "run-f", Threshold: protocol.FormatTime(now.Add(10 * time.Minute)),
-			ResourceClass: class, InstanceType: "c6i.large", UsageClass: protocol.UsageOnDemand, UpdatedAt: protocol.FormatTime(now),
-		}.Item()})
-		if err != nil {
-			t.Fatal(err)
-		}
+	// What a claim does: CreateFleet, then a `created` record per instance.
+	fleet := h.launch(t, 2, "run-f")
+	for _, id := range fleet {
+		h.putRecord(t, protocol.Instance{ID: id, State: protocol.StateCreated, RunID: "run-f", Threshold: protocol.FormatTime(time.Now().Add(10 * time.Minute))})
 	}
 	for _, id := range fleet {
 		// The watcher may not have seen it yet.
@@ -733,6 +829,24 @@ func TestWatchFleet(t *testing.T) {
 	defer mu.Unlock()
 	if _, ok := chosen[seeded]; ok || len(chosen) != 2 || !slices.Equal(indexes, []int{0, 1}) {
 		t.Errorf("WatchFleet chose %v with indexes %v; want the 2 fleet instances %v only, indexes 0 and 1", chosen, indexes, fleet)
+	}
+}
+
+// A runner launched to fill the pool's hot target (InitialRunId a fill id,
+// its record idle and unowned) signals UD_OK for the fill id at boot, which
+// its launcher waits for, and registers nothing.
+func TestFillSignalsUserData(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, testOpts)
+	h.sim.WatchFleet(t.Context(), nil)
+	fill := fillID()
+	id := h.launch(t, 1, fill)[0]
+	h.putRecord(t, protocol.Instance{ID: id, State: protocol.StateIdle, Threshold: protocol.FormatTime(time.Now().Add(10 * time.Minute))})
+	h.waitSignal(t, id, "UD_OK "+fill)
+	h.awaitFreshHeartbeat(t, id, time.Time{})
+	h.holdSignal(t, id, "UD_OK "+fill, time.Second)
+	if got := h.sim.Registrations(id); len(got) != 0 {
+		t.Errorf("Registrations %q", got)
 	}
 }
 

@@ -144,6 +144,7 @@ func (s *Sim) SeedIdle(ctx context.Context, n int, spec SeedSpec) ([]string, err
 		if a == nil {
 			return ids, fmt.Errorf("agentsim: cannot start an agent for %s: Sim stopped or agent exists", id)
 		}
+		a.described = true // running, and without an InitialRunId tag: launched just now
 		if spec.Behavior != NoHeartbeat {
 			a.heartbeat(ctx) // so a claim that gets the message at once sees a live runner
 			a.primed = true
@@ -173,10 +174,12 @@ func (s *Sim) SeedIdle(ctx context.Context, n int, spec SeedSpec) ([]string, err
 // WatchFleet starts, in the background, a watcher that polls DescribeInstances
 // (instances tagged with the pool, pending or running) every
 // FleetWatchInterval and starts an agent for each instance that has none yet:
-// this is how instances launched by a claim's CreateFleet get agents.
-// Instances launched by SeedIdle (TagSeeded) are left alone. choose (nil:
-// always Healthy) picks the behaviour; index counts the agents this watcher
-// started, from 0, in launch order. The watcher runs until ctx is done or Stop.
+// this is how instances launched by a claim's CreateFleet, or to fill the
+// pool's targets, get agents. An instance that stopped and was started again
+// keeps its agent, which boots again. Instances launched by SeedIdle
+// (TagSeeded) are left alone. choose (nil: always Healthy) picks the
+// behaviour; index counts the agents this watcher started, from 0, in launch
+// order. The watcher runs until ctx is done or Stop.
 func (s *Sim) WatchFleet(ctx context.Context, choose func(instanceID string, index int) Behavior) {
 	s.mu.Lock()
 	if s.stopped {

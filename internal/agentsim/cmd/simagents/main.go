@@ -1,11 +1,12 @@
 // Command simagents runs simulated runner agents for one pool, for the demo:
 // the emulator boots no real instance, so something has to play the agents.
 //
-// It starts a Healthy agent for every instance a claim's fleet launches
-// (instances tagged ec2runners:pool=<pool>) and for every instance that has
-// a non-terminated instance record in the pool's table, at start and later,
-// until SIGINT or SIGTERM. Each agent event is printed as one line starting
-// with "agent"; errors go to stderr.
+// It starts a Healthy agent for every instance a claim's fleet or a fill of
+// the pool's targets launches (instances tagged ec2runners:pool=<pool>) and
+// for every instance that has a non-terminated instance record in the pool's
+// table, at start and later, until SIGINT or SIGTERM. The agent of a stopped
+// instance waits for it to be started again, and then boots. Each agent
+// event is printed as one line starting with "agent"; errors go to stderr.
 //
 //	go run ./internal/agentsim/cmd/simagents -pool demo
 package main
@@ -50,7 +51,9 @@ func run() error {
 		heartbeat = flag.Duration("heartbeat", 5*time.Second, "heartbeat interval")
 		poll      = flag.Duration("poll", 10*time.Second, "record poll interval while registered")
 		wait      = flag.Duration("wait", 250*time.Millisecond, "record poll interval while waiting for a run")
-		selfCheck = flag.Duration("self-check", 15*time.Second, "self-termination check interval")
+		selfCheck = flag.Duration("self-check", 15*time.Second, "self-check interval; also how often the agent of a stopped instance looks whether it was started")
+		grace     = flag.Duration("grace", time.Minute, "how long past its record's threshold an agent lets its instance run before it stops or terminates it")
+		bootDelay = flag.Duration("boot-delay", time.Second, "how long a stopped instance takes to boot once started again, before its agent runs")
 		scan      = flag.Duration("scan", 2*time.Second, "interval between scans of the pool's instance records for instances to adopt")
 	)
 	flag.Parse()
@@ -80,10 +83,12 @@ func run() error {
 
 	var outMu sync.Mutex
 	sim := agentsim.New(agentsim.Clients{DynamoDB: ddb, EC2: ec2c, SQS: sqsc}, *pool, agentsim.Options{
-		HeartbeatInterval: *heartbeat,
-		PollInterval:      *poll,
-		WaitInterval:      *wait,
-		SelfCheckInterval: *selfCheck,
+		HeartbeatInterval:    *heartbeat,
+		PollInterval:         *poll,
+		WaitInterval:         *wait,
+		SelfCheckInterval:    *selfCheck,
+		SelfTerminationGrace: *grace,
+		BootDelay:            *bootDelay,
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "simagents: "+format+"\n", args...)
 		},
@@ -107,7 +112,7 @@ func describe(e agentsim.Event) string {
 	case agentsim.EventStarted:
 		return p + "started (" + e.Detail + ")"
 	case agentsim.EventUserDataOK:
-		return p + "user data done (UD_OK) for run " + e.RunID
+		return p + "user data done (UD_OK) for " + e.RunID
 	case agentsim.EventRegistered:
 		return p + "registered for run " + e.RunID
 	case agentsim.EventRegistrationFailed:
@@ -118,6 +123,10 @@ func describe(e agentsim.Event) string {
 		return p + "left run " + e.RunID + " without confirming the release"
 	case agentsim.EventSelfTerminated:
 		return p + "terminated itself: " + e.Detail
+	case agentsim.EventStoppedSelf:
+		return p + "stopped its instance: " + e.Detail
+	case agentsim.EventResumed:
+		return p + "resumed: " + e.Detail
 	case agentsim.EventStopped:
 		return p + "stopped: " + e.Detail
 	}
