@@ -1,7 +1,7 @@
 // Package audit checks a pool's invariants from the outside, as the
 // fault-injection tests need them: every instance record is owned by
-// exactly one live claim, or idle with a message in its queue, or
-// terminated; no running EC2 instance tagged for the pool is untracked. It reads the table, the
+// exactly one live claim, or idle with a message in its queue (or in its
+// stopped time, its instance known to EC2), or terminated; no running EC2 instance tagged for the pool is untracked. It reads the table, the
 // queues and EC2, and changes nothing (messages it peeks at are made
 // visible again at once).
 package audit
@@ -37,8 +37,10 @@ type Clients struct {
 // Report is what the audit found.
 type Report struct {
 	Violations []string
-	// Counts of records by state, and of messages.
+	// Counts of records by state, of records in the stopped tier (idle),
+	// and of messages.
 	States   map[string]int
+	Stopped  int
 	Messages int
 	// Duplicates are idle instances with more than one message (a retried
 	// send): harmless, the extra one is dropped when received.
@@ -59,7 +61,7 @@ func (r Report) OK() bool { return len(r.Violations) == 0 }
 
 func (r Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "states %v, %d messages, %d duplicates, %d stale", r.States, r.Messages, len(r.Duplicates), len(r.Stale))
+	fmt.Fprintf(&b, "states %v (%d idle stopped), %d messages, %d duplicates, %d stale", r.States, r.Stopped, r.Messages, len(r.Duplicates), len(r.Stale))
 	if r.InFlightWait > 0 {
 		fmt.Fprintf(&b, " (waited %s for messages in flight)", r.InFlightWait.Round(time.Second))
 	}
@@ -100,6 +102,7 @@ func Pool(ctx context.Context, c Clients, poolName string) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
+	now := time.Now()
 	violate := func(format string, args ...any) {
 		rep.Violations = append(rep.Violations, fmt.Sprintf(format, args...))
 	}
@@ -115,6 +118,14 @@ func Pool(ctx context.Context, c Clients, poolName string) (Report, error) {
 		case protocol.StateIdle:
 			if r.RunID != "" {
 				violate("%s is idle but owned by run %s", r.ID, r.RunID)
+			}
+			if r.Stopped(now) {
+				// The stopped tier: found through its slot, not the queue.
+				rep.Stopped++
+				if _, exists := running[r.ID]; !exists {
+					violate("%s is in the stopped tier but EC2 has no such instance", r.ID)
+				}
+				continue
 			}
 			switch n := messages[r.ID]; {
 			case n == 0:

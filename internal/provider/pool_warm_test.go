@@ -1,12 +1,15 @@
 package provider
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"reflect"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
@@ -15,6 +18,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/audit"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -126,8 +132,8 @@ func warmStatus(address, class string, hot, hotTarget, stopped, stoppedTarget in
 
 // checkWarm checks the pool's idle runners: how many are in each tier (hot:
 // idle past a day less an hour; stopped: with a stopped time), that every
-// idle runner that is not stopped is in the queue, and nothing else; it
-// appends the hot ones to hot when not nil.
+// idle runner not yet in its stopped time is in the queue, and nothing
+// else; it appends the hot ones to hot when not nil.
 func (e *claimEnv) checkWarm(want map[protocol.Tier]int, hot *[]string) func(*terraform.State) error {
 	return func(*terraform.State) error {
 		recs, err := e.records()
@@ -146,7 +152,9 @@ func (e *claimEnv) checkWarm(want map[protocol.Tier]int, hot *[]string) func(*te
 				return err
 			case r.StopUntil != "":
 				got[protocol.TierStopped]++
-				continue
+				if r.Stopped(time.Now()) {
+					continue // found through its slot: no message
+				}
 			case time.Until(until) > protocol.MaxHotAge-time.Hour:
 				got[protocol.TierHot]++
 				if hot != nil {
@@ -159,5 +167,98 @@ func (e *claimEnv) checkWarm(want map[protocol.Tier]int, hot *[]string) func(*te
 			return fmt.Errorf("warm runners by tier %v, want %v", got, want)
 		}
 		return e.checkQueueHolds(&queued)(nil)
+	}
+}
+
+// tierTimings make the simulated agents stop and resume in seconds: the
+// grace past a deadline, the boot after a start, and their self-checks.
+func tierTimings(o *agentsim.Options) {
+	o.SelfTerminationGrace, o.BootDelay, o.SelfCheckInterval = 2*time.Second, time.Second, time.Second
+}
+
+// The tiers end to end: the pool's apply fills both targets (a hot runner
+// queued once ready, a stopped one that prepares and stops itself); a claim
+// of three takes the hot one, starts the stopped one and launches the
+// third, in one apply, and the plan then shows the pool lacking; destroying
+// the claim restores both targets. The audit finds nothing amiss after each.
+func TestAccPool_warmTiers(t *testing.T) {
+	e := newClaimEnv(t, "acc-tiers", tierTimings)
+	e.poolSettings = `warm = { large = { hot = 1, stopped = 1 } }`
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviders,
+		Steps: []resource.TestStep{
+			{
+				PreConfig:         func() { _ = e.watchFleet(agentsim.Healthy)(nil) },
+				Config:            e.poolConfig(),
+				ConfigStateChecks: []statecheck.StateCheck{warmStatus("ec2runners_pool.test", "large", 1, 1, 1, 1)},
+				Check: resource.ComposeTestCheckFunc(
+					e.checkWarm(map[protocol.Tier]int{protocol.TierHot: 1, protocol.TierStopped: 1}, nil),
+					e.awaitStopped(1),
+					e.checkAudit(),
+				),
+			},
+			{
+				Config: e.poolConfig() + e.claimConfig("test", `instance_count = 3`),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("ec2runners_claim.test", tfjsonpath.New("reused_count"), knownvalue.Int64Exact(1)),
+					statecheck.ExpectKnownValue("ec2runners_claim.test", tfjsonpath.New("started_count"), knownvalue.Int64Exact(1)),
+					statecheck.ExpectKnownValue("ec2runners_claim.test", tfjsonpath.New("created_count"), knownvalue.Int64Exact(1)),
+					statecheck.ExpectKnownValue("ec2runners_claim.test", tfjsonpath.New("instances"), knownvalue.ListExact([]knownvalue.Check{
+						knownvalue.ObjectPartial(map[string]knownvalue.Check{"source": knownvalue.StringExact("pool")}),
+						knownvalue.ObjectPartial(map[string]knownvalue.Check{"source": knownvalue.StringExact("stopped")}),
+						knownvalue.ObjectPartial(map[string]knownvalue.Check{"source": knownvalue.StringExact("fleet")}),
+					})),
+				},
+				Check: e.checkAudit(),
+				// The claim took both warm runners: the pool lacks them, and
+				// its plan says so.
+				ExpectNonEmptyPlan: true,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{
+					plancheck.ExpectUnknownValue("ec2runners_pool.test", tfjsonpath.New("warm_status")),
+				}},
+			},
+			{
+				Config:            e.poolConfig(),
+				ConfigStateChecks: []statecheck.StateCheck{warmStatus("ec2runners_pool.test", "large", 1, 1, 1, 1)},
+				Check: resource.ComposeTestCheckFunc(
+					e.checkWarm(map[protocol.Tier]int{protocol.TierHot: 1, protocol.TierStopped: 1}, nil),
+					e.checkAudit(),
+				),
+			},
+		},
+	})
+}
+
+// awaitStopped waits until n of the pool's instances are stopped in EC2: a
+// claim starts only those EC2 says are stopped.
+func (e *claimEnv) awaitStopped(n int) func(*terraform.State) error {
+	return func(*terraform.State) error {
+		return await.Poll(await.Patience, func() error {
+			live, err := pool.LiveInstances(context.Background(), testClients.EC2, e.pool, ec2types.Filter{
+				Name: aws.String("instance-state-name"), Values: []string{string(ec2types.InstanceStateNameStopped)},
+			})
+			if err != nil {
+				return err
+			}
+			if len(live) != n {
+				return fmt.Errorf("%d instance(s) stopped, want %d", len(live), n)
+			}
+			return nil
+		})
+	}
+}
+
+// checkAudit runs the pool audit: every runner owned by one claim, or idle
+// with its message or in its stopped time, or terminated; nothing untracked.
+func (e *claimEnv) checkAudit() func(*terraform.State) error {
+	return func(*terraform.State) error {
+		rep, err := audit.Pool(context.Background(), audit.Clients{DynamoDB: testClients.DynamoDB, SQS: testClients.SQS, EC2: testClients.EC2}, e.pool)
+		if err != nil {
+			return err
+		}
+		if !rep.OK() {
+			return fmt.Errorf("audit: %s", rep)
+		}
+		return nil
 	}
 }
