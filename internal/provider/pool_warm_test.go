@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
@@ -261,4 +264,155 @@ func (e *claimEnv) checkAudit() func(*terraform.State) error {
 		}
 		return nil
 	}
+}
+
+// A schedule window open now raises the hot target: the apply fills it, the
+// runner kept until the window closes; with the window on other days only,
+// the target is the base one (none) and the pool lacks nothing: the runner
+// already kept stays until its window closes.
+func TestAccPool_warmSchedule(t *testing.T) {
+	e := newClaimEnv(t, "acc-sched", tierTimings)
+	zone, today, closes := openWindow(t, time.Now())
+	window := func(days string) string {
+		return fmt.Sprintf(`warm = { large = { schedule = [{ days = [%s], from = "00:00", to = "24:00", time_zone = %q, hot = 1 }] } }`, days, zone)
+	}
+	var others []string
+	for _, d := range protocol.WeekDays {
+		if d != today {
+			others = append(others, strconv.Quote(d))
+		}
+	}
+	e.poolSettings = window(strconv.Quote(today))
+	todayOpen := e.poolConfig()
+	e.poolSettings = window(strings.Join(others, ", "))
+	otherDays := e.poolConfig()
+	var hot []string
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviders,
+		Steps: []resource.TestStep{
+			{
+				PreConfig:         func() { _ = e.watchFleet(agentsim.Healthy)(nil) },
+				Config:            todayOpen,
+				ConfigStateChecks: []statecheck.StateCheck{warmStatus("ec2runners_pool.test", "large", 1, 1, 0, 0)},
+				Check: resource.ComposeTestCheckFunc(
+					func(*terraform.State) error {
+						recs, err := e.records()
+						if err != nil {
+							return err
+						}
+						for id, r := range recs {
+							if r.State == protocol.StateIdle {
+								hot = append(hot, id)
+							}
+						}
+						if len(hot) != 1 || recs[hot[0]].Threshold != protocol.FormatTime(closes) {
+							return fmt.Errorf("idle runners %v, want one kept hot until the window closes at %s", hot, protocol.FormatTime(closes))
+						}
+						return nil
+					},
+					e.checkQueueHolds(&hot),
+				),
+			},
+			{
+				// The runner kept for today's window keeps its slot to the
+				// end: more than the target, nothing lacks.
+				Config:            otherDays,
+				ConfigStateChecks: []statecheck.StateCheck{warmStatus("ec2runners_pool.test", "large", 1, 0, 0, 0)},
+			},
+		},
+	})
+}
+
+// openWindow picks a fixed-offset time zone in which now is at least two
+// hours from midnight, so that a whole-day window of today is open for the
+// whole test: the zone, today's day name in it, and when its day ends.
+func openWindow(t *testing.T, now time.Time) (zone, day string, closes time.Time) {
+	t.Helper()
+	for _, zone := range []string{"UTC", "Etc/GMT-12", "Etc/GMT+12"} {
+		loc, err := time.LoadLocation(zone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		local := now.In(loc)
+		if h := local.Hour(); h >= 2 && h < 22 {
+			midnight := time.Date(local.Year(), local.Month(), local.Day()+1, 0, 0, 0, 0, loc)
+			return zone, protocol.WeekDays[local.Weekday()], midnight
+		}
+	}
+	t.Fatal("no zone puts now two hours from midnight")
+	return "", "", time.Time{}
+}
+
+// A warm runner of an outdated launch template version is replaced at the
+// pool's next apply: the pool launches $Latest, a new version appears, the
+// stopped runner of the old one is retired and a new one launched.
+func TestAccPool_warmReplacesOutdated(t *testing.T) {
+	e := newClaimEnv(t, "acc-outdated", tierTimings)
+	var first []string
+	newVersion := func() {
+		_, err := testClients.EC2.CreateLaunchTemplateVersion(context.Background(), &ec2.CreateLaunchTemplateVersionInput{
+			LaunchTemplateId:   aws.String(e.launchTemplate),
+			LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(testImage(t))},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	stoppedIDs := func(ids *[]string, version string) func(*terraform.State) error {
+		return func(*terraform.State) error {
+			recs, err := e.records()
+			if err != nil {
+				return err
+			}
+			var got []string
+			for id, r := range recs {
+				if r.State == protocol.StateIdle && r.StopUntil != "" {
+					if r.TemplateVersion != version {
+						return fmt.Errorf("%s is of launch template version %q, want %s", id, r.TemplateVersion, version)
+					}
+					got = append(got, id)
+				}
+			}
+			if len(got) != 1 {
+				return fmt.Errorf("stopped tier %v, want one runner", got)
+			}
+			*ids = got
+			return nil
+		}
+	}
+	var second []string
+	e.poolSettings = `warm = { large = { stopped = 1 } }`
+	before := e.poolConfig()
+	// $Latest: a new template version makes the runners of the old one
+	// outdated; the pool's apply (this change) then replaces them.
+	latest := strings.Replace(before, `instance_selection = "explicit"`, `instance_selection = "explicit"
+    launch_template_version = "$Latest"`, 1)
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviders,
+		Steps: []resource.TestStep{
+			{
+				PreConfig: func() { _ = e.watchFleet(agentsim.Healthy)(nil) },
+				Config:    before,
+				Check:     stoppedIDs(&first, "1"),
+			},
+			{
+				PreConfig: newVersion,
+				Config:    latest,
+				Check: resource.ComposeTestCheckFunc(
+					stoppedIDs(&second, "2"),
+					func(*terraform.State) error {
+						recs, err := e.records()
+						if err != nil {
+							return err
+						}
+						if r := recs[first[0]]; r.State != protocol.StateTerminated {
+							return fmt.Errorf("the outdated runner %s is %s, want terminated", first[0], r.State)
+						}
+						return nil
+					},
+					e.checkAudit(),
+				),
+			},
+		},
+	})
 }
