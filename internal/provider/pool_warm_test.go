@@ -23,6 +23,8 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/audit"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsrecord"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -414,5 +416,74 @@ func TestAccPool_warmReplacesOutdated(t *testing.T) {
 				),
 			},
 		},
+	})
+}
+
+// A stopped runner that does not come back healthy after its start is
+// terminated, and the claim launches another instead, within its apply.
+// The pool is made and filled outside Terraform, so that its plan (which
+// would show the stopped tier lacking, unless a claim's top-up came first)
+// is not part of the test.
+func TestAccClaim_stoppedRunnerNotBackReplaced(t *testing.T) {
+	e := newClaimEnv(t, "acc-noresume", tierTimings)
+	ctx := context.Background()
+	m := poolManager(testClients)
+	if _, err := m.Create(ctx, pool.Spec{
+		Name: e.pool, ResourceClasses: map[string]protocol.ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}},
+		IdleTimeout: 7 * time.Minute, MaxRuntime: 30 * time.Minute, MaxRunnerAge: 24 * time.Hour,
+		Fleet: &protocol.FleetConfig{LaunchTemplateID: e.launchTemplate, LaunchTemplateVersion: "$Default", SubnetIDs: e.subnets, InstanceSelection: protocol.SelectionExplicit},
+		Warm:  map[string]protocol.WarmTarget{"large": {Stopped: 1}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Delete(context.Background(), e.pool, true) })
+	// The fill's runner, the first the pool launches, never comes back; the
+	// claim's replacement is healthy.
+	e.sim.WatchFleet(ctx, func(_ string, index int) agentsim.Behavior {
+		if index == 0 {
+			return agentsim.NoResume
+		}
+		return agentsim.Healthy
+	})
+	res, err := (&claim.Claimer{DynamoDB: testClients.DynamoDB, SQS: testClients.SQS, EC2: testClients.EC2}).Warm(ctx, e.pool, claim.WarmOptions{Timings: claim.DefaultTimings()})
+	if err != nil || len(res.Launched) != 1 {
+		t.Fatalf("filling the pool: launched %v, %v", res.Launched, err)
+	}
+	stopped := res.Launched
+	if err := e.awaitStopped(1)(nil); err != nil {
+		t.Fatal(err)
+	}
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviders,
+		Steps: []resource.TestStep{{
+			Config: fmt.Sprintf(`
+provider "ec2runnersclaims" {
+  access_key = %q
+  secret_key = %q
+}
+
+resource "ec2runners_claim" "test" {
+  provider              = ec2runnersclaims
+  pool                  = %q
+  instance_count        = 1
+  fleet_validation_wait = "30s"
+}
+`, awsrecord.ClaimsKey, awsrecord.TestSecret, e.pool),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("ec2runners_claim.test", tfjsonpath.New("started_count"), knownvalue.Int64Exact(0)),
+				statecheck.ExpectKnownValue("ec2runners_claim.test", tfjsonpath.New("created_count"), knownvalue.Int64Exact(1)),
+			},
+			Check: resource.ComposeTestCheckFunc(
+				func(*terraform.State) error {
+					recs, err := e.records()
+					if r := recs[stopped[0]]; err == nil && r.State != protocol.StateTerminated {
+						return fmt.Errorf("the stopped runner that never came back is %s, want terminated", r.State)
+					}
+					return err
+				},
+				checkEC2Terminated(&stopped),
+				e.checkAudit(),
+			),
+		}},
 	})
 }

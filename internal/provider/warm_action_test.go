@@ -1,0 +1,110 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfversion"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsrecord"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+// TestAccWarmAction_invoke runs ec2runners_warm from an action_trigger and
+// with terraform apply -invoke: the first fills the pool's targets (a hot
+// runner queued, a stopped one), the second, after a claim took them,
+// fills them again and reports the counts. The pool is made outside
+// Terraform: a pool's apply fills its targets too, and would do the
+// action's work.
+func TestAccWarmAction_invoke(t *testing.T) {
+	e := newClaimEnv(t, "acc-warmact", tierTimings)
+	ctx := context.Background()
+	m := poolManager(testClients)
+	if _, err := m.Create(ctx, pool.Spec{
+		Name: e.pool, ResourceClasses: map[string]protocol.ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}},
+		IdleTimeout: 7 * time.Minute, MaxRuntime: 30 * time.Minute, MaxRunnerAge: 24 * time.Hour,
+		Fleet: &protocol.FleetConfig{LaunchTemplateID: e.launchTemplate, LaunchTemplateVersion: "$Default", SubnetIDs: e.subnets, InstanceSelection: protocol.SelectionExplicit},
+		Warm:  map[string]protocol.WarmTarget{"large": {Hot: 1, Stopped: 1}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Delete(context.Background(), e.pool, true) })
+	e.sim.WatchFleet(ctx, func(string, int) agentsim.Behavior { return agentsim.Healthy })
+	counts := func(want claim.TierCounts) func(*terraform.State) error {
+		return func(*terraform.State) error {
+			got, err := (&claim.Claimer{DynamoDB: testClients.DynamoDB, SQS: testClients.SQS, EC2: testClients.EC2}).WarmStatus(ctx, e.pool)
+			if err != nil {
+				return err
+			}
+			if got["large"] != want {
+				return fmt.Errorf("warm status %+v, want %+v", got["large"], want)
+			}
+			return nil
+		}
+	}
+	full := claim.TierCounts{Hot: 1, HotTarget: 1, Stopped: 1, StoppedTarget: 1}
+	action := fmt.Sprintf(`
+provider "ec2runnersclaims" {
+  access_key = %q
+  secret_key = %q
+}
+
+action "ec2runners_warm" "now" {
+  provider = ec2runnersclaims
+  config {
+    pool = %q
+  }
+}
+`, awsrecord.ClaimsKey, awsrecord.TestSecret, e.pool)
+	resource.ParallelTest(t, resource.TestCase{
+		TerraformVersionChecks:   terraformAtLeast(tfversion.Version1_14_0),
+		ProtoV6ProviderFactories: testProviders,
+		Steps: []resource.TestStep{{
+			Config: action + `
+resource "terraform_data" "trigger" {
+  lifecycle {
+    action_trigger {
+      events  = [after_create]
+      actions = [action.ec2runners_warm.now]
+    }
+  }
+}
+`,
+			Check: resource.ComposeTestCheckFunc(counts(full), e.awaitStopped(1), e.checkAudit()),
+		}},
+	})
+
+	// A claim takes both (the pool's forced delete ends them); the action
+	// fills them again.
+	c := &claim.Claimer{DynamoDB: testClients.DynamoDB, SQS: testClients.SQS, EC2: testClients.EC2, ReapInterval: -1}
+	res, err := c.Create(ctx, claim.Request{Pool: e.pool, RunID: "run-warm-action", InstanceCount: 2, ResourceClass: "large",
+		UsageClass: protocol.UsageOnDemand, AllowedTypes: []string{"*"}, Timings: claim.DefaultTimings()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Reused != 1 || res.Started != 1 {
+		t.Fatalf("the claim reused %d and started %d, want the hot and the stopped runner", res.Reused, res.Started)
+	}
+	dir := t.TempDir()
+	writeTestFile(t, filepath.Join(dir, "main.tf"), action)
+	out, err := runTerraform(t, dir, "apply", "-invoke=action.ec2runners_warm.now", "-auto-approve")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("Pool %s, class large: hot 0 -> 1 of 1, stopped 0 -> 1 of 1", e.pool)
+	if !strings.Contains(out, want) {
+		t.Errorf("terraform apply -invoke reported\n%s\nwant the progress message %q", out, want)
+	}
+	if err := counts(full)(nil); err != nil {
+		t.Error(err)
+	}
+}
