@@ -137,7 +137,7 @@ func TestReleaseKeepsHotForTheWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	local := now.In(loc)
-	window := protocol.WarmWindow{Days: protocol.WeekDays, TimeZone: zone, Hot: 1,
+	window := protocol.WarmWindow{Days: protocol.WeekDays, TimeZone: zone, Hot: protocol.Count(1),
 		From: local.Add(-time.Hour).Format("15:04"), To: local.Add(2 * time.Hour).Format("15:04")}
 	e := newEnv(t)
 	e.cfg.Warm = map[string]protocol.WarmTarget{"large": {Schedule: []protocol.WarmWindow{window}}}

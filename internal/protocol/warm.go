@@ -24,8 +24,9 @@ const (
 var Tiers = []Tier{TierHot, TierStopped}
 
 // WarmTarget is how many idle runners of a class the pool keeps in each
-// tier: Hot and Stopped outside the schedule's windows, the window's inside
-// one (per tier, the highest where windows overlap).
+// tier: Hot and Stopped outside the schedule's windows; inside one, the
+// window's target of a tier where it sets one (the highest where windows
+// overlap), the base target where it does not.
 type WarmTarget struct {
 	Hot      int          `json:"hot"`
 	Stopped  int          `json:"stopped,omitempty"`
@@ -33,14 +34,15 @@ type WarmTarget struct {
 }
 
 // WarmWindow is a weekly window: on Days, from From to To (HH:MM, To after
-// From) in TimeZone.
+// From) in TimeZone, with targets of its own for the tiers it sets (nil:
+// the base target holds).
 type WarmWindow struct {
 	Days     []string `json:"days"`
 	From     string   `json:"from"`
 	To       string   `json:"to"`
 	TimeZone string   `json:"timeZone"`
-	Hot      int      `json:"hot"`
-	Stopped  int      `json:"stopped,omitempty"`
+	Hot      *int     `json:"hot,omitempty"`
+	Stopped  *int     `json:"stopped,omitempty"`
 }
 
 func (t WarmTarget) of(tier Tier) int {
@@ -50,12 +52,16 @@ func (t WarmTarget) of(tier Tier) int {
 	return t.Hot
 }
 
-func (w WarmWindow) of(tier Tier) int {
+// of is the window's target of tier, nil when it sets none.
+func (w WarmWindow) of(tier Tier) *int {
 	if tier == TierStopped {
 		return w.Stopped
 	}
 	return w.Hot
 }
+
+// Count is a window's target of a tier, n.
+func Count(n int) *int { return &n }
 
 // WeekDays are the day names a window takes, Sunday first as time.Weekday.
 var WeekDays = []string{"sun", "mon", "tue", "wed", "thu", "fri", "sat"}
@@ -79,7 +85,7 @@ func (t WarmTarget) Validate() error {
 	return nil
 }
 
-// checkCounts checks the targets of the tiers, in Tiers' order.
+// checkCounts checks the base targets of the tiers, in Tiers' order.
 func checkCounts(counts ...int) error {
 	for i, n := range counts {
 		if n < 0 {
@@ -89,8 +95,21 @@ func checkCounts(counts ...int) error {
 	return nil
 }
 
+// CheckTargets tells whether the window sets a target, and none negative.
+func (w WarmWindow) CheckTargets() error {
+	if w.Hot == nil && w.Stopped == nil {
+		return fmt.Errorf("sets no target: give it hot, stopped or both")
+	}
+	for _, tier := range Tiers {
+		if n := w.of(tier); n != nil && *n < 0 {
+			return fmt.Errorf("%s is %d, must not be negative", tier, *n)
+		}
+	}
+	return nil
+}
+
 func (w WarmWindow) validate() error {
-	if err := checkCounts(w.Hot, w.Stopped); err != nil {
+	if err := w.CheckTargets(); err != nil {
 		return err
 	}
 	if len(w.Days) == 0 {
@@ -140,9 +159,9 @@ func ParseClock(s string) (time.Duration, error) {
 func (t WarmTarget) At(tier Tier, at time.Time) int {
 	n, inWindow := t.of(tier), false
 	for _, w := range t.Schedule {
-		if w.contains(at) {
-			if !inWindow || w.of(tier) > n {
-				n = w.of(tier)
+		if v := w.of(tier); v != nil && w.contains(at) {
+			if !inWindow || *v > n {
+				n = *v
 			}
 			inWindow = true
 		}

@@ -8,7 +8,7 @@ import (
 
 // Weekdays 08:00-19:00 in Berlin, 4 hot; 1 hot otherwise.
 var office = WarmTarget{Hot: 1, Schedule: []WarmWindow{
-	{Days: []string{"mon", "tue", "wed", "thu", "fri"}, From: "08:00", To: "19:00", TimeZone: "Europe/Berlin", Hot: 4},
+	{Days: []string{"mon", "tue", "wed", "thu", "fri"}, From: "08:00", To: "19:00", TimeZone: "Europe/Berlin", Hot: Count(4)},
 }}
 
 func berlin(t *testing.T, s string) time.Time {
@@ -26,7 +26,7 @@ func berlin(t *testing.T, s string) time.Time {
 
 func TestWarmTargetHotAt(t *testing.T) {
 	overlapping := office
-	overlapping.Schedule = append(overlapping.Schedule, WarmWindow{Days: []string{"tue"}, From: "09:00", To: "10:00", TimeZone: "UTC", Hot: 9})
+	overlapping.Schedule = append(overlapping.Schedule, WarmWindow{Days: []string{"tue"}, From: "09:00", To: "10:00", TimeZone: "UTC", Hot: Count(9)})
 	tests := []struct {
 		target WarmTarget
 		at     string
@@ -41,7 +41,7 @@ func TestWarmTargetHotAt(t *testing.T) {
 		{overlapping, "2026-11-24 11:00", 4}, // 10:00 UTC: that window is over
 		{WarmTarget{Hot: 2}, "2026-11-28 12:00", 2},
 		// A window's time zone, not the host's: 08:00 in New York is 14:00 in Berlin.
-		{WarmTarget{Schedule: []WarmWindow{{Days: WeekDays, From: "08:00", To: "09:00", TimeZone: "America/New_York", Hot: 3}}}, "2026-11-24 14:30", 3},
+		{WarmTarget{Schedule: []WarmWindow{{Days: WeekDays, From: "08:00", To: "09:00", TimeZone: "America/New_York", Hot: Count(3)}}}, "2026-11-24 14:30", 3},
 	}
 	for _, tt := range tests {
 		if got := tt.target.At(TierHot, berlin(t, tt.at)); got != tt.want {
@@ -54,8 +54,8 @@ func TestWarmTargetHotAt(t *testing.T) {
 // takes each tier's highest.
 func TestWarmTargetTiers(t *testing.T) {
 	nights := WarmTarget{Hot: 1, Stopped: 6, Schedule: []WarmWindow{
-		{Days: []string{"mon", "tue", "wed", "thu", "fri"}, From: "08:00", To: "19:00", TimeZone: "Europe/Berlin", Hot: 4, Stopped: 2},
-		{Days: []string{"tue"}, From: "12:00", To: "13:00", TimeZone: "Europe/Berlin", Hot: 2, Stopped: 5},
+		{Days: []string{"mon", "tue", "wed", "thu", "fri"}, From: "08:00", To: "19:00", TimeZone: "Europe/Berlin", Hot: Count(4), Stopped: Count(2)},
+		{Days: []string{"tue"}, From: "12:00", To: "13:00", TimeZone: "Europe/Berlin", Hot: Count(2), Stopped: Count(5)},
 	}}
 	tests := []struct {
 		at           string
@@ -99,7 +99,7 @@ func TestWarmTargetSlotEnd(t *testing.T) {
 		}
 	}
 	// A slot of a window that opens later ends when it closes, not before.
-	night := WarmTarget{Schedule: []WarmWindow{{Days: WeekDays, From: "00:00", To: "06:00", TimeZone: "UTC", Hot: 2}}}
+	night := WarmTarget{Schedule: []WarmWindow{{Days: WeekDays, From: "00:00", To: "06:00", TimeZone: "UTC", Hot: Count(2)}}}
 	at := time.Date(2026, 11, 24, 1, 0, 0, 0, time.UTC)
 	if got := night.SlotEnd(TierHot, 1, at, MaxHotAge); !got.Equal(time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)) {
 		t.Errorf("night slot ends %s", got)
@@ -108,7 +108,7 @@ func TestWarmTargetSlotEnd(t *testing.T) {
 
 func TestWarmTargetValidate(t *testing.T) {
 	w := func(f func(*WarmWindow)) WarmTarget {
-		win := WarmWindow{Days: []string{"mon"}, From: "08:00", To: "19:00", TimeZone: "UTC", Hot: 1}
+		win := WarmWindow{Days: []string{"mon"}, From: "08:00", To: "19:00", TimeZone: "UTC", Hot: Count(1)}
 		f(&win)
 		return WarmTarget{Schedule: []WarmWindow{win}}
 	}
@@ -125,8 +125,9 @@ func TestWarmTargetValidate(t *testing.T) {
 		{w(func(w *WarmWindow) { w.To = "24:01" }), "is not a time of day"},
 		{w(func(w *WarmWindow) { w.From, w.To = "22:00", "06:00" }), "a window across midnight is two windows"},
 		{w(func(w *WarmWindow) { w.TimeZone = "Mars/Olympus" }), "is not an IANA time zone"},
-		{w(func(w *WarmWindow) { w.Hot = -2 }), "hot is -2"},
-		{w(func(w *WarmWindow) { w.Stopped = -3 }), "stopped is -3"},
+		{w(func(w *WarmWindow) { w.Hot = Count(-2) }), "hot is -2"},
+		{w(func(w *WarmWindow) { w.Stopped = Count(-3) }), "stopped is -3"},
+		{w(func(w *WarmWindow) { w.Hot = nil }), "sets no target"},
 		{WarmTarget{Stopped: -1}, "stopped is -1"},
 	}
 	for _, tt := range tests {
@@ -134,5 +135,17 @@ func TestWarmTargetValidate(t *testing.T) {
 		if (err == nil) != (tt.want == "") || (err != nil && !strings.Contains(err.Error(), tt.want)) {
 			t.Errorf("Validate(%+v) = %v, want %q", tt.target, err, tt.want)
 		}
+	}
+}
+
+// A window that sets only one tier's target leaves the other's base target
+// in force.
+func TestWarmWindowKeepsTheBaseOfTiersItDoesNotSet(t *testing.T) {
+	target := WarmTarget{Hot: 1, Stopped: 6, Schedule: []WarmWindow{
+		{Days: WeekDays, From: "08:00", To: "19:00", TimeZone: "UTC", Hot: Count(4)},
+	}}
+	at := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+	if hot, stopped := target.At(TierHot, at), target.At(TierStopped, at); hot != 4 || stopped != 6 {
+		t.Errorf("in the window: hot %d, stopped %d; want 4 and the base 6", hot, stopped)
 	}
 }

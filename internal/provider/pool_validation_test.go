@@ -65,6 +65,24 @@ name = "ok"
 warm = { large = { schedule = [{ days = ["mon"], from = "22:00", to = "06:00", time_zone = "UTC", hot = 2 }] } }`,
 			want: `Attribute warm\["large"\].schedule\[0\]: to 06:00 is not after from 22:00 \(a window across midnight is two windows\)`,
 		},
+		"warm window without targets": {
+			config: `
+name = "ok"
+warm = { large = { stopped = 2, schedule = [{ days = ["mon"], from = "08:00", to = "19:00", time_zone = "UTC" }] } }`,
+			want: `Attribute warm\["large"\].schedule\[0\]: sets no target: give it hot, stopped or both`,
+		},
+		"warm stopped negative": {
+			config: `
+name = "ok"
+warm = { large = { stopped = -1 } }`,
+			want: `Attribute warm\["large"\].stopped value must be between 0 and 500, got: -1`,
+		},
+		"max_runner_age too short": {
+			config: `
+name           = "ok"
+max_runner_age = "10m"`,
+			want: `Attribute max_runner_age must be a duration such as .90s., .7m. or .1h30m., from 1h to 2160h, got`,
+		},
 		"warm time zone unknown": {
 			config: `
 name = "ok"

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"time"
@@ -55,6 +56,16 @@ type warmWindowModel struct {
 	Stopped  types.Int64  `tfsdk:"stopped"`
 }
 
+// windowCount is the attribute of a window's target of a tier: optional,
+// the base target holding where it is not set.
+func windowCount(description string) schema.Int64Attribute {
+	return schema.Int64Attribute{
+		Optional:    true,
+		Description: fmt.Sprintf("%s, 0 to %d. Without it, the base target holds in the window; a window sets at least one of `hot` and `stopped`.", description, maxWarm),
+		Validators:  []validator.Int64{int64validator.Between(0, maxWarm)},
+	}
+}
+
 // tierCount is the attribute of a tier's target: optional, 0 by default.
 func tierCount(description string) schema.Int64Attribute {
 	return schema.Int64Attribute{
@@ -101,8 +112,8 @@ func warmAttribute() schema.MapNestedAttribute {
 						Required: true, Description: "IANA time zone of `from` and `to`, such as `Europe/Berlin` or `UTC`.",
 						Validators: []validator.String{timeZoneValidator{}},
 					},
-					"hot":     tierCount("Hot target inside the window"),
-					"stopped": tierCount("Stopped target inside the window"),
+					"hot":     windowCount("Hot target inside the window"),
+					"stopped": windowCount("Stopped target inside the window"),
 				}},
 			},
 		}},
@@ -140,7 +151,7 @@ func validateWarm(ctx context.Context, warm types.Map, classes map[string]protoc
 			continue
 		}
 		for i, w := range target.Schedule {
-			if err := w.CheckOrder(); err != nil {
+			if err := errors.Join(w.CheckTargets(), w.CheckOrder()); err != nil {
 				diags.AddAttributeError(p.AtName("schedule").AtListIndex(i), "Invalid warm window", fmt.Sprintf("Attribute warm[%q].schedule[%d]: %s.", class, i, err))
 			}
 		}
@@ -168,12 +179,31 @@ func warmFromValue(ctx context.Context, v types.Map) (map[string]protocol.WarmTa
 		}
 		t := protocol.WarmTarget{Hot: int(m.Hot.ValueInt64()), Stopped: int(m.Stopped.ValueInt64())}
 		for _, w := range windows {
+			if w.Hot.IsUnknown() || w.Stopped.IsUnknown() {
+				diags.AddError("Unknown warm target", "A window's target of "+class+" is not known yet.")
+				return nil, diags
+			}
 			t.Schedule = append(t.Schedule, protocol.WarmWindow{Days: w.Days, From: w.From.ValueString(), To: w.To.ValueString(),
-				TimeZone: w.TimeZone.ValueString(), Hot: int(w.Hot.ValueInt64()), Stopped: int(w.Stopped.ValueInt64())})
+				TimeZone: w.TimeZone.ValueString(), Hot: countFromValue(w.Hot), Stopped: countFromValue(w.Stopped)})
 		}
 		out[class] = t
 	}
 	return out, diags
+}
+
+// countFromValue is a window's target of a tier; nil when not set.
+func countFromValue(v types.Int64) *int {
+	if v.IsNull() {
+		return nil
+	}
+	return protocol.Count(int(v.ValueInt64()))
+}
+
+func countValue(n *int) types.Int64 {
+	if n == nil {
+		return types.Int64Null()
+	}
+	return types.Int64Value(int64(*n))
 }
 
 // warmValue is the attribute for the targets a pool holds; none keeps the
@@ -194,7 +224,7 @@ func warmValue(targets map[string]protocol.WarmTarget, prior types.Map) types.Ma
 				}
 				windows[i] = types.ObjectValueMust(warmWindowType.AttrTypes, map[string]attr.Value{
 					"days": types.ListValueMust(types.StringType, days), "from": types.StringValue(w.From), "to": types.StringValue(w.To),
-					"time_zone": types.StringValue(w.TimeZone), "hot": types.Int64Value(int64(w.Hot)), "stopped": types.Int64Value(int64(w.Stopped)),
+					"time_zone": types.StringValue(w.TimeZone), "hot": countValue(w.Hot), "stopped": countValue(w.Stopped),
 				})
 			}
 			schedule = types.ListValueMust(warmWindowType, windows)

@@ -42,7 +42,7 @@ resource "ec2runners_pool" "test" {
 }`, name, warm)
 	}
 	office := protocol.WarmTarget{Hot: 1, Schedule: []protocol.WarmWindow{
-		{Days: []string{"mon", "tue", "wed", "thu", "fri"}, From: "08:00", To: "19:00", TimeZone: "Europe/Berlin", Hot: 4},
+		{Days: []string{"mon", "tue", "wed", "thu", "fri"}, From: "08:00", To: "19:00", TimeZone: "Europe/Berlin", Hot: protocol.Count(4)},
 	}}
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviders,
@@ -59,7 +59,7 @@ resource "ec2runners_pool" "test" {
 				},
 				Check: checkPoolConfig(name, func(cfg protocol.PoolConfig) error {
 					want := map[string]protocol.WarmTarget{"large": office, "xlarge": {Schedule: []protocol.WarmWindow{
-						{Days: []string{"sat"}, From: "00:00", To: "24:00", TimeZone: "UTC", Hot: 2},
+						{Days: []string{"sat"}, From: "00:00", To: "24:00", TimeZone: "UTC", Hot: protocol.Count(2)},
 					}}}
 					if !reflect.DeepEqual(cfg.Warm, want) {
 						return fmt.Errorf("pool config warm %+v, want %+v", cfg.Warm, want)

@@ -54,7 +54,7 @@ func HotPolicy(idle time.Duration) Policy {
 func OfficeHoursPolicy(large, xlarge int) Policy {
 	window := func(hot int) protocol.WarmTarget {
 		return protocol.WarmTarget{Schedule: []protocol.WarmWindow{
-			{Days: []string{"mon", "tue", "wed", "thu", "fri"}, From: "08:00", To: "19:00", TimeZone: "UTC", Hot: hot},
+			{Days: []string{"mon", "tue", "wed", "thu", "fri"}, From: "08:00", To: "19:00", TimeZone: "UTC", Hot: protocol.Count(hot)},
 		}}
 	}
 	return Policy{

@@ -22,11 +22,16 @@ resource "ec2runners_pool" "ci" {
     subnet_ids           = ["subnet-0a1b2c3d", "subnet-4e5f6a7b", "subnet-8c9d0e1f"]
   }
 
-  # Keep released large runners hot: 4 on weekdays during office hours in
-  # Berlin, 1 otherwise; the others leave after idle_timeout.
+  # Retire runners launched more than three days ago.
+  max_runner_age = "72h"
+
+  # Warm large runners: 4 hot on weekdays during office hours in Berlin, 1
+  # otherwise, and 6 stopped around the clock (on-demand, EBS only; a claim
+  # starts them). The apply launches what lacks; the plan shows warm_status.
   warm = {
     large = {
-      hot = 1
+      hot     = 1
+      stopped = 6
       schedule = [{
         days      = ["mon", "tue", "wed", "thu", "fri"]
         from      = "08:00"
