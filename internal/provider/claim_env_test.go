@@ -84,6 +84,24 @@ func testImage(t *testing.T) string {
 	return image
 }
 
+// createPool makes the test's pool outside Terraform, with fleet settings
+// and warm targets (for tests where the pool's own plan and apply, which
+// fill its targets, must not take part), and deletes it with its runners
+// at the end.
+func (e *claimEnv) createPool(warm map[string]protocol.WarmTarget) {
+	e.t.Helper()
+	m := poolManager(testClients)
+	if _, err := m.Create(context.Background(), pool.Spec{
+		Name: e.pool, ResourceClasses: map[string]protocol.ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}},
+		IdleTimeout: 7 * time.Minute, MaxRuntime: 30 * time.Minute, MaxRunnerAge: 24 * time.Hour,
+		Fleet: &protocol.FleetConfig{LaunchTemplateID: e.launchTemplate, LaunchTemplateVersion: "$Default", SubnetIDs: e.subnets, InstanceSelection: protocol.SelectionExplicit},
+		Warm:  warm,
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = m.Delete(context.Background(), e.pool, true) })
+}
+
 // poolConfig is the pool resource of the test (one large class, explicit
 // instance selection: the emulator does not do attribute-based selection)
 // and the provider configuration of its claims, a claims-only role of its

@@ -427,16 +427,7 @@ func TestAccPool_warmReplacesOutdated(t *testing.T) {
 func TestAccClaim_stoppedRunnerNotBackReplaced(t *testing.T) {
 	e := newClaimEnv(t, "acc-noresume", tierTimings)
 	ctx := context.Background()
-	m := poolManager(testClients)
-	if _, err := m.Create(ctx, pool.Spec{
-		Name: e.pool, ResourceClasses: map[string]protocol.ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}},
-		IdleTimeout: 7 * time.Minute, MaxRuntime: 30 * time.Minute, MaxRunnerAge: 24 * time.Hour,
-		Fleet: &protocol.FleetConfig{LaunchTemplateID: e.launchTemplate, LaunchTemplateVersion: "$Default", SubnetIDs: e.subnets, InstanceSelection: protocol.SelectionExplicit},
-		Warm:  map[string]protocol.WarmTarget{"large": {Stopped: 1}},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Delete(context.Background(), e.pool, true) })
+	e.createPool(map[string]protocol.WarmTarget{"large": {Stopped: 1}})
 	// The fill's runner, the first the pool launches, never comes back; the
 	// claim's replacement is healthy.
 	e.sim.WatchFleet(ctx, func(_ string, index int) agentsim.Behavior {

@@ -8,10 +8,12 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/action"
 	"github.com/hashicorp/terraform-plugin-framework/action/schema"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
 var _ action.ActionWithConfigure = (*reapAction)(nil)
@@ -21,8 +23,38 @@ func NewReapAction() action.Action { return &reapAction{} }
 
 type reapAction struct{ data *providerData }
 
-type reapActionModel struct {
+// poolActionModel is the configuration of the actions on a pool.
+type poolActionModel struct {
 	Pool types.String `tfsdk:"pool"`
+}
+
+// poolActionAttributes are the attributes of the actions on a pool.
+func poolActionAttributes() map[string]schema.Attribute {
+	return map[string]schema.Attribute{
+		"pool": schema.StringAttribute{
+			Required: true, Description: "Name of the pool.",
+			Validators: poolNameValidators(),
+		},
+	}
+}
+
+// actionPool reads the configuration of the pool an action is invoked on;
+// ok is false when the error is in diags.
+func (d *providerData) actionPool(ctx context.Context, req action.InvokeRequest, verb string, diags *diag.Diagnostics) (cfg protocol.PoolConfig, ok bool) {
+	var m poolActionModel
+	if diags.Append(req.Config.Get(ctx, &m)...); diags.HasError() {
+		return cfg, false
+	}
+	name := m.Pool.ValueString()
+	cfg, err := pool.ReadConfig(ctx, d.clients.DynamoDB, name)
+	if errors.Is(err, pool.ErrNotFound) {
+		err = fmt.Errorf("pool %s does not exist", name)
+	}
+	if err != nil {
+		diags.AddError(fmt.Sprintf("Cannot %s pool %s", verb, name), err.Error())
+		return cfg, false
+	}
+	return cfg, true
 }
 
 func (a *reapAction) Metadata(_ context.Context, req action.MetadataRequest, resp *action.MetadataResponse) {
@@ -32,12 +64,7 @@ func (a *reapAction) Metadata(_ context.Context, req action.MetadataRequest, res
 func (a *reapAction) Schema(_ context.Context, _ action.SchemaRequest, resp *action.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		Description: "Reaps a pool now, by the rules and with the code of the reaper that claims, releases and pool reads run at most once a minute: runners past their deadline and instances without a live record are terminated, records of vanished instances are closed, and pending claim records of attempts that crashed long ago are deleted. Reports what it did as progress messages. Invoke it with `terraform apply -invoke=action.ec2runners_reap.<name>`, e.g. from a scheduled workflow, or from an `action_trigger`.",
-		Attributes: map[string]schema.Attribute{
-			"pool": schema.StringAttribute{
-				Required: true, Description: "Name of the pool.",
-				Validators: poolNameValidators(),
-			},
-		},
+		Attributes:  poolActionAttributes(),
 	}
 }
 
@@ -46,19 +73,11 @@ func (a *reapAction) Configure(_ context.Context, req action.ConfigureRequest, r
 }
 
 func (a *reapAction) Invoke(ctx context.Context, req action.InvokeRequest, resp *action.InvokeResponse) {
-	var m reapActionModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
+	cfg, ok := a.data.actionPool(ctx, req, "reap", &resp.Diagnostics)
+	if !ok {
 		return
 	}
-	name := m.Pool.ValueString()
-	if _, err := pool.ReadConfig(ctx, a.data.clients.DynamoDB, name); err != nil {
-		if errors.Is(err, pool.ErrNotFound) {
-			err = fmt.Errorf("pool %s does not exist", name)
-		}
-		resp.Diagnostics.AddError(fmt.Sprintf("Cannot reap pool %s", name), err.Error())
-		return
-	}
+	name := cfg.Name
 	resp.SendProgress(action.InvokeProgressEvent{Message: fmt.Sprintf("Reaping pool %s", name)})
 	res, err := a.data.claimer(ctx).Reap(ctx, name)
 	for _, msg := range reapReport(name, res) {

@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,10 +9,8 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/action"
 	"github.com/hashicorp/terraform-plugin-framework/action/schema"
-	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 )
 
 var _ action.ActionWithConfigure = (*warmAction)(nil)
@@ -23,10 +20,6 @@ func NewWarmAction() action.Action { return &warmAction{} }
 
 type warmAction struct{ data *providerData }
 
-type warmActionModel struct {
-	Pool types.String `tfsdk:"pool"`
-}
-
 func (a *warmAction) Metadata(_ context.Context, req action.MetadataRequest, resp *action.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_warm"
 }
@@ -35,12 +28,7 @@ func (a *warmAction) Schema(_ context.Context, _ action.SchemaRequest, resp *act
 	resp.Schema = schema.Schema{
 		Description: "Fills a pool's warm targets now, as the pool's apply does: warm runners of an outdated launch template version or past `max_runner_age` are retired, then what each class's hot and stopped targets in force lack is launched (on-demand, from the pool's `fleet` settings): stopped runners boot once, prepare, register nothing and stop; hot runners join the queue once ready. Reports the counts before and after, and every runner launched or retired, as progress messages. " +
 			"Invoke it with `terraform apply -invoke=action.ec2runners_warm.<name>`, e.g. from a workflow scheduled a few minutes before a schedule window opens, or from an `action_trigger`.",
-		Attributes: map[string]schema.Attribute{
-			"pool": schema.StringAttribute{
-				Required: true, Description: "Name of the pool.",
-				Validators: poolNameValidators(),
-			},
-		},
+		Attributes: poolActionAttributes(),
 	}
 }
 
@@ -49,20 +37,11 @@ func (a *warmAction) Configure(_ context.Context, req action.ConfigureRequest, r
 }
 
 func (a *warmAction) Invoke(ctx context.Context, req action.InvokeRequest, resp *action.InvokeResponse) {
-	var m warmActionModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
+	cfg, ok := a.data.actionPool(ctx, req, "warm", &resp.Diagnostics)
+	if !ok {
 		return
 	}
-	name := m.Pool.ValueString()
-	cfg, err := pool.ReadConfig(ctx, a.data.clients.DynamoDB, name)
-	if err != nil {
-		if errors.Is(err, pool.ErrNotFound) {
-			err = fmt.Errorf("pool %s does not exist", name)
-		}
-		resp.Diagnostics.AddError(fmt.Sprintf("Cannot warm pool %s", name), err.Error())
-		return
-	}
+	name := cfg.Name
 	if len(cfg.Warm) == 0 {
 		resp.Diagnostics.AddWarning(fmt.Sprintf("Pool %s has no warm targets", name), "Set the pool's warm attribute for the action to fill anything.")
 		return

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
@@ -15,7 +14,6 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsrecord"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -28,16 +26,7 @@ import (
 func TestAccWarmAction_invoke(t *testing.T) {
 	e := newClaimEnv(t, "acc-warmact", tierTimings)
 	ctx := context.Background()
-	m := poolManager(testClients)
-	if _, err := m.Create(ctx, pool.Spec{
-		Name: e.pool, ResourceClasses: map[string]protocol.ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}},
-		IdleTimeout: 7 * time.Minute, MaxRuntime: 30 * time.Minute, MaxRunnerAge: 24 * time.Hour,
-		Fleet: &protocol.FleetConfig{LaunchTemplateID: e.launchTemplate, LaunchTemplateVersion: "$Default", SubnetIDs: e.subnets, InstanceSelection: protocol.SelectionExplicit},
-		Warm:  map[string]protocol.WarmTarget{"large": {Hot: 1, Stopped: 1}},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Delete(context.Background(), e.pool, true) })
+	e.createPool(map[string]protocol.WarmTarget{"large": {Hot: 1, Stopped: 1}})
 	e.sim.WatchFleet(ctx, func(string, int) agentsim.Behavior { return agentsim.Healthy })
 	counts := func(want claim.TierCounts) func(*terraform.State) error {
 		return func(*terraform.State) error {
