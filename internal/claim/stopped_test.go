@@ -57,6 +57,26 @@ func TestCreateTakesHotThenStoppedThenFleet(t *testing.T) {
 	}
 }
 
+// A runner may be named by two slots of a tier: the one it holds, and a
+// stale one it held before a claim took it (a slot is freed by its
+// holder's record, not cleared). A claim reads it once: DynamoDB refuses
+// a BatchGetItem that names a key twice (ValidationException).
+func TestCreateStartsRunnerNamedByTwoSlots(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.cfg.Warm = map[string]protocol.WarmTarget{"large": {Stopped: 2}}
+	e.writeConfig()
+	e.seedStopped("i-2", healthy)
+	e.addSlot(protocol.TierStopped, "large", warmSlot{ID: "i-2", Until: protocol.FormatTime(time.Now().Add(time.Hour)), Taken: protocol.FormatTime(time.Now().Add(-3 * time.Hour))})
+	res, err := e.create(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sources(res); !slices.Equal(got[SourceStopped], []string{"i-2"}) {
+		t.Errorf("sources %v, want i-2 started", got)
+	}
+}
+
 // A started runner that does not come back healthy (no heartbeat after its
 // boot) is terminated and replaced by a launch within the same claim.
 func TestCreateReplacesStoppedRunnerThatDoesNotComeBack(t *testing.T) {

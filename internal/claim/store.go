@@ -271,7 +271,12 @@ func (s *store) instances(ctx context.Context, ids []string) (map[string]protoco
 }
 
 // batchGet reads the items of one type for ids, following unprocessed keys.
+// An id named twice is read once: BatchGetItem refuses a key twice
+// (ValidationException), and callers list ids from where a runner can
+// appear twice (a tier's slots keep a stale entry of a runner that holds
+// another one).
 func (s *store) batchGet(ctx context.Context, typ string, ids []string) ([]map[string]types.AttributeValue, error) {
+	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
 	var items []map[string]types.AttributeValue
 	for start := 0; start < len(ids); start += 100 { // BatchGetItem's limit
 		keys := make([]map[string]types.AttributeValue, 0, 100)
