@@ -508,7 +508,10 @@ func (a *attempt) selectWarm(ctx context.Context) (ready, late []Instance, err e
 		if err != nil {
 			return nil, nil, err
 		}
-		for id, failure := range decided {
+		// In id order, not a map's: the claim's instances, and the release
+		// that keeps them warm in their order, are reproducible.
+		for _, id := range slices.Sorted(maps.Keys(decided)) {
+			failure := decided[id]
 			if failure == nil {
 				ready = append(ready, claimed[id])
 				continue

@@ -156,6 +156,25 @@ func TestCreateReusesWarmRunners(t *testing.T) {
 	_, _ = old1, old2
 }
 
+// A claim lists the pool runners its checks passed together in id order,
+// not in a map's: its instances, and the release that hands the warm slots
+// out in their order, are the same for the same pool (make simulate
+// replays depend on it).
+func TestCreateListsRunnersReadyTogetherInIDOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, id := range []string{"i-4", "i-2", "i-3", "i-1"} {
+		e.seedIdle(id, healthy)
+	}
+	res, err := e.create(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := instanceIDs(res.Instances); !slices.Equal(got, []string{"i-1", "i-2", "i-3", "i-4"}) {
+		t.Errorf("instances %v, want them in id order", got)
+	}
+}
+
 // A warm runner must be healthy from the start: one whose heartbeat does
 // not change within heartbeat_max_age (on the provider's clock) is let go
 // then, not after the registration wait.
