@@ -159,7 +159,7 @@ func ParseClock(s string) (time.Duration, error) {
 func (t WarmTarget) At(tier Tier, at time.Time) int {
 	n, inWindow := t.of(tier), false
 	for _, w := range t.Schedule {
-		if v := w.of(tier); v != nil && w.contains(at) {
+		if v := w.of(tier); v != nil && w.Contains(at) {
 			if !inWindow || *v > n {
 				n = *v
 			}
@@ -169,7 +169,8 @@ func (t WarmTarget) At(tier Tier, at time.Time) int {
 	return n
 }
 
-func (w WarmWindow) contains(at time.Time) bool {
+// Contains tells whether the window is open at at.
+func (w WarmWindow) Contains(at time.Time) bool {
 	loc, err := time.LoadLocation(w.TimeZone)
 	if err != nil {
 		return false
