@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
 // The generated parts of the guide's template sit between these markers;
@@ -27,17 +29,21 @@ func FillGuide(template string, parts map[string]string) (string, error) {
 }
 
 // ModelTable renders the model's parameters and their sources.
-func ModelTable(coldBoot time.Duration) string {
+func ModelTable(latency map[string]time.Duration) string {
 	var b strings.Builder
 	b.WriteString("| parameter | value | source |\n|---|---|---|\n")
-	fmt.Fprintf(&b, "| cold boot to a registered runner (fleet) | %s | assumed: the middle of the 60-90 s issue 13 allows for EC2 launch, boot and registration; not measured on AWS here |\n", seconds1(coldBoot))
-	fmt.Fprintf(&b, "| hot claim (pool) | %s | this repository's benchmark: `terraform apply` of a one-runner claim from a warm pool, agents polling every 250 ms (performance guide, \"End to end\"); GitHub's registration of the runner for the run is left out |\n", seconds1(HotClaim))
-	fmt.Fprintf(&b, "| self-termination | idle deadline + %s, at the agent's next %s check | PROTOCOL.md, the agent's loop, step 2 |\n", SelfTerminationGrace, SelfCheckInterval)
+	fmt.Fprintf(&b, "| cold boot to a registered runner (fleet) | %s | assumed: the middle of the 60-90 s issue 13 allows for EC2 launch, boot and registration; not measured on AWS here |\n", seconds1(latency[SourceFleet]))
+	fmt.Fprintf(&b, "| start of a stopped runner to its registration (stopped) | %s | assumed: what two vendors of EC2 runner pools publish for theirs, RunsOn \"< 15 s\" from a stopped instance (Linux, m7a; runs-on.com/runners/pools) and WarpBuild \"~15 seconds\" from a standby disk (docs.warpbuild.com/byoc/standby-disks); AWS publishes no figure; not measured on AWS here |\n", seconds1(latency[SourceStopped]))
+	fmt.Fprintf(&b, "| hot claim (pool) | %s | this repository's benchmark: `terraform apply` of a one-runner claim from a warm pool, agents polling every 250 ms (performance guide, \"End to end\"); GitHub's registration of the runner for the run is left out |\n", seconds1(latency[SourcePool]))
+	fmt.Fprintf(&b, "| a runner filled into the stopped tier | runs a cold boot (%s), then stops | the agent prepares, registers nothing, and stops its instance (issue 13) |\n", seconds1(latency[SourceFleet]))
+	fmt.Fprintf(&b, "| idle deadline | the agent stops its instance (in its stopped time) or terminates it, %s past its threshold, at its next check (every %s) | PROTOCOL.md, the agent's loop, step 2; issue 13 |\n",
+		protocol.FormatDuration(SelfTerminationGrace), protocol.FormatDuration(SelfCheckInterval))
 	for _, name := range []string{"large", "xlarge"} {
 		c := Classes[name]
-		fmt.Fprintf(&b, "| %s: %s on-demand | $%.3f per hour, per second, %s minimum | AWS EC2 on-demand pricing, Linux, us-east-1 (aws.amazon.com/ec2/pricing/on-demand) |\n", name, c.InstanceType, c.OnDemandPerHour, MinimumBilled)
+		fmt.Fprintf(&b, "| %s: %s on-demand | $%.3f per hour, per second, %s minimum at each launch and each start; nothing while stopped | AWS EC2 on-demand pricing, Linux, us-east-1 (aws.amazon.com/ec2/pricing/on-demand); EC2 API Reference, StopInstances; EC2 User Guide, instance state changes |\n",
+			name, c.InstanceType, c.OnDemandPerHour, protocol.FormatDuration(MinimumBilled))
 	}
-	fmt.Fprintf(&b, "| root volume | %d GiB gp3 at $%.2f per GiB-month (%d-hour month) | examples/complete's `root_volume_size`; AWS EBS pricing, us-east-1 (aws.amazon.com/ebs/pricing) |\n", RootVolumeGiB, GP3PerGiBMonth, hoursPerMonth)
+	fmt.Fprintf(&b, "| root volume | %d GiB gp3 at $%.2f per GiB-month (%d-hour month), running or stopped | examples/complete's `root_volume_size`; AWS EBS pricing, us-east-1 (aws.amazon.com/ebs/pricing) |\n", RootVolumeGiB, GP3PerGiBMonth, hoursPerMonth)
 	return b.String()
 }
 

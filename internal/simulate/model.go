@@ -26,16 +26,35 @@ const (
 	// new run (not measured here; a few seconds, which a cold runner pays
 	// inside ColdBoot too).
 	HotClaim = 480 * time.Millisecond
+	// StoppedStart is a stopped runner's time to runner: StartInstances,
+	// EC2's pending to running, the OS booting from its prepared volume,
+	// the agent's service and the runner's registration for the run. AWS
+	// publishes no figure (its user guide says a start "can take a few
+	// minutes" to reach running, a ceiling); 15 s is what two vendors of
+	// EC2 runner pools publish for theirs: RunsOn "< 15 s" queue time from
+	// a stopped instance, Linux on m7a (https://runs-on.com/runners/pools),
+	// WarpBuild "~15 seconds" from a standby disk
+	// (https://docs.warpbuild.com/byoc/standby-disks). This repository has
+	// not measured it on AWS: measure yours (a claim's create time when
+	// started_count > 0 and created_count = 0) and pass -stopped-start.
+	StoppedStart = 15 * time.Second
 	// SelfTerminationGrace: an idle agent terminates itself once its idle
 	// deadline is this far past, at its first check after (it checks
 	// every SelfCheckInterval): PROTOCOL.md, "The agent's loop", step 2.
 	SelfTerminationGrace = time.Minute
 	SelfCheckInterval    = 15 * time.Second
 	// MinimumBilled: EC2 bills Linux on-demand instances per second with
-	// a 60 s minimum (https://aws.amazon.com/ec2/pricing/on-demand/).
+	// a 60 s minimum (https://aws.amazon.com/ec2/pricing/on-demand/), at
+	// each launch and at each start of a stopped instance (EC2 API
+	// Reference, StopInstances: "Every time you start your instance,
+	// Amazon EC2 charges a one-minute minimum"). A stopped (or stopping)
+	// instance is not billed, its volumes are (EC2 User Guide, "Instance
+	// state changes"). Billing is counted here from the launch or start
+	// call: the few seconds in pending, not billed, are paid.
 	MinimumBilled = time.Minute
 	// RootVolumeGiB is each runner's gp3 root volume, examples/complete's
-	// default (root_volume_size = 40); it lives as long as its instance.
+	// default (root_volume_size = 40); it lives as long as its instance,
+	// running or stopped.
 	RootVolumeGiB = 40
 	// GP3PerGiBMonth is the EBS gp3 list price in us-east-1, USD per
 	// GiB-month (https://aws.amazon.com/ebs/pricing/, $0.08; the 3,000
@@ -45,16 +64,21 @@ const (
 	hoursPerMonth = 730
 )
 
-// Sources of a runner, as claim.Instance.Source says. Warm tiers add
-// theirs (a stopped runner's start) to LatencyBySource.
+// Sources of a runner, as claim.Instance.Source says.
 const (
-	SourcePool  = claim.SourcePool
-	SourceFleet = claim.SourceFleet
+	SourcePool    = claim.SourcePool
+	SourceStopped = claim.SourceStopped
+	SourceFleet   = claim.SourceFleet
 )
 
-// LatencyBySource is a job's time to runner by where its runner came from.
-func LatencyBySource(coldBoot time.Duration) map[string]time.Duration {
-	return map[string]time.Duration{SourcePool: HotClaim, SourceFleet: coldBoot}
+// Sources lists them, warmest first.
+var Sources = []string{SourcePool, SourceStopped, SourceFleet}
+
+// LatencyBySource is a job's time to runner by where its runner came
+// from. A launched instance's agent answers coldBoot after the launch, a
+// started one's stoppedStart after the start, on the replay's clock.
+func LatencyBySource(coldBoot, stoppedStart time.Duration) map[string]time.Duration {
+	return map[string]time.Duration{SourcePool: HotClaim, SourceStopped: stoppedStart, SourceFleet: coldBoot}
 }
 
 // Class is a resource class of the simulated pool and the instance type
@@ -75,8 +99,13 @@ var Classes = map[string]Class{
 	"xlarge": {CPU: 4, MemoryMiB: 8192, InstanceType: "c6i.xlarge", OnDemandPerHour: 0.17},
 }
 
-// instanceCost is what an instance running for d costs, EC2 and EBS.
-func instanceCost(c Class, d time.Duration) float64 {
-	billed := max(d, MinimumBilled).Hours()
-	return billed*c.OnDemandPerHour + d.Hours()*RootVolumeGiB*GP3PerGiBMonth/hoursPerMonth
+// runningCost is what EC2 bills for one span of an instance running, from
+// its launch or start to its stop or termination.
+func runningCost(c Class, d time.Duration) float64 {
+	return max(d, MinimumBilled).Hours() * c.OnDemandPerHour
+}
+
+// volumeCost is what its root volume costs over an instance's life.
+func volumeCost(life time.Duration) float64 {
+	return life.Hours() * RootVolumeGiB * GP3PerGiBMonth / hoursPerMonth
 }

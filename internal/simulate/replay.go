@@ -3,7 +3,6 @@ package simulate
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
@@ -12,27 +11,49 @@ import (
 
 // Replay runs a trace through the pool under policy, a job's time to
 // runner being latency by its runner's source (LatencyBySource), and
-// measures it.
+// measures it. The pool starts empty at midnight (UTC) of the trace's
+// first day.
 func Replay(ctx context.Context, tr Trace, policy Policy, latency map[string]time.Duration) (Result, error) {
 	if len(tr.Runs) == 0 {
 		return Result{}, fmt.Errorf("trace %s has no runs", tr.Name)
 	}
-	return NewWorld(tr.Runs[0].At, policy, latency).Replay(ctx, tr)
+	return NewWorld(tr.Runs[0].At.UTC().Truncate(24*time.Hour), policy, latency).Replay(ctx, tr)
 }
 
-// Replay runs a trace in the world, from its current time on.
+// Replay runs a trace in the world, from its current time to the end of
+// the trace's last day, with the policy's fills: the pool apply's now,
+// and a scheduled fill at each opening of a window of its schedules.
 func (w *World) Replay(ctx context.Context, tr Trace) (Result, error) {
+	if len(tr.Runs) == 0 {
+		return Result{}, fmt.Errorf("trace %s has no runs", tr.Name)
+	}
+	end := tr.Runs[len(tr.Runs)-1].At.UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
+	if w.policy.FillAtStart {
+		w.At(w.clock.Now(), "fill by the apply", w.fill)
+	}
+	if w.policy.FillAtWindows {
+		for _, at := range w.policy.windowOpenings(w.clock.Now(), end) {
+			w.At(at, "fill as a window opens", w.fill)
+		}
+	}
 	for i, run := range tr.Runs {
 		if _, ok := Classes[run.Class]; !ok {
 			return Result{}, fmt.Errorf("trace %s, run %d: unknown resource class %q", tr.Name, i+1, run.Class)
 		}
 		runID := fmt.Sprintf("run-%d", i+1)
-		w.At(run.At, func(ctx context.Context) error { return w.start(ctx, runID, run) })
+		w.At(run.At, "start "+runID, func(ctx context.Context) error { return w.start(ctx, runID, run) })
 	}
 	if err := w.Run(ctx); err != nil {
 		return Result{}, fmt.Errorf("replaying %s under %q: %w", tr.Name, w.policy.Name, err)
 	}
-	return w.result(tr.Name), nil
+	return w.result(tr.Name, end), nil
+}
+
+// fill fills the pool's warm targets in force now, as the pool's apply and
+// a scheduled ec2runners_warm action do.
+func (w *World) fill(ctx context.Context) error {
+	_, err := w.claimer.Warm(ctx, poolName, claim.WarmOptions{Timings: claim.DefaultTimings()})
+	return err
 }
 
 // start claims the runners of a run, as its `terraform apply` would, and
@@ -55,7 +76,7 @@ func (w *World) start(ctx context.Context, runID string, run Run) error {
 		if !ok {
 			return fmt.Errorf("run %s: no latency for runners from %q", runID, inst.Source)
 		}
-		w.jobs = append(w.jobs, jobStat{wait: wait, source: inst.Source})
+		w.jobs = append(w.jobs, jobStat{wait: wait, source: inst.Source, runAt: run.At, class: run.Class})
 		w.instances[inst.ID].busy += run.Jobs[k]
 		end = later(end, run.At.Add(wait+run.Jobs[k]))
 	}
@@ -65,81 +86,9 @@ func (w *World) start(ctx context.Context, runID string, run Run) error {
 	for _, inst := range res.Instances {
 		w.instances[inst.ID].held += end.Sub(run.At)
 	}
-	w.events.push(event{at: end, do: func(ctx context.Context) error {
+	w.events.push(event{at: end, key: "release " + runID, do: func(ctx context.Context) error {
 		_, err := w.claimer.Release(ctx, poolName, runID)
 		return err
 	}})
 	return nil
-}
-
-// Result is what a replay measured.
-type Result struct {
-	Trace, Policy string
-	Jobs          int
-	// P50, P95 and P99 of the jobs' time to runner.
-	P50, P95, P99 time.Duration
-	// BySource counts the runners handed out, by source.
-	BySource map[string]int
-	// Launched instances; InstanceHours they ran (all paid), BusyHours
-	// of that running jobs, HeldHours held by runs (running jobs, booting,
-	// waiting for the run's other jobs), IdleHours idle in the pool (the
-	// rest: what idle_timeout buys, up to the self-termination).
-	Launched                                  int
-	InstanceHours, BusyHours, HeldHours       float64
-	IdleHours, Cost, CostPer1000Jobs          float64
-	TerminatedAtIdleDeadline, StillRunningEnd int
-}
-
-// Share is the fraction of runners from source.
-func (r Result) Share(source string) float64 {
-	total := 0
-	for _, n := range r.BySource {
-		total += n
-	}
-	if total == 0 {
-		return 0
-	}
-	return float64(r.BySource[source]) / float64(total)
-}
-
-func (w *World) result(trace string) Result {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	r := Result{Trace: trace, Policy: w.policy.Name, Jobs: len(w.jobs), BySource: map[string]int{}, Launched: len(w.instances)}
-	waits := make([]time.Duration, len(w.jobs))
-	for i, j := range w.jobs {
-		waits[i] = j.wait
-		r.BySource[j.source]++
-	}
-	slices.Sort(waits)
-	r.P50, r.P95, r.P99 = percentile(waits, 50), percentile(waits, 95), percentile(waits, 99)
-	for _, life := range w.instances {
-		end := life.ended
-		if end.IsZero() { // cannot happen once every event ran; counted, not hidden
-			r.StillRunningEnd++
-			end = w.clock.Now()
-		}
-		if life.terminatedByIdle {
-			r.TerminatedAtIdleDeadline++
-		}
-		ran := end.Sub(life.launched)
-		r.InstanceHours += ran.Hours()
-		r.BusyHours += life.busy.Hours()
-		r.HeldHours += life.held.Hours()
-		r.Cost += instanceCost(Classes[life.class], ran)
-	}
-	r.IdleHours = r.InstanceHours - r.HeldHours
-	if r.Jobs > 0 {
-		r.CostPer1000Jobs = r.Cost / float64(r.Jobs) * 1000
-	}
-	return r
-}
-
-// percentile is the nearest-rank p-th percentile of sorted values.
-func percentile(sorted []time.Duration, p int) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := (p*len(sorted) + 99) / 100 // ceil(p/100 * n)
-	return sorted[max(rank, 1)-1]
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -25,7 +26,7 @@ func twoRuns() Trace {
 
 func replayTwoRuns(t *testing.T, idle time.Duration) (*World, Result) {
 	t.Helper()
-	w := NewWorld(day, HotPolicy(idle), LatencyBySource(ColdBoot))
+	w := NewWorld(day, HotPolicy(idle), LatencyBySource(ColdBoot, StoppedStart))
 	res, err := w.Replay(context.Background(), twoRuns())
 	if err != nil {
 		t.Fatal(err)
@@ -58,11 +59,11 @@ func TestReplayReusesRunnerWithinIdleTimeout(t *testing.T) {
 		t.Errorf("instance %.6f h, held %.6f h, busy %.6f h; want %.6f, %.6f, %.6f", res.InstanceHours, res.HeldHours, res.BusyHours,
 			hours(life), hours(seconds(375+HotClaim.Seconds()+300)), hours(10*time.Minute))
 	}
-	if want := instanceCost(Classes["large"], life); !near(res.Cost, want) || !near(res.CostPer1000Jobs, want/2*1000) {
+	if want := runningCost(Classes["large"], life) + volumeCost(life); !near(res.Cost, want) || !near(res.CostPer1000Jobs, want/2*1000) {
 		t.Errorf("cost %v, per 1000 jobs %v; want %v, %v", res.Cost, res.CostPer1000Jobs, want, want/2*1000)
 	}
-	if res.TerminatedAtIdleDeadline != 1 || res.StillRunningEnd != 0 {
-		t.Errorf("%d terminated at their idle deadline, %d still running; want the one", res.TerminatedAtIdleDeadline, res.StillRunningEnd)
+	if res.TerminatedAtIdleDeadline != 1 || res.RunningAtEnd != 0 {
+		t.Errorf("%d terminated at their idle deadline, %d still running; want the one", res.TerminatedAtIdleDeadline, res.RunningAtEnd)
 	}
 }
 
@@ -121,7 +122,7 @@ func TestReplayDrivesTheRealClaimer(t *testing.T) {
 // A claim that fails stops the replay with its error: measuring on would
 // hide that the policy or the fakes are wrong.
 func TestReplayReportsClaimErrors(t *testing.T) {
-	w := NewWorld(day, SeedsPolicy(), LatencyBySource(ColdBoot))
+	w := NewWorld(day, SeedsPolicy(), LatencyBySource(ColdBoot, StoppedStart))
 	tr := twoRuns()
 	tr.Runs[0].Jobs = slices.Repeat(tr.Runs[0].Jobs, 2)
 	w.ec2.ShortBy = 1 // EC2 is short of capacity: the claim fails, all or nothing
@@ -130,15 +131,34 @@ func TestReplayReportsClaimErrors(t *testing.T) {
 	}
 }
 
-// A claim that would wait on the virtual clock (agents that do not
-// answer) is reported as stuck, not left to hang the replay.
-func TestReplayReportsAStuckClaim(t *testing.T) {
-	w := NewWorld(day, SeedsPolicy(), LatencyBySource(ColdBoot))
-	w.db.OnInstance = nil // no agents: the launched runner never registers
-	w.stuckAfter = 100 * time.Millisecond
+// A claim whose runners never answer waits for them on the virtual clock,
+// which moves while it waits, fails once its wait is over, and stops the
+// replay.
+func TestReplayReportsAClaimWhoseRunnersNeverAnswer(t *testing.T) {
+	latency := LatencyBySource(ColdBoot, StoppedStart)
+	latency[SourceFleet] = time.Hour // longer than the claim's FleetValidationWait
+	w := NewWorld(day, SeedsPolicy(), latency)
+	w.db.OnInstance = nil // nor does a claim's launch register at once
 	_, err := w.Replay(context.Background(), twoRuns())
+	if err == nil || !strings.Contains(err.Error(), "claim of 1 large runner(s) for run run-1") {
+		t.Fatalf("Replay = %v, want the first claim failed", err)
+	}
+	if at := w.clock.Now(); at.Sub(day) < claim.DefaultTimings().FleetValidationWait {
+		t.Errorf("the claim failed at %s, before its wait of %s was over", at, claim.DefaultTimings().FleetValidationWait)
+	}
+}
+
+// An event that waits for what nothing left will do (no event is due, no
+// wait on the clock) is reported stuck, not left to hang the replay.
+func TestReplayReportsADeadlock(t *testing.T) {
+	w := NewWorld(day, SeedsPolicy(), LatencyBySource(ColdBoot, StoppedStart))
+	w.At(day, "wait for nothing", func(ctx context.Context) error {
+		<-ctx.Done() // the replay's end unwinds it
+		return nil
+	})
+	err := w.Run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "stuck") {
-		t.Fatalf("Replay = %v, want the claim reported stuck", err)
+		t.Fatalf("Run = %v, want the event reported stuck", err)
 	}
 }
 
@@ -149,12 +169,12 @@ func TestReplayWeekday(t *testing.T) {
 	tr := Generate(Weekday(), Seed)
 	var results []Result
 	for _, p := range []Policy{SeedsPolicy(), HotPolicy(time.Hour)} {
-		r, err := Replay(context.Background(), tr, p, LatencyBySource(ColdBoot))
+		r, err := Replay(context.Background(), tr, p, LatencyBySource(ColdBoot, StoppedStart))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Jobs != tr.Jobs() || r.BySource[SourcePool]+r.BySource[SourceFleet] != r.Jobs || r.StillRunningEnd != 0 {
-			t.Errorf("%s: %d jobs of %d, sources %v, %d instances still running", p.Name, r.Jobs, tr.Jobs(), r.BySource, r.StillRunningEnd)
+		if r.Jobs != tr.Jobs() || r.BySource[SourcePool]+r.BySource[SourceFleet] != r.Jobs || r.RunningAtEnd != 0 {
+			t.Errorf("%s: %d jobs of %d, sources %v, %d instances still running", p.Name, r.Jobs, tr.Jobs(), r.BySource, r.RunningAtEnd)
 		}
 		if r.Launched != r.BySource[SourceFleet] || r.BusyHours > r.HeldHours || r.HeldHours > r.InstanceHours || !near(r.IdleHours, r.InstanceHours-r.HeldHours) {
 			t.Errorf("%s: launched %d for %d fleet runners; busy %.1f, held %.1f, idle %.1f of %.1f hours", p.Name, r.Launched, r.BySource[SourceFleet], r.BusyHours, r.HeldHours, r.IdleHours, r.InstanceHours)

@@ -32,16 +32,17 @@ func main() {
 	chart := flag.String("chart", "templates/guides/simulate.png", "PNG chart to write ('' for none)")
 	writeTraces := flag.String("write-traces", "", "directory to write the generated traces to, as trace files")
 	coldBoot := flag.Duration("cold-boot", simulate.ColdBoot, "a fleet runner's time to runner")
+	stoppedStart := flag.Duration("stopped-start", simulate.StoppedStart, "a stopped runner's time to runner")
 	seed := flag.Uint64("seed", simulate.Seed, "seed of the generated traces")
 	flag.Var(&traceFiles, "trace", "trace file to replay instead of the generated traces (repeatable)")
 	flag.Parse()
-	if err := run(*guide, *chart, *writeTraces, *coldBoot, *seed, traceFiles); err != nil {
+	if err := run(*guide, *chart, *writeTraces, simulate.LatencyBySource(*coldBoot, *stoppedStart), *seed, traceFiles); err != nil {
 		fmt.Fprintln(os.Stderr, "simulate:", err)
 		os.Exit(1)
 	}
 }
 
-func run(guide, chart, writeTraces string, coldBoot time.Duration, seed uint64, traceFiles []string) error {
+func run(guide, chart, writeTraces string, latency map[string]time.Duration, seed uint64, traceFiles []string) error {
 	traces, err := loadTraces(traceFiles, seed)
 	if err != nil {
 		return err
@@ -58,30 +59,23 @@ func run(guide, chart, writeTraces string, coldBoot time.Duration, seed uint64, 
 		}
 	}
 	ctx := context.Background()
-	latency := simulate.LatencyBySource(coldBoot)
-	var results []simulate.Result
+	var names []string
 	for _, t := range traces {
-		for _, p := range simulate.Policies() {
-			r, err := simulate.Replay(ctx, t, p, latency)
-			if err != nil {
-				return err
-			}
-			results = append(results, r)
-		}
+		names = append(names, t.Name)
 	}
-	table := simulate.Table(results)
+	results, err := simulate.ReplayAll(ctx, traces, simulate.Policies(), latency)
+	if err != nil {
+		return err
+	}
+	table := simulate.Table(names, results)
 	fmt.Print(table)
 	if chart != "" {
-		sweep, err := simulate.Sweep(ctx, traces, simulate.SweepTimeouts, latency)
+		sweep, err := simulate.ReplayAll(ctx, traces, simulate.SweepPolicies(), latency)
 		if err != nil {
 			return err
 		}
-		var names []string
-		for _, t := range traces {
-			names = append(names, t.Name)
-		}
 		var buf bytes.Buffer
-		if err := simulate.Chart(&buf, names, sweep, simulate.SweepTimeouts); err != nil {
+		if err := simulate.Chart(&buf, names, results, sweep, latency); err != nil {
 			return err
 		}
 		if err := os.WriteFile(chart, buf.Bytes(), 0o644); err != nil {
@@ -96,7 +90,7 @@ func run(guide, chart, writeTraces string, coldBoot time.Duration, seed uint64, 
 		return err
 	}
 	out, err := simulate.FillGuide(string(tmpl), map[string]string{
-		"results": table, "model": simulate.ModelTable(coldBoot), "traces": simulate.TraceTable(traces),
+		"results": table, "model": simulate.ModelTable(latency), "traces": simulate.TraceTable(traces),
 	})
 	if err != nil {
 		return fmt.Errorf("%s: %w", guide, err)

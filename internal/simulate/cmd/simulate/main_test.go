@@ -23,7 +23,7 @@ func TestRunReplaysTraceFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	chart := filepath.Join(dir, "mine.png")
-	if err := run("", chart, dir, simulate.ColdBoot, simulate.Seed, []string{trace}); err != nil {
+	if err := run("", chart, dir, simulate.LatencyBySource(simulate.ColdBoot, simulate.StoppedStart), simulate.Seed, []string{trace}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.ReadFile(chart)
@@ -36,5 +36,34 @@ func TestRunReplaysTraceFiles(t *testing.T) {
 	written, err := os.ReadFile(filepath.Join(dir, "mine.jsonl"))
 	if err != nil || !strings.Contains(string(written), `"job_seconds":[60,120]`) {
 		t.Errorf("trace written back: %q, %v", written, err)
+	}
+}
+
+// make simulate reproduces the guide: replaying the generated traces under
+// the guide's policies fills the template's generated parts with what is
+// committed. After changing the model, the policies, the traces or the
+// claim code, run `make simulate` and commit the guide it writes.
+func TestGuideIsCurrent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays every trace under every policy (about 30 s)")
+	}
+	const template = "../../../../templates/guides/simulate.md.tmpl"
+	committed, err := os.ReadFile(template)
+	if err != nil {
+		t.Fatal(err)
+	}
+	guide := filepath.Join(t.TempDir(), "simulate.md.tmpl")
+	if err := os.WriteFile(guide, committed, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(guide, "", "", simulate.LatencyBySource(simulate.ColdBoot, simulate.StoppedStart), simulate.Seed, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(guide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(committed) {
+		t.Errorf("%s is not what make simulate writes now; run make simulate and commit the result", template)
 	}
 }
