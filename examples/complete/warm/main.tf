@@ -1,6 +1,7 @@
 # Fills the pool's warm targets on demand (Terraform >= 1.14, which has
-# actions): ../warm-workflow.yml runs, on weekdays a few minutes before the
-# pool's office-hours window opens, with the CI role,
+# actions): ../warm-workflow.yml runs, on weekdays as the pool's
+# office-hours window opens (a quarter of an hour before the first runs),
+# with the CI role,
 #   terraform apply -invoke=action.ec2runners_warm.pool -auto-approve
 # The pool's own apply fills the targets too, and claims top the stopped
 # tier up; this brings the window's hot runners up before the first run of
