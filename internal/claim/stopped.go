@@ -59,11 +59,31 @@ func (a *attempt) startStopped(ctx context.Context, n int) ([]Instance, error) {
 		return nil, failed
 	}
 	if _, err := a.c.EC2.StartInstances(ctx, &ec2.StartInstancesInput{InstanceIds: instanceIDs(took)}); err != nil {
-		// Still held: the rollback this error causes settles them.
-		return nil, fmt.Errorf("StartInstances %v: %w", instanceIDs(took), err)
+		if !pool.HasErrorCode(err, "InsufficientInstanceCapacity") {
+			// Still held: the rollback this error causes settles them.
+			return nil, fmt.Errorf("StartInstances %v: %w", instanceIDs(took), err)
+		}
+		return nil, a.discardUnstartable(ctx, took, err)
 	}
 	a.c.log("claim: started stopped runners", "run", a.req.RunID, "instances", instanceIDs(took))
 	return took, nil
+}
+
+// discardUnstartable ends stopped runners EC2 has no capacity to start
+// now (AWS documents InsufficientInstanceCapacity for StartInstances):
+// the claim does not fail for them, the fleet, free to pick other types
+// and zones, launches in their place, and the pool's fill restores its
+// stopped tier later.
+func (a *attempt) discardUnstartable(ctx context.Context, took []Instance, cause error) error {
+	a.c.log("claim: EC2 cannot start stopped runners now; launching instead", "run", a.req.RunID, "instances", instanceIDs(took), "error", cause.Error())
+	for _, inst := range took {
+		terminated, err := a.c.discard(ctx, a.s, inst.ID, protocol.StateClaimed, a.req.RunID)
+		if err != nil {
+			return err // still held: rollback settles it
+		}
+		a.drop(inst.ID, discardOutcome("stopped, EC2 has no capacity to start it now", terminated))
+	}
+	return nil
 }
 
 // stoppedCandidates lists up to n stopped runners of the class the claim

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/smithy-go"
+
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -97,6 +99,35 @@ func TestCreateReplacesStoppedRunnerThatDoesNotComeBack(t *testing.T) {
 	}
 	if r := e.db.instance(t, "i-2"); r.State != protocol.StateTerminated {
 		t.Errorf("i-2's record is %s, want terminated", r.State)
+	}
+}
+
+// Stopped runners EC2 has no capacity to start do not fail the claim: they
+// are terminated and the fleet launches in their place.
+func TestCreateLaunchesWhenStoppedRunnersCannotStart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.cfg.Warm = map[string]protocol.WarmTarget{"large": {Stopped: 2}}
+	e.writeConfig()
+	e.seedStopped("i-2", healthy)
+	e.seedStopped("i-3", healthy)
+	e.ec2.Mu.Lock()
+	e.ec2.StartErr = &smithy.GenericAPIError{Code: "InsufficientInstanceCapacity", Message: "We currently do not have sufficient m7i.large capacity in the Availability Zone you requested"}
+	e.ec2.Mu.Unlock()
+	res, err := e.create(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sources(res); len(got[SourceFleet]) != 2 || len(got[SourceStopped]) != 0 {
+		t.Errorf("sources %v, want two launched runners", got)
+	}
+	for _, id := range []string{"i-2", "i-3"} {
+		if !slices.Contains(e.ec2.TerminatedIDs(), id) {
+			t.Errorf("%s could not start, but is not terminated (terminated: %v)", id, e.ec2.TerminatedIDs())
+		}
+		if r := e.db.instance(t, id); r.State != protocol.StateTerminated {
+			t.Errorf("%s's record is %s, want terminated", id, r.State)
+		}
 	}
 }
 
