@@ -89,7 +89,7 @@ func (d *poolDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 			},
 			"instance_counts": schema.MapAttribute{
 				Computed: true, ElementType: types.Int64Type,
-				Description: "Number of instance records in each state: `created`, `running`, `idle`, `claimed`, `terminated`.",
+				Description: "Number of instance records in each state: `created`, `running`, `idle`, `stopped` (idle in its stopped time: see the pool's `warm`), `claimed`, `terminated`.",
 			},
 			"warm_status": schema.MapNestedAttribute{
 				Computed: true, Description: "Each class with warm targets: its hot and stopped runners against the targets in force (see the pool resource's `warm_status`).",

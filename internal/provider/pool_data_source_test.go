@@ -60,7 +60,7 @@ data "ec2runners_pool" "test" { name = %q }`, name),
 						"large": knownvalue.Int64Exact(1), "xlarge": knownvalue.Int64Exact(0),
 					})),
 					statecheck.ExpectKnownValue("data.ec2runners_pool.test", tfjsonpath.New("instance_counts"), knownvalue.MapExact(map[string]knownvalue.Check{
-						"idle": knownvalue.Int64Exact(1), "created": knownvalue.Int64Exact(0), "running": knownvalue.Int64Exact(0),
+						"idle": knownvalue.Int64Exact(1), "stopped": knownvalue.Int64Exact(0), "created": knownvalue.Int64Exact(0), "running": knownvalue.Int64Exact(0),
 						"claimed": knownvalue.Int64Exact(0), "terminated": knownvalue.Int64Exact(0),
 					})),
 					statecheck.CompareValuePairs("data.ec2runners_pool.test", tfjsonpath.New("queue_urls"), "ec2runners_pool.test", tfjsonpath.New("queue_urls"), compare.ValuesSame()),
