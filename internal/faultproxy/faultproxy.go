@@ -118,10 +118,11 @@ type Stats struct {
 	// seen in deletes and visibility changes. InstancesNotFound counts the
 	// EC2 requests answered InvalidInstanceID.NotFound for naming an
 	// instance launched less than EC2Lag ago, InstancesHidden the instances
-	// left out of DescribeInstances answers for it.
-	Redelivered, Sampled, StaleHandles int
-	InstancesNotFound, InstancesHidden int
-	RealismErrors                      []string
+	// left out of DescribeInstances answers for it. VisibilityCut counts
+	// the receives whose visibility timeout SQSVisibilityExpiry cut.
+	Redelivered, Sampled, StaleHandles, VisibilityCut int
+	InstancesNotFound, InstancesHidden                int
+	RealismErrors                                     []string
 }
 
 // TotalFaults counts the injected faults of kind k (None: of any kind).
@@ -210,6 +211,13 @@ type Realism struct {
 	// accepts every handle a message ever had. Handles are those of the
 	// ReceiveMessage answers the proxy passed on while this was on.
 	SQSStaleHandles bool
+	// SQSVisibilityExpiry: a visibility timeout runs out while its
+	// consumer still holds the message (a long claim, a slow consumer):
+	// every ReceiveMessage hides what it receives for at most this long,
+	// whatever it asked for, so the message is delivered again mid-claim,
+	// to this consumer or another, with a new receipt handle (the old one
+	// superseded, with SQSStaleHandles). 0: off.
+	SQSVisibilityExpiry time.Duration
 	// EC2Lag: EC2's eventual consistency. An instance launched through the
 	// proxy (RunInstances, CreateFleet) is unknown to EC2 for EC2Lag
 	// after its launch, as AWS documents ("eventual consistency"): a
@@ -351,7 +359,7 @@ func (p *Proxy) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return Stats{Requests: maps.Clone(p.stats.Requests), Faults: maps.Clone(p.stats.Faults),
-		Redelivered: p.stats.Redelivered, Sampled: p.stats.Sampled, StaleHandles: p.stats.StaleHandles,
+		Redelivered: p.stats.Redelivered, Sampled: p.stats.Sampled, StaleHandles: p.stats.StaleHandles, VisibilityCut: p.stats.VisibilityCut,
 		InstancesNotFound: p.stats.InstancesNotFound, InstancesHidden: p.stats.InstancesHidden,
 		RealismErrors: slices.Clone(p.stats.RealismErrors)}
 }
@@ -416,6 +424,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // forwardRealistic forwards a request, and its answer, as AWS would carry
 // them out with the realism in force.
 func (p *Proxy) forwardRealistic(w http.ResponseWriter, r *http.Request, service, action string, body []byte) {
+	if p.expiresSooner(service, action) {
+		body = p.cutVisibility(r, body)
+	}
 	switch {
 	case p.reshapingReceives(service, action):
 		p.forwardReceive(w, r, body)
