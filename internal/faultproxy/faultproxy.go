@@ -119,10 +119,11 @@ type Stats struct {
 	// EC2 requests answered InvalidInstanceID.NotFound for naming an
 	// instance launched less than EC2Lag ago, InstancesHidden the instances
 	// left out of DescribeInstances answers for it. VisibilityCut counts
-	// the receives whose visibility timeout SQSVisibilityExpiry cut.
-	Redelivered, Sampled, StaleHandles, VisibilityCut int
-	InstancesNotFound, InstancesHidden                int
-	RealismErrors                                     []string
+	// the receives whose visibility timeout SQSVisibilityExpiry cut,
+	// WriteConflicts the DynamoDB writes refused for DynamoDBConflicts.
+	Redelivered, Sampled, StaleHandles, VisibilityCut, WriteConflicts int
+	InstancesNotFound, InstancesHidden                                int
+	RealismErrors                                                     []string
 }
 
 // TotalFaults counts the injected faults of kind k (None: of any kind).
@@ -184,6 +185,10 @@ type Proxy struct {
 	// launched: when each instance launched less than realism.EC2Lag ago
 	// was (its launch answer arrived)
 	launched map[string]time.Time
+	// With realism.DynamoDBConflicts: the items of the writes under way,
+	// and the key attributes of each table written.
+	writing    map[string]*holders
+	keySchemas map[string][]string
 }
 
 // Realism is what AWS does that the emulator does not; each is off until
@@ -218,6 +223,10 @@ type Realism struct {
 	// to this consumer or another, with a new receipt handle (the old one
 	// superseded, with SQSStaleHandles). 0: off.
 	SQSVisibilityExpiry time.Duration
+	// DynamoDBConflicts: DynamoDB refuses a write that meets a transaction
+	// on one of its items (TransactionConflict), as the emulator, which
+	// serializes requests, never does: see forwardWrite.
+	DynamoDBConflicts bool
 	// EC2Lag: EC2's eventual consistency. An instance launched through the
 	// proxy (RunInstances, CreateFleet) is unknown to EC2 for EC2Lag
 	// after its launch, as AWS documents ("eventual consistency"): a
@@ -272,6 +281,8 @@ func New(target string, seed uint64) (*Proxy, error) {
 		handleOf:    map[string]string{},
 		messageOf:   map[string]string{},
 		launched:    map[string]time.Time{},
+		writing:     map[string]*holders{},
+		keySchemas:  map[string][]string{},
 	}
 	rewrite := func(pr *httputil.ProxyRequest) {
 		pr.SetURL(u)
@@ -359,7 +370,7 @@ func (p *Proxy) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return Stats{Requests: maps.Clone(p.stats.Requests), Faults: maps.Clone(p.stats.Faults),
-		Redelivered: p.stats.Redelivered, Sampled: p.stats.Sampled, StaleHandles: p.stats.StaleHandles, VisibilityCut: p.stats.VisibilityCut,
+		Redelivered: p.stats.Redelivered, Sampled: p.stats.Sampled, StaleHandles: p.stats.StaleHandles, VisibilityCut: p.stats.VisibilityCut, WriteConflicts: p.stats.WriteConflicts,
 		InstancesNotFound: p.stats.InstancesNotFound, InstancesHidden: p.stats.InstancesHidden,
 		RealismErrors: slices.Clone(p.stats.RealismErrors)}
 }
@@ -403,7 +414,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		writeError(w, service, rule.Kind)
 	case Conflict:
-		writeConflict(w, action, body)
+		writeConflict(w, action, body, 0)
 	case DropBefore:
 		hangUp(w)
 	case DropAfter:
@@ -432,6 +443,8 @@ func (p *Proxy) forwardRealistic(w http.ResponseWriter, r *http.Request, service
 		p.forwardReceive(w, r, body)
 	case p.checksHandles(service, action):
 		p.forwardHandles(w, r, action, body)
+	case p.detectsConflicts(service, action):
+		p.forwardWrite(w, r, action, body)
 	case p.lagging(service, action):
 		p.forwardLagging(w, r, action, body)
 	default:
