@@ -240,6 +240,15 @@ type Realism struct {
 	EC2Lag time.Duration
 }
 
+// WholeRealism switches on everything AWS does that the emulator does not,
+// with durations AWS shows: a visibility timeout that runs out 3 s into a
+// claim (a shorter one would only make claims launch needlessly), and EC2
+// knowing a new instance 5 s after its launch.
+func WholeRealism() Realism {
+	return Realism{ClientTokens: true, SQSRedelivery: true, SQSSampling: true, SQSStaleHandles: true,
+		SQSVisibilityExpiry: 3 * time.Second, DynamoDBConflicts: true, EC2Lag: 5 * time.Second}
+}
+
 // tokenAnswer is the answer to the first request with a ClientToken; done
 // is closed once it is known (ok: the target answered).
 type tokenAnswer struct {
