@@ -133,7 +133,9 @@ func (p *Proxy) writtenItems(r *http.Request, action string, body []byte) ([]str
 }
 
 // keyNames returns a table's key attributes, asked of the target once
-// (DescribeTable, with the client's credentials) and remembered.
+// (DescribeTable) and remembered. The proxy asks under an access key of its
+// own: the look-up is not a call of the client's, and a recorder of the
+// client's calls (the policy check's) must not count it.
 func (p *Proxy) keyNames(r *http.Request, table string) ([]string, bool) {
 	p.mu.Lock()
 	names, ok := p.keySchemas[table]
@@ -141,7 +143,9 @@ func (p *Proxy) keyNames(r *http.Request, table string) ([]string, bool) {
 	if ok {
 		return names, true
 	}
-	resp, answer, err := p.call(r, "DynamoDB_20120810.DescribeTable", mustJSON(map[string]string{"TableName": table}))
+	own := r.Clone(r.Context())
+	own.Header.Set("Authorization", ownCredential(r.Header.Get("Authorization")))
+	resp, answer, err := p.call(own, "DynamoDB_20120810.DescribeTable", mustJSON(map[string]string{"TableName": table}))
 	var out struct {
 		Table struct {
 			KeySchema []struct{ AttributeName string }
@@ -158,4 +162,19 @@ func (p *Proxy) keyNames(r *http.Request, table string) ([]string, bool) {
 	p.keySchemas[table] = names
 	p.mu.Unlock()
 	return names, true
+}
+
+// ownAccessKey signs the proxy's own requests (emulators check no
+// signatures).
+const ownAccessKey = "faultproxy"
+
+// ownCredential is a SigV4 Authorization header with the access key
+// replaced by the proxy's own ("Credential=AKID/date/region/service/...").
+func ownCredential(auth string) string {
+	before, cred, ok := strings.Cut(auth, "Credential=")
+	if !ok {
+		return auth
+	}
+	_, scope, _ := strings.Cut(cred, "/")
+	return before + "Credential=" + ownAccessKey + "/" + scope
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -20,13 +21,21 @@ import (
 
 // holdingTable stands in for DynamoDB: a table keyed by PK that accepts
 // every write at once, except one with the value "hold", which stays in
-// flight until the test sends on release.
+// flight until the test sends on release. It describes the table only to
+// a caller other than the client (access key "test").
 func holdingTable(t *testing.T) (url string, arrived, release chan struct{}) {
 	arrived, release = make(chan struct{}), make(chan struct{})
 	stub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 		if r.Header.Get("X-Amz-Target") == "DynamoDB_20120810.DescribeTable" {
+			// The proxy's own look-up, under its own key: not one
+			// of the client's calls.
+			if strings.Contains(r.Header.Get("Authorization"), "Credential=test/") {
+				w.WriteHeader(http.StatusForbidden)
+				fmt.Fprint(w, `{"__type":"com.amazonaws.dynamodb.v20120810#AccessDeniedException","message":"the client's own key"}`)
+				return
+			}
 			fmt.Fprint(w, `{"Table":{"TableName":"t","KeySchema":[{"AttributeName":"PK","KeyType":"HASH"}]}}`)
 			return
 		}
