@@ -95,10 +95,8 @@ func newWorld(t *testing.T, prefix string, seed uint64) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.proxy.Close)
-	// The whole realism layer: what AWS does and the emulator does not
-	// (EC2 knows a new instance after seconds: 5 here).
-	w.proxy.SetRealism(faultproxy.Realism{ClientTokens: true, SQSRedelivery: true, SQSSampling: true, SQSStaleHandles: true,
-		EC2Lag: 5 * time.Second})
+	// The whole realism layer: what AWS does and the emulator does not.
+	w.proxy.SetRealism(faultproxy.WholeRealism())
 	if w.faulty, err = clientsFor(ctx, w.proxy.URL, awsrecord.ClaimsKey); err != nil {
 		t.Fatal(err)
 	}

@@ -63,15 +63,15 @@ func TestFaults_claimsAndReleasesUnderTenPercent(t *testing.T) {
 }
 
 // checkRealism logs the proxy's counts and fails the test if SQS's
-// redeliveries and sampled receives did not happen (the scenario then
+// redeliveries, sampled receives and early visibility ends did not happen (the scenario then
 // tested less than it says), or if a claim judged one of the healthy
 // agents, whose clocks are a minute off the provider's, unhealthy.
 func (w *world) checkRealism() faultproxy.Stats {
 	st := w.proxy.Stats()
-	w.t.Logf("faults: %s; SQS messages delivered twice: %d, held back by sampling: %d; superseded receipt handles used: %d; EC2 requests answered NotFound for a new instance: %d, new instances left out of DescribeInstances: %d",
-		st, st.Redelivered, st.Sampled, st.StaleHandles, st.InstancesNotFound, st.InstancesHidden)
-	if st.Redelivered == 0 || st.Sampled == 0 || len(st.RealismErrors) > 0 {
-		w.t.Errorf("%d SQS messages delivered twice, %d held back by sampling (errors: %v): the SQS realism did not work", st.Redelivered, st.Sampled, st.RealismErrors)
+	w.t.Logf("faults: %s; SQS messages delivered twice: %d, held back by sampling: %d; receives whose visibility runs out early: %d; superseded receipt handles used: %d; DynamoDB writes refused for a transaction under way: %d; EC2 requests answered NotFound for a new instance: %d, new instances left out of DescribeInstances: %d",
+		st, st.Redelivered, st.Sampled, st.VisibilityCut, st.StaleHandles, st.WriteConflicts, st.InstancesNotFound, st.InstancesHidden)
+	if st.Redelivered == 0 || st.Sampled == 0 || st.VisibilityCut == 0 || len(st.RealismErrors) > 0 {
+		w.t.Errorf("%d SQS messages delivered twice, %d held back by sampling, %d receives' visibility cut (errors: %v): the SQS realism did not work", st.Redelivered, st.Sampled, st.VisibilityCut, st.RealismErrors)
 	}
 	if n := w.judgedUnhealthy.Load(); n > 0 {
 		w.t.Errorf("claims let go of %d healthy runner(s) as failing their checks (their agents' clocks are off the provider's)", n)

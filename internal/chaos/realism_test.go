@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,4 +124,64 @@ func queued(t *testing.T, url string) int {
 		n += k
 	}
 	return n
+}
+
+// A visibility timeout can run out while a claim holds a message: here the
+// mismatches claim A holds while its runners register (3 s) come again,
+// after a second, to claim B, which wants them. B takes those runners; A
+// gives back what it held with handles superseded meanwhile. Each claim
+// gets its own runners, none twice, and every runner given back is idle
+// with its message.
+func TestRealism_visibilityExpiresMidClaim(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "chaos-expiry", 4)
+	w.proxy.SetRealism(faultproxy.Realism{SQSStaleHandles: true, SQSVisibilityExpiry: time.Second})
+	ctx := context.Background()
+	// The m6i messages first: A receives them (mismatches, held) before
+	// its own c6i runners.
+	for _, typ := range []string{"m6i.large", "c6i.large"} {
+		if _, err := w.sim.SeedIdle(ctx, 2, agentsim.SeedSpec{ResourceClass: "large", InstanceType: typ, IdleTimeout: 30 * time.Minute, Behavior: agentsim.SlowRegister}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := w.claimer()
+	claimOf := func(runID, types string) (*claim.Result, error) {
+		req := request(w.pool, runID, 2)
+		req.AllowedTypes, req.FleetFallback = []string{types}, false
+		return c.Create(ctx, req)
+	}
+	var resA *claim.Result
+	var errA error
+	doneA := make(chan struct{})
+	go func() {
+		defer close(doneA)
+		resA, errA = claimOf("run-a", "c*")
+	}()
+	time.Sleep(1500 * time.Millisecond) // A holds the m6i messages; their visibility ran out
+	resB, errB := claimOf("run-b", "m*")
+	<-doneA
+	for _, r := range []struct {
+		run, prefix string
+		res         *claim.Result
+		err         error
+	}{{"run-a", "c6i", resA, errA}, {"run-b", "m6i", resB, errB}} {
+		if r.err != nil {
+			t.Fatalf("claim %s: %v", r.run, r.err)
+		}
+		for _, inst := range r.res.Instances {
+			if !strings.HasPrefix(inst.InstanceType, r.prefix) {
+				t.Errorf("claim %s holds %s (%s)", r.run, inst.ID, inst.InstanceType)
+			}
+		}
+	}
+	if st := w.proxy.Stats(); st.StaleHandles == 0 || st.VisibilityCut == 0 {
+		t.Errorf("%d receives cut, %d superseded handles used: no visibility ran out mid-claim, the scenario tested nothing", st.VisibilityCut, st.StaleHandles)
+	}
+	w.audit("after the claims")
+	for _, run := range []string{"run-a", "run-b"} {
+		if outcomes, err := c.Release(ctx, w.pool, run); err != nil {
+			t.Fatalf("release %s: %v (%v)", run, err, outcomes)
+		}
+	}
+	w.audit("after the releases")
 }

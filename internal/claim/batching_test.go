@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsfake"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
@@ -252,5 +253,55 @@ func TestTokensBatched(t *testing.T) {
 				t.Errorf("%d runners back in the queue, want %d", len(q), tc.runners)
 			}
 		})
+	}
+}
+
+// conflictOn cancels a transaction as DynamoDB does when another write is
+// under way on its item at: TransactionConflict there, None elsewhere.
+func conflictOn(in any, at int) error {
+	items := in.(*dynamodb.TransactWriteItemsInput).TransactItems
+	reasons := make([]types.CancellationReason, len(items))
+	for i := range reasons {
+		reasons[i].Code = aws.String("None")
+	}
+	reasons[at].Code = aws.String("TransactionConflict")
+	return &types.TransactionCanceledException{Message: aws.String("Transaction cancelled"), CancellationReasons: reasons}
+}
+
+// A transaction DynamoDB cancels for a conflict (another write under way
+// on one of its items) changed nothing and is made again: the claim's
+// writes cancelled only because of the conflict in a transaction again,
+// the conflicting one alone (the SDK client retries a single write's
+// TransactionConflictException, see awsconfig), and the completing
+// transaction, cancelled for the claim record, as the runners' writes
+// first and the record after. The claim completes with every runner.
+func TestCreateRetriesTransactionConflicts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.seedMany(3)
+	conflicts := map[string]bool{}
+	e.db.FailIf = func(op string, in any) error {
+		switch {
+		case op != "TransactWriteItems":
+			return nil
+		case writesState(in, "i-01", protocol.StateClaimed) && !conflicts["claim"]:
+			conflicts["claim"] = true
+			return conflictOn(in, 1)
+		case writesState(in, "i-00", protocol.StateRunning) && !conflicts["finish"]:
+			conflicts["finish"] = true
+			return conflictOn(in, len(in.(*dynamodb.TransactWriteItemsInput).TransactItems)-1) // the record's put
+		}
+		return nil
+	}
+	res, err := e.create(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.assertComplete(t, res, 3)
+	if !conflicts["claim"] || !conflicts["finish"] {
+		t.Fatalf("conflicts injected %v: the scenario tested less than it says", conflicts)
+	}
+	if n := e.db.singleWritesTo(protocol.StateClaimed); n != 1 {
+		t.Errorf("%d single claim writes, want i-01's alone", n)
 	}
 }

@@ -575,6 +575,7 @@ func (a *attempt) retire(ctx context.Context, why map[string]string) {
 // deleted; a runner still idle after a failed write keeps its message,
 // visible again when the pickup closes.
 func (a *attempt) claimAll(ctx context.Context, msgs []protocol.Message) ([]Instance, error) {
+	msgs = a.dropStale(ctx, msgs)
 	if len(msgs) == 0 {
 		return nil, nil
 	}
@@ -618,6 +619,26 @@ func (a *attempt) claimAll(ctx context.Context, msgs []protocol.Message) ([]Inst
 	}
 	a.pickup.Consume(ctx, consume)
 	return got, failed
+}
+
+// dropStale consumes the messages of runners the attempt already holds
+// (an old message delivered again: the pickup judges a runner it consumed
+// afresh) and returns the others. Claiming such a runner again would fail
+// its condition at best, and at worst, when only the record can tell what
+// the write did, count it twice.
+func (a *attempt) dropStale(ctx context.Context, msgs []protocol.Message) []protocol.Message {
+	a.mu.Lock()
+	var stale []string
+	fresh := slices.DeleteFunc(slices.Clone(msgs), func(m protocol.Message) bool {
+		_, held := a.held[m.ID]
+		if held {
+			stale = append(stale, m.ID)
+		}
+		return held
+	})
+	a.mu.Unlock()
+	a.pickup.Consume(ctx, stale)
+	return fresh
 }
 
 // What a claim write did.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -115,5 +116,49 @@ func TestKeepLeaseReportsARecordTakenOver(t *testing.T) {
 	}
 	if rec, _ := e.claimRecord(); rec.Nonce != "theirs" {
 		t.Errorf("the record's nonce is %q: the keeper wrote over theirs", rec.Nonce)
+	}
+}
+
+// Refreshes that keep failing (DynamoDB unreachable from this attempt)
+// stop the attempt before its lease can lapse: by the time another attempt
+// may take the record over, this one has stopped touching what it holds.
+func TestKeepLeaseStopsTheAttemptWhenRefreshesFail(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ours := Record{Request: e.request(1), State: recordPending, Nonce: "ours"}
+	e.db.Put(ours.item(protocol.FormatTime(time.Now())))
+	refreshes := 0
+	e.db.FailIf = func(op string, in any) error {
+		if op == "UpdateItem" && protocol.IdentifierOf(in.(*dynamodb.UpdateItemInput).Key) == testRun {
+			refreshes++
+			return errTransient
+		}
+		return nil
+	}
+	// A virtual clock: each wait moves it on at once.
+	var mu sync.Mutex
+	start := time.Now()
+	now := start
+	c := *e.c
+	c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	c.Sleep = func(ctx context.Context, d time.Duration) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(d)
+		return nil
+	}
+	a := &attempt{c: &c, s: c.store(testPool), req: e.request(1), rec: ours}
+	ctx, lost := context.WithCancelCause(context.Background())
+	stop := a.keepLease(context.Background(), lost)
+	defer stop()
+	await.Done(t, "the lease reported lost", ctx.Done())
+	if cause := context.Cause(ctx); !errors.Is(cause, errLeaseLost) {
+		t.Errorf("cause %v, want errLeaseLost", cause)
+	}
+	if elapsed := c.Now().Sub(start); elapsed >= leaseTimeout || refreshes < 2 {
+		t.Errorf("stopped %s after the last refresh, after %d failed refreshes: want more than one try, and stopped within the lease of %s", elapsed, refreshes, leaseTimeout)
 	}
 }

@@ -57,7 +57,6 @@ type Pickup struct {
 	taken     []candidate // handed to the claim, not yet consumed
 	held      []candidate // mismatches
 	sightings map[string]int
-	accepted  map[string]bool   // ids ever accepted: another message for one is a duplicate
 	retired   map[string]string // runners to end, and why, not yet handed to the claim
 	exhausted bool
 	stats     PickupStats
@@ -82,7 +81,7 @@ func NewPickup(client SQSClient, queueURL string, w Wants, now func() time.Time,
 	if log == nil {
 		log = func(string, ...any) {}
 	}
-	return &Pickup{sqs: client, queueURL: queueURL, wants: w, now: now, log: log, sightings: map[string]int{}, accepted: map[string]bool{}, retired: map[string]string{}}
+	return &Pickup{sqs: client, queueURL: queueURL, wants: w, now: now, log: log, sightings: map[string]int{}, retired: map[string]string{}}
 }
 
 // Take returns n suitable runners, fewer only when the pool is exhausted for
@@ -143,8 +142,10 @@ func (p *Pickup) fetch(ctx context.Context, need int) error {
 			continue
 		}
 		p.stats.Received++
-		if verdict == Accept && p.accepted[m.ID] {
-			verdict, reason = Discard, "a second message for a runner already taken"
+		if verdict == Accept && p.holdsRunner(m.ID) {
+			// Until the claim settles the runner, neither message is known
+			// to be the stale one: both go back at Close.
+			verdict, reason = Requeue, "a second message for a runner this claim holds"
 		}
 		c := candidate{m: m, messageID: aws.ToString(msg.MessageId), handle: msg.ReceiptHandle}
 		switch verdict {
@@ -163,7 +164,6 @@ func (p *Pickup) fetch(ctx context.Context, need int) error {
 			p.log("pickup: held back runner", "instance", m.ID, "reason", reason)
 		case Accept:
 			p.stats.Accepted++
-			p.accepted[m.ID] = true
 			p.ready = append(p.ready, c)
 		}
 	}
@@ -180,6 +180,15 @@ func (p *Pickup) Retired() map[string]string {
 	out := p.retired
 	p.retired = map[string]string{}
 	return out
+}
+
+// holdsRunner tells whether a runner's message was accepted and the claim
+// has not settled it yet (ready or taken, not consumed). A runner consumed
+// is judged afresh by a later message: given back meanwhile, it is idle
+// again, and if not, its claim write fails and the message is dropped.
+func (p *Pickup) holdsRunner(id string) bool {
+	inList := func(c candidate) bool { return c.m.ID == id }
+	return slices.ContainsFunc(p.ready, inList) || slices.ContainsFunc(p.taken, inList)
 }
 
 // redelivered records handle as the newest of a message this claim already

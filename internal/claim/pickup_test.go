@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -131,9 +132,11 @@ func TestPickupConsumesDespiteCancellation(t *testing.T) {
 	}
 }
 
-// A second message for a runner already taken is a duplicate: deleted, not
-// handed out twice.
-func TestPickupDropsDuplicatesOfTakenRunners(t *testing.T) {
+// A second message for a runner this claim holds and has not claimed yet
+// is not handed out twice, nor deleted: whether the runner is claimed or
+// given back, the claim cannot tell yet which message is stale, so it
+// holds the second one and gives it back at Close, for the pool to judge.
+func TestPickupHoldsASecondMessageOfARunnerItHolds(t *testing.T) {
 	s := newFakeSQS(largeURL)
 	m := idleMessage("i-1", "c6i.large", future())
 	s.Add(largeURL, m.Body())
@@ -143,12 +146,34 @@ func TestPickupDropsDuplicatesOfTakenRunners(t *testing.T) {
 	if got := take(t, p, 3); !slices.Equal(got, []string{"i-1", "i-2"}) {
 		t.Fatalf("Take(3) = %v, want each runner once", got)
 	}
-	if st := p.Stats(); st.Discarded != 1 || st.Accepted != 2 {
-		t.Errorf("stats %+v, want the duplicate discarded", st)
+	if st := p.Stats(); st.Discarded != 0 || st.Requeued != 1 || st.Accepted != 2 || len(s.Deletes) != 0 {
+		t.Errorf("stats %+v, deletes %+v: want the second message held, nothing deleted", st, s.Deletes)
 	}
 	p.Close(context.Background())
-	if ids := s.queuedIDs(t, largeURL); !slices.Equal(ids, []string{"i-1", "i-2"}) {
-		t.Errorf("queue holds %v, want one message per runner", ids)
+	if ids := s.VisibleIDs(largeURL); !slices.Equal(ids, []string{"i-1", "i-1", "i-2"}) {
+		t.Errorf("visible after Close %v, want every message back", ids)
+	}
+}
+
+// A runner whose message the claim consumed without claiming it (someone
+// else owned it then) is judged afresh by a later message: it may have
+// been given back to the pool meanwhile.
+func TestPickupJudgesALaterMessageAfresh(t *testing.T) {
+	s := newFakeSQS(largeURL)
+	m := idleMessage("i-1", "c6i.large", future())
+	s.Add(largeURL, m.Body())
+	p := newTestPickup(t, s)
+	if got := take(t, p, 1); !slices.Equal(got, []string{"i-1"}) {
+		t.Fatalf("Take(1) = %v", got)
+	}
+	p.Consume(context.Background(), []string{"i-1"}) // owned by another claim: stale
+	p.consuming.Wait()
+	s.Add(largeURL, m.Body()) // that claim gave it back
+	if got := take(t, p, 1); !slices.Equal(got, []string{"i-1"}) {
+		t.Errorf("Take(1) = %v, want i-1 again", got)
+	}
+	if st := p.Stats(); st.Discarded != 0 {
+		t.Errorf("stats %+v: the runner given back was discarded", st)
 	}
 }
 
@@ -384,5 +409,42 @@ func TestPickupKeepsARedeliveredMessage(t *testing.T) {
 	p.Close(context.Background())
 	if got := s.VisibleIDs(largeURL); !slices.Equal(got, []string{"i-1", "i-2"}) {
 		t.Errorf("after Close the queue shows %v, want both runners back", got)
+	}
+}
+
+// A later message for a runner the claim already claimed (stale: SQS
+// delivered the runner's old message again) is dropped without claiming
+// the runner twice, even when the claim write it would make fails in a way
+// only the record can settle: the record says the runner is this claim's,
+// as it has been since the first message.
+func TestCreateDropsALaterMessageOfARunnerItClaimed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	m := e.seedIdle("i-1", healthy)
+	e.seedIdle("i-2", registrationFails) // replaced: the claim takes again
+	e.sqs.ReceiveHook = func(n int, _ *sqs.ReceiveMessageInput) {
+		if n == 2 {
+			e.sqs.Add(largeURL, m.Body())
+			e.seedIdle("i-3", healthy)
+		}
+	}
+	writes := 0
+	e.db.FailIf = func(op string, in any) error {
+		if op == "UpdateItem" && writesState(in, "i-1", protocol.StateClaimed) {
+			if writes++; writes > 1 {
+				return errTransient
+			}
+		}
+		return nil
+	}
+	res, err := e.create(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(res.Instances); !slices.Equal(got, []string{"i-1", "i-3"}) {
+		t.Errorf("instances %v, want i-1 and i-3 once each", got)
+	}
+	if q := e.sqs.queuedIDs(t, largeURL); len(q) != 0 {
+		t.Errorf("queue holds %v, want the stale message dropped", q)
 	}
 }

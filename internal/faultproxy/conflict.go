@@ -22,10 +22,11 @@ func conflicts(service, action string) bool {
 
 // writeConflict answers as DynamoDB does when another transaction touches
 // the same items: a transaction is cancelled for a TransactionConflict, a
-// single write fails with TransactionConflictException.
-func writeConflict(w http.ResponseWriter, action string, body []byte) {
+// single write fails with TransactionConflictException. at is the index of
+// the transaction's item that conflicts.
+func writeConflict(w http.ResponseWriter, action string, body []byte, at int) {
 	if action == "TransactWriteItems" {
-		writeCancelled(w, body, "TransactionConflict")
+		writeCancelled(w, body, "TransactionConflict", at)
 		return
 	}
 	writeJSONError(w, http.StatusBadRequest, "com.amazonaws.dynamodb.v20120810#TransactionConflictException", "", "Transaction is ongoing for the item")
@@ -33,9 +34,9 @@ func writeConflict(w http.ResponseWriter, action string, body []byte) {
 
 // writeCancelled answers a TransactWriteItems request (body) as DynamoDB
 // does when it cancels the transaction: TransactionCanceledException with
-// reason as the code of its first item and None for the others (cancelled
+// reason as the code of its item at and None for the others (cancelled
 // because of it).
-func writeCancelled(w http.ResponseWriter, body []byte, reason string) {
+func writeCancelled(w http.ResponseWriter, body []byte, reason string, at int) {
 	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 	w.WriteHeader(http.StatusBadRequest)
 	var in struct{ TransactItems []json.RawMessage }
@@ -44,7 +45,7 @@ func writeCancelled(w http.ResponseWriter, body []byte, reason string) {
 	codes := make([]string, len(reasons))
 	for i := range reasons {
 		code := "None"
-		if i == 0 {
+		if i == at {
 			code = reason
 		}
 		codes[i] = code

@@ -118,10 +118,12 @@ type Stats struct {
 	// seen in deletes and visibility changes. InstancesNotFound counts the
 	// EC2 requests answered InvalidInstanceID.NotFound for naming an
 	// instance launched less than EC2Lag ago, InstancesHidden the instances
-	// left out of DescribeInstances answers for it.
-	Redelivered, Sampled, StaleHandles int
-	InstancesNotFound, InstancesHidden int
-	RealismErrors                      []string
+	// left out of DescribeInstances answers for it. VisibilityCut counts
+	// the receives whose visibility timeout SQSVisibilityExpiry cut,
+	// WriteConflicts the DynamoDB writes refused for DynamoDBConflicts.
+	Redelivered, Sampled, StaleHandles, VisibilityCut, WriteConflicts int
+	InstancesNotFound, InstancesHidden                                int
+	RealismErrors                                                     []string
 }
 
 // TotalFaults counts the injected faults of kind k (None: of any kind).
@@ -183,6 +185,10 @@ type Proxy struct {
 	// launched: when each instance launched less than realism.EC2Lag ago
 	// was (its launch answer arrived)
 	launched map[string]time.Time
+	// With realism.DynamoDBConflicts: the items of the writes under way,
+	// and the key attributes of each table written.
+	writing    map[string]*holders
+	keySchemas map[string][]string
 }
 
 // Realism is what AWS does that the emulator does not; each is off until
@@ -210,6 +216,17 @@ type Realism struct {
 	// accepts every handle a message ever had. Handles are those of the
 	// ReceiveMessage answers the proxy passed on while this was on.
 	SQSStaleHandles bool
+	// SQSVisibilityExpiry: a visibility timeout runs out while its
+	// consumer still holds the message (a long claim, a slow consumer):
+	// every ReceiveMessage hides what it receives for at most this long,
+	// whatever it asked for, so the message is delivered again mid-claim,
+	// to this consumer or another, with a new receipt handle (the old one
+	// superseded, with SQSStaleHandles). 0: off.
+	SQSVisibilityExpiry time.Duration
+	// DynamoDBConflicts: DynamoDB refuses a write that meets a transaction
+	// on one of its items (TransactionConflict), as the emulator, which
+	// serializes requests, never does: see forwardWrite.
+	DynamoDBConflicts bool
 	// EC2Lag: EC2's eventual consistency. An instance launched through the
 	// proxy (RunInstances, CreateFleet) is unknown to EC2 for EC2Lag
 	// after its launch, as AWS documents ("eventual consistency"): a
@@ -221,6 +238,15 @@ type Realism struct {
 	// not exist") and is not carried out. The emulator knows an instance
 	// at once. 0: off.
 	EC2Lag time.Duration
+}
+
+// WholeRealism switches on everything AWS does that the emulator does not,
+// with durations AWS shows: a visibility timeout that runs out 3 s into a
+// claim (a shorter one would only make claims launch needlessly), and EC2
+// knowing a new instance 5 s after its launch.
+func WholeRealism() Realism {
+	return Realism{ClientTokens: true, SQSRedelivery: true, SQSSampling: true, SQSStaleHandles: true,
+		SQSVisibilityExpiry: 3 * time.Second, DynamoDBConflicts: true, EC2Lag: 5 * time.Second}
 }
 
 // tokenAnswer is the answer to the first request with a ClientToken; done
@@ -264,6 +290,8 @@ func New(target string, seed uint64) (*Proxy, error) {
 		handleOf:    map[string]string{},
 		messageOf:   map[string]string{},
 		launched:    map[string]time.Time{},
+		writing:     map[string]*holders{},
+		keySchemas:  map[string][]string{},
 	}
 	rewrite := func(pr *httputil.ProxyRequest) {
 		pr.SetURL(u)
@@ -351,7 +379,7 @@ func (p *Proxy) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return Stats{Requests: maps.Clone(p.stats.Requests), Faults: maps.Clone(p.stats.Faults),
-		Redelivered: p.stats.Redelivered, Sampled: p.stats.Sampled, StaleHandles: p.stats.StaleHandles,
+		Redelivered: p.stats.Redelivered, Sampled: p.stats.Sampled, StaleHandles: p.stats.StaleHandles, VisibilityCut: p.stats.VisibilityCut, WriteConflicts: p.stats.WriteConflicts,
 		InstancesNotFound: p.stats.InstancesNotFound, InstancesHidden: p.stats.InstancesHidden,
 		RealismErrors: slices.Clone(p.stats.RealismErrors)}
 }
@@ -395,7 +423,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		writeError(w, service, rule.Kind)
 	case Conflict:
-		writeConflict(w, action, body)
+		writeConflict(w, action, body, 0)
 	case DropBefore:
 		hangUp(w)
 	case DropAfter:
@@ -416,11 +444,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // forwardRealistic forwards a request, and its answer, as AWS would carry
 // them out with the realism in force.
 func (p *Proxy) forwardRealistic(w http.ResponseWriter, r *http.Request, service, action string, body []byte) {
+	if p.expiresSooner(service, action) {
+		body = p.cutVisibility(r, body)
+	}
 	switch {
 	case p.reshapingReceives(service, action):
 		p.forwardReceive(w, r, body)
 	case p.checksHandles(service, action):
 		p.forwardHandles(w, r, action, body)
+	case p.detectsConflicts(service, action):
+		p.forwardWrite(w, r, action, body)
 	case p.lagging(service, action):
 		p.forwardLagging(w, r, action, body)
 	default:

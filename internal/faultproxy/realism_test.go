@@ -432,3 +432,67 @@ func TestRealismEC2Lag(t *testing.T) {
 		return nil
 	})
 }
+
+// A visibility timeout can run out while its consumer still holds the
+// message: with SQSVisibilityExpiry, a message received for two minutes is
+// delivered again after the expiry, with a new receipt handle, and the old
+// handle (with SQSStaleHandles) deletes nothing; without it, the message
+// stays hidden for the two minutes asked.
+func TestRealismSQSVisibilityExpiry(t *testing.T) {
+	ctx := context.Background()
+	direct := newClients(endpoint, 3)
+	const expiry = time.Second
+	for _, expires := range []bool{true, false} {
+		q, err := direct.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(randomName("expiry-"))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := direct.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("m")}); err != nil {
+			t.Fatal(err)
+		}
+		p := startProxy(t, endpoint, 1)
+		realism := faultproxy.Realism{SQSStaleHandles: true}
+		if expires {
+			realism.SQSVisibilityExpiry = expiry
+		}
+		p.SetRealism(realism)
+		c := newClients(p.URL, 1)
+		receive := func() []sqstypes.Message {
+			out, err := c.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10, VisibilityTimeout: 120})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out.Messages
+		}
+		first := receive()
+		if len(first) != 1 {
+			t.Fatalf("expires %t: the first receive got %d messages, want 1", expires, len(first))
+		}
+		if again := receive(); len(again) != 0 {
+			t.Errorf("expires %t: the message was visible again at once", expires)
+		}
+		time.Sleep(expiry + 1500*time.Millisecond) // SQS's whole seconds, and a margin for a busy emulator
+		again := receive()
+		if !expires {
+			if len(again) != 0 {
+				t.Errorf("no expiry: the message was delivered again within its visibility timeout of 120 s")
+			}
+			if st := p.Stats(); st.VisibilityCut != 0 {
+				t.Errorf("no expiry: %d receives cut", st.VisibilityCut)
+			}
+			continue
+		}
+		if len(again) != 1 || aws.ToString(again[0].MessageId) != aws.ToString(first[0].MessageId) || aws.ToString(again[0].ReceiptHandle) == aws.ToString(first[0].ReceiptHandle) {
+			t.Fatalf("after the expiry, received %+v; want %s again with a new receipt handle", again, aws.ToString(first[0].MessageId))
+		}
+		if _, err := c.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: q.QueueUrl, ReceiptHandle: first[0].ReceiptHandle}); err != nil {
+			t.Fatal(err)
+		}
+		if left := messagesIn(t, direct, aws.ToString(q.QueueUrl)); left != 1 {
+			t.Errorf("the superseded handle deleted the message (%d left)", left)
+		}
+		if st := p.Stats(); st.VisibilityCut != 3 || st.StaleHandles != 1 || len(st.RealismErrors) > 0 {
+			t.Errorf("stats: %d receives cut, %d stale handles, errors %v; want 3 and 1", st.VisibilityCut, st.StaleHandles, st.RealismErrors)
+		}
+	}
+}

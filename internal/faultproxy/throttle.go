@@ -12,7 +12,7 @@ import "net/http"
 func writeThrottle(w http.ResponseWriter, action string, body []byte, exceeded bool) {
 	switch {
 	case action == "TransactWriteItems":
-		writeCancelled(w, body, "ThrottlingError")
+		writeCancelled(w, body, "ThrottlingError", 0)
 	case exceeded:
 		writeJSONError(w, http.StatusBadRequest, "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException", "",
 			"The level of configured provisioned throughput for the table was exceeded. Consider increasing your provisioning level with the UpdateTable API.")

@@ -306,9 +306,11 @@ func TestAccClaim_import(t *testing.T) {
 // TestAccClaim_race applies 8 claims of 2 at once against 10 idle runners:
 // every claim succeeds, each runner is claimed at most once, and every warm
 // runner no claim took is still idle in the pool with its message. The
-// claims see AWS as it is, not as the emulator is: every SQS message is
-// delivered twice, receives are sampled, ClientTokens are honoured, and the
-// agents' clocks run a minute behind the provider's. So a claim can find
+// claims see AWS as it is, not as the emulator is (the whole realism
+// layer): every SQS message is delivered twice, receives are sampled,
+// visibility timeouts run out mid-claim, ClientTokens are honoured,
+// DynamoDB refuses writes meeting a transaction, EC2 knows new instances
+// late, and the agents' clocks run a minute behind the provider's. So a claim can find
 // the queue empty while other claims hold the last messages in flight, and
 // launch instead: a warm runner missed is slower, never lost; and a
 // claimed runner's message deleted with a superseded handle stays behind,
@@ -320,8 +322,7 @@ func TestAccClaim_race(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(proxy.Close)
-	proxy.SetRealism(faultproxy.Realism{ClientTokens: true, SQSRedelivery: true, SQSSampling: true, SQSStaleHandles: true,
-		EC2Lag: 5 * time.Second})
+	proxy.SetRealism(faultproxy.WholeRealism())
 	e.claimsSettings = fmt.Sprintf(`endpoints {
     dynamodb = %[1]q
     ec2      = %[1]q
