@@ -47,7 +47,7 @@ list "ec2runners_claim" "lost" {
 	lostIdentity := map[string]knownvalue.Check{"pool": knownvalue.StringExact(e.pool), "run_id": knownvalue.StringExact("run-lost")}
 	adopted := t.TempDir() // the generated configuration's, with the test's
 	resource.ParallelTest(t, resource.TestCase{
-		TerraformVersionChecks:   terraformAtLeast(tfversion.Version1_14_0),
+		TerraformVersionChecks:   []tfversion.TerraformVersionCheck{tfversion.SkipBelow(tfversion.Version1_14_0)},
 		ProtoV6ProviderFactories: testProviders,
 		Steps: []resource.TestStep{
 			{Config: e.poolConfig(), Check: e.seed(3, agentsim.SeedSpec{}, &seeded)},

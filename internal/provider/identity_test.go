@@ -31,7 +31,7 @@ resource "ec2runners_pool" "test" {
 		statecheck.ExpectIdentity("ec2runners_pool.test", map[string]knownvalue.Check{"name": knownvalue.StringExact(name)}),
 	}
 	resource.ParallelTest(t, resource.TestCase{
-		TerraformVersionChecks:   terraformAtLeast(tfversion.Version1_12_0),
+		TerraformVersionChecks:   []tfversion.TerraformVersionCheck{tfversion.SkipBelow(tfversion.Version1_12_0)},
 		ProtoV6ProviderFactories: testProviders,
 		CheckDestroy:             checkPoolDestroyed,
 		Steps: []resource.TestStep{
@@ -78,7 +78,7 @@ func TestAccClaim_identity(t *testing.T) {
 		statecheck.ExpectIdentityValueMatchesState("ec2runners_claim.test", tfjsonpath.New("run_id")),
 	}
 	resource.ParallelTest(t, resource.TestCase{
-		TerraformVersionChecks:   terraformAtLeast(tfversion.Version1_12_0),
+		TerraformVersionChecks:   []tfversion.TerraformVersionCheck{tfversion.SkipBelow(tfversion.Version1_12_0)},
 		ProtoV6ProviderFactories: testProviders,
 		Steps: []resource.TestStep{
 			{Config: e.poolConfig(), Check: e.watchFleet(agentsim.Healthy)},

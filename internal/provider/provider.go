@@ -247,7 +247,7 @@ func (p *ec2runnersProvider) Resources(context.Context) []func() resource.Resour
 }
 
 func (p *ec2runnersProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return []func() datasource.DataSource{NewPoolDataSource, NewRunnerScriptDataSource}
+	return []func() datasource.DataSource{NewPoolDataSource, NewRunnersDataSource, NewRunnerScriptDataSource}
 }
 
 func (p *ec2runnersProvider) ListResources(context.Context) []func() list.ListResource {

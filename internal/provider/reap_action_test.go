@@ -57,7 +57,7 @@ action "ec2runners_reap" "now" {
 }
 `, awsrecord.ClaimsKey, awsrecord.TestSecret, e.pool)
 	resource.ParallelTest(t, resource.TestCase{
-		TerraformVersionChecks:   terraformAtLeast(tfversion.Version1_14_0),
+		TerraformVersionChecks:   []tfversion.TerraformVersionCheck{tfversion.SkipBelow(tfversion.Version1_14_0)},
 		ProtoV6ProviderFactories: testProviders,
 		Steps: []resource.TestStep{{
 			PreConfig: func() {
