@@ -58,3 +58,35 @@ func TestRewrittenAnswerChecksumMatches(t *testing.T) {
 		t.Errorf("X-Amz-Crc32 %q, want %s, the checksum of the body sent", resp.Header.Get("X-Amz-Crc32"), want)
 	}
 }
+
+// An answer the proxy makes itself carries the CRC32 of its body, as
+// DynamoDB's do: here a single write refused for a transaction conflict.
+func TestOwnAnswerChecksumMatches(t *testing.T) {
+	stub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("a request reached the target: %s", r.Header.Get("X-Amz-Target"))
+	}))
+	defer stub.Close()
+	p := startProxy(t, stub.URL, 1)
+	p.SetRules(faultproxy.Rule{Service: "dynamodb", Kind: faultproxy.Conflict, Rate: 1})
+	req, err := http.NewRequest(http.MethodPost, p.URL, strings.NewReader(`{"TableName":"t","Key":{"pk":{"S":"a"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Amz-Target", "DynamoDB_20120810.UpdateItem")
+	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(body), "TransactionConflictException") {
+		t.Fatalf("answer %s: want a TransactionConflictException", body)
+	}
+	if want := strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10); resp.Header.Get("X-Amz-Crc32") != want {
+		t.Errorf("X-Amz-Crc32 %q, want %s, the checksum of the body sent", resp.Header.Get("X-Amz-Crc32"), want)
+	}
+}

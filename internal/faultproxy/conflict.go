@@ -37,8 +37,6 @@ func writeConflict(w http.ResponseWriter, action string, body []byte, at int) {
 // reason as the code of its item at and None for the others (cancelled
 // because of it).
 func writeCancelled(w http.ResponseWriter, body []byte, reason string, at int) {
-	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-	w.WriteHeader(http.StatusBadRequest)
 	var in struct{ TransactItems []json.RawMessage }
 	_ = json.Unmarshal(body, &in)
 	reasons := make([]string, max(1, len(in.TransactItems)))
@@ -51,6 +49,6 @@ func writeCancelled(w http.ResponseWriter, body []byte, reason string, at int) {
 		codes[i] = code
 		reasons[i] = fmt.Sprintf(`{"Code":%q}`, code)
 	}
-	fmt.Fprintf(w, `{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","message":"Transaction cancelled, please refer cancellation reasons for specific reasons [%s]","CancellationReasons":[%s]}`,
-		strings.Join(codes, ", "), strings.Join(reasons, ","))
+	writeJSONAnswer(w, http.StatusBadRequest, fmt.Appendf(nil, `{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","message":"Transaction cancelled, please refer cancellation reasons for specific reasons [%s]","CancellationReasons":[%s]}`,
+		strings.Join(codes, ", "), strings.Join(reasons, ",")))
 }

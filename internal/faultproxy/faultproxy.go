@@ -26,6 +26,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"maps"
 	"math/rand/v2"
@@ -34,6 +35,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -659,15 +661,23 @@ func writeError(w http.ResponseWriter, service string, kind Kind) {
 // writeJSONError answers with an error of the JSON protocols (DynamoDB,
 // SQS); queryErr ("Code;Sender") is SQS's.
 func writeJSONError(w http.ResponseWriter, status int, typ, queryErr, msg string) {
-	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-	w.Header().Set("X-Amzn-Requestid", requestID())
 	if queryErr != "" {
 		// SQS's JSON protocol is query-compatible: the SDK takes the
 		// code from this header.
 		w.Header().Set("X-Amzn-Query-Error", queryErr)
 	}
+	writeJSONAnswer(w, status, fmt.Appendf(nil, `{"__type":%q,"message":%q}`, typ, msg))
+}
+
+// writeJSONAnswer answers with a body of the JSON protocols, and its CRC32
+// as DynamoDB sends it (the Go SDK checks a DynamoDB answer against the
+// header even when it is missing, and logs each mismatch; SQS ignores it).
+func writeJSONAnswer(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+	w.Header().Set("X-Amzn-Requestid", requestID())
+	w.Header().Set(crc32Header, strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10))
 	w.WriteHeader(status)
-	fmt.Fprintf(w, `{"__type":%q,"message":%q}`, typ, msg)
+	_, _ = w.Write(body)
 }
 
 // writeEC2Error answers with an error of EC2's query protocol.

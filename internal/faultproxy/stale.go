@@ -119,12 +119,7 @@ func invalidHandle(handle string) string {
 }
 
 // writeJSON answers 200 with v in SQS's JSON protocol.
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-	w.Header().Set("X-Amzn-Requestid", requestID())
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(mustJSON(v))
-}
+func writeJSON(w http.ResponseWriter, v any) { writeJSONAnswer(w, http.StatusOK, mustJSON(v)) }
 
 // mustJSON marshals plain data, which cannot fail.
 func mustJSON(v any) json.RawMessage {
