@@ -35,27 +35,13 @@ func TestRewrittenAnswerChecksumMatches(t *testing.T) {
 	defer stub.Close()
 	p := startProxy(t, stub.URL, 1)
 	p.SetRealism(faultproxy.Realism{SQSSampling: true})
-	req, err := http.NewRequest(http.MethodPost, p.URL, strings.NewReader(`{"QueueUrl":"q","MaxNumberOfMessages":10}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("X-Amz-Target", "AmazonSQS.ReceiveMessage")
-	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	header, body := postJSON(t, p.URL, "AmazonSQS.ReceiveMessage", `{"QueueUrl":"q","MaxNumberOfMessages":10}`)
 	var got struct{ Messages []json.RawMessage }
 	if err := json.Unmarshal(body, &got); err != nil || len(got.Messages) == len(messages) {
 		t.Fatalf("answer %s (%v): want a sampled one, rewritten", body, err)
 	}
-	if want := strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10); resp.Header.Get("X-Amz-Crc32") != want {
-		t.Errorf("X-Amz-Crc32 %q, want %s, the checksum of the body sent", resp.Header.Get("X-Amz-Crc32"), want)
+	if want := strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10); header.Get("X-Amz-Crc32") != want {
+		t.Errorf("X-Amz-Crc32 %q, want %s, the checksum of the body sent", header.Get("X-Amz-Crc32"), want)
 	}
 }
 
@@ -68,25 +54,33 @@ func TestOwnAnswerChecksumMatches(t *testing.T) {
 	defer stub.Close()
 	p := startProxy(t, stub.URL, 1)
 	p.SetRules(faultproxy.Rule{Service: "dynamodb", Kind: faultproxy.Conflict, Rate: 1})
-	req, err := http.NewRequest(http.MethodPost, p.URL, strings.NewReader(`{"TableName":"t","Key":{"pk":{"S":"a"}}}`))
+	header, body := postJSON(t, p.URL, "DynamoDB_20120810.UpdateItem", `{"TableName":"t","Key":{"pk":{"S":"a"}}}`)
+	if !strings.Contains(string(body), "TransactionConflictException") {
+		t.Fatalf("answer %s: want a TransactionConflictException", body)
+	}
+	if want := strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10); header.Get("X-Amz-Crc32") != want {
+		t.Errorf("X-Amz-Crc32 %q, want %s, the checksum of the body sent", header.Get("X-Amz-Crc32"), want)
+	}
+}
+
+// postJSON sends a request of the JSON protocols (target: its
+// X-Amz-Target) and returns the answer's header and body.
+func postJSON(t *testing.T, url, target, body string) (http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("X-Amz-Target", "DynamoDB_20120810.UpdateItem")
+	req.Header.Set("X-Amz-Target", target)
 	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	answer, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(body), "TransactionConflictException") {
-		t.Fatalf("answer %s: want a TransactionConflictException", body)
-	}
-	if want := strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10); resp.Header.Get("X-Amz-Crc32") != want {
-		t.Errorf("X-Amz-Crc32 %q, want %s, the checksum of the body sent", resp.Header.Get("X-Amz-Crc32"), want)
-	}
+	return resp.Header, answer
 }
