@@ -104,16 +104,9 @@ func (e *claimEnv) createPool(warm map[string]protocol.WarmTarget) {
 
 // poolConfig is the pool resource of the test (one large class, explicit
 // instance selection: the emulator does not do attribute-based selection)
-// and the provider configuration of its claims, a claims-only role of its
-// own (its calls are recorded apart from the pool's, see awsrecord).
+// and the provider configuration of its claims.
 func (e *claimEnv) poolConfig() string {
-	return fmt.Sprintf(`
-provider "ec2runnersclaims" {
-  access_key = %q
-  secret_key = %q
-  %s
-}
-
+	return e.claimsProvider() + fmt.Sprintf(`
 resource "ec2runners_pool" "test" {
   name             = %q
   resource_classes = { large = { cpu = 2, memory_mib = 4096 } }
@@ -125,7 +118,20 @@ resource "ec2runners_pool" "test" {
   }
   %s
 }
-`, awsrecord.ClaimsKey, awsrecord.TestSecret, e.claimsSettings, e.pool, e.launchTemplate, quoteList(e.subnets), e.poolSettings)
+`, e.pool, e.launchTemplate, quoteList(e.subnets), e.poolSettings)
+}
+
+// claimsProvider is the provider configuration of the test's claims, a
+// claims-only role of its own (its calls are recorded apart from the
+// pool's, see awsrecord), with the test's claimsSettings.
+func (e *claimEnv) claimsProvider() string {
+	return fmt.Sprintf(`
+provider "ec2runnersclaims" {
+  access_key = %q
+  secret_key = %q
+  %s
+}
+`, awsrecord.ClaimsKey, awsrecord.TestSecret, e.claimsSettings)
 }
 
 // claimConfig is a claim of the test pool named name, with extra arguments.

@@ -23,7 +23,6 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/audit"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsrecord"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
@@ -448,18 +447,14 @@ func TestAccClaim_stoppedRunnerNotBackReplaced(t *testing.T) {
 		ProtoV6ProviderFactories: testProviders,
 		Steps: []resource.TestStep{{
 			Config: fmt.Sprintf(`
-provider "ec2runnersclaims" {
-  access_key = %q
-  secret_key = %q
-}
-
+%s
 resource "ec2runners_claim" "test" {
   provider              = ec2runnersclaims
   pool                  = %q
   instance_count        = 1
   fleet_validation_wait = "30s"
 }
-`, awsrecord.ClaimsKey, awsrecord.TestSecret, e.pool),
+`, e.claimsProvider(), e.pool),
 			ConfigStateChecks: []statecheck.StateCheck{
 				statecheck.ExpectKnownValue("ec2runners_claim.test", tfjsonpath.New("started_count"), knownvalue.Int64Exact(0)),
 				statecheck.ExpectKnownValue("ec2runners_claim.test", tfjsonpath.New("created_count"), knownvalue.Int64Exact(1)),

@@ -12,7 +12,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfversion"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsrecord"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -44,18 +43,14 @@ func TestAccReapAction_invoke(t *testing.T) {
 		}
 	}
 	action := fmt.Sprintf(`
-provider "ec2runnersclaims" {
-  access_key = %q
-  secret_key = %q
-}
-
+%s
 action "ec2runners_reap" "now" {
   provider = ec2runnersclaims
   config {
     pool = %q
   }
 }
-`, awsrecord.ClaimsKey, awsrecord.TestSecret, e.pool)
+`, e.claimsProvider(), e.pool)
 	resource.ParallelTest(t, resource.TestCase{
 		TerraformVersionChecks:   []tfversion.TerraformVersionCheck{tfversion.SkipBelow(tfversion.Version1_14_0)},
 		ProtoV6ProviderFactories: testProviders,

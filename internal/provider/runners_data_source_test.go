@@ -12,7 +12,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsrecord"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -63,16 +62,12 @@ func TestAccRunnersDataSource_basic(t *testing.T) {
 		ProtoV6ProviderFactories: testProviders,
 		Steps: []resource.TestStep{{
 			Config: fmt.Sprintf(`
-provider "ec2runnersclaims" {
-  access_key = %q
-  secret_key = %q
-}
-
+%s
 data "ec2runners_runners" "test" {
   provider = ec2runnersclaims
   pool     = %q
 }
-`, awsrecord.ClaimsKey, awsrecord.TestSecret, e.pool),
+`, e.claimsProvider(), e.pool),
 			ConfigStateChecks: []statecheck.StateCheck{
 				statecheck.ExpectKnownValue("data.ec2runners_runners.test", tfjsonpath.New("runners"), knownvalue.SetExact([]knownvalue.Check{
 					runner(claim.RunnerClaimed, knownvalue.StringExact("run-runners")),

@@ -12,7 +12,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfversion"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsrecord"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -42,18 +41,14 @@ func TestAccWarmAction_invoke(t *testing.T) {
 	}
 	full := claim.TierCounts{Hot: 1, HotTarget: 1, Stopped: 1, StoppedTarget: 1}
 	action := fmt.Sprintf(`
-provider "ec2runnersclaims" {
-  access_key = %q
-  secret_key = %q
-}
-
+%s
 action "ec2runners_warm" "now" {
   provider = ec2runnersclaims
   config {
     pool = %q
   }
 }
-`, awsrecord.ClaimsKey, awsrecord.TestSecret, e.pool)
+`, e.claimsProvider(), e.pool)
 	resource.ParallelTest(t, resource.TestCase{
 		TerraformVersionChecks:   []tfversion.TerraformVersionCheck{tfversion.SkipBelow(tfversion.Version1_14_0)},
 		ProtoV6ProviderFactories: testProviders,
