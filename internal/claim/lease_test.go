@@ -107,13 +107,7 @@ func TestKeepLeaseReportsARecordTakenOver(t *testing.T) {
 	theirs := Record{Request: e.request(1), State: recordPending, Nonce: "theirs"}
 	e.db.Put(theirs.item(protocol.FormatTime(time.Now())))
 	a := &attempt{c: e.c, s: e.c.store(testPool), req: e.request(1), rec: Record{Nonce: "ours"}}
-	ctx, lost := context.WithCancelCause(context.Background())
-	stop := a.keepLease(context.Background(), lost)
-	defer stop()
-	await.Done(t, "the lease reported lost", ctx.Done())
-	if cause := context.Cause(ctx); !errors.Is(cause, errLeaseLost) {
-		t.Errorf("cause %v, want errLeaseLost", cause)
-	}
+	awaitLeaseLost(t, a)
 	if rec, _ := e.claimRecord(); rec.Nonce != "theirs" {
 		t.Errorf("the record's nonce is %q: the keeper wrote over theirs", rec.Nonce)
 	}
@@ -151,14 +145,21 @@ func TestKeepLeaseStopsTheAttemptWhenRefreshesFail(t *testing.T) {
 		return nil
 	}
 	a := &attempt{c: &c, s: c.store(testPool), req: e.request(1), rec: ours}
+	awaitLeaseLost(t, a)
+	if elapsed := c.Now().Sub(start); elapsed >= leaseTimeout || refreshes < 2 {
+		t.Errorf("stopped %s after the last refresh, after %d failed refreshes: want more than one try, and stopped within the lease of %s", elapsed, refreshes, leaseTimeout)
+	}
+}
+
+// awaitLeaseLost runs the attempt's lease keeper until it reports the
+// lease lost, and checks that it says so.
+func awaitLeaseLost(t *testing.T, a *attempt) {
+	t.Helper()
 	ctx, lost := context.WithCancelCause(context.Background())
 	stop := a.keepLease(context.Background(), lost)
 	defer stop()
 	await.Done(t, "the lease reported lost", ctx.Done())
 	if cause := context.Cause(ctx); !errors.Is(cause, errLeaseLost) {
 		t.Errorf("cause %v, want errLeaseLost", cause)
-	}
-	if elapsed := c.Now().Sub(start); elapsed >= leaseTimeout || refreshes < 2 {
-		t.Errorf("stopped %s after the last refresh, after %d failed refreshes: want more than one try, and stopped within the lease of %s", elapsed, refreshes, leaseTimeout)
 	}
 }
