@@ -85,6 +85,11 @@ type Call struct {
 	Region    string              `json:"region"`
 	Account   string              `json:"account"`
 	Context   map[string][]string `json:"context,omitempty"`
+	// Unknown are condition keys AWS would know for the call but the
+	// recorder could not learn (a tag lookup the emulator did not answer):
+	// the policy check takes them as satisfied, and reports the call as
+	// unverified, instead of reading them as absent.
+	Unknown []string `json:"unknown,omitempty"`
 }
 
 // String is a Call's line in reports.
@@ -95,6 +100,9 @@ func (c Call) String() string {
 	}
 	for _, k := range slices.Sorted(maps.Keys(c.Context)) {
 		s += fmt.Sprintf(" %s=%v", k, c.Context[k])
+	}
+	for _, k := range c.Unknown {
+		s += " " + k + "=(unknown)"
 	}
 	return s
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/arn"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/faultproxy"
@@ -83,7 +82,7 @@ func newRecorder(ctx context.Context, endpoint, path string) (*recorder, error) 
 	}
 	r := &recorder{
 		url:       "http://" + ln.Addr().String(),
-		lookup:    &tagLookup{endpoint: endpoint, creds: creds, clients: map[string]*ec2.Client{}},
+		lookup:    newTagLookup(endpoint, creds),
 		partition: a.Partition,
 		account:   aws.ToString(who.Account),
 		out:       out,

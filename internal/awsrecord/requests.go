@@ -26,9 +26,16 @@ type request struct {
 	sourceInstance  string // the agent's instance ARN; "" for other roles
 }
 
-// call is base for action on resource with the context keys of ctx.
+// call is base for action on resource with the context keys of cond.
 func (q request) call(action, resource string, cond map[string][]string) Call {
+	return q.callUnknown(action, resource, cond, nil)
+}
+
+// callUnknown is call with condition keys whose values AWS would know but
+// the recorder could not learn.
+func (q request) callUnknown(action, resource string, cond map[string][]string, unknown []string) Call {
 	c := q.base
+	c.Unknown = unknown
 	c.Action, c.Resource = q.service+":"+action, resource
 	if action != q.action {
 		c.API = q.action
@@ -196,19 +203,16 @@ func (q request) ec2(ctx context.Context, r *recorder) []Call {
 		var calls []Call
 		for _, id := range indexed(form, "InstanceId", "ResourceId") {
 			typ := resourceType(id)
-			cond := map[string][]string{}
-			if pool, ok := r.lookup.poolTag(ctx, q.base.Region, typ, id); ok {
-				cond[KeyPoolTag] = []string{pool}
-			}
-			calls = append(calls, q.call(q.action, arnOf(typ, id), cond))
+			cond, unknown := r.poolTagContext(ctx, q.base.Region, typ, id)
+			calls = append(calls, q.callUnknown(q.action, arnOf(typ, id), cond, unknown))
 		}
 		return calls
 	case "CreateFleet", "RunInstances":
 		var calls []Call
-		launch := func(resource string, ctx map[string][]string) {
-			calls = append(calls, q.call(q.action, resource, ctx))
+		launch := func(resource string, cond map[string][]string, unknown []string) {
+			calls = append(calls, q.callUnknown(q.action, resource, cond, unknown))
 			if q.action == "CreateFleet" {
-				calls = append(calls, q.call("RunInstances", resource, ctx))
+				calls = append(calls, q.callUnknown("RunInstances", resource, cond, unknown))
 			}
 		}
 		for k, vs := range form {
@@ -217,17 +221,18 @@ func (q request) ec2(ctx context.Context, r *recorder) []Call {
 			}
 			id := vs[0]
 			if strings.HasSuffix(k, "LaunchTemplateName") {
-				id = r.lookup.launchTemplateID(ctx, q.base.Region, id)
+				var known bool
+				if id, known = r.lookup.launchTemplateID(ctx, q.base.Region, id); !known {
+					launch(arnOf("launch-template", "*"), nil, []string{KeyPoolTag})
+					continue
+				}
 			}
-			tags := map[string][]string{}
-			if pool, ok := r.lookup.poolTag(ctx, q.base.Region, "launch-template", id); ok {
-				tags[KeyPoolTag] = []string{pool}
-			}
-			launch(arnOf("launch-template", id), tags)
+			cond, unknown := r.poolTagContext(ctx, q.base.Region, "launch-template", id)
+			launch(arnOf("launch-template", id), cond, unknown)
 		}
 		for k, vs := range form {
 			if strings.HasSuffix(k, "SubnetId") {
-				launch(arnOf("subnet", vs[0]), nil)
+				launch(arnOf("subnet", vs[0]), nil, nil)
 			}
 		}
 		created := []string{"instance", "volume", "network-interface"}
@@ -235,7 +240,7 @@ func (q request) ec2(ctx context.Context, r *recorder) []Call {
 			created = append(created, "fleet")
 		}
 		for _, typ := range created {
-			launch(arnOf(typ, "*"), nil)
+			launch(arnOf(typ, "*"), nil, nil)
 		}
 		for k, vs := range form {
 			if strings.HasPrefix(k, "TagSpecification.") && strings.HasSuffix(k, ".ResourceType") {
@@ -245,6 +250,19 @@ func (q request) ec2(ctx context.Context, r *recorder) []Call {
 		return calls
 	}
 	return []Call{q.call(q.action, "*", nil)}
+}
+
+// poolTagContext is the aws:ResourceTag/ec2runners:pool context of a
+// resource: its value when the resource has the tag, nothing when it has
+// none, and the key as unknown when the emulator did not say.
+func (r *recorder) poolTagContext(ctx context.Context, region, typ, id string) (cond map[string][]string, unknown []string) {
+	switch pool, state := r.lookup.poolTag(ctx, region, typ, id); state {
+	case tagFound:
+		return map[string][]string{KeyPoolTag: {pool}}, nil
+	case tagUnknown:
+		return nil, []string{KeyPoolTag}
+	}
+	return nil, nil
 }
 
 // indexed are the values of the query parameters name.1, name.2, ... of

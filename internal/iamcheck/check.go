@@ -33,6 +33,9 @@ type Report struct {
 	Calls   map[string]int // recorded distinct calls by role
 	Missing []Finding      // calls a policy of their role does not grant: the check fails
 	Unused  []Finding      // grants no call of the role used: reported
+	// Unverified are granted calls with a condition key the recorder could
+	// not learn (awsrecord.Call.Unknown): granted under some value of it.
+	Unverified []awsrecord.Call
 }
 
 // Finding is a call a policy misses, or a grant no call used.
@@ -72,6 +75,9 @@ func (r Report) String() string {
 	for _, f := range r.Unused {
 		fmt.Fprintf(&b, "unused %s\n", f)
 	}
+	for _, c := range r.Unverified {
+		fmt.Fprintf(&b, "unverified (a condition key the recorder could not learn) %s: %s\n", c.Role, c)
+	}
 	if r.OK() {
 		b.WriteString("every recorded call is granted to its role by every documented policy of the role\n")
 	}
@@ -84,6 +90,9 @@ func Check(policies []Policy, calls []awsrecord.Call) (Report, error) {
 	r := Report{Calls: map[string]int{}}
 	for _, c := range calls {
 		r.Calls[c.Role]++
+		if len(c.Unknown) > 0 {
+			r.Unverified = append(r.Unverified, c)
+		}
 	}
 	for _, role := range awsrecord.Roles {
 		if r.Calls[role] == 0 {

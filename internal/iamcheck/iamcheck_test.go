@@ -156,3 +156,30 @@ func TestConditionOperators(t *testing.T) {
 		t.Error("an operator the checker does not evaluate must fail the check")
 	}
 }
+
+// A call whose pool tag the recorder could not learn (a lookup the emulator
+// did not answer) is granted as the tag would be, and reported unverified;
+// the same call without the tag is still a missing grant.
+func TestUnknownTagIsUnverifiedNotMissing(t *testing.T) {
+	base := []awsrecord.Call{
+		call(awsrecord.RolePoolManagement, "dynamodb:CreateTable", table, nil),
+		call(awsrecord.RoleClaims, "sqs:ReceiveMessage", queue, nil),
+	}
+	unknown := call(awsrecord.RoleAgent, "ec2:TerminateInstances", self, nil)
+	unknown.Unknown = []string{awsrecord.KeyPoolTag}
+	report, err := Check(documents(t), append(base, unknown))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !report.OK() || len(report.Unverified) != 1 || !strings.Contains(report.String(), "unverified") {
+		t.Errorf("a termination with an unknown pool tag: report\n%s", report)
+	}
+	untagged := call(awsrecord.RoleAgent, "ec2:TerminateInstances", self, nil)
+	report, err = Check(documents(t), append(base, untagged))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if report.OK() {
+		t.Errorf("a termination of an instance without the pool tag is granted: report\n%s", report)
+	}
+}
