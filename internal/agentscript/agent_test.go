@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -134,7 +135,7 @@ func newFixtureOf(t *testing.T, usageClass, repository string, tags map[string]s
 	}
 	f.claimer = &claim.Claimer{
 		DynamoDB: clients.DynamoDB, SQS: clients.SQS, EC2: clients.EC2,
-		GitHub: &claim.GitHubAccess{Tokens: gh, Owner: owner, Repository: repository},
+		GitHub: &claim.GitHubAccess{Tokens: gh, Releases: gh, Owner: owner, Repository: repository},
 	}
 	return f
 }
@@ -300,7 +301,8 @@ func TestInstance_servesClaimsAsEC2RunsIt(t *testing.T) {
 		t.Errorf("systemctl calls = %q, want %q", got, want)
 	}
 	unit, err := os.ReadFile(filepath.Join(o.SystemdDir, scripttest.AgentUnit))
-	if err != nil || !strings.Contains(string(unit), "ExecStart="+o.AgentPath+" run\n") || !strings.Contains(string(unit), "Restart=always") {
+	if err != nil || !strings.Contains(string(unit), "ExecStart="+o.AgentPath+" run -config "+o.ConfigPath+"\n") ||
+		!strings.Contains(string(unit), "Restart=always") || !strings.Contains(string(unit), "Delegate=yes") {
 		t.Errorf("unit file = %q, %v", unit, err)
 	}
 	checkHeartbeatCadence(t, f, o.HeartbeatInterval)
@@ -331,11 +333,12 @@ func TestInstance_servesClaimsAsEC2RunsIt(t *testing.T) {
 			t.Fatalf("after release of %s the runner is still registered: %+v", runID, r)
 		}
 	}
-	want := []string{"register " + f.instanceID + " run-1", "run " + f.instanceID, "stop " + f.instanceID, "remove " + f.instanceID}
-	want = append(want, strings.ReplaceAll(strings.Join(want, "\n"), "run-1", "run-2"))
-	got := strings.Join(f.env.GitHub.Events(), "\n")
-	if wantAll := strings.Join(want[:4], "\n") + "\n" + want[4]; got != wantAll {
-		t.Errorf("GitHub saw:\n%s\nwant:\n%s", got, wantAll)
+	want := []string{"download agent " + agentscript.AssetName(scripttest.AgentVersion, runtime.GOARCH), "download runner " + scripttest.RunnerVersion}
+	for _, runID := range []string{"run-1", "run-2"} {
+		want = append(want, "register "+f.instanceID+" "+runID, "run "+f.instanceID, "stop "+f.instanceID, "remove "+f.instanceID)
+	}
+	if got := f.env.GitHub.Events(); !slices.Equal(got, want) {
+		t.Errorf("GitHub saw:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	msgs, err := clients.SQS.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(f.queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
 	if err != nil || len(msgs.Messages) != 1 || !strings.Contains(aws.ToString(msgs.Messages[0].Body), f.instanceID) {
@@ -548,13 +551,13 @@ func TestInstance_registrationFailureSignalsUDRegFailed(t *testing.T) {
 		{"refused", "config.sh failed", repo, true},
 		// The pool registers with another repository than the agent's: the
 		// claim hands it a token for that one, which it must not use.
-		{"tokenOfAnotherTarget", "no usable REGISTER token for run run-1 and octo/app", "other", false},
+		{"tokenOfAnotherTarget", "no TOKEN#REGISTER token for run run-1 and octo/app", "other", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, tc.poolRepository, nil)
 			f.env.GitHub.RefuseRegistrations(tc.refuse)
 			o := f.env.Options(f.pool, owner, repo)
-			o.TokenWait = 2 * time.Second // the claim writes it first: none later
+			o.Intervals.TokenWait = protocol.Duration(2 * time.Second) // the claim writes it first: none later
 			f.putRecord(protocol.StateIdle, "", time.Now().Add(10*time.Minute))
 			inst := f.start(o, nil)
 			f.awaitServing()

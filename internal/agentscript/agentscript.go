@@ -1,91 +1,89 @@
-// Package agentscript renders the agent that runs on every runner instance:
-// a bash script for the launch template's user data that speaks the pool
-// protocol (heartbeats, self-termination, GitHub registration per run id,
-// deregistration on release). The script body is agent.sh; Render puts the
-// settings in front of it, shell-quoted.
+// Package agentscript renders the user data of a runner instance: a short
+// bootstrap that installs the agent (internal/agent: the program
+// ec2runners-agent, released with the provider) and its configuration,
+// then hands over to it. The agent is the one baked into the image when it
+// is the provider's version, else the release's binary for the instance's
+// architecture, checked against the SHA-256 the rendered text pins.
+//
+// EC2 takes at most 16 KB of user data (before base64): the bootstrap
+// stays under 4 KB whatever the settings, and only a pre-runner script can
+// take it further; Render refuses what EC2 would.
 package agentscript
 
 import (
+	"bytes"
 	"cmp"
 	_ "embed"
-	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
-	"strconv"
 	"strings"
+	"text/template"
 	"time"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/agent"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
-//go:embed agent.sh
-var body string
+//go:embed bootstrap.sh
+var bootstrapText string
 
-// DefaultRunnerVersion is the actions/runner release installed unless told
-// otherwise; the runner updates itself to GitHub's current one.
-const DefaultRunnerVersion = "2.329.0"
+var bootstrap = template.Must(template.New("bootstrap").Option("missingkey=zero").Funcs(template.FuncMap{"q": shellQuote}).Parse(bootstrapText))
 
-// Options are the settings of one rendered script. The zero values of the
-// intervals and endpoints are the protocol's and AWS's; tests shorten the
-// intervals and point the endpoints at an emulator.
+// EC2's limits on user data (EC2 User Guide, "Run commands when you launch
+// an EC2 instance with user data input"): 16 KB raw, before base64.
+const (
+	MaxUserDataBytes = 16 * 1024
+	// MaxBootstrapBytes bounds the script without a pre-runner script.
+	MaxBootstrapBytes = 4 * 1024
+	// MaxURLLength bounds each URL setting, so that the bootstrap stays
+	// under MaxBootstrapBytes.
+	MaxURLLength = 512
+)
+
+// Options are the settings of one rendered script, named as the data
+// source's attributes. The zero values of the intervals, paths and
+// endpoints are an instance's; tests move them.
 type Options struct {
 	Pool              string
 	Region            string
 	GitHubURL         string // web URL of GitHub or GitHub Enterprise Server
 	GitHubOwner       string
 	GitHubRepository  string // "": the runner registers at organization level
-	RunnerVersion     string
+	RunnerVersion     string // "": the newest release, kept up to date
 	RunnerDownloadURL string // "": GitHub's release of RunnerVersion
-	RunnerSHA256      string // "": not checked; else the tarball's SHA-256, hex
+	RunnerSHA256      string // "": GitHub's digest (the pinned version's archive is not checked)
 	RunnerUser        string
 	PreRunnerScript   string
 	HeartbeatInterval time.Duration
 	// JobsMetadataAccess lets jobs reach the instance metadata service, and
-	// with it the instance role's credentials (off: a firewall rule keeps
-	// the runner user away from it).
+	// with it the instance role's credentials.
 	JobsMetadataAccess bool
+	// Agent is the agent the user data installs; AgentDownloadURL the
+	// directory of its release assets ("": the release on GitHub).
+	Agent            Release
+	AgentDownloadURL string
 
 	// Set only by tests.
-	SelfCheckInterval    time.Duration
-	SelfTerminationGrace time.Duration // past the threshold, before the runner stops or terminates itself
-	ClaimPollInterval    time.Duration
-	ReleasePollInterval  time.Duration
-	OrphanTimeout        time.Duration
-	TokenWait            time.Duration
-	IMDSURL              string
-	AWSEndpointURL       string
-	RunnerDir            string
-	StateDir             string
-	AgentPath            string
-	SystemdDir           string
+	Intervals          agent.Intervals // all but Heartbeat
+	Paths              agent.Paths
+	Endpoints          agent.Endpoints
+	RunnerReleasesURL  string
+	RunnerDownloadBase string
+	AgentPath          string
+	ConfigPath         string
+	SystemdDir         string
 }
 
-// Protocol defaults (docs/guides/protocol.md, "The agent's loop").
+// Default settings.
 const (
-	DefaultHeartbeatInterval = 5 * time.Second
-	defaultSelfCheck         = 15 * time.Second
-	defaultClaimPoll         = 250 * time.Millisecond
-	defaultReleasePoll       = 10 * time.Second
-	selfTerminationGrace     = time.Minute
-	// A record must exist within the created state's lifetime.
-	defaultOrphanTimeout = 10 * time.Minute
-	// How long a runner waits for the token a claim or release leaves it
-	// (written before the runner learns the run id: normally there at once).
-	defaultTokenWait = time.Minute
+	DefaultRunnerUser        = "runner"
+	DefaultHeartbeatInterval = agent.DefaultHeartbeatInterval
 )
 
-var (
-	versionPattern = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`)
-	// UserPattern is what useradd accepts on both Amazon Linux and Ubuntu.
-	UserPattern = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
-	// SHA256Pattern is a SHA-256 digest in hex, as sha256sum prints it (or in
-	// capitals).
-	SHA256Pattern = regexp.MustCompile(`^[0-9A-Fa-f]{64}$`)
-)
-
-// Validate reports the first invalid setting, naming it.
+// Validate reports the invalid settings, each error naming its setting
+// first ("github_url: ...").
 func (o Options) Validate() error {
 	var errs []error
 	check := func(ok bool, format string, args ...any) {
@@ -93,86 +91,92 @@ func (o Options) Validate() error {
 			errs = append(errs, fmt.Errorf(format, args...))
 		}
 	}
-	// The registration token and the runner travel over these.
 	checkURL := func(setting, raw string) {
-		if err := github.CheckURL(raw); err != nil {
+		if raw == "" {
+			return
+		}
+		if len(raw) > MaxURLLength {
+			errs = append(errs, fmt.Errorf("%s: %d characters long, at most %d", setting, len(raw), MaxURLLength))
+		} else if err := github.CheckURL(raw); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", setting, err))
 		}
 	}
-	check(protocol.ValidatePoolName(o.Pool) == nil, "pool: %q is not a pool name (1-40 characters of A-Z a-z 0-9 _ -)", o.Pool)
-	check(o.Region != "", "region: required")
+	check(protocol.ValidatePoolName(o.Pool) == nil, "pool: %q is not a pool name (1-%d characters of A-Z a-z 0-9 _ -)", o.Pool, protocol.MaxPoolNameLength)
+	check(protocol.RegionPattern.MatchString(o.Region), "region: %q is not a region name", o.Region)
+	check(o.GitHubURL != "", "github_url: required")
 	checkURL("github_url", o.GitHubURL)
 	check(protocol.GitHubOwnerPattern.MatchString(o.GitHubOwner), "github_owner: %q is not a GitHub user or organization name", o.GitHubOwner)
 	check(o.GitHubRepository == "" || protocol.GitHubRepositoryPattern.MatchString(o.GitHubRepository), "github_repository: %q is not a repository name", o.GitHubRepository)
-	check(versionPattern.MatchString(o.RunnerVersion), "runner_version: %q is not a version like %s", o.RunnerVersion, DefaultRunnerVersion)
-	if o.RunnerDownloadURL != "" {
-		checkURL("runner_download_url", o.RunnerDownloadURL)
+	if o.RunnerVersion != "" {
+		check(protocol.ValidateRunnerVersion(o.RunnerVersion) == nil, "runner_version: %q is not a release version such as %s", o.RunnerVersion, protocol.MinimumRunnerVersion)
+		check(protocol.CompareRunnerVersions(o.RunnerVersion, protocol.MinimumRunnerVersion) >= 0,
+			"runner_version: %s is older than %s, the oldest runner GitHub lets register", o.RunnerVersion, protocol.MinimumRunnerVersion)
 	}
-	check(o.RunnerSHA256 == "" || SHA256Pattern.MatchString(o.RunnerSHA256), "runner_sha256: %q is not a SHA-256 digest (64 hexadecimal digits)", o.RunnerSHA256)
-	check(UserPattern.MatchString(o.RunnerUser), "runner_user: %q is not a user name (lower-case letters, digits, _ and -)", o.RunnerUser)
-	check(o.HeartbeatInterval >= time.Second && o.HeartbeatInterval <= 10*time.Second, "heartbeat_interval: %s is outside 1s-10s (a claim calls a runner unhealthy after 15s without one)", o.HeartbeatInterval)
+	checkURL("runner_download_url", o.RunnerDownloadURL)
+	check(o.RunnerDownloadURL == "" || o.RunnerVersion != "", "runner_download_url: needs runner_version, the version of the archive it names")
+	check(o.RunnerSHA256 == "" || agent.SHA256Pattern.MatchString(o.RunnerSHA256), "runner_sha256: %q is not a SHA-256 digest (64 hexadecimal digits)", o.RunnerSHA256)
+	check(o.RunnerSHA256 == "" || o.RunnerVersion != "", "runner_sha256: needs runner_version, the version of the archive it is the digest of")
+	check(agent.UserPattern.MatchString(o.RunnerUser), "runner_user: %q is not a user name (lower-case letters, digits, _ and -)", o.RunnerUser)
+	check(o.HeartbeatInterval >= agent.MinimumHeartbeatInterval && o.HeartbeatInterval <= agent.MaximumHeartbeatInterval,
+		"heartbeat_interval: %s is outside 1s-10s (a claim calls a runner unhealthy after 15s without one)", o.HeartbeatInterval)
+	checkURL("agent_download_url", o.AgentDownloadURL)
+	if err := o.Agent.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
-// Render returns the user-data script.
-func Render(o Options) (string, error) {
-	if err := o.Validate(); err != nil {
-		return "", err
-	}
+// config is the agent's configuration the options give.
+func (o Options) config() agent.Config {
 	target := o.GitHubOwner
 	if o.GitHubRepository != "" {
 		target += "/" + o.GitHubRepository
 	}
-	awsURL := func(service string) string {
-		return cmp.Or(o.AWSEndpointURL, "https://"+service+"."+o.Region+".amazonaws.com")
+	intervals := o.Intervals
+	intervals.Heartbeat = protocol.Duration(o.HeartbeatInterval)
+	return agent.Config{
+		Pool: o.Pool, Region: o.Region, GitHubURL: strings.TrimRight(o.GitHubURL, "/"), GitHubTarget: target,
+		RunnerUser: o.RunnerUser,
+		Runner: agent.RunnerSource{Version: o.RunnerVersion, DownloadURL: o.RunnerDownloadURL, SHA256: strings.ToLower(o.RunnerSHA256),
+			ReleasesURL: o.RunnerReleasesURL, DownloadBase: o.RunnerDownloadBase},
+		PreRunnerScript: o.PreRunnerScript, JobsMetadataAccess: o.JobsMetadataAccess,
+		Intervals: intervals, Paths: o.Paths, Endpoints: o.Endpoints,
 	}
-	settings := []struct{ name, value string }{
-		{"POOL", o.Pool},
-		{"REGION", o.Region},
-		{"GITHUB_URL", strings.TrimRight(o.GitHubURL, "/")},
-		{"GITHUB_TARGET", target},
-		{"RUNNER_VERSION", o.RunnerVersion},
-		{"RUNNER_DOWNLOAD_URL", o.RunnerDownloadURL},
-		{"RUNNER_SHA256", strings.ToLower(o.RunnerSHA256)}, // "": not checked
-		{"RUNNER_USER", o.RunnerUser},
-		{"RUNNER_DIR", cmp.Or(o.RunnerDir, "/opt/ec2runners/runner")},
-		{"STATE_DIR", cmp.Or(o.StateDir, "/var/lib/ec2runners")},
-		{"AGENT_PATH", cmp.Or(o.AgentPath, "/usr/local/sbin/ec2runners-agent")},
-		{"SYSTEMD_DIR", cmp.Or(o.SystemdDir, "/etc/systemd/system")},
-		{"HEARTBEAT_INTERVAL", seconds(o.HeartbeatInterval, DefaultHeartbeatInterval)},
-		{"SELF_CHECK_INTERVAL", seconds(o.SelfCheckInterval, defaultSelfCheck)},
-		{"CLAIM_POLL_INTERVAL", seconds(o.ClaimPollInterval, defaultClaimPoll)},
-		{"RELEASE_POLL_INTERVAL", seconds(o.ReleasePollInterval, defaultReleasePoll)},
-		{"SELF_TERMINATION_GRACE", seconds(o.SelfTerminationGrace, selfTerminationGrace)},
-		{"ORPHAN_TIMEOUT", seconds(o.OrphanTimeout, defaultOrphanTimeout)},
-		{"TOKEN_WAIT", seconds(o.TokenWait, defaultTokenWait)},
-		{"JOBS_METADATA_ACCESS", strconv.FormatBool(o.JobsMetadataAccess)},
-		{"IMDS_URL", cmp.Or(o.IMDSURL, "http://169.254.169.254")},
-		{"DYNAMODB_URL", awsURL("dynamodb")},
-		{"EC2_URL", awsURL("ec2")},
-		// Base64, so that any script text survives quoting.
-		{"PRE_RUNNER_SCRIPT", base64.StdEncoding.EncodeToString([]byte(o.PreRunnerScript))},
-	}
-	var b strings.Builder
-	b.WriteString("#!/bin/bash\n# Rendered by terraform-provider-ec2runners (data source ec2runners_runner_script).\n\n")
-	for _, s := range settings {
-		fmt.Fprintf(&b, "%s=%s\n", s.name, shellQuote(s.value))
-	}
-	b.WriteString("\n")
-	b.WriteString(body)
-	return b.String(), nil
 }
 
-// seconds writes d (or fallback when d is 0) as seconds for sleep and
-// arithmetic: whole seconds when it is whole, else a decimal fraction.
-func seconds(d, fallback time.Duration) string {
-	if d == 0 {
-		d = fallback
+// Render returns the user data: the bootstrap with the agent's
+// configuration. It fails when EC2 would refuse it (more than 16 KB), naming
+// pre_runner_script, the only setting that can make it that long.
+func Render(o Options) (string, error) {
+	if err := o.Validate(); err != nil {
+		return "", err
 	}
-	if d%time.Second == 0 {
-		return strconv.FormatInt(int64(d/time.Second), 10)
+	cfg := o.config()
+	if err := cfg.Validate(); err != nil {
+		return "", err
 	}
-	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
+	config, err := json.Marshal(cfg)
+	if err != nil {
+		return "", err
+	}
+	var b bytes.Buffer
+	err = bootstrap.Execute(&b, map[string]any{
+		"Version":     o.Agent.Version,
+		"SHA256":      o.Agent.SHA256,
+		"DownloadURL": strings.TrimRight(cmp.Or(o.AgentDownloadURL, o.Agent.defaultDownloadURL()), "/"),
+		"AgentPath":   cmp.Or(o.AgentPath, agent.DefaultAgentPath),
+		"ConfigPath":  cmp.Or(o.ConfigPath, agent.DefaultConfig),
+		"SystemdDir":  o.SystemdDir,
+		"Config":      string(config),
+	})
+	if err != nil {
+		return "", err
+	}
+	if b.Len() > MaxUserDataBytes {
+		return "", fmt.Errorf("pre_runner_script: the user data would be %d bytes, and EC2 takes at most %d (16 KB) before base64: "+
+			"keep the script short and fetch what it needs at boot (from S3, say), or bake it into the image", b.Len(), MaxUserDataBytes)
+	}
+	return b.String(), nil
 }
 
 // shellQuote quotes s for bash: in single quotes, each single quote in s

@@ -1,19 +1,30 @@
 package agentscript
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/agent"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
+
+var released = Release{Version: "1.2.3", SHA256: map[string]string{
+	"amd64": strings.Repeat("ab", 32), "arm64": strings.Repeat("cd", 32),
+}}
 
 func validOptions() Options {
 	return Options{
 		Pool: "ci-runners", Region: "eu-west-1", GitHubURL: "https://github.com", GitHubOwner: "octo",
-		GitHubRepository: "app", RunnerVersion: DefaultRunnerVersion, RunnerUser: "runner",
-		HeartbeatInterval: DefaultHeartbeatInterval,
+		GitHubRepository: "app", RunnerUser: "runner", HeartbeatInterval: DefaultHeartbeatInterval, Agent: released,
 	}
 }
 
@@ -25,10 +36,11 @@ func TestValidate_namesTheSetting(t *testing.T) {
 		"github_owner":        func(o *Options) { o.GitHubOwner = "-octo" },
 		"github_repository":   func(o *Options) { o.GitHubRepository = "a/b" },
 		"runner_version":      func(o *Options) { o.RunnerVersion = "latest" },
-		"runner_download_url": func(o *Options) { o.RunnerDownloadURL = "ftp://mirror/runner.tgz" },
+		"runner_download_url": func(o *Options) { o.RunnerVersion, o.RunnerDownloadURL = "2.331.0", "ftp://mirror/runner.tgz" },
 		"runner_user":         func(o *Options) { o.RunnerUser = "Runner User" },
 		"heartbeat_interval":  func(o *Options) { o.HeartbeatInterval = 30 * time.Second },
-		"runner_sha256":       func(o *Options) { o.RunnerSHA256 = "abc123" },
+		"runner_sha256":       func(o *Options) { o.RunnerVersion, o.RunnerSHA256 = "2.331.0", "abc123" },
+		"agent_download_url":  func(o *Options) { o.AgentDownloadURL = "http://mirror.internal/agent" },
 	}
 	for setting, breakIt := range cases {
 		t.Run(setting, func(t *testing.T) {
@@ -45,61 +57,117 @@ func TestValidate_namesTheSetting(t *testing.T) {
 	}
 }
 
-// settingsOf runs the rendered script's settings in bash and prints the named
-// variables, the pre-runner script decoded.
-func settingsOf(t *testing.T, script string, names ...string) map[string]string {
-	t.Helper()
-	header, _, _ := strings.Cut(script, "\n# The agent:")
-	var print strings.Builder
-	print.WriteString(header)
-	for _, n := range names {
-		print.WriteString("printf '%s=%s\\0' " + n + " \"$" + n + "\"\n")
-	}
-	print.WriteString("printf PRE_RUNNER=; printf %s \"$PRE_RUNNER_SCRIPT\" | base64 -d; printf '\\0'\n")
-	out, err := exec.Command("bash", "-c", print.String()).Output()
-	if err != nil {
-		t.Fatalf("bash: %v", err)
-	}
-	got := map[string]string{}
-	for _, kv := range strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00") {
-		k, v, _ := strings.Cut(kv, "=")
-		got[k] = v
-	}
-	return got
-}
-
-func TestRender_settingsSurviveQuoting(t *testing.T) {
-	o := validOptions()
-	o.PreRunnerScript = "#!/bin/sh\necho 'it''s' \"$HOME\" $(id -u) `date` \\\n\x01done\n"
-	o.GitHubURL = "https://ghe.example.com/"
-	o.RunnerDownloadURL = "https://mirror.example.com/runner.tar.gz?a=1&b='2'"
-	script, err := Render(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := settingsOf(t, script, "POOL", "GITHUB_URL", "GITHUB_TARGET", "RUNNER_DOWNLOAD_URL", "DYNAMODB_URL", "EC2_URL", "HEARTBEAT_INTERVAL", "CLAIM_POLL_INTERVAL")
-	want := map[string]string{
-		"POOL": "ci-runners", "GITHUB_URL": "https://ghe.example.com", "GITHUB_TARGET": "octo/app",
-		"RUNNER_DOWNLOAD_URL": o.RunnerDownloadURL, "DYNAMODB_URL": "https://dynamodb.eu-west-1.amazonaws.com",
-		"EC2_URL": "https://ec2.eu-west-1.amazonaws.com", "HEARTBEAT_INTERVAL": "5", "CLAIM_POLL_INTERVAL": "0.25",
-		"PRE_RUNNER": o.PreRunnerScript,
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s = %q, want %q", k, got[k], v)
+// A pinned runner older than GitHub lets register, and a mirror or digest
+// without the version they are of, are refused.
+func TestValidate_pinnedRunner(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		change  func(*Options)
+		wantErr string
+	}{
+		{"tooOld", func(o *Options) { o.RunnerVersion = "2.328.0" }, "runner_version: 2.328.0 is older than " + protocol.MinimumRunnerVersion},
+		{"mirrorWithoutVersion", func(o *Options) { o.RunnerDownloadURL = "https://mirror.example.com/runner.tar.gz" }, "runner_download_url: needs runner_version"},
+		{"digestWithoutVersion", func(o *Options) { o.RunnerSHA256 = strings.Repeat("ab", 32) }, "runner_sha256: needs runner_version"},
+		{"pinned", func(o *Options) {
+			o.RunnerVersion, o.RunnerDownloadURL, o.RunnerSHA256 = protocol.MinimumRunnerVersion, "https://mirror.example.com/r.tar.gz", strings.Repeat("AB", 32)
+		}, ""},
+	} {
+		o := validOptions()
+		tc.change(&o)
+		err := o.Validate()
+		if (tc.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("%s: Validate = %v, want %q", tc.name, err, tc.wantErr)
 		}
 	}
 }
 
-func TestRender_organizationTarget(t *testing.T) {
-	o := validOptions()
-	o.GitHubRepository = ""
-	script, err := Render(o)
+// configOf is the agent configuration the user data writes.
+func configOf(t *testing.T, userData string) agent.Config {
+	t.Helper()
+	_, rest, _ := strings.Cut(userData, "<<'EC2RUNNERS_AGENT_CONFIG'\n")
+	body, _, found := strings.Cut(rest, "\nEC2RUNNERS_AGENT_CONFIG\n")
+	if !found {
+		t.Fatalf("no agent configuration in the user data:\n%s", userData)
+	}
+	cfg, err := agent.ParseConfig([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := settingsOf(t, script, "GITHUB_TARGET")["GITHUB_TARGET"]; got != "octo" {
-		t.Fatalf("GITHUB_TARGET = %q, want octo", got)
+	return cfg
+}
+
+// Every setting reaches the agent as given, whatever it holds: the
+// configuration is JSON in a quoted here-document.
+func TestRender_settingsReachTheAgent(t *testing.T) {
+	o := validOptions()
+	o.PreRunnerScript = "#!/bin/sh\necho 'it''s' \"$HOME\" $(id -u) `date` \\\nEC2RUNNERS_AGENT_CONFIG\n\x01done\n"
+	o.GitHubURL = "https://ghe.example.com/"
+	o.RunnerVersion = "2.331.0"
+	o.RunnerDownloadURL = "https://mirror.example.com/runner.tar.gz?a=1&b='2'"
+	o.RunnerSHA256 = strings.Repeat("AB", 32)
+	userData, err := Render(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := configOf(t, userData)
+	if got.Pool != "ci-runners" || got.GitHubURL != "https://ghe.example.com" || got.GitHubTarget != "octo/app" ||
+		got.Runner.DownloadURL != o.RunnerDownloadURL || got.Runner.SHA256 != strings.Repeat("ab", 32) ||
+		got.PreRunnerScript != o.PreRunnerScript || time.Duration(got.Intervals.Heartbeat) != 5*time.Second {
+		t.Errorf("the agent's configuration = %+v", got)
+	}
+	o.GitHubRepository = ""
+	userData, err = Render(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := configOf(t, userData).GitHubTarget; got != "octo" {
+		t.Errorf("organization runners: target %q, want octo", got)
+	}
+}
+
+// The bootstrap stays under 4 KB whatever the settings: every one at its
+// longest, with a pre-runner script of a line.
+func TestRender_bootstrapUnder4KB(t *testing.T) {
+	long := func(prefix string) string { return prefix + strings.Repeat("a", MaxURLLength-len(prefix)) }
+	o := validOptions()
+	o.Pool = strings.Repeat("p", protocol.MaxPoolNameLength)
+	o.Region = "ap-southeast-4"
+	o.GitHubURL = long("https://ghe.example.com/")
+	o.GitHubOwner, o.GitHubRepository = strings.Repeat("o", 39), strings.Repeat("r", 100)
+	o.RunnerVersion, o.RunnerSHA256 = "2.331.0", strings.Repeat("ab", 32)
+	o.RunnerDownloadURL = long("https://mirror.example.com/")
+	o.AgentDownloadURL = long("https://mirror.example.com/")
+	o.RunnerUser = strings.Repeat("u", 32)
+	o.JobsMetadataAccess = true
+	userData, err := Render(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(userData) > MaxBootstrapBytes {
+		t.Errorf("the bootstrap is %d bytes with every setting at its longest, want at most %d", len(userData), MaxBootstrapBytes)
+	}
+	if o.Validate() == nil {
+		o.GitHubURL += "a"
+		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "github_url: 513 characters long") {
+			t.Errorf("a URL past %d characters: %v", MaxURLLength, err)
+		}
+	}
+}
+
+// EC2 refuses user data over 16 KB: a pre-runner script that takes it
+// there fails the data source, naming pre_runner_script; one that fits
+// passes.
+func TestRender_userDataLimit(t *testing.T) {
+	o := validOptions()
+	o.PreRunnerScript = strings.Repeat("echo fits\n", 1200)
+	userData, err := Render(o)
+	if err != nil || len(userData) > MaxUserDataBytes {
+		t.Fatalf("a 12 KB pre-runner script: %d bytes, %v", len(userData), err)
+	}
+	o.PreRunnerScript = strings.Repeat("echo too long\n", 1200)
+	_, err = Render(o)
+	if err == nil || !strings.HasPrefix(err.Error(), "pre_runner_script: the user data would be") || !strings.Contains(err.Error(), "16384") {
+		t.Fatalf("a 16 KB pre-runner script: %v, want an error naming pre_runner_script and EC2's limit", err)
 	}
 }
 
@@ -110,13 +178,12 @@ func TestRender_passesShellcheck(t *testing.T) {
 	}
 	o := validOptions()
 	o.PreRunnerScript = "dnf install -y git"
-	o.RunnerSHA256 = strings.Repeat("ab", 32)
-	script, err := Render(o)
+	userData, err := Render(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "user-data.sh")
-	if err := os.WriteFile(path, []byte(script), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(userData), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command("shellcheck", "--severity=style", "--shell=bash", path).CombinedOutput()
@@ -125,8 +192,9 @@ func TestRender_passesShellcheck(t *testing.T) {
 	}
 }
 
-// The registration token and the runner travel over github_url and
-// runner_download_url: https, or plain http only to this machine.
+// The registration token, the runner and the agent travel over github_url,
+// runner_download_url and agent_download_url: https, or plain http only to
+// this machine.
 func TestValidate_urlsNeedHTTPS(t *testing.T) {
 	for _, tc := range []struct {
 		setting, url, wantErr string // wantErr "": accepted
@@ -140,12 +208,17 @@ func TestValidate_urlsNeedHTTPS(t *testing.T) {
 		{"runner_download_url", "http://127.0.0.1:9000/runner.tar.gz", ""},
 		{"runner_download_url", "http://mirror.internal/runner.tar.gz", `runner_download_url: "http://mirror.internal/runner.tar.gz" uses plain http://`},
 		{"runner_download_url", "ftp://mirror/runner.tgz", "runner_download_url: \"ftp://mirror/runner.tgz\" is not an https:// URL"},
+		{"agent_download_url", "https://mirror.example.com/ec2runners/v1.2.3", ""},
+		{"agent_download_url", "http://mirror.internal/ec2runners", `agent_download_url: "http://mirror.internal/ec2runners" uses plain http://`},
 	} {
 		o := validOptions()
-		if tc.setting == "github_url" {
+		switch tc.setting {
+		case "github_url":
 			o.GitHubURL = tc.url
-		} else {
-			o.RunnerDownloadURL = tc.url
+		case "runner_download_url":
+			o.RunnerVersion, o.RunnerDownloadURL = "2.331.0", tc.url
+		default:
+			o.AgentDownloadURL = tc.url
 		}
 		err := o.Validate()
 		switch {
@@ -157,29 +230,105 @@ func TestValidate_urlsNeedHTTPS(t *testing.T) {
 	}
 }
 
-// RUNNER_SHA256 is what the agent checks the runner tarball against: the
-// digest in lower case as sha256sum prints it, or "" for no check.
-func TestRender_runnerSHA256(t *testing.T) {
-	const digest = "0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789ABCDEF"
-	for _, tc := range []struct{ given, want string }{
-		{"", ""},
-		{digest, strings.ToLower(digest)},
-	} {
-		o := validOptions()
-		o.RunnerSHA256 = tc.given
-		script, err := Render(o)
+// bootstrapWorld runs the rendered user data here, as an ordinary user:
+// the agent's path and configuration below a temporary directory, and
+// instead of the agent, a script that records how it was run.
+type bootstrapWorld struct {
+	dir, agentPath, configPath string
+	fakeAgent                  []byte
+	served                     int // downloads of the agent
+	url                        string
+}
+
+func newBootstrapWorld(t *testing.T) *bootstrapWorld {
+	w := &bootstrapWorld{dir: t.TempDir()}
+	w.agentPath = filepath.Join(w.dir, "sbin", "ec2runners-agent")
+	w.configPath = filepath.Join(w.dir, "etc", "ec2runners", "agent.json")
+	w.fakeAgent = []byte("#!/bin/sh\nif [ \"$1\" = version ]; then echo 1.2.3; exit 0; fi\necho \"$@\" >" + filepath.Join(w.dir, "ran") + "\n")
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1.2.3/"+AssetName("1.2.3", runtime.GOARCH) {
+			http.NotFound(rw, r)
+			return
+		}
+		w.served++
+		_, _ = rw.Write(w.fakeAgent)
+	}))
+	t.Cleanup(srv.Close)
+	w.url = srv.URL + "/v1.2.3"
+	return w
+}
+
+// run renders the user data with release and runs it with bash.
+func (w *bootstrapWorld) run(t *testing.T, release Release) (string, error) {
+	o := validOptions()
+	o.Agent, o.AgentDownloadURL, o.AgentPath, o.ConfigPath = release, w.url, w.agentPath, w.configPath
+	userData, err := Render(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("bash", "-c", userData).CombinedOutput()
+	return string(out), err
+}
+
+func (w *bootstrapWorld) digest() string {
+	sum := sha256.Sum256(w.fakeAgent)
+	return hex.EncodeToString(sum[:])
+}
+
+// The bootstrap downloads the agent of its version, checks its digest,
+// installs it root's alone, writes the configuration and runs "install";
+// an agent of that version in the image is used as it is; a download that
+// is not the release is refused and nothing runs.
+func TestBootstrap_installsTheReleasedAgent(t *testing.T) {
+	t.Run("download", func(t *testing.T) {
+		w := newBootstrapWorld(t)
+		out, err := w.run(t, Release{Version: "1.2.3", SHA256: map[string]string{runtime.GOARCH: w.digest()}})
 		if err != nil {
+			t.Fatalf("bootstrap: %v\n%s", err, out)
+		}
+		ran, _ := os.ReadFile(filepath.Join(w.dir, "ran"))
+		if w.served != 1 || string(ran) != "install -config "+w.configPath+"\n" {
+			t.Errorf("downloads %d, the agent ran with %q", w.served, ran)
+		}
+		if info, err := os.Stat(w.agentPath); err != nil || info.Mode().Perm() != 0o711 {
+			t.Errorf("the agent: %v, %v; want mode 0711 (anyone may run it, as the agent runs it as the runner user to clear its keyrings; only root may read it)", info, err)
+		}
+		if info, err := os.Stat(w.configPath); err != nil || info.Mode().Perm() != 0o600 {
+			t.Errorf("the configuration: %v, %v; want mode 0600", info, err)
+		}
+	})
+	t.Run("preinstalled", func(t *testing.T) {
+		w := newBootstrapWorld(t)
+		if err := os.MkdirAll(filepath.Dir(w.agentPath), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if got := settingsOf(t, script, "RUNNER_SHA256")["RUNNER_SHA256"]; got != tc.want {
-			t.Errorf("RunnerSHA256 %q: RUNNER_SHA256 = %q, want %q", tc.given, got, tc.want)
+		if err := os.WriteFile(w.agentPath, w.fakeAgent, 0o755); err != nil {
+			t.Fatal(err)
 		}
-	}
-	for _, bad := range []string{"abc", digest + "0", digest[:63] + "g", " " + digest[1:], "sha256:" + digest[7:]} {
-		o := validOptions()
-		o.RunnerSHA256 = bad
-		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "runner_sha256:") || !strings.Contains(err.Error(), "64 hexadecimal digits") {
-			t.Errorf("RunnerSHA256 %q: Validate = %v, want an error about runner_sha256", bad, err)
+		out, err := w.run(t, Release{Version: "1.2.3"}) // a development build: no digest to download with
+		ran, _ := os.ReadFile(filepath.Join(w.dir, "ran"))
+		if err != nil || w.served != 0 || len(ran) == 0 {
+			t.Errorf("bootstrap with the agent in the image: %v, %d downloads, ran %q\n%s", err, w.served, ran, out)
 		}
-	}
+	})
+	t.Run("digestMismatch", func(t *testing.T) {
+		w := newBootstrapWorld(t)
+		out, err := w.run(t, Release{Version: "1.2.3", SHA256: map[string]string{runtime.GOARCH: strings.Repeat("0", 64)}})
+		if err == nil || !strings.Contains(out, "is not the agent released as 1.2.3 (SHA-256 mismatch)") {
+			t.Errorf("a download that is not the release: %v\n%s", err, out)
+		}
+		if _, err := os.Stat(w.agentPath); err == nil {
+			t.Error("the agent was installed")
+		}
+		if _, err := os.Stat(filepath.Join(w.dir, "ran")); err == nil {
+			t.Error("the agent ran")
+		}
+	})
+	t.Run("developmentBuild", func(t *testing.T) {
+		w := newBootstrapWorld(t)
+		out, err := w.run(t, Release{Version: "dev"})
+		if err == nil || !strings.Contains(out, "bake ec2runners-agent dev into the image") {
+			t.Errorf("a development build without an agent in the image: %v\n%s", err, out)
+		}
+	})
 }

@@ -34,17 +34,17 @@ func TestInstance_layout(t *testing.T) {
 	}
 	uid, _ := strconv.Atoi(runner.Uid)
 
-	checkMode(t, o.StateDir, 0, 0o700|fs.ModeDir)
-	walk(t, o.StateDir, func(path string, info fs.FileInfo) {
+	checkMode(t, o.Paths.StateDir, 0, 0o700|fs.ModeDir)
+	walk(t, o.Paths.StateDir, func(path string, info fs.FileInfo) {
 		if ownerOf(info) != 0 || info.Mode().Perm()&0o077 != 0 {
 			t.Errorf("%s: owner %d, mode %s; want root's and private", path, ownerOf(info), info.Mode())
 		}
 	})
-	checkMode(t, o.AgentPath, 0, 0o700)
-	for dir := filepath.Dir(o.RunnerDir); dir != "/" && strings.HasPrefix(dir, inst.Root); dir = filepath.Dir(dir) {
+	checkMode(t, o.AgentPath, 0, 0o711)
+	for dir := filepath.Dir(o.Paths.RunnerDir); dir != "/" && strings.HasPrefix(dir, inst.Root); dir = filepath.Dir(dir) {
 		checkMode(t, dir, 0, 0o755|fs.ModeDir) // the umask 077 of the agent must not close these
 	}
-	walk(t, o.RunnerDir, func(path string, info fs.FileInfo) {
+	walk(t, o.Paths.RunnerDir, func(path string, info fs.FileInfo) {
 		if ownerOf(info) != 0 || info.Mode().Perm()&0o022 != 0 || info.Mode().Perm()&0o004 == 0 {
 			t.Errorf("%s: owner %d, mode %s; want root's, readable by all and writable by root only", path, ownerOf(info), info.Mode())
 		}
@@ -54,7 +54,7 @@ func TestInstance_layout(t *testing.T) {
 	runDir := filepath.Join(runner.HomeDir, "runner")
 	walk(t, runDir, func(path string, info fs.FileInfo) {
 		rel, _ := filepath.Rel(runDir, path)
-		_, installed := os.Lstat(filepath.Join(o.RunnerDir, rel))
+		_, installed := os.Lstat(filepath.Join(installation(t, inst), rel))
 		switch {
 		case info.IsDir() && ownerOf(info) != uid:
 			t.Errorf("%s: a directory of the run owned by %d, want the runner user %d", path, ownerOf(info), uid)
@@ -109,7 +109,7 @@ func TestInstance_hostileJobGetsNothing(t *testing.T) {
 func checkHostileJob(t *testing.T, f *fixture, runID string) {
 	t.Helper()
 	o := f.inst.Options
-	paths := strings.NewReplacer("@STATE@", o.StateDir, "@AGENT@", o.AgentPath, "@INSTALL@", o.RunnerDir)
+	paths := strings.NewReplacer("@STATE@", o.Paths.StateDir, "@AGENT@", o.AgentPath, "@INSTALL@", installation(t, f.inst))
 	job := runJob(t, f, runID, paths.Replace(hostileJob))
 	for _, line := range attempts(job.Output) {
 		if !strings.HasSuffix(line, ": blocked") {
@@ -271,6 +271,17 @@ func checkMode(t *testing.T, path string, uid int, mode fs.FileMode) {
 	if ownerOf(info) != uid || info.Mode()&(fs.ModeDir|fs.ModePerm) != mode {
 		t.Errorf("%s: owner %d, mode %s; want owner %d, mode %s", path, ownerOf(info), info.Mode(), uid, mode)
 	}
+}
+
+// installation is the directory of the runner installation the agent
+// registers with.
+func installation(t *testing.T, inst *scripttest.Instance) string {
+	t.Helper()
+	current, err := os.ReadFile(filepath.Join(inst.Options.Paths.StateDir, "runner.current"))
+	if err != nil {
+		t.Fatalf("the installed runner: %v", err)
+	}
+	return filepath.Join(inst.Options.Paths.RunnerDir, strings.TrimSpace(string(current)))
 }
 
 func ownerOf(info fs.FileInfo) int { return int(info.Sys().(*syscall.Stat_t).Uid) }

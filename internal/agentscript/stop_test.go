@@ -34,7 +34,7 @@ func TestInstance_stoppedTierStopsThenResumesForAClaim(t *testing.T) {
 	f.putIdle(threshold, time.Now().Add(time.Hour))
 	inst := f.start(f.options(), nil)
 	f.awaitStopped()
-	stops, due := f.env.Proxy.VerifiedAt("ec2 StopInstances"), threshold.Add(inst.Options.SelfTerminationGrace)
+	stops, due := f.env.Proxy.VerifiedAt("ec2 StopInstances"), threshold.Add(time.Duration(inst.Options.Intervals.SelfTerminationGrace))
 	if len(stops) == 0 || stops[0].Before(due) {
 		t.Errorf("StopInstances at %v, want the first after its threshold and grace, %s", stops, due)
 	}
@@ -126,7 +126,7 @@ func TestInstance_stopsOnlyOncePrepared(t *testing.T) {
 			o := f.options()
 			o.PreRunnerScript = "touch " + started + "; until [ -e " + proceed + " ]; do sleep 0.2; done"
 			if !tc.prepared {
-				o.OrphanTimeout = 3 * time.Second
+				o.Intervals.OrphanTimeout = protocol.Duration(3 * time.Second)
 			}
 			inst := f.start(o, nil)
 			if !tc.prepared {

@@ -40,9 +40,17 @@ func (v view) healthy(st agentState, maxAge time.Duration) bool {
 // as fresh too (the registration, which a dead agent cannot make, confirms
 // it). An agent is judged dead only on the provider's clock: no heartbeat
 // change in HeartbeatMaxAge since the watch began.
-func registered(runID string, wait time.Duration, healthyAtOnce bool, t Timings) judge {
+//
+// A runner GitHub would send no job to (policy, when known: its version as
+// its heartbeat tells it is older than GitHub accepts) fails at once: its
+// agent keeps it on the newest release while it waits in the pool, and one
+// that could not is retired rather than handed out.
+func registered(runID string, wait time.Duration, healthyAtOnce bool, t Timings, policy *protocol.RunnerPolicy) judge {
 	return func(st agentState, v view) (bool, error) {
 		now, deadline := v.now, v.deadline
+		if policy != nil && st.runnerVersion != "" && !policy.Accepts(st.runnerVersion) {
+			return true, fmt.Errorf("its runner %s is older than GitHub accepts (%s and later): GitHub would send it no job", st.runnerVersion, policy.Minimum)
+		}
 		healthy := v.healthy(st, t.HeartbeatMaxAge)
 		if sig := st.signal; sig.RunID == runID {
 			switch sig.State {

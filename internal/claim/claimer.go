@@ -492,7 +492,7 @@ func (a *attempt) selectWarm(ctx context.Context) (ready, late []Instance, err e
 			}
 			for _, inst := range insts {
 				claimed[inst.ID] = inst
-				watch.add(inst.ID, a.req.Timings.RegistrationWait, registered(a.req.RunID, a.req.Timings.RegistrationWait, true, a.req.Timings))
+				watch.add(inst.ID, a.req.Timings.RegistrationWait, registered(a.req.RunID, a.req.Timings.RegistrationWait, true, a.req.Timings, a.regToken.runnerPolicy()))
 			}
 			if len(insts) < len(msgs) && more {
 				continue // replace the ones lost at once
@@ -692,7 +692,7 @@ func (a *attempt) createMissing(ctx context.Context, missing int) ([]Instance, e
 	watch := newAgentWatch(a.s, a.cfg.InstanceARNPrefix)
 	wait := a.req.Timings.FleetValidationWait
 	for _, inst := range created {
-		watch.add(inst.ID, wait, registered(a.req.RunID, wait, false, a.req.Timings))
+		watch.add(inst.ID, wait, registered(a.req.RunID, wait, false, a.req.Timings, a.regToken.runnerPolicy()))
 	}
 	decided, err := watch.wait(ctx, a.req.Timings.PollInterval)
 	if err != nil {

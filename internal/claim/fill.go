@@ -347,6 +347,7 @@ func (c *Claimer) launchFill(ctx context.Context, s *store, cfg protocol.PoolCon
 			res.Launched = append(res.Launched, id)
 		}
 	}
+	c.tellRunnerRelease(ctx, s, cfg, instanceIDs(launched))
 	if len(launched) < n {
 		var reasons []string
 		for _, e := range out.Errors {

@@ -313,8 +313,9 @@ func (s *store) batchGetKeys(ctx context.Context, keys []map[string]types.Attrib
 
 // agentState is what an agent has published about itself.
 type agentState struct {
-	heartbeat time.Time // zero when none
-	signal    protocol.Signal
+	heartbeat     time.Time // zero when none
+	runnerVersion string    // the runner it registers with, as its heartbeat says ("": not told)
+	signal        protocol.Signal
 }
 
 // agents reads the heartbeats and latest worker signals of ids from their
@@ -342,7 +343,7 @@ func (s *store) agents(ctx context.Context, arnPrefix string, ids []string) (map
 		}
 		for _, item := range items {
 			if arn, at, ok := protocol.HeartbeatFromItem(item); ok {
-				update(arn, func(st *agentState) { st.heartbeat = at })
+				update(arn, func(st *agentState) { st.heartbeat, st.runnerVersion = at, protocol.HeartbeatRunnerVersion(item) })
 			} else if sig, ok := protocol.SignalFromItem(item); ok {
 				update(sig.InstanceARN, func(st *agentState) { st.signal = sig })
 			}

@@ -17,13 +17,23 @@ type TokenSource interface {
 	RemoveToken(context.Context, github.Target) (github.Token, error)
 }
 
+// ReleaseSource lists the releases of the GitHub Actions runner.
+type ReleaseSource interface {
+	RunnerReleases(context.Context) ([]protocol.RunnerRelease, error)
+}
+
 // GitHubAccess is what the provider's github block allows: tokens from
 // Tokens, only for targets of Owner (and of Repository, when set). The
 // pool config item names the target, and anyone who may write the table
 // could change it: minting only for the configured owner keeps a changed
 // item from sending runners, with valid tokens, to someone else's account.
 type GitHubAccess struct {
-	Tokens     TokenSource
+	Tokens TokenSource
+	// Releases tells the runner's releases, for GitHub's runner version
+	// policy: runners are told the newest (to update to while idle), and a
+	// claim hands out none that GitHub would send no job to. nil: runners
+	// are told nothing (their agents ask GitHub), and not checked.
+	Releases   ReleaseSource
 	Owner      string // "": not configured, no token is minted
 	Repository string // "": any repository of Owner, and its organization runners
 }
@@ -41,12 +51,14 @@ var (
 	removalToken      = tokenKind{"removal", protocol.SortKeyRemovalToken, TokenSource.RemoveToken}
 )
 
-// runnerToken is a token minted for one run, ready to hand to its runners.
+// runnerToken is a token minted for one run, ready to hand to its runners,
+// with the runner version policy of GitHub at the time (nil: unknown).
 type runnerToken struct {
 	kind   tokenKind
 	token  github.Token
 	runID  string
 	target string
+	policy *protocol.RunnerPolicy
 }
 
 // mintToken mints the token of kind for the runners of cfg serving runID:
@@ -74,26 +86,55 @@ func (c *Claimer) mintToken(ctx context.Context, cfg protocol.PoolConfig, kind t
 		return nil, fmt.Errorf("pool %s registers its runners with GitHub %s, but the provider's github block mints tokens only for github.owner = %q and github.repository = %s: no %s token is minted for another target",
 			cfg.Name, target, g.Owner, allowed, kind.purpose)
 	}
+	// The releases are read while the token is minted: no wait of their own.
+	policy := make(chan *protocol.RunnerPolicy, 1)
+	go func() { policy <- c.runnerPolicy(ctx, g.Releases) }()
 	tok, err := kind.mint(g.Tokens, ctx, github.Target{Owner: target.Owner, Repository: target.Repository})
+	p := <-policy
 	if err != nil {
 		return nil, fmt.Errorf("cannot get a runner %s token for %s: %w", kind.purpose, target, err)
 	}
-	return &runnerToken{kind: kind, token: tok, runID: runID, target: target.String()}, nil
+	return &runnerToken{kind: kind, token: tok, runID: runID, target: target.String(), policy: p}, nil
+}
+
+// runnerPolicy is GitHub's runner version policy now, from its releases;
+// nil when they cannot be read (a claim then neither tells its runners of
+// a release nor checks their version: it does not fail for it).
+func (c *Claimer) runnerPolicy(ctx context.Context, releases ReleaseSource) *protocol.RunnerPolicy {
+	if releases == nil {
+		return nil
+	}
+	list, err := releases.RunnerReleases(ctx)
+	if err != nil {
+		c.log("cannot read the runner's releases: runners are neither told of the newest nor checked against GitHub's version policy", "error", err.Error())
+		return nil
+	}
+	p, ok := protocol.RunnerPolicyAt(list, c.now())
+	if !ok {
+		return nil
+	}
+	return &p
 }
 
 // handToken writes t into the agent partition of each of ids, before they
-// learn (registration) or leave (removal) its run. A nil t hands nothing.
+// learn (registration) or leave (removal) its run, with the runner release
+// GitHub's policy asks them to run (protocol.RunnerReleaseItem), in the same
+// writes. A nil t hands nothing.
 func (s *store) handToken(ctx context.Context, arnPrefix string, ids []string, t *runnerToken) error {
 	if t == nil || len(ids) == 0 {
 		return nil
 	}
 	now := protocol.FormatTime(s.now())
-	items := make([]map[string]types.AttributeValue, len(ids))
-	for i, id := range ids {
-		items[i] = protocol.RunnerToken{
-			InstanceARN: protocol.InstanceARN(arnPrefix, id), SortKey: t.kind.sortKey, Token: t.token.Value,
+	var items []map[string]types.AttributeValue
+	for _, id := range ids {
+		arn := protocol.InstanceARN(arnPrefix, id)
+		items = append(items, protocol.RunnerToken{
+			InstanceARN: arn, SortKey: t.kind.sortKey, Token: t.token.Value,
 			ExpiresAt: t.token.ExpiresAt, RunID: t.runID, Target: t.target, UpdatedAt: now,
-		}.Item()
+		}.Item())
+		if t.policy != nil {
+			items = append(items, runnerReleaseItem(arn, *t.policy, now))
+		}
 	}
 	if err := s.putAll(ctx, items); err != nil {
 		return fmt.Errorf("handing the %s token of run %s to its runners: %w", t.kind.purpose, t.runID, err)
@@ -101,4 +142,38 @@ func (s *store) handToken(ctx context.Context, arnPrefix string, ids []string, t
 	s.log("handed GitHub runner tokens", "token", t.kind.purpose, "run", t.runID, "target", t.target, "runners", len(ids),
 		"expires_at", protocol.FormatTime(t.token.ExpiresAt))
 	return nil
+}
+
+// runnerPolicy is the policy the token was minted under; nil for no token.
+func (t *runnerToken) runnerPolicy() *protocol.RunnerPolicy {
+	if t == nil {
+		return nil
+	}
+	return t.policy
+}
+
+// runnerReleaseItem tells the agent of arn the release to run under policy.
+func runnerReleaseItem(arn string, policy protocol.RunnerPolicy, now string) map[string]types.AttributeValue {
+	return protocol.RunnerReleaseItem{InstanceARN: arn, Release: policy.Newest, Minimum: policy.Minimum, UpdatedAt: now}.Item()
+}
+
+// tellRunnerRelease tells runners a fill launched, which get no token, the
+// runner release to install, when the provider can read GitHub's releases:
+// otherwise their agents ask GitHub. A failure only costs them that.
+func (c *Claimer) tellRunnerRelease(ctx context.Context, s *store, cfg protocol.PoolConfig, ids []string) {
+	if c.GitHub == nil || len(ids) == 0 {
+		return
+	}
+	policy := c.runnerPolicy(ctx, c.GitHub.Releases)
+	if policy == nil {
+		return
+	}
+	now := protocol.FormatTime(s.now())
+	items := make([]map[string]types.AttributeValue, len(ids))
+	for i, id := range ids {
+		items[i] = runnerReleaseItem(protocol.InstanceARN(cfg.InstanceARNPrefix, id), *policy, now)
+	}
+	if err := s.putAll(ctx, items); err != nil {
+		c.log("cannot tell the launched runners the runner release to install (their agents ask GitHub)", "error", err.Error())
+	}
 }

@@ -188,26 +188,36 @@ type operation struct {
 // post sends an authenticated POST without a body and decodes the token
 // GitHub answers with, retrying server errors and rate limits.
 func (c *Client) post(ctx context.Context, op operation, path, bearer string) (Token, error) {
+	body, status, err := c.call(ctx, op, http.MethodPost, path, bearer)
+	if err != nil {
+		return Token{}, err
+	}
+	return decodeToken(op, status, body)
+}
+
+// call sends an authenticated request without a body and returns the body
+// of a 2xx answer, retrying server errors and rate limits.
+func (c *Client) call(ctx context.Context, op operation, method, path, bearer string) ([]byte, int, error) {
 	for attempt := 1; ; attempt++ {
-		status, header, body, err := c.send(ctx, path, bearer)
+		status, header, body, err := c.send(ctx, method, path, bearer)
 		if err != nil {
-			return Token{}, fmt.Errorf("%s: %w", op.what, err)
+			return nil, 0, fmt.Errorf("%s: %w", op.what, err)
 		}
 		if status >= 200 && status < 300 {
-			return decodeToken(op, status, body)
+			return body, status, nil
 		}
 		plan := c.planRetry(status, header, attempt)
 		if !plan.retry || attempt == maxAttempts {
-			return Token{}, newAPIError(op, status, body, plan, attempt, bearer)
+			return nil, status, newAPIError(op, status, body, plan, attempt, bearer)
 		}
 		if err := sleep(ctx, plan.wait); err != nil {
-			return Token{}, fmt.Errorf("%s: gave up waiting to retry after HTTP %d: %w", op.what, status, err)
+			return nil, status, fmt.Errorf("%s: gave up waiting to retry after HTTP %d: %w", op.what, status, err)
 		}
 	}
 }
 
-func (c *Client) send(ctx context.Context, path, bearer string) (int, http.Header, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.baseURL+path, nil)
+func (c *Client) send(ctx context.Context, method, path, bearer string) (int, http.Header, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.baseURL+path, nil)
 	if err != nil {
 		return 0, nil, nil, err
 	}

@@ -47,6 +47,7 @@ type providerData struct {
 	clients     *awsconfig.Clients
 	defaultTags map[string]string
 	github      *claim.GitHubAccess // nil: no GitHub credentials
+	version     string              // the provider's, and so the agent's the user data installs
 }
 
 type providerModel struct {
@@ -217,7 +218,7 @@ func (p *ec2runnersProvider) Configure(ctx context.Context, req provider.Configu
 	if e := m.Endpoints; e != nil {
 		opts.Endpoints = awsconfig.Endpoints{SQS: e.SQS.ValueString(), DynamoDB: e.DynamoDB.ValueString(), EC2: e.EC2.ValueString(), STS: e.STS.ValueString()}
 	}
-	data := &providerData{defaultTags: map[string]string{}}
+	data := &providerData{defaultTags: map[string]string{}, version: p.version}
 	if m.DefaultTags != nil {
 		resp.Diagnostics.Append(m.DefaultTags.Tags.ElementsAs(ctx, &data.defaultTags, false)...)
 	}

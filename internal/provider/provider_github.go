@@ -88,7 +88,7 @@ func (m *githubModel) access(version string) (*claim.GitHubAccess, diag.Diagnost
 			return nil, diags
 		}
 	}
-	return &claim.GitHubAccess{Tokens: c, Owner: owner, Repository: m.Repository.ValueString()}, diags
+	return &claim.GitHubAccess{Tokens: c, Releases: c, Owner: owner, Repository: m.Repository.ValueString()}, diags
 }
 
 // client builds the GitHub client from the block and the environment; nil

@@ -3,17 +3,20 @@ package provider
 import (
 	"context"
 	"encoding/base64"
-	"regexp"
+	"fmt"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/agent"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -39,22 +42,31 @@ type runnerScriptModel struct {
 	PreRunnerScript    types.String `tfsdk:"pre_runner_script"`
 	HeartbeatInterval  types.String `tfsdk:"heartbeat_interval"`
 	JobsMetadataAccess types.Bool   `tfsdk:"jobs_metadata_access"`
+	AgentDownloadURL   types.String `tfsdk:"agent_download_url"`
+	AgentVersion       types.String `tfsdk:"agent_version"`
 	Content            types.String `tfsdk:"content"`
 	ContentBase64      types.String `tfsdk:"content_base64"`
 }
 
-const (
-	defaultGitHubURL  = "https://github.com"
-	defaultRunnerUser = "runner"
-)
+const defaultGitHubURL = "https://github.com"
 
 func (d *runnerScriptDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_runner_script"
 }
 
 func (d *runnerScriptDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	urlValidators := func() []validator.String {
+		return []validator.String{stringvalidator.LengthAtMost(agentscript.MaxURLLength), secureURLValidator()}
+	}
 	resp.Schema = schema.Schema{
-		Description: "Renders the user data of the pool's launch template: the agent that keeps each runner instance in the pool. As user data it installs itself as the systemd service `ec2runners-agent`, which heartbeats, terminates the instance past its deadline (or stops it, while the pool keeps it in its stopped tier), registers a GitHub runner labelled with each claim's run id, and deregisters it on release. It runs as root, as EC2 runs user data, and keeps jobs (the runner user) away from the pool: no instance metadata (a firewall rule), no secret in any process's arguments, `/proc` with `hidepid`, a root-owned runner installation checked before every registration, and on release every process of the runner user killed and its files wiped (guide \"Runner security\"). It needs only bash 5, curl, coreutils, util-linux, procps, iptables or nft, and systemd (stock Amazon Linux 2023 and Ubuntu), IMDSv2 with instance tags in metadata, and an instance profile allowed what the guide lists. Nothing is read from AWS: the script is computed from the arguments.",
+		MarkdownDescription: "Renders the user data of the pool's launch template: a short bootstrap that installs the agent, `ec2runners-agent`, and hands over to it. " +
+			"The agent is released with the provider, one binary for `x86_64` and one for `arm64` instances. The bootstrap runs the agent baked into the image when it is the provider's version, " +
+			"and otherwise downloads the release's binary for the instance's architecture and checks it against the SHA-256 the user data pins (guide \"Baking the agent into an image\"). " +
+			"The agent installs itself as the systemd service `ec2runners-agent`. It heartbeats, registers a GitHub runner labelled with each claim's run id, deregisters it on release, " +
+			"keeps the runner on GitHub's newest release while it waits in the pool, and stops or terminates the instance when its record says so. " +
+			"It runs as root, as EC2 runs user data, and keeps jobs (the runner user) away from the pool (guide \"Runner security\"). " +
+			"It needs systemd, cgroup v2, iptables or nftables, IMDSv2 with instance tags in metadata, and an instance profile allowed what the README lists. " +
+			"EC2 takes at most 16 KB of user data: the bootstrap stays under 4 KB, and a longer `pre_runner_script` fails the plan. Nothing is read from AWS.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, Description: "The pool's name."},
 			"pool": schema.StringAttribute{
@@ -66,8 +78,8 @@ func (d *runnerScriptDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 				Validators: []validator.String{regionValidator()},
 			},
 			"github_url": schema.StringAttribute{
-				Optional: true, Computed: true, Description: "Web URL of GitHub, or of a GitHub Enterprise Server. https only (registration tokens travel over it); http only to a loopback host (`127.0.0.0/8`, `::1`, `localhost`), for tests. Default `" + defaultGitHubURL + "`.",
-				Validators: []validator.String{secureURLValidator()},
+				Optional: true, Computed: true, Description: "Web URL of GitHub, or of a GitHub Enterprise Server. https only (registration tokens travel over it); http only to a loopback host (`127.0.0.0/8`, `::1`, `localhost`), for tests. At most 512 characters. Default `" + defaultGitHubURL + "`.",
+				Validators: urlValidators(),
 			},
 			"github_owner": schema.StringAttribute{
 				Required: true, Description: "User or organization the runners register with; the pool's `github_owner`.",
@@ -78,43 +90,61 @@ func (d *runnerScriptDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 				Validators: []validator.String{githubRepositoryValidator()},
 			},
 			"runner_version": schema.StringAttribute{
-				Optional: true, Computed: true, Description: "actions/runner release to install at boot (the runner then keeps itself up to date). Default `" + agentscript.DefaultRunnerVersion + "`.",
-				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`), "must be a release version such as "+agentscript.DefaultRunnerVersion)},
+				Optional: true,
+				MarkdownDescription: "Pins the actions/runner release to install, such as `" + protocol.MinimumRunnerVersion + "` or later. " +
+					"Without it, the agent installs GitHub's newest release and updates each runner to every new release while the runner waits in the pool, never while a claim waits for it. " +
+					"GitHub registers no runner older than " + protocol.MinimumRunnerVersion + ", and sends jobs only to the newest release or one whose successor came out less than 30 days ago: " +
+					"a pinned version stops getting jobs about 30 days after the next release, at once after a critical security release, and claims then retire such runners and fail. " +
+					"Pin only with a plan to move the pin; the plan warns when GitHub no longer accepts the pinned version.",
+				Validators: []validator.String{runnerVersionValidator()},
 			},
 			"runner_download_url": schema.StringAttribute{
-				Optional: true, Description: "Where to download the runner tarball instead of GitHub's releases, e.g. a mirror for instances without internet access. https only; http only to a loopback host (`127.0.0.0/8`, `::1`, `localhost`), for tests.",
-				Validators: []validator.String{secureURLValidator()},
+				Optional: true, Description: "Where to download the archive of `runner_version` instead of GitHub's releases, e.g. a mirror for instances without internet access. Needs `runner_version`. https only; http only to a loopback host (`127.0.0.0/8`, `::1`, `localhost`), for tests. At most 512 characters.",
+				Validators: append(urlValidators(), stringvalidator.AlsoRequires(path.MatchRoot("runner_version"))),
 			},
 			"runner_sha256": schema.StringAttribute{
-				Optional: true, Description: "SHA-256 of the runner tarball, 64 hexadecimal digits (as `sha256sum` prints it): the agent refuses a download that does not match, e.g. from a mirror (`runner_download_url`). Default: no check.",
-				Validators: []validator.String{stringvalidator.RegexMatches(agentscript.SHA256Pattern, "must be a SHA-256 digest: 64 hexadecimal digits")},
+				Optional: true, Description: "SHA-256 of the archive of `runner_version`, 64 hexadecimal digits (as `sha256sum` prints it): the agent refuses a download that does not match. Needs `runner_version`. Without a pinned version the agent checks the digest GitHub publishes for each release; a pinned version without it is not checked.",
+				Validators: []validator.String{
+					stringvalidator.RegexMatches(agent.SHA256Pattern, "must be a SHA-256 digest: 64 hexadecimal digits"),
+					stringvalidator.AlsoRequires(path.MatchRoot("runner_version")),
+				},
 			},
 			"runner_user": schema.StringAttribute{
-				Optional: true, Computed: true, Description: "Unprivileged user the runner runs as; created if missing. Default `" + defaultRunnerUser + "`.",
-				Validators: []validator.String{stringvalidator.RegexMatches(agentscript.UserPattern, "must be a user name: up to 32 lower-case letters, digits, '_' or '-', starting with a letter or '_'")},
+				Optional: true, Computed: true, Description: "Unprivileged user the runner runs as; created if missing. Default `" + agentscript.DefaultRunnerUser + "`.",
+				Validators: []validator.String{stringvalidator.RegexMatches(agent.UserPattern, "must be a user name: up to 32 lower-case letters, digits, '_' or '-', starting with a letter or '_'")},
 			},
 			"pre_runner_script": schema.StringAttribute{
 				Optional: true, Sensitive: true,
 				Description: "Script run once per instance, as root, after the runner is installed and before it serves a claim (install tools, warm caches). With a `#!` line it runs with that interpreter, otherwise with bash. Its failure signals `UD_FAILED` and the instance is given up. " +
+					"It counts against EC2's 16 KB of user data: a plan whose user data would be longer fails. Keep it short and fetch what it needs at boot (from S3, say), or bake it into the image. " +
 					"Sensitive, but not secret: it ends up in `content`, that is in the launch template's user data, which anyone allowed to read the launch template or the instance's attributes can read, and which any process on the instance can read from the instance metadata service, jobs included unless the agent's metadata firewall keeps the runner user from it. Fetch secrets at run time (e.g. from SSM Parameter Store with the instance profile) instead of writing them here.",
 			},
 			"heartbeat_interval": schema.StringAttribute{
 				Optional: true, Computed: true, Description: "How often the agent writes its heartbeat, `1s` to `10s`; claims call a runner unhealthy after 15s without one. Default `5s`.",
-				Validators: []validator.String{durationBetween(time.Second, 10*time.Second)},
+				Validators: []validator.String{durationBetween(agent.MinimumHeartbeatInterval, agent.MaximumHeartbeatInterval)},
 			},
 			"jobs_metadata_access": schema.BoolAttribute{
 				Optional: true, Computed: true,
 				Description: "Whether jobs may reach the instance metadata service (169.254.169.254, fd00:ec2::254). Default `false`: a firewall rule for the runner user keeps them from it, and so from the instance role's credentials, which can write this runner's heartbeats and signals and stop or terminate it. Set it only if jobs need something from the metadata service, knowing that they then hold the instance role; jobs that need AWS should assume a role of their own with GitHub's OIDC token instead.",
 			},
+			"agent_download_url": schema.StringAttribute{
+				Optional: true, MarkdownDescription: "URL of a directory holding the agent's release binaries, `ec2runners-agent_<version>_linux_amd64` and `ec2runners-agent_<version>_linux_arm64` (a mirror for instances without internet access). " +
+					"The bootstrap checks a download against the SHA-256 of the release all the same. https only; http only to a loopback host, for tests. At most 512 characters. " +
+					"Default: the provider's release on GitHub, `" + agentscript.ReleaseRepository + "/releases/download/v<version>`.",
+				Validators: urlValidators(),
+			},
+			"agent_version": schema.StringAttribute{
+				Computed: true, Description: "Version of the agent the user data installs: the provider's.",
+			},
 			// Terraform does not carry a sensitive argument's mark over to what
 			// a provider computes from it: the script holds pre_runner_script.
 			"content": schema.StringAttribute{
 				Computed: true, Sensitive: true,
-				Description: "The script. Sensitive, as it holds `pre_runner_script`: plans show `(sensitive value)` for it and for what is set from it (such as the launch template's `user_data`), and an output of it needs `sensitive = true`.",
+				Description: "The user data. Sensitive, as it holds `pre_runner_script`: plans show `(sensitive value)` for it and for what is set from it (such as the launch template's `user_data`), and an output of it needs `sensitive = true`.",
 			},
 			"content_base64": schema.StringAttribute{
 				Computed: true, Sensitive: true,
-				Description: "The script, base64-encoded, for `aws_launch_template.user_data`. Sensitive, as `content`.",
+				Description: "The user data, base64-encoded, for `aws_launch_template.user_data`. Sensitive, as `content`.",
 			},
 		},
 	}
@@ -137,14 +167,14 @@ func (d *runnerScriptDataSource) Read(ctx context.Context, req datasource.ReadRe
 	}
 	setDefault(&m.Region, d.data.clients.Region)
 	setDefault(&m.GitHubURL, defaultGitHubURL)
-	setDefault(&m.RunnerVersion, agentscript.DefaultRunnerVersion)
-	setDefault(&m.RunnerUser, defaultRunnerUser)
+	setDefault(&m.RunnerUser, agentscript.DefaultRunnerUser)
 	setDefault(&m.HeartbeatInterval, protocol.FormatDuration(agentscript.DefaultHeartbeatInterval))
 	if m.JobsMetadataAccess.IsNull() {
 		m.JobsMetadataAccess = types.BoolValue(false)
 	}
 	heartbeat, _ := time.ParseDuration(m.HeartbeatInterval.ValueString()) // validated
-	script, err := agentscript.Render(agentscript.Options{
+	release := agentscript.Built(d.data.version)
+	userData, err := agentscript.Render(agentscript.Options{
 		Pool:               m.Pool.ValueString(),
 		Region:             m.Region.ValueString(),
 		GitHubURL:          m.GitHubURL.ValueString(),
@@ -157,6 +187,8 @@ func (d *runnerScriptDataSource) Read(ctx context.Context, req datasource.ReadRe
 		PreRunnerScript:    m.PreRunnerScript.ValueString(),
 		HeartbeatInterval:  heartbeat,
 		JobsMetadataAccess: m.JobsMetadataAccess.ValueBool(),
+		Agent:              release,
+		AgentDownloadURL:   m.AgentDownloadURL.ValueString(),
 	})
 	if err != nil {
 		// Render names the setting first: "github_url: ...".
@@ -164,8 +196,44 @@ func (d *runnerScriptDataSource) Read(ctx context.Context, req datasource.ReadRe
 		resp.Diagnostics.AddAttributeError(path.Root(name), "Cannot render the runner script", err.Error())
 		return
 	}
+	if len(release.SHA256) == 0 {
+		resp.Diagnostics.AddWarning("The user data runs only an agent baked into the image",
+			fmt.Sprintf("This build of the provider (version %s) is not a release: it knows no released agent to download. Instances run only an ec2runners-agent %s baked into their image (guide \"Baking the agent into an image\").", release.Version, release.Version))
+	}
+	if v := m.RunnerVersion.ValueString(); v != "" {
+		d.warnOutdatedRunner(ctx, v, &resp.Diagnostics)
+	}
 	m.ID = m.Pool
-	m.Content = types.StringValue(script)
-	m.ContentBase64 = types.StringValue(base64.StdEncoding.EncodeToString([]byte(script)))
+	m.AgentVersion = types.StringValue(release.Version)
+	m.Content = types.StringValue(userData)
+	m.ContentBase64 = types.StringValue(base64.StdEncoding.EncodeToString([]byte(userData)))
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+// warnOutdatedRunner warns when GitHub no longer sends jobs to the pinned
+// runner version, or will within a week, as far as the provider's GitHub
+// credentials can tell (without them, nothing is checked).
+func (d *runnerScriptDataSource) warnOutdatedRunner(ctx context.Context, version string, diags *diag.Diagnostics) {
+	if d.data.github == nil || d.data.github.Releases == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	releases, err := d.data.github.Releases.RunnerReleases(ctx)
+	if err != nil {
+		tflog.Warn(ctx, "cannot read the runner's releases to check runner_version", map[string]any{"error": err.Error()})
+		return
+	}
+	policy, ok := protocol.RunnerPolicyAt(releases, time.Now())
+	switch {
+	case !ok:
+	case !policy.Accepts(version):
+		diags.AddAttributeWarning(path.Root("runner_version"), "GitHub no longer sends jobs to this runner version",
+			fmt.Sprintf("runner_version pins %s, and GitHub sends jobs only to %s and later (its newest release is %s): the runners would register but get no job, and claims retire them and fail. Move the pin, or remove it to follow GitHub's releases.",
+				version, policy.Minimum, policy.Newest.Version))
+	case version == policy.Minimum && !policy.Deadline.IsZero() && time.Until(policy.Deadline) < 7*24*time.Hour:
+		diags.AddAttributeWarning(path.Root("runner_version"), "GitHub stops sending jobs to this runner version soon",
+			fmt.Sprintf("runner_version pins %s, which GitHub accepts until %s (%s came out on %s). Move the pin before then, or remove it to follow GitHub's releases.",
+				version, protocol.FormatTime(policy.Deadline), policy.Newest.Version, protocol.FormatTime(policy.Newest.PublishedAt)))
+	}
 }

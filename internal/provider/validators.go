@@ -63,6 +63,20 @@ func secureURLValidator() validator.String {
 	return ruleValidator{summary: "Invalid URL", description: "must be a URL; " + github.URLRule, check: github.CheckURL}
 }
 
+// runnerVersionValidator: a runner release GitHub lets register.
+func runnerVersionValidator() validator.String {
+	return ruleValidator{summary: "Invalid runner version", description: "must be a release of actions/runner, " + protocol.MinimumRunnerVersion + " or later (GitHub registers no older runner)",
+		check: func(v string) error {
+			if err := protocol.ValidateRunnerVersion(v); err != nil {
+				return err
+			}
+			if protocol.CompareRunnerVersions(v, protocol.MinimumRunnerVersion) < 0 {
+				return fmt.Errorf("%s is older than %s, the oldest runner GitHub lets register", v, protocol.MinimumRunnerVersion)
+			}
+			return nil
+		}}
+}
+
 // classNameValidator: resource class names have no '-' (protocol.ClassNameRule).
 func classNameValidator() validator.String {
 	return stringvalidator.RegexMatches(protocol.ClassNamePattern, protocol.ClassNameRule)

@@ -15,14 +15,22 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
 // GitHub is a stub of GitHub: the REST API that issues registration and
-// removal tokens (for the provider), the runner tarball (for the agent), and
+// removal tokens (for the provider) and lists the runner's releases with
+// their digests, the release archives of the runner and of the agent, and
 // the service the stub runner's config.sh registers with and its run.sh
 // takes jobs from (jobs.go), for the test's assertions. Registration checks
 // the token as GitHub would: issued here, for that repository or
-// organization, of the right kind, not expired.
+// organization, of the right kind, not expired. It enforces GitHub's
+// runner version policy (protocol.RunnerPolicyAt): a runner older than
+// protocol.MinimumRunnerVersion cannot register, and one older than the
+// policy accepts at the moment it asks for a job is refused, as GitHub
+// refuses its listener, so a test fails whenever an outdated runner would
+// be handed out.
 type GitHub struct {
 	URL    string
 	APIKey string // the credential the REST API accepts as Bearer token
@@ -34,6 +42,17 @@ type GitHub struct {
 	apiCalls []string
 	refuse   bool
 	jobs     jobQueue
+	releases []*runnerRelease
+	agents   map[string][]byte // agent release assets, by path below /ec2runners/releases/download/
+	tamper   bool              // serve runner archives that are not what their digest says
+}
+
+// runnerRelease is one release of the stub runner.
+type runnerRelease struct {
+	version   string
+	published time.Time
+	archive   []byte
+	digest    string
 }
 
 type issuedToken struct {
@@ -44,12 +63,23 @@ type issuedToken struct {
 // Runner is a runner registered with the stub.
 type Runner struct {
 	Name, Target, Labels string
-	Running              bool // its run.sh is running
+	Version              string // the runner's, as it registered
+	Running              bool   // its run.sh is running
 }
+
+// Releases the stub starts with: one published 40 days ago and its
+// successor 5 days ago, so that both are within GitHub's policy.
+var (
+	OlderRunnerVersion = "2.330.0"
+	RunnerVersion      = "2.331.0"
+)
 
 // NewGitHub starts the stub.
 func NewGitHub(t testing.TB) *GitHub {
-	g := &GitHub{APIKey: "ghp_stub" + randomHex(8), issued: map[string]issuedToken{}, runners: map[string]*Runner{}, jobs: newJobQueue()}
+	g := &GitHub{APIKey: "ghp_stub" + randomHex(8), issued: map[string]issuedToken{}, runners: map[string]*Runner{}, jobs: newJobQueue(),
+		agents: map[string][]byte{}}
+	g.PublishRunner(OlderRunnerVersion, time.Now().Add(-40*24*time.Hour))
+	g.PublishRunner(RunnerVersion, time.Now().Add(-5*24*time.Hour))
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /repos/{owner}/{repo}/actions/runners/{kind}", func(w http.ResponseWriter, r *http.Request) {
 		g.issue(w, r, r.PathValue("owner")+"/"+r.PathValue("repo"), r.PathValue("kind"))
@@ -63,17 +93,15 @@ func NewGitHub(t testing.TB) *GitHub {
 	mux.HandleFunc("POST /_stub/stop", func(w http.ResponseWriter, r *http.Request) { g.setRunning(w, r, false) })
 	mux.HandleFunc("GET /_stub/job", g.nextJob)
 	mux.HandleFunc("POST /_stub/job/result", g.jobResult)
+	mux.HandleFunc("GET /repos/actions/runner/releases", g.listReleases)
+	mux.HandleFunc("GET /repos/actions/runner/releases/latest", g.latestRelease)
+	mux.HandleFunc("GET /actions/runner/releases/download/{tag}/{asset}", g.runnerArchive)
+	mux.HandleFunc("GET /ec2runners/releases/download/{tag}/{asset}", g.agentAsset)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	g.URL = srv.URL
-	tarball := runnerTarball(t, srv.URL)
-	mux.HandleFunc("GET /runner.tar.gz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(tarball) })
 	return g
 }
-
-// RunnerDownloadURL is where the agent downloads the stub runner from.
-func (g *GitHub) RunnerDownloadURL() string { return g.URL + "/runner.tar.gz" }
-
 // RefuseRegistrations makes config.sh fail, as with a GitHub outage.
 func (g *GitHub) RefuseRegistrations(refuse bool) {
 	g.mu.Lock()
@@ -137,21 +165,27 @@ func (g *GitHub) issue(w http.ResponseWriter, r *http.Request, target, kind stri
 	writeJSON(w, http.StatusCreated, map[string]string{"token": value, "expires_at": tok.expires.Format(time.RFC3339)})
 }
 
-// register is what the stub config.sh calls: url, token, name, labels.
+// register is what the stub config.sh calls: url, token, name, labels,
+// version.
 func (g *GitHub) register(w http.ResponseWriter, r *http.Request) {
 	target := strings.Trim(strings.TrimPrefix(r.FormValue("url"), g.URL), "/")
-	name, labels := r.FormValue("name"), r.FormValue("labels")
+	name, labels, version := r.FormValue("name"), r.FormValue("labels"), r.FormValue("version")
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if err := g.checkToken(r.FormValue("token"), "registration-token", target); err != nil || g.refuse {
-		if err == nil {
-			err = fmt.Errorf("registrations refused by the test")
-		}
+	err := g.checkToken(r.FormValue("token"), "registration-token", target)
+	switch {
+	case err != nil:
+	case g.refuse:
+		err = fmt.Errorf("registrations refused by the test")
+	case protocol.CompareRunnerVersions(version, protocol.MinimumRunnerVersion) < 0:
+		err = fmt.Errorf("runner version %q is older than %s, the oldest that may register", version, protocol.MinimumRunnerVersion)
+	}
+	if err != nil {
 		g.events = append(g.events, "refused register "+name+": "+err.Error())
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return
 	}
-	g.runners[name] = &Runner{Name: name, Target: target, Labels: labels}
+	g.runners[name] = &Runner{Name: name, Target: target, Labels: labels, Version: version}
 	g.events = append(g.events, "register "+name+" "+labels)
 }
 
@@ -221,8 +255,8 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// The stub runner: config.sh and run.sh with the real ones' arguments,
-// reporting to the stub GitHub (runnerTarball sets STUB in each).
+// The stub runner: config.sh and run.sh with the real ones' arguments
+// (runnerArchive sets VERSION in each).
 var (
 	//go:embed stubrunner/config.sh
 	configSh string
@@ -230,24 +264,21 @@ var (
 	runSh string
 )
 
-func runnerTarball(t testing.TB, stubURL string) []byte {
+// runnerArchive is the stub runner of version, as a release archive.
+func runnerArchive(version string) []byte {
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
-	for name, text := range map[string]string{"config.sh": configSh, "run.sh": runSh} {
-		text = strings.Replace(text, "\n", "\nSTUB='"+stubURL+"'\n", 1)
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(text)), ModTime: time.Now()}); err != nil {
-			t.Fatal(err)
+	for _, f := range []struct{ name, text string }{{"config.sh", configSh}, {"run.sh", runSh}} {
+		text := strings.Replace(f.text, "\n", "\nVERSION='"+version+"'\n", 1)
+		hdr := &tar.Header{Name: f.name, Mode: 0o755, Size: int64(len(text)), ModTime: time.Unix(0, 0)}
+		if tw.WriteHeader(hdr) != nil {
+			panic("writing the stub runner's archive")
 		}
-		if _, err := tw.Write([]byte(text)); err != nil {
-			t.Fatal(err)
-		}
+		_, _ = tw.Write([]byte(text))
 	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := gz.Close(); err != nil {
-		t.Fatal(err)
+	if tw.Close() != nil || gz.Close() != nil {
+		panic("writing the stub runner's archive")
 	}
 	return buf.Bytes()
 }

@@ -1,6 +1,9 @@
 package scripttest
 
 import (
+	"cmp"
+	"errors"
+	"io/fs"
 	_ "embed"
 	"net"
 	"net/url"
@@ -15,6 +18,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"golang.org/x/sys/unix"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/agent"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/agent/linux"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript"
 )
 
@@ -60,12 +66,18 @@ type Instance struct {
 // AgentUnit is the systemd unit the user data installs.
 const AgentUnit = "ec2runners-agent.service"
 
-// InstanceConfig is what EC2 knows of an instance.
+// InstanceConfig is what EC2 knows of an instance, and what its image holds.
 type InstanceConfig struct {
 	InstanceID       string            // required: the instance in the emulator
 	Tags             map[string]string // instance metadata tags, such as InitialRunId
 	AccountID        string            // "": the emulator's, from STS GetCallerIdentity, as the pool records it
 	AvailabilityZone string            // "": the region's first
+	// PreinstalledAgent is an agent binary baked into the image at the
+	// agent's path (nil: the image has none).
+	PreinstalledAgent []byte
+	// RunnerDir moves the runner installations ("": below the instance's
+	// /opt), e.g. to another file system than the runner user's home.
+	RunnerDir string
 }
 
 var (
@@ -108,13 +120,13 @@ func (e *Env) StartInstance(t testing.TB, o agentscript.Options, c InstanceConfi
 		bootLog: &syncBuffer{}, ended: make(chan struct{})}
 	t.Cleanup(func() { i.cleanup(t) })
 	e.Proxy.attach(i)
-	if err := i.start(o); err != nil {
+	if err := i.start(o, c); err != nil {
 		t.Fatalf("starting the instance stand-in: %v\nits boot log:\n%s", err, i.BootLog())
 	}
 	return i
 }
 
-func (i *Instance) start(o agentscript.Options) error {
+func (i *Instance) start(o agentscript.Options, c InstanceConfig) error {
 	// Not below /tmp: the instance has a /tmp of its own.
 	root, err := os.MkdirTemp("/var/tmp", "ec2runners-instance-")
 	if err != nil {
@@ -125,12 +137,17 @@ func (i *Instance) start(o agentscript.Options) error {
 		return err
 	}
 	o.RunnerUser = i.RunnerUser
-	o.RunnerDir = i.path("opt/ec2runners/runner")
-	o.StateDir = i.path("var/lib/ec2runners")
+	o.Paths = agent.Paths{RunnerDir: cmp.Or(c.RunnerDir, i.path("opt/ec2runners/runner")), StateDir: i.path("var/lib/ec2runners")}
 	o.AgentPath = i.path("usr/local/sbin/ec2runners-agent")
+	o.ConfigPath = i.path("etc/ec2runners/agent.json")
 	o.SystemdDir = i.path("etc/systemd/system")
-	o.IMDSURL = "" // EC2's own
+	o.Endpoints.IMDS = "" // EC2's own
 	i.Options = o
+	if c.PreinstalledAgent != nil {
+		if err := os.WriteFile(o.AgentPath, c.PreinstalledAgent, 0o755); err != nil {
+			return err
+		}
+	}
 	userData, err := agentscript.Render(o)
 	if err != nil {
 		return err
@@ -195,4 +212,51 @@ func loopbackAddrs(urls ...string) []string {
 		}
 	}
 	return out
+}
+
+// cgroupDir is the instance's cgroup on this machine: the root of the
+// instance's cgroup namespace, whose subtree its systemctl and agent make.
+func (i *Instance) cgroupDir() (string, error) {
+	mount, err := linux.Cgroup2Mount()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(mount, "ec2runners-stand-in", i.ID+"-"+filepath.Base(i.Root)), nil
+}
+
+// cgroup makes the instance's cgroup and opens it, to start its init in.
+func (i *Instance) cgroup() (*os.File, error) {
+	dir, err := i.cgroupDir()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return os.Open(dir)
+}
+
+// removeCgroup removes the instance's cgroup and those below it, once
+// their processes are gone.
+func (i *Instance) removeCgroup() error {
+	dir, err := i.cgroupDir()
+	if err != nil {
+		return err
+	}
+	var dirs []string
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, path)
+		}
+		return nil
+	})
+	slices.Reverse(dirs) // the deepest first
+	return await.Poll(await.Patience, func() error {
+		for _, d := range dirs {
+			if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+		return nil
+	})
 }

@@ -60,7 +60,8 @@ func (i *Instance) powerOn() error {
 	if err := b.serveMetadata(i.Metadata.Handler()); err != nil {
 		return err
 	}
-	for _, addr := range loopbackAddrs(i.Options.AWSEndpointURL, i.Options.GitHubURL, i.Options.RunnerDownloadURL) {
+	for _, addr := range loopbackAddrs(i.Options.Endpoints.AWS, i.Options.GitHubURL, i.Options.RunnerDownloadURL, i.Options.AgentDownloadURL,
+		i.Options.RunnerReleasesURL, i.Options.RunnerDownloadBase) {
 		f, err := b.netns.forward(addr)
 		if err != nil {
 			return err
@@ -88,13 +89,20 @@ func (b *boot) serveMetadata(h http.Handler) error {
 // startInit starts the instance's init in the boot's namespaces: unshare
 // forks it as PID 1 of a new PID namespace with a new mount namespace and
 // /proc, and kills it (and so every process of the namespace) if unshare
-// dies.
+// dies. It starts in the instance's cgroup, which a cgroup namespace makes
+// the root of the instance's cgroup hierarchy, as a machine's own is.
 func (b *boot) startInit(i *Instance) error {
+	cg, err := i.cgroup()
+	if err != nil {
+		return err
+	}
+	defer cg.Close()
 	b.cmd = exec.Command("ip", "netns", "exec", b.netns.name,
-		"unshare", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--", "/bin/bash", i.path("run/init"))
+		"unshare", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--cgroup", "--", "/bin/bash", i.path("run/init"))
 	b.cmd.Env = i.env()
 	b.cmd.Stdout, b.cmd.Stderr = i.bootLog, i.bootLog
 	b.cmd.WaitDelay = 10 * time.Second
+	b.cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cg.Fd())}
 	if err := b.cmd.Start(); err != nil {
 		return err
 	}
@@ -105,7 +113,7 @@ func (b *boot) startInit(i *Instance) error {
 	}()
 	// unshare's only child is the instance's init.
 	pid := b.cmd.Process.Pid
-	err := await.Poll(await.Patience, func() error {
+	err = await.Poll(await.Patience, func() error {
 		select {
 		case <-b.exited:
 			return nil
@@ -263,7 +271,7 @@ func (i *Instance) end() error {
 // cleanup ends the instance and removes all it made: its user and the
 // user's home, and its files.
 func (i *Instance) cleanup(t testing.TB) {
-	errs := []error{i.end()}
+	errs := []error{i.end(), i.removeCgroup()}
 	if t.Failed() {
 		t.Logf("instance %s (user %s) boot log:\n%s\nagent output:\n%s", i.ID, i.RunnerUser, i.BootLog(), i.Output())
 	}

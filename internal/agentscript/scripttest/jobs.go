@@ -62,9 +62,18 @@ func (g *GitHub) JobResult(id string) Job {
 
 // nextJob hands the runner ?name= the oldest queued job for one of its
 // labels, waiting up to jobPollWait for one as the real runner's long poll
-// does: 200 with a line "<id> <repository>" and the script, or 204.
+// does: 200 with a line "<id> <repository>" and the script, or 204; and 403
+// with GitHub's message to a runner whose ?version= GitHub's policy no
+// longer accepts.
 func (g *GitHub) nextJob(w http.ResponseWriter, r *http.Request) {
-	name := r.FormValue("name")
+	name, version := r.FormValue("name"), r.FormValue("version")
+	if policy := g.Policy(); !policy.Accepts(version) {
+		g.mu.Lock()
+		g.events = append(g.events, "deprecated "+name+" "+version)
+		g.mu.Unlock()
+		http.Error(w, "An error occured: Runner version v"+version+" is deprecated and cannot receive messages.", http.StatusForbidden)
+		return
+	}
 	timeout := time.NewTimer(jobPollWait)
 	defer timeout.Stop()
 	for {

@@ -22,9 +22,10 @@ import (
 )
 
 // SigV4Proxy passes AWS requests to the emulator only when their signature is
-// what the AWS SDK's own signer computes for them, so that the script's
-// hand-made SigV4 is checked here as AWS would check it (the emulator checks
-// none). A bad signature gets AWS's 403 SignatureDoesNotMatch. It also plays
+// what the AWS SDK's own signer computes for them with the instance role's
+// credentials, as AWS would check them (the emulator checks none): an
+// agent's request must be signed with the credentials of the metadata
+// service. A bad signature gets AWS's 403 SignatureDoesNotMatch. It also plays
 // EC2's part in stopping the instance stand-ins (power.go).
 type SigV4Proxy struct {
 	URL string
@@ -148,7 +149,11 @@ func verify(r *http.Request, body []byte) (action string, err error) {
 	again, _ := http.NewRequest(r.Method, "http://"+r.Host+r.URL.RequestURI(), nil)
 	again.Host = r.Host
 	for _, h := range strings.Split(signed, ";") {
-		if h != "host" && h != "x-amz-security-token" {
+		switch h {
+		case "host", "x-amz-security-token":
+		case "content-length": // the server keeps it out of the header
+			again.ContentLength = r.ContentLength
+		default:
 			again.Header.Set(h, r.Header.Get(h))
 		}
 	}

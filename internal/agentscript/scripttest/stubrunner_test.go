@@ -8,15 +8,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
-// The stub config.sh takes the token as the real one does from
-// ACTIONS_RUNNER_INPUT_TOKEN when --token is absent, to register and to
-// remove, and accepts --disableupdate.
-func TestStubRunner_tokenFromEnvironment(t *testing.T) {
-	g := NewGitHub(t)
+// unpackRunner unpacks the stub's runner of version into a directory.
+func unpackRunner(t *testing.T, g *GitHub, version string) string {
+	t.Helper()
 	dir := t.TempDir()
-	resp, err := http.Get(g.RunnerDownloadURL())
+	resp, err := http.Get(g.RunnerArchiveURL(version))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,23 +25,59 @@ func TestStubRunner_tokenFromEnvironment(t *testing.T) {
 	if out, err := untar.CombinedOutput(); err != nil {
 		t.Fatalf("unpacking the stub runner: %v\n%s", err, out)
 	}
-	config := func(token string, args ...string) {
-		t.Helper()
-		cmd := exec.Command(filepath.Join(dir, "config.sh"), args...)
-		cmd.Env = append(os.Environ(), "ACTIONS_RUNNER_INPUT_TOKEN="+token)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("config.sh %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
+	return dir
+}
+
+// runConfigSh runs the stub config.sh of dir with the token in the
+// environment, as root may only with RUNNER_ALLOW_RUNASROOT.
+func runConfigSh(dir, token string, args ...string) ([]byte, error) {
+	cmd := exec.Command(filepath.Join(dir, "config.sh"), args...)
+	cmd.Env = append(os.Environ(), "ACTIONS_RUNNER_INPUT_TOKEN="+token, "RUNNER_ALLOW_RUNASROOT=1")
+	return cmd.CombinedOutput()
+}
+
+// The stub config.sh takes the token as the real one does from
+// ACTIONS_RUNNER_INPUT_TOKEN when --token is absent, to register and to
+// remove, accepts --disableupdate, and removes the runner at the GitHub its
+// .runner names.
+func TestStubRunner_tokenFromEnvironment(t *testing.T) {
+	g := NewGitHub(t)
+	dir := unpackRunner(t, g, RunnerVersion)
 	reg, _ := g.IssueToken("registration-token", "octo/app")
-	config(reg, "--unattended", "--url", g.URL+"/octo/app", "--name", "i-1", "--labels", "run-1",
-		"--no-default-labels", "--replace", "--disableupdate", "--work", "_work")
-	if r := g.Runners()["i-1"]; r.Target != "octo/app" || r.Labels != "run-1" {
+	if out, err := runConfigSh(dir, reg, "--unattended", "--url", g.URL+"/octo/app", "--name", "i-1", "--labels", "run-1",
+		"--no-default-labels", "--replace", "--disableupdate", "--work", "_work"); err != nil {
+		t.Fatalf("config.sh: %v\n%s", err, out)
+	}
+	if r := g.Runners()["i-1"]; r.Target != "octo/app" || r.Labels != "run-1" || r.Version != RunnerVersion {
 		t.Errorf("registered runner = %+v", r)
 	}
 	rem, _ := g.IssueToken("remove-token", "octo/app")
-	config(rem, "remove")
-	if want := []string{"register i-1 run-1", "remove i-1"}; !slices.Equal(g.Events(), want) {
+	if out, err := runConfigSh(dir, rem, "remove"); err != nil {
+		t.Fatalf("config.sh remove: %v\n%s", err, out)
+	}
+	if want := []string{"download runner " + RunnerVersion, "register i-1 run-1", "remove i-1"}; !slices.Equal(g.Events(), want) {
 		t.Errorf("events = %q, want %q", g.Events(), want)
+	}
+}
+
+// As the real one, the stub config.sh refuses root without
+// RUNNER_ALLOW_RUNASROOT, and the stub refuses to register a runner older
+// than GitHub's minimum.
+func TestStubRunner_refusals(t *testing.T) {
+	g := NewGitHub(t)
+	g.PublishRunner("2.328.0", time.Now().Add(-100*24*time.Hour))
+	if os.Geteuid() == 0 {
+		dir := unpackRunner(t, g, RunnerVersion)
+		cmd := exec.Command(filepath.Join(dir, "config.sh"), "--unattended", "--no-default-labels", "--url", g.URL+"/octo/app", "--name", "i-1")
+		cmd.Env = append(os.Environ(), "ACTIONS_RUNNER_INPUT_TOKEN=x")
+		if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "Must not run with sudo") {
+			t.Errorf("config.sh as root without RUNNER_ALLOW_RUNASROOT: %v\n%s", err, out)
+		}
+	}
+	dir := unpackRunner(t, g, "2.328.0")
+	reg, _ := g.IssueToken("registration-token", "octo/app")
+	out, err := runConfigSh(dir, reg, "--unattended", "--url", g.URL+"/octo/app", "--name", "i-1", "--labels", "run-1", "--no-default-labels")
+	if err == nil || len(g.Runners()) != 0 {
+		t.Errorf("a 2.328.0 runner registered: %v\n%s", err, out)
 	}
 }

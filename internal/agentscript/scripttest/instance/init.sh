@@ -1,17 +1,21 @@
 #!/bin/bash
 # PID 1 of the instance stand-in (scripttest.Instance) in the instance's own
-# PID, mount and network namespaces, at every boot; ROOT, the instance's
-# directory, is set by the harness. It boots as systemd and cloud-init
+# PID, mount, cgroup and network namespaces, at every boot; ROOT, the
+# instance's directory, is set by the harness. It boots as systemd and cloud-init
 # would: it starts the units enabled for multi-user.target, runs the user
 # data as root with bash and no argument at the instance's first boot only,
 # then stays up as init does until the harness ends the namespace. While it
 # waits for a child, bash reaps every child that ends, reparented orphans
 # included, as init must.
 set -u
-# A private /tmp and /dev/shm: what the instance leaves there goes with it.
-for dir in /tmp /dev/shm; do
+# A private /tmp, /dev/shm and /run/lock (world-writable tmpfs, as on
+# Ubuntu): what the instance leaves there goes with it.
+for dir in /tmp /dev/shm /run/lock; do
 	[ -d "$dir" ] && mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$dir"
 done
+# The cgroup2 hierarchy where current images mount it, as the instance's
+# cgroup namespace sees it: its own cgroup is the root, as a machine's is.
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
 cd / || exit 1
 # /run is a tmpfs on an instance: no unit's main pid outlives a boot.
 rm -f "$ROOT"/run/*.pid

@@ -1,11 +1,17 @@
 #!/bin/bash
-# Stand-in for actions/runner's config.sh, reporting to the stub GitHub at
-# STUB (set by the stub when it packs this file). Like the real one it takes
-# any argument also from the environment as ACTIONS_RUNNER_INPUT_<NAME>
-# (the command line wins), so a token need not show in process arguments,
-# and clears the variables it read.
+# Stand-in for actions/runner's config.sh (VERSION is set by the stub
+# GitHub when it packs this file). Like the real one it refuses to run as
+# root unless RUNNER_ALLOW_RUNASROOT is set, takes any argument also from
+# the environment as ACTIONS_RUNNER_INPUT_<NAME> (the command line wins),
+# so a token need not show in process arguments, registers with the
+# GitHub at --url, and keeps its settings in .runner (JSON, with the
+# gitHubUrl that "remove" sends the removal to).
 set -eu
 cd "$(dirname "$0")"
+if [ "$(id -u)" = 0 ] && [ -z "${RUNNER_ALLOW_RUNASROOT:-}" ]; then
+	echo "Must not run with sudo" >&2
+	exit 1
+fi
 
 token=${ACTIONS_RUNNER_INPUT_TOKEN:-}
 url=${ACTIONS_RUNNER_INPUT_URL:-}
@@ -13,6 +19,11 @@ name=${ACTIONS_RUNNER_INPUT_NAME:-}
 labels=${ACTIONS_RUNNER_INPUT_LABELS:-}
 work=${ACTIONS_RUNNER_INPUT_WORK:-_work}
 unset ACTIONS_RUNNER_INPUT_TOKEN ACTIONS_RUNNER_INPUT_URL ACTIONS_RUNNER_INPUT_NAME ACTIONS_RUNNER_INPUT_LABELS ACTIONS_RUNNER_INPUT_WORK
+
+# setting NAME: a string field of .runner.
+setting() { sed -n 's/.*"'"$1"'": *"\([^"]*\)".*/\1/p' .runner; }
+# origin URL: scheme://host[:port] of URL.
+origin() { printf '%s' "$1" | sed -E 's#^(https?://[^/]+).*#\1#'; }
 
 if [ "${1:-}" = remove ]; then
 	shift
@@ -25,9 +36,8 @@ if [ "${1:-}" = remove ]; then
 		shift
 	done
 	[ -n "$token" ] || { echo "usage: config.sh remove --token TOKEN (or ACTIONS_RUNNER_INPUT_TOKEN)" >&2; exit 2; }
-	name=$(cat .runner)
-	curl -sSf -X POST "$STUB/_stub/remove" --data-urlencode "name=$name" --data-urlencode "token=$token"
-	rm -f .runner .credentials .work
+	curl -sSf -X POST "$(origin "$(setting gitHubUrl)")/_stub/remove" --data-urlencode "name=$(setting agentName)" --data-urlencode "token=$token"
+	rm -f .runner .credentials .credentials_rsaparams
 	exit 0
 fi
 if [ -f .runner ]; then
@@ -51,8 +61,10 @@ while [ $# -gt 0 ]; do
 done
 { [ "$unattended" = 1 ] && [ "$nodefault" = 1 ]; } || { echo "expected --unattended --no-default-labels" >&2; exit 2; }
 [ -n "$token" ] || { echo "no token: pass --token or ACTIONS_RUNNER_INPUT_TOKEN" >&2; exit 2; }
-curl -sSf -X POST "$STUB/_stub/register" --data-urlencode "url=$url" --data-urlencode "token=$token" \
-	--data-urlencode "name=$name" --data-urlencode "labels=$labels"
-printf '%s' "$name" >.runner
-printf '%s' "$work" >.work
-echo secret >.credentials
+server=$(origin "$url")
+curl -sSf -X POST "$server/_stub/register" --data-urlencode "url=$url" --data-urlencode "token=$token" \
+	--data-urlencode "name=$name" --data-urlencode "labels=$labels" --data-urlencode "version=$VERSION"
+printf '{"agentName": "%s", "gitHubUrl": "%s", "serverUrl": "%s", "workFolder": "%s"}\n' "$name" "$url" "$server" "$work" >.runner
+printf '{"scheme": "OAuth", "data": {"clientId": "%s"}}\n' "$name" >.credentials
+printf 'LANG=C.UTF-8\n' >.env
+printf '%s\n' "$PATH" >.path

@@ -1,18 +1,22 @@
 #!/bin/bash
-# Stand-in for actions/runner's run.sh, reporting to the stub GitHub at STUB
-# (set by the stub when it packs this file): online until stopped, it takes
-# the jobs queued for its labels and runs each one's script as this user, in
-# a workspace under the work folder, with the environment a job's steps get
-# from the real runner, and posts the output and exit code back.
+# Stand-in for actions/runner's run.sh (VERSION is set by the stub GitHub
+# when it packs this file), reporting to the server of its .runner: online
+# until stopped, it takes the jobs queued for its labels and runs each
+# one's script as this user, in a workspace under the work folder, with the
+# environment a job's steps get from the real runner, and posts the output
+# and exit code back. Like the real listener it exits when the service
+# refuses its version.
 cd "$(dirname "$0")" || exit 1
-name=$(cat .runner)
-work=$(cat .work 2>/dev/null || echo _work)
+setting() { sed -n 's/.*"'"$1"'": *"\([^"]*\)".*/\1/p' .runner; }
+name=$(setting agentName)
+server=$(setting serverUrl)
+work=$(setting workFolder)
 [[ $work == /* ]] || work=$PWD/$work
 home=$(getent passwd "$(id -un)" | cut -d: -f6)
 echo $$ >run.pid
-curl -sSf -X POST "$STUB/_stub/run" --data-urlencode "name=$name"
+curl -sSf -X POST "$server/_stub/run" --data-urlencode "name=$name"
 # Once: runuser passes on the SIGTERM its process group also gets.
-trap 'trap "" TERM INT; curl -sSf -X POST "$STUB/_stub/stop" --data-urlencode "name=$name"; exit 0' TERM INT
+trap 'trap "" TERM INT; curl -sSf -X POST "$server/_stub/stop" --data-urlencode "name=$name"; exit 0' TERM INT
 
 # run_job runs the job in $work/_job: a line "<id> <repository>", then the
 # script. RUNNER_TEMP is emptied for every job, as the real runner does.
@@ -32,18 +36,23 @@ run_job() {
 	) </dev/null >"$work/_temp/$id.out" 2>&1 &
 	wait $!
 	rc=$?
-	curl -sSf -X POST "$STUB/_stub/job/result" --data-urlencode "id=$id" --data-urlencode "exit_code=$rc" \
+	curl -sSf -X POST "$server/_stub/job/result" --data-urlencode "id=$id" --data-urlencode "exit_code=$rc" \
 		--data-urlencode "output@$work/_temp/$id.out"
 }
 
 mkdir -p "$work" || exit 1
 while :; do
 	# A long poll; in the background, so that a TERM is handled at once.
-	curl -sS -o "$work/_job" -w '%{http_code}' -G "$STUB/_stub/job" --data-urlencode "name=$name" >"$work/_job.status" &
+	curl -sS -o "$work/_job" -w '%{http_code}' -G "$server/_stub/job" --data-urlencode "name=$name" \
+		--data-urlencode "version=$VERSION" >"$work/_job.status" &
 	wait $!
 	case $(<"$work/_job.status") in
 	200) run_job ;;
 	204) ;;
+	403)
+		cat "$work/_job" >&2
+		exit 1
+		;;
 	*) sleep 1 & wait $! ;;
 	esac
 done

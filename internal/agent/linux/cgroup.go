@@ -1,0 +1,132 @@
+package linux
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// jobsCgroup is the cgroup (v2) the runner and every process it starts
+// run in: the kernel keeps a process's descendants in it, and none of
+// them can move out (the cgroup files are root's), so killing it ends them
+// all, however they forked or detached.
+type jobsCgroup struct {
+	dir string
+}
+
+// jobsCgroupName is the jobs' cgroup below the agent's own. The agent's
+// systemd unit delegates its subtree (Delegate=yes), so systemd leaves it
+// to the agent.
+const jobsCgroupName = "ec2runners-jobs"
+
+// openJobsCgroup creates the jobs' cgroup below the agent's own, in the
+// cgroup2 hierarchy (/sys/fs/cgroup, or /sys/fs/cgroup/unified on hybrid
+// hosts).
+func openJobsCgroup() (*jobsCgroup, error) {
+	mount, err := Cgroup2Mount()
+	if err != nil {
+		return nil, err
+	}
+	own, err := ownCgroup()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(mount, own, jobsCgroupName)
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("creating the jobs' cgroup: %w", err)
+	}
+	return &jobsCgroup{dir: dir}, nil
+}
+
+// Cgroup2Mount is where the cgroup2 hierarchy is mounted.
+func Cgroup2Mount() (string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// id parent major:minor root mountpoint options ... - fstype source superoptions
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		fields, fsFields := strings.Fields(pre), strings.Fields(post)
+		if ok && len(fields) >= 5 && len(fsFields) >= 1 && fsFields[0] == "cgroup2" {
+			return fields[4], nil
+		}
+	}
+	return "", errors.New("no cgroup2 hierarchy is mounted: the agent needs cgroup v2 to end every process of a job")
+}
+
+// ownCgroup is the agent's cgroup in the cgroup2 hierarchy.
+func ownCgroup() (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if path, ok := strings.CutPrefix(line, "0::"); ok {
+			return path, nil
+		}
+	}
+	return "", errors.New("the agent is in no cgroup2 cgroup")
+}
+
+// open is a descriptor of the cgroup, to start a process in it
+// (SysProcAttr.CgroupFD).
+func (c *jobsCgroup) open() (*os.File, error) {
+	return os.OpenFile(c.dir, os.O_RDONLY|unix.O_DIRECTORY, 0)
+}
+
+// procs are the processes in the cgroup.
+func (c *jobsCgroup) procs() ([]int, error) {
+	b, err := os.ReadFile(filepath.Join(c.dir, "cgroup.procs"))
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// kill kills every process in the cgroup and waits until none is left:
+// cgroup.kill (Linux 5.14) in one step, else the cgroup frozen (no process
+// can fork meanwhile) and each process killed.
+func (c *jobsCgroup) kill(patience time.Duration) error {
+	deadline := time.Now().Add(patience)
+	for {
+		pids, err := c.procs()
+		if err != nil {
+			return err
+		}
+		if len(pids) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("processes %v are still in the jobs' cgroup %s", pids, c.dir)
+		}
+		if err := os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0); err != nil {
+			c.freezeAndKill(pids)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (c *jobsCgroup) freezeAndKill(pids []int) {
+	freeze := filepath.Join(c.dir, "cgroup.freeze")
+	_ = os.WriteFile(freeze, []byte("1"), 0)
+	for _, pid := range pids {
+		_ = unix.Kill(pid, unix.SIGKILL)
+	}
+	_ = os.WriteFile(freeze, []byte("0"), 0)
+}

@@ -1,0 +1,241 @@
+package linux
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/agent"
+)
+
+// Host is the agent's agent.Host on a Linux instance.
+type Host struct {
+	cfg  agent.Config
+	self string // the agent's executable, run as the runner user to clear its keyrings
+	logf func(string, ...any)
+	jobs *jobs
+	scan *writableScan
+}
+
+// jobs is what Host and Runner share: the runner user and the jobs'
+// cgroup, set up by RaiseWalls.
+type jobs struct {
+	mu     sync.Mutex
+	acct   account
+	cgroup *jobsCgroup
+}
+
+func (j *jobs) get() (account, *jobsCgroup, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.cgroup == nil {
+		return account{}, nil, errors.New("the walls are not up: no runner user or jobs' cgroup yet")
+	}
+	return j.acct, j.cgroup, nil
+}
+
+// New is the Host and Runner of an instance with configuration cfg
+// (defaults filled in); self is the agent's executable.
+func New(cfg agent.Config, self string, logf func(string, ...any)) (*Host, *Runner) {
+	j := &jobs{}
+	h := &Host{cfg: cfg, self: self, logf: logf, jobs: j, scan: newWritableScan(filepath.Join(cfg.Paths.StateDir, "writable-dirs.json"))}
+	return h, newRunner(cfg, logf, j)
+}
+
+// RaiseWalls sets the wall up at this boot: mount options and firewall
+// rules do not survive a stop and start of the instance.
+func (h *Host) RaiseWalls(ctx context.Context) error {
+	if err := os.MkdirAll(h.cfg.Paths.StateDir, 0o700); err != nil {
+		return err
+	}
+	if err := os.Chmod(h.cfg.Paths.StateDir, 0o700); err != nil {
+		return err
+	}
+	hideProcesses(h.logf)
+	acct, err := ensureAccount(ctx, h.cfg.RunnerUser, h.logf)
+	if err != nil {
+		return err
+	}
+	cg, err := openJobsCgroup()
+	if err != nil {
+		return err
+	}
+	h.jobs.mu.Lock()
+	h.jobs.acct, h.jobs.cgroup = acct, cg
+	h.jobs.mu.Unlock()
+	if h.cfg.JobsMetadataAccess {
+		h.logf("jobs may reach the instance metadata service, and with it the instance role (jobs_metadata_access)")
+	} else if err := blockMetadata(ctx, acct.uid, h.logf); err != nil {
+		return err
+	}
+	return h.EndJobs(ctx)
+}
+
+// EndJobs kills every process of the runner user and proves none is left.
+func (h *Host) EndJobs(context.Context) error {
+	acct, cg, err := h.jobs.get()
+	if err != nil {
+		return err
+	}
+	return endJobs(cg, acct.uid)
+}
+
+// Prepare runs the pre-runner script once per instance, and starts looking
+// for the directories the runner user can write.
+func (h *Host) Prepare(ctx context.Context) error {
+	acct, _, err := h.jobs.get()
+	if err != nil {
+		return err
+	}
+	h.scan.start(acct, []string{acct.home, h.cfg.Paths.StateDir, h.cfg.Paths.RunnerDir}, h.logf)
+	done := filepath.Join(h.cfg.Paths.StateDir, "pre-runner.done")
+	if h.cfg.PreRunnerScript == "" || exists(done) {
+		return nil
+	}
+	script := filepath.Join(h.cfg.Paths.StateDir, "pre-runner")
+	if err := os.WriteFile(script, []byte(h.cfg.PreRunnerScript), 0o700); err != nil {
+		return err
+	}
+	h.logf("running the pre-runner script")
+	cmd := exec.CommandContext(ctx, "bash", script)
+	if strings.HasPrefix(h.cfg.PreRunnerScript, "#!") {
+		cmd = exec.CommandContext(ctx, script)
+	}
+	cmd.Dir, cmd.Env = "/", rootEnv()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("the pre-runner script failed: %v: %s", err, tail(out))
+	}
+	return os.WriteFile(done, nil, 0o600)
+}
+
+// Wipe removes everything the runner user can have left for the next run:
+// its cron and at jobs (then its processes again: one may have started
+// meanwhile), the containers of a Docker daemon, its System V IPC objects,
+// its keyrings, its files in every directory it can write, and its home,
+// made again from /etc/skel.
+func (h *Host) Wipe(ctx context.Context) error {
+	acct, cg, err := h.jobs.get()
+	if err != nil {
+		return err
+	}
+	removeSchedules(ctx, acct.name)
+	if err := endJobs(cg, acct.uid); err != nil {
+		return err
+	}
+	removeContainers(ctx, h.logf)
+	var errs []error
+	errs = append(errs, removeIPC(acct.uid), h.clearKeyrings(ctx, acct))
+	for _, dir := range h.scan.result(true) {
+		errs = append(errs, removeOwned(dir, acct.uid))
+	}
+	errs = append(errs, resetHome(acct))
+	return errors.Join(errs...)
+}
+
+// clearKeyrings runs the agent's clear-keyrings command as the runner user:
+// a user's keyrings can be cleared only by the user.
+func (h *Host) clearKeyrings(ctx context.Context, acct account) error {
+	cmd := exec.CommandContext(ctx, h.self, "clear-keyrings")
+	cmd.Dir, cmd.Env = "/", nil
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: acct.uid, Gid: acct.gid, Groups: []uint32{acct.gid}}}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("clearing the runner user's keyrings: %v: %s", err, tail(out))
+	}
+	return nil
+}
+
+// removeSchedules removes the user's crontab and at jobs.
+func removeSchedules(ctx context.Context, user string) {
+	if _, err := exec.LookPath("crontab"); err == nil {
+		_ = exec.CommandContext(ctx, "crontab", "-r", "-u", user).Run()
+	}
+	if _, err := exec.LookPath("atq"); err != nil {
+		return
+	}
+	out, _ := exec.CommandContext(ctx, "atq").Output()
+	for _, line := range strings.Split(string(out), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) > 1 && fields[len(fields)-1] == user {
+			_ = exec.CommandContext(ctx, "atrm", fields[0]).Run()
+		}
+	}
+}
+
+// removeContainers removes every container of a running Docker daemon
+// (jobs in the docker group are root anyway; this only clears the next
+// run's view).
+func removeContainers(ctx context.Context, logf func(string, ...any)) {
+	if _, err := exec.LookPath("docker"); err != nil || exec.CommandContext(ctx, "docker", "info").Run() != nil {
+		return
+	}
+	out, _ := exec.CommandContext(ctx, "docker", "ps", "--all", "--quiet").Output()
+	if ids := strings.Fields(string(out)); len(ids) > 0 {
+		if out, err := exec.CommandContext(ctx, "docker", append([]string{"rm", "--force", "--volumes"}, ids...)...).CombinedOutput(); err != nil {
+			logf("removing containers: %v: %s", err, tail(out))
+		}
+	}
+}
+
+// resetHome makes the runner user's home again: empty, its own, with
+// /etc/skel's files.
+func resetHome(acct account) error {
+	if err := os.RemoveAll(acct.home); err != nil {
+		return err
+	}
+	if err := os.Mkdir(acct.home, 0o700); err != nil {
+		return err
+	}
+	if err := os.Chown(acct.home, int(acct.uid), int(acct.gid)); err != nil {
+		return err
+	}
+	return filepath.WalkDir("/etc/skel", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == "/etc/skel" {
+			return nil
+		}
+		dst := filepath.Join(acct.home, strings.TrimPrefix(path, "/etc/skel/"))
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		switch {
+		case d.IsDir():
+			err = os.Mkdir(dst, info.Mode().Perm())
+		case d.Type().IsRegular():
+			err = copyFile(path, dst, info.Mode().Perm())
+		default:
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return os.Lchown(dst, int(acct.uid), int(acct.gid))
+	})
+}
+
+// rootEnv is the environment of what the agent runs as root: nothing of
+// its own.
+func rootEnv() []string {
+	return []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8"}
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+// tail is the end of a command's output, for an error.
+func tail(out []byte) string {
+	out = bytes.TrimSpace(out)
+	if len(out) > 2000 {
+		out = out[len(out)-2000:]
+	}
+	return string(out)
+}

@@ -1,0 +1,329 @@
+package linux
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/agent"
+)
+
+// Runner is the agent's agent.Runner on a Linux instance: the GitHub
+// Actions runner installed below RunnerDir (a directory per version, root's
+// alone), registered for each run from a root-only copy in the state
+// directory, and run as the runner user from a copy in its home.
+type Runner struct {
+	cfg  agent.Config
+	logf func(string, ...any)
+	jobs *jobs
+
+	installing sync.Mutex // one install at a time
+
+	mu      sync.Mutex
+	current string // the installed version registrations use
+	run     *runProcess
+	runDir  string // the run's runner directory, "" when no run is registered
+}
+
+// runProcess is the run's runner, started once or again.
+type runProcess struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// registrationFiles are what config.sh writes: the runner's settings,
+// credentials and environment.
+var registrationFiles = []string{".runner", ".credentials", ".credentials_rsaparams", ".env", ".path"}
+
+func newRunner(cfg agent.Config, logf func(string, ...any), j *jobs) *Runner {
+	r := &Runner{cfg: cfg, logf: logf, jobs: j}
+	if b, err := os.ReadFile(r.currentFile()); err == nil {
+		r.current = strings.TrimSpace(string(b))
+	}
+	return r
+}
+
+func (r *Runner) currentFile() string { return filepath.Join(r.cfg.Paths.StateDir, "runner.current") }
+func (r *Runner) manifestFile(version string) string {
+	return filepath.Join(r.cfg.Paths.StateDir, "runner-"+version+".manifest.json")
+}
+func (r *Runner) registrationDir() string { return filepath.Join(r.cfg.Paths.StateDir, "registration") }
+
+// Installed is the version registrations use.
+func (r *Runner) Installed() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.current
+}
+
+// Install installs the archive and makes it the one the next registration
+// uses; the previous installation stays (a run may still use its files)
+// until the one after.
+func (r *Runner) Install(ctx context.Context, a agent.Archive) error {
+	r.installing.Lock()
+	defer r.installing.Unlock()
+	previous := r.Installed()
+	if a.Version == previous {
+		return nil
+	}
+	if err := r.install(ctx, a); err != nil {
+		return err
+	}
+	if err := writeAtomic(r.currentFile(), []byte(a.Version)); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.current = a.Version
+	r.mu.Unlock()
+	r.prune(a.Version, previous)
+	return nil
+}
+
+// prune removes the installations (and manifests) but keep.
+func (r *Runner) prune(keep ...string) {
+	entries, _ := os.ReadDir(r.cfg.Paths.RunnerDir)
+	for _, e := range entries {
+		v := e.Name()
+		if !e.IsDir() || slices.Contains(keep, v) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(r.cfg.Paths.RunnerDir, v)); err != nil {
+			r.logf("removing runner %s: %v", v, err)
+		}
+		_ = os.Remove(r.manifestFile(v))
+	}
+}
+
+// installation is the directory of the version registrations use.
+func (r *Runner) installation() (string, error) {
+	v := r.Installed()
+	if v == "" {
+		return "", errors.New("no runner is installed")
+	}
+	return filepath.Join(r.cfg.Paths.RunnerDir, v), nil
+}
+
+// Check fails unless the installation is what was installed: every file
+// with its digest, root's and writable by root only.
+func (r *Runner) Check(context.Context) error {
+	dir, err := r.installation()
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(r.manifestFile(r.Installed()))
+	if err != nil {
+		return fmt.Errorf("the runner installation's manifest: %w", err)
+	}
+	var m manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("the runner installation's manifest: %w", err)
+	}
+	return m.verify(dir)
+}
+
+// Register configures the runner for one run as root, in a copy of the
+// installation only root can reach (config.sh reads the token from its
+// environment, which no process of the runner user can read), keeps that
+// registration, and starts the runner as the runner user from a fresh copy
+// in its home: the installation's files, root's and read-only, with the
+// registration's files the runner's.
+func (r *Runner) Register(ctx context.Context, reg agent.Registration) error {
+	acct, _, err := r.jobs.get()
+	if err != nil {
+		return err
+	}
+	install, err := r.installation()
+	if err != nil {
+		return err
+	}
+	regDir := r.registrationDir()
+	if err := linkTree(install, regDir, nil); err != nil {
+		return fmt.Errorf("preparing the registration: %w", err)
+	}
+	err = r.configure(ctx, regDir, reg.Token, "--unattended", "--url", reg.URL, "--name", reg.Name, "--labels", reg.Label,
+		"--no-default-labels", "--replace", "--disableupdate", "--work", "_work")
+	if err != nil {
+		return err
+	}
+	runDir := filepath.Join(acct.home, "runner")
+	if err := linkTree(install, runDir, &acct); err != nil {
+		return fmt.Errorf("preparing the run's runner directory: %w", err)
+	}
+	for _, name := range registrationFiles {
+		src := filepath.Join(regDir, name)
+		if !exists(src) {
+			continue
+		}
+		dst := filepath.Join(runDir, name)
+		if err := copyFile(src, dst, 0o600); err != nil {
+			return err
+		}
+		if err := os.Chown(dst, int(acct.uid), int(acct.gid)); err != nil {
+			return err
+		}
+	}
+	r.mu.Lock()
+	r.runDir = runDir
+	r.mu.Unlock()
+	return r.start()
+}
+
+// configure runs config.sh in dir as root with args, the token in its
+// environment (ACTIONS_RUNNER_INPUT_TOKEN, which the runner reads like
+// --token): never in a process's arguments.
+func (r *Runner) configure(ctx context.Context, dir, token string, args ...string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(dir, "config.sh"), args...)
+	cmd.Dir = dir
+	cmd.Env = append(rootEnv(), "ACTIONS_RUNNER_INPUT_TOKEN="+token, "RUNNER_ALLOW_RUNASROOT=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		what := "config.sh"
+		if len(args) > 0 && args[0] == "remove" {
+			what = "config.sh remove"
+		}
+		return fmt.Errorf("%s failed: %v: %s", what, err, tail(out))
+	}
+	return nil
+}
+
+// start starts run.sh as the runner user, in the jobs' cgroup and in an IPC
+// namespace of its own (System V IPC and POSIX message queues end with its
+// last process), in a session of its own.
+func (r *Runner) start() error {
+	acct, cg, err := r.jobs.get()
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	runDir := r.runDir
+	r.mu.Unlock()
+	fd, err := cg.open()
+	if err != nil {
+		return err
+	}
+	defer fd.Close()
+	cmd := exec.Command(filepath.Join(runDir, "run.sh"))
+	cmd.Dir = runDir
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin", "HOME=" + acct.home, "USER=" + acct.name,
+		"LOGNAME=" + acct.name, "SHELL=/bin/bash", "LANG=C.UTF-8"}
+	out := &prefixWriter{logf: r.logf, prefix: "runner: "}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Credential:  &syscall.Credential{Uid: acct.uid, Gid: acct.gid, Groups: []uint32{acct.gid}},
+		Setsid:      true,
+		Cloneflags:  syscall.CLONE_NEWIPC,
+		UseCgroupFD: true,
+		CgroupFD:    int(fd.Fd()),
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting the runner: %w", err)
+	}
+	p := &runProcess{cmd: cmd, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.exited) }()
+	r.mu.Lock()
+	r.run = p
+	r.mu.Unlock()
+	return nil
+}
+
+// EnsureRunning starts the run's runner again when it exited.
+func (r *Runner) EnsureRunning(context.Context) error {
+	r.mu.Lock()
+	p, runDir := r.run, r.runDir
+	r.mu.Unlock()
+	if p == nil || runDir == "" {
+		return nil
+	}
+	select {
+	case <-p.exited:
+		r.logf("the runner exited; starting it again")
+		return r.start()
+	default:
+		return nil
+	}
+}
+
+// Stop asks the run's runner to stop (SIGTERM to its session) and waits up
+// to 30 s; its processes are then killed with the jobs' cgroup.
+func (r *Runner) Stop(context.Context) error {
+	r.mu.Lock()
+	p := r.run
+	r.run, r.runDir = nil, ""
+	r.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		r.logf("the runner did not stop within 30s")
+	}
+	return nil
+}
+
+// Remove deregisters the run's runner from a fresh root-only copy of the
+// installation with the agent's own copy of the registration: the run's
+// copy was the jobs' to change, and nothing the runner user wrote decides
+// where the removal token goes.
+func (r *Runner) Remove(ctx context.Context, token string) error {
+	install, err := r.installation()
+	if err != nil {
+		return err
+	}
+	regDir := r.registrationDir()
+	if !exists(filepath.Join(regDir, ".runner")) {
+		return errors.New("the agent kept no registration of the run's runner")
+	}
+	removal := filepath.Join(r.cfg.Paths.StateDir, "removal")
+	if err := linkTree(install, removal, nil); err != nil {
+		return fmt.Errorf("preparing the removal: %w", err)
+	}
+	defer os.RemoveAll(removal)
+	for _, name := range registrationFiles {
+		if src := filepath.Join(regDir, name); exists(src) {
+			if err := copyFile(src, filepath.Join(removal, name), 0o600); err != nil {
+				return err
+			}
+		}
+	}
+	if err := r.configure(ctx, removal, token, "remove"); err != nil {
+		return err
+	}
+	return os.RemoveAll(regDir)
+}
+
+// prefixWriter writes each line to logf with a prefix.
+type prefixWriter struct {
+	mu      sync.Mutex
+	logf    func(string, ...any)
+	prefix  string
+	pending []byte
+}
+
+func (w *prefixWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending = append(w.pending, p...)
+	for {
+		i := strings.IndexByte(string(w.pending), '\n')
+		if i < 0 {
+			break
+		}
+		w.logf("%s%s", w.prefix, w.pending[:i])
+		w.pending = w.pending[i+1:]
+	}
+	return len(p), nil
+}
+
+var _ io.Writer = (*prefixWriter)(nil)
