@@ -19,8 +19,10 @@ import (
 )
 
 // The files the agent lays out, as root for a separate runner user: its own
-// state and the runner installation are root's (state readable by root
-// only, the installation by everyone and writable by no one else, and
+// state and the runner installation are root's (state reachable by root
+// only: its directories root's alone, its files root's and written by no
+// one else, the registration's copy of the installation included; the
+// installation readable by everyone and writable by no one else, and
 // every directory above them traversable), the runner user's home and the
 // run's runner directory are the runner's, the installation's files in it
 // still root's; /proc hides other users' processes; the runner user's
@@ -36,8 +38,8 @@ func TestInstance_layout(t *testing.T) {
 
 	checkMode(t, o.Paths.StateDir, 0, 0o700|fs.ModeDir)
 	walk(t, o.Paths.StateDir, func(path string, info fs.FileInfo) {
-		if ownerOf(info) != 0 || info.Mode().Perm()&0o077 != 0 {
-			t.Errorf("%s: owner %d, mode %s; want root's and private", path, ownerOf(info), info.Mode())
+		if ownerOf(info) != 0 || (info.IsDir() && info.Mode().Perm()&0o077 != 0) || info.Mode().Perm()&0o022 != 0 {
+			t.Errorf("%s: owner %d, mode %s; want root's, directories private, files written by root only", path, ownerOf(info), info.Mode())
 		}
 	})
 	checkMode(t, o.AgentPath, 0, 0o711)

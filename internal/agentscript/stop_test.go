@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -97,8 +98,8 @@ func TestInstance_stoppedFillPreparesThenStops(t *testing.T) {
 	if n := f.env.Proxy.Verified()["ec2 StopInstances"]; n < 2 {
 		t.Errorf("%d StopInstances calls, want one at each boot", n)
 	}
-	if events := f.env.GitHub.Events(); len(events) != 0 {
-		t.Errorf("GitHub saw %v, want nothing: a fill registers no runner", events)
+	if events := f.env.GitHub.Events(); slices.ContainsFunc(events, func(e string) bool { return !strings.HasPrefix(e, "download ") }) {
+		t.Errorf("GitHub saw %v, want downloads alone: a fill registers no runner", events)
 	}
 	if inst.Boots() != 2 {
 		t.Errorf("%d boots, want 2", inst.Boots())

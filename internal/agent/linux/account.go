@@ -3,6 +3,7 @@ package linux
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"os/user"
 	"slices"
@@ -44,6 +45,10 @@ func ensureAccount(ctx context.Context, name string, logf func(string, ...any)) 
 				logf("warning: the runner user is in group %s, which gives jobs root: they can reach everything this agent protects (guide Runner security)", g.Name)
 			}
 		}
+	}
+	// Its home is its own alone, whatever useradd's default.
+	if err := os.Chmod(u.HomeDir, 0o700); err != nil {
+		return account{}, fmt.Errorf("the runner user's home: %w", err)
 	}
 	return account{name: name, uid: uint32(uid), gid: uint32(gid), home: u.HomeDir}, nil
 }

@@ -101,17 +101,24 @@ func (c *jobsCgroup) procs() ([]int, error) {
 
 // kill kills every process in the cgroup and waits until none is left:
 // cgroup.kill (Linux 5.14) in one step, else the cgroup frozen (no process
-// can fork meanwhile) and each process killed.
+// can fork meanwhile) and each process killed. A cgroup that was killed is
+// made anew: Linux (seen on 6.18) also kills the processes later started
+// into a killed cgroup with clone3's CLONE_INTO_CGROUP, as the runner is.
 func (c *jobsCgroup) kill(patience time.Duration) error {
 	deadline := time.Now().Add(patience)
+	killed := false
 	for {
 		pids, err := c.procs()
 		if err != nil {
 			return err
 		}
 		if len(pids) == 0 {
+			if killed {
+				return c.renew()
+			}
 			return nil
 		}
+		killed = true
 		if time.Now().After(deadline) {
 			return fmt.Errorf("processes %v are still in the jobs' cgroup %s", pids, c.dir)
 		}
@@ -129,4 +136,15 @@ func (c *jobsCgroup) freezeAndKill(pids []int) {
 		_ = unix.Kill(pid, unix.SIGKILL)
 	}
 	_ = os.WriteFile(freeze, []byte("0"), 0)
+}
+
+// renew replaces the empty cgroup with a new one of the same name.
+func (c *jobsCgroup) renew() error {
+	if err := os.Remove(c.dir); err != nil {
+		return fmt.Errorf("renewing the jobs' cgroup: %w", err)
+	}
+	if err := os.Mkdir(c.dir, 0o755); err != nil {
+		return fmt.Errorf("renewing the jobs' cgroup: %w", err)
+	}
+	return nil
 }

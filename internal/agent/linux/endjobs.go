@@ -18,7 +18,7 @@ const endJobsPatience = 20 * time.Second
 // endJobs kills the jobs' cgroup, then every process of uid outside it (a
 // cron or at job started by its daemon), until /proc shows none: only then
 // may a token be used.
-func endJobs(cg *jobsCgroup, uid uint32) error {
+func endJobs(cg *jobsCgroup, uid uint32, logf func(string, ...any)) error {
 	if err := cg.kill(endJobsPatience); err != nil {
 		return err
 	}
@@ -32,6 +32,8 @@ func endJobs(cg *jobsCgroup, uid uint32) error {
 			return fmt.Errorf("processes of the runner user survive: %v", left)
 		}
 		for _, pid := range left {
+			cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+			logf("killing process %d of the runner user outside the jobs' cgroup: %s", pid, strings.ReplaceAll(string(cmdline), "\x00", " "))
 			_ = unix.Kill(pid, unix.SIGKILL)
 		}
 		time.Sleep(time.Duration(min(round, 10)) * 10 * time.Millisecond)

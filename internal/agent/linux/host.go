@@ -85,7 +85,7 @@ func (h *Host) EndJobs(context.Context) error {
 	if err != nil {
 		return err
 	}
-	return endJobs(cg, acct.uid)
+	return endJobs(cg, acct.uid, h.logf)
 }
 
 // Prepare runs the pre-runner script once per instance, and starts looking
@@ -127,7 +127,7 @@ func (h *Host) Wipe(ctx context.Context) error {
 		return err
 	}
 	removeSchedules(ctx, acct.name)
-	if err := endJobs(cg, acct.uid); err != nil {
+	if err := endJobs(cg, acct.uid, h.logf); err != nil {
 		return err
 	}
 	removeContainers(ctx, h.logf)

@@ -39,6 +39,7 @@ type Runner struct {
 type runProcess struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
+	err    error // how it exited, once exited is closed
 }
 
 // registrationFiles are what config.sh writes: the runner's settings,
@@ -229,7 +230,7 @@ func (r *Runner) start() error {
 		return fmt.Errorf("starting the runner: %w", err)
 	}
 	p := &runProcess{cmd: cmd, exited: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.exited) }()
+	go func() { p.err = cmd.Wait(); close(p.exited) }()
 	r.mu.Lock()
 	r.run = p
 	r.mu.Unlock()
@@ -246,7 +247,7 @@ func (r *Runner) EnsureRunning(context.Context) error {
 	}
 	select {
 	case <-p.exited:
-		r.logf("the runner exited; starting it again")
+		r.logf("the runner exited (%v); starting it again", p.err)
 		return r.start()
 	default:
 		return nil

@@ -8,7 +8,8 @@ import (
 )
 
 // linkTree makes dst a copy of the tree src: directories of its own
-// (owned by dirOwner when set, else root's, mode 0755), and src's files
+// (owned by dirOwner and mode 0755 when dirOwner is set, else root's alone,
+// mode 0700), and src's files
 // hard-linked where dst is on src's file system, copied where it is not
 // (the copy root's, with the file's mode). A file hard-linked stays root's
 // and read-only: whoever owns dst can replace it there, never in src.
@@ -27,10 +28,14 @@ func linkTree(src, dst string, dirOwner *account) error {
 		target := filepath.Join(dst, rel)
 		switch {
 		case d.IsDir():
-			if err := os.Mkdir(target, 0o755); err != nil {
+			mode := fs.FileMode(0o700)
+			if dirOwner != nil {
+				mode = 0o755
+			}
+			if err := os.Mkdir(target, mode); err != nil {
 				return err
 			}
-			if err := os.Chmod(target, 0o755); err != nil { // whatever the umask
+			if err := os.Chmod(target, mode); err != nil { // whatever the umask
 				return err
 			}
 			if dirOwner != nil {

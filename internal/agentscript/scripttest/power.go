@@ -68,6 +68,28 @@ func (p *SigV4Proxy) stopInstances(w http.ResponseWriter, r *http.Request, body 
 	}
 }
 
+// terminateInstances passes a signed TerminateInstances (body) to the
+// emulator; the stand-ins of the instances it terminated shut down for
+// good, as EC2's do.
+func (p *SigV4Proxy) terminateInstances(w http.ResponseWriter, r *http.Request, body []byte, forward http.Handler) {
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	forward.ServeHTTP(sw, r)
+	if sw.status/100 != 2 {
+		return
+	}
+	form, _ := url.ParseQuery(string(body))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, vs := range form {
+		if i, ok := p.instances[vs[0]]; ok && strings.HasPrefix(k, "InstanceId.") {
+			go func() {
+				fmt.Fprintf(i.bootLog, "instance stand-in: terminated: shutting down\n")
+				_ = i.end()
+			}()
+		}
+	}
+}
+
 // ec2Error writes an EC2 Query API error.
 func ec2Error(w http.ResponseWriter, status int, code, message string) {
 	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")

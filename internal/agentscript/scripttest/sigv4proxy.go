@@ -46,7 +46,13 @@ func NewSigV4Proxy(t testing.TB, endpoint string) *SigV4Proxy {
 	p := &SigV4Proxy{verified: map[string][]time.Time{}, instances: map[string]*Instance{}}
 	forward := httputil.NewSingleHostReverseProxy(target)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			// Cut off on the way (an instance shutting down): AWS never sees
+			// such a request, and neither does the check.
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		action, err := verify(r, body)
 		p.mu.Lock()
@@ -68,8 +74,12 @@ func NewSigV4Proxy(t testing.TB, endpoint string) *SigV4Proxy {
 			fmt.Fprintf(w, `{"__type":"com.amazon.coral.service#SignatureDoesNotMatch","message":%q}`, err.Error())
 			return
 		}
-		if action == "ec2 StopInstances" {
+		switch action {
+		case "ec2 StopInstances":
 			p.stopInstances(w, r, body, forward)
+			return
+		case "ec2 TerminateInstances":
+			p.terminateInstances(w, r, body, forward)
 			return
 		}
 		forward.ServeHTTP(w, r)
