@@ -3,11 +3,15 @@
 # built by goreleaser (.goreleaser.yml) from the working tree, with
 # SHA256SUMS signed by a throwaway RSA key generated for this build. Its
 # public half goes to dist/signing-key.asc for the checks in
-# internal/release; the key itself is deleted at the end.
+# internal/release; the key itself is deleted at the end. Beside it, the
+# assets a release uploads with the archives: the agent binaries and their
+# signed SHA256SUMS (tools/release-agents.sh, goreleaser's before hook),
+# and the renamed manifest.
 #
 # SNAPSHOT_PLATFORMS=all (the default) builds every platform of the
 # configuration; host builds only this machine's (what the install test
-# needs: make test and CI build that).
+# needs: make test and CI build that). The agent is built for linux/amd64
+# and linux/arm64 either way.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,14 +59,16 @@ if [ -z "$(git remote)" ]; then
 fi
 "${goreleaser[@]}" release --snapshot --clean --config "$config"
 
-# The registry reads the manifest as <name>_<version>_manifest.json (a
-# release uploads it under that name; SHA256SUMS already lists it).
+# What release.extra_files uploads, which a snapshot publishes nowhere:
+# the manifest, as the registry reads it, <name>_<version>_manifest.json
+# (SHA256SUMS already lists it), and the agent's files.
 sums=$(echo dist/terraform-provider-ec2runners_*_SHA256SUMS)
 version=${sums#dist/terraform-provider-ec2runners_}
 version=${version%_SHA256SUMS}
 cp terraform-registry-manifest.json "dist/terraform-provider-ec2runners_${version}_manifest.json"
+cp bin/release-agents/ec2runners-agent_"${version}"_* dist/
 gpg --batch --armor --export "$GPG_FINGERPRINT" >dist/signing-key.asc
 touch dist/.snapshot-stamp # make test's record that a snapshot of this tree exists
 
 echo "release-snapshot: version $version in dist/:"
-(cd dist && ls -1 ./*.zip ./*_SHA256SUMS* ./*_manifest.json signing-key.asc)
+(cd dist && ls -1 ./*.zip ./*_SHA256SUMS* ./*_manifest.json ./ec2runners-agent_*_linux_* signing-key.asc)

@@ -20,9 +20,9 @@ type Config struct {
 	// GitHubURL is the web URL of GitHub or a GitHub Enterprise Server, and
 	// GitHubTarget where runners register there: "owner/repository", or
 	// "owner" for organization runners.
-	GitHubURL    string `json:"githubUrl"`
-	GitHubTarget string `json:"githubTarget"`
-	RunnerUser   string `json:"runnerUser"`
+	GitHubURL    string       `json:"githubUrl"`
+	GitHubTarget string       `json:"githubTarget"`
+	RunnerUser   string       `json:"runnerUser"`
 	Runner       RunnerSource `json:"runner"`
 	// PreRunnerScript runs once per instance, as root, before the instance
 	// serves (with its #! interpreter, else bash).

@@ -3,7 +3,7 @@ package agent
 import (
 	"cmp"
 	"context"
-		"fmt"
+	"fmt"
 	"io"
 	"net/http"
 	"time"

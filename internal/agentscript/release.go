@@ -26,9 +26,10 @@ var Architectures = []string{"amd64", "arm64"}
 // ReleaseRepository is where the agent is released, with the provider.
 const ReleaseRepository = "https://github.com/ec2runners/terraform-provider-ec2runners"
 
-// builtDigests is set by the release build (tools/release-snapshot.sh,
-// make release: -X with "amd64=<hex>,arm64=<hex>"): the digests of the
-// agent binaries released with this provider.
+// builtDigests is set by the release build (.goreleaser.yml: -X with
+// "amd64=<hex>,arm64=<hex>", which tools/release-agents.sh computes from the
+// binaries it builds for the release): the digests of the agent binaries
+// released with this provider.
 var builtDigests string
 
 // Built is the agent released with this provider of version.

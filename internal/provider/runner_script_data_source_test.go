@@ -26,24 +26,26 @@ data "ec2runners_runner_script" "test" {
   github_owner        = "octo"
   github_repository   = "app"
   pre_runner_script   = "dnf install -y git"
+  runner_version      = "2.329.0"
   runner_download_url = "https://mirror.example.com/actions-runner-linux-x64-2.329.0.tar.gz"
   runner_sha256       = "` + testRunnerSHA256 + `"
 }`,
 			ConfigStateChecks: []statecheck.StateCheck{
 				statecheck.ExpectKnownValue(address, tfjsonpath.New("region"), knownvalue.StringExact(testClients.Region)),
 				statecheck.ExpectKnownValue(address, tfjsonpath.New("github_url"), knownvalue.StringExact("https://github.com")),
-				statecheck.ExpectKnownValue(address, tfjsonpath.New("runner_version"), knownvalue.StringExact(agentscript.DefaultRunnerVersion)),
+				statecheck.ExpectKnownValue(address, tfjsonpath.New("runner_version"), knownvalue.StringExact("2.329.0")),
 				statecheck.ExpectKnownValue(address, tfjsonpath.New("runner_user"), knownvalue.StringExact("runner")),
 				statecheck.ExpectKnownValue(address, tfjsonpath.New("heartbeat_interval"), knownvalue.StringExact("5s")),
+				statecheck.ExpectKnownValue(address, tfjsonpath.New("agent_version"), knownvalue.StringExact("test")),
 			},
 			Check: func(s *terraform.State) error {
 				attrs := s.RootModule().Resources[address].Primary.Attributes
 				content := attrs["content"]
 				want, err := agentscript.Render(agentscript.Options{
 					Pool: "ci-runners", Region: testClients.Region, GitHubURL: "https://github.com", GitHubOwner: "octo", GitHubRepository: "app",
-					RunnerVersion: agentscript.DefaultRunnerVersion, RunnerUser: "runner", PreRunnerScript: "dnf install -y git",
+					RunnerVersion: "2.329.0", RunnerUser: "runner", PreRunnerScript: "dnf install -y git",
 					RunnerDownloadURL: "https://mirror.example.com/actions-runner-linux-x64-2.329.0.tar.gz", RunnerSHA256: testRunnerSHA256,
-					HeartbeatInterval: agentscript.DefaultHeartbeatInterval,
+					HeartbeatInterval: agentscript.DefaultHeartbeatInterval, Agent: agentscript.Built("test"),
 				})
 				if err != nil || content != want {
 					return fmt.Errorf("content is not the script rendered from the arguments and defaults (%v):\n%.400s", err, content)
@@ -51,11 +53,8 @@ data "ec2runners_runner_script" "test" {
 				if decoded, err := base64.StdEncoding.DecodeString(attrs["content_base64"]); err != nil || string(decoded) != content {
 					return fmt.Errorf("content_base64 does not decode to content (%v)", err)
 				}
-				if !strings.Contains(content, "DYNAMODB_URL='https://dynamodb."+testClients.Region+".amazonaws.com'") {
-					return fmt.Errorf("the script does not talk to the regional DynamoDB endpoint")
-				}
-				if !strings.Contains(content, "\nRUNNER_SHA256='"+testRunnerSHA256+"'\n") {
-					return fmt.Errorf("the script does not set RUNNER_SHA256 to runner_sha256")
+				if !strings.Contains(content, `"sha256":"`+testRunnerSHA256+`"`) {
+					return fmt.Errorf("the agent's configuration in the script does not pin runner_sha256")
 				}
 				return nil
 			},

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsconfig"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
@@ -155,6 +157,7 @@ func applyPoolAndClaim(t *testing.T, s *snapshot, tf *terraform) {
 		}
 	})
 	tf.mustRun(append([]string{"apply", "-auto-approve", "-input=false", "-var", "claim=false"}, tf.vars...)...)
+	checkRunnerScript(t, s, tf)
 	if _, err := w.sim.SeedIdle(context.Background(), 1, agentsim.SeedSpec{ResourceClass: "large", IdleTimeout: 30 * time.Minute}); err != nil {
 		t.Fatalf("seeding a warm runner: %v", err)
 	}
@@ -190,6 +193,37 @@ func applyPoolAndClaim(t *testing.T, s *snapshot, tf *terraform) {
 		}
 	}
 	t.Logf("User-Agent of the provider's AWS requests: %s", agents[0])
+}
+
+// checkRunnerScript: the user data the installed provider renders
+// (ec2runners_runner_script) installs the agent of the release's version,
+// downloaded from the release's assets on GitHub and checked against the
+// SHA-256 of the binaries the release ships, for both architectures: the
+// digests goreleaser built the provider with.
+func checkRunnerScript(t *testing.T, s *snapshot, tf *terraform) {
+	t.Helper()
+	var version, content string
+	tf.output("agent_version", &version)
+	tf.output("runner_script", &content)
+	if version != s.version {
+		t.Errorf("ec2runners_runner_script.agent_version is %q, want the release's version %s", version, s.version)
+	}
+	check := func(what, pattern, want string) {
+		t.Helper()
+		m := regexp.MustCompile(pattern).FindStringSubmatch(content)
+		if m == nil {
+			t.Errorf("the runner script names no %s (no match for %s):\n%s", what, pattern, content)
+		} else if m[1] != want {
+			t.Errorf("the runner script's %s is %q, want %q", what, m[1], want)
+		}
+	}
+	check("agent version", `(?m)^version='([^']*)'$`, s.version)
+	check("agent download directory", `(?m)^\s*url='([^']*)'/ec2runners-agent_`, agentscript.ReleaseRepository+"/releases/download/v"+s.version)
+	digests := agentDigests(t, s)
+	for arch, digest := range digests {
+		check(arch+" agent's SHA-256", `arch=`+arch+` sha256='([^']*)'`, digest)
+	}
+	t.Logf("the agent shipped with %s: %v", s.version, digests)
 }
 
 // checkHostH1: the lock has the h1 hash of this platform's archive, the one
@@ -273,5 +307,19 @@ resource "ec2runners_claim" "build" {
 
 output "instances" {
   value = one(ec2runners_claim.build[*].instances)
+}
+
+data "ec2runners_runner_script" "release" {
+  pool         = var.pool
+  github_owner = "ec2runners"
+}
+
+output "agent_version" {
+  value = data.ec2runners_runner_script.release.agent_version
+}
+
+output "runner_script" {
+  value     = data.ec2runners_runner_script.release.content
+  sensitive = true
 }
 `

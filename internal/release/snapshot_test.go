@@ -99,30 +99,40 @@ func loadSnapshot(t *testing.T) *snapshot {
 	if s.version == "" {
 		t.Fatalf("%s has no %s_<version>_SHA256SUMS; %s", dir, projectName, hint)
 	}
-	f, err := os.Open(s.path(s.sumsFile()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	s.sums = readSums(t, s.path(s.sumsFile()))
 	zipName := regexp.MustCompile(`^` + regexp.QuoteMeta(projectName+"_"+s.version+"_") + `([a-z0-9]+_[a-z0-9]+)\.zip$`)
-	lines := bufio.NewScanner(f)
-	for lines.Scan() {
-		sum, name, ok := strings.Cut(lines.Text(), "  ")
-		if !ok || len(sum) != 64 {
-			t.Fatalf("%s: line %q is not `<sha256>  <file>`", s.sumsFile(), lines.Text())
-		}
-		s.sums[name] = sum
+	for name := range s.sums {
 		if m := zipName.FindStringSubmatch(name); m != nil {
 			s.zips[m[1]] = name
 		}
-	}
-	if err := lines.Err(); err != nil {
-		t.Fatal(err)
 	}
 	if len(s.zips) == 0 {
 		t.Fatalf("%s lists no archive", s.sumsFile())
 	}
 	return s
+}
+
+// readSums reads a SHA256SUMS file: file name to SHA-256 in hex.
+func readSums(t *testing.T, path string) map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sums := map[string]string{}
+	lines := bufio.NewScanner(f)
+	for lines.Scan() {
+		sum, name, ok := strings.Cut(lines.Text(), "  ")
+		if !ok || len(sum) != 64 {
+			t.Fatalf("%s: line %q is not `<sha256>  <file>`", filepath.Base(path), lines.Text())
+		}
+		sums[name] = sum
+	}
+	if err := lines.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return sums
 }
 
 // TestAccRelease_layout checks dist/ against what the Terraform Registry
@@ -163,7 +173,8 @@ func TestAccRelease_layout(t *testing.T) {
 		t.Errorf("the manifest %s is not in %s", manifest, s.sumsFile())
 	}
 	// The registry ingests the archives and the manifest, and rejects a
-	// SHA256SUMS that lists anything else (a signature, an SBOM).
+	// SHA256SUMS that lists anything else (a signature, an SBOM, the agent's
+	// binaries, which have a SHA256SUMS of their own: TestAccRelease_agent).
 	for name := range s.sums {
 		if name != manifest && !slices.Contains(slices.Collect(maps.Values(s.zips)), name) {
 			t.Errorf("%s lists %s, which is neither an archive nor the manifest", s.sumsFile(), name)
@@ -184,7 +195,7 @@ func TestAccRelease_layout(t *testing.T) {
 		t.Errorf("terraform-registry-manifest.json must declare protocol version 6.0 (the plugin framework's):\n%s", want)
 	}
 
-	verifySignature(t, s)
+	verifySignature(t, s, s.sumsFile())
 }
 
 // checkArchive: the zip holds exactly the provider's binary, named as
@@ -210,10 +221,11 @@ func checkArchive(t *testing.T, s *snapshot, platform, name string) {
 	}
 }
 
-// verifySignature checks the detached signature of SHA256SUMS with gpg,
-// against a keyring holding only the exported public key, as the registry
-// does with the key a publisher registers.
-func verifySignature(t *testing.T, s *snapshot) {
+// verifySignature checks the detached signature of a SHA256SUMS file in
+// the build (sums, its name) with gpg, against a keyring holding only the
+// exported public key, as the registry does with the key a publisher
+// registers.
+func verifySignature(t *testing.T, s *snapshot, sums string) {
 	t.Helper()
 	gpg, err := exec.LookPath("gpg")
 	if err != nil {
@@ -241,8 +253,8 @@ func verifySignature(t *testing.T, s *snapshot) {
 			t.Errorf("the signing key's algorithm is %s: the registry takes only RSA (1) and DSA (17) keys", fields[3])
 		}
 	}
-	sig := s.path(s.sumsFile() + ".sig")
-	out := run("--verify", sig, s.path(s.sumsFile()))
+	sig := s.path(sums + ".sig")
+	out := run("--verify", sig, s.path(sums))
 	if !strings.Contains(out, "[GNUPG:] VALIDSIG") {
 		t.Errorf("gpg --verify of %s did not report a valid signature:\n%s", filepath.Base(sig), out)
 	}

@@ -25,7 +25,9 @@ func removeIPC(uid uint32) error {
 	}{
 		{"/proc/sysvipc/shm", "shmid", func(id int) error { _, err := unix.SysvShmCtl(id, unix.IPC_RMID, nil); return err }},
 		{"/proc/sysvipc/msg", "msqid", func(id int) error { return syscallErr(unix.Syscall(unix.SYS_MSGCTL, uintptr(id), unix.IPC_RMID, 0)) }},
-		{"/proc/sysvipc/sem", "semid", func(id int) error { return syscallErr(unix.Syscall6(unix.SYS_SEMCTL, uintptr(id), 0, unix.IPC_RMID, 0, 0, 0)) }},
+		{"/proc/sysvipc/sem", "semid", func(id int) error {
+			return syscallErr(unix.Syscall6(unix.SYS_SEMCTL, uintptr(id), 0, unix.IPC_RMID, 0, 0, 0))
+		}},
 	} {
 		ids, err := ipcObjectsOf(kind.file, kind.idColumn, uid)
 		if err != nil {

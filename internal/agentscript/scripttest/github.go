@@ -102,6 +102,7 @@ func NewGitHub(t testing.TB) *GitHub {
 	g.URL = srv.URL
 	return g
 }
+
 // RefuseRegistrations makes config.sh fail, as with a GitHub outage.
 func (g *GitHub) RefuseRegistrations(refuse bool) {
 	g.mu.Lock()

@@ -2,9 +2,9 @@ package scripttest
 
 import (
 	"cmp"
+	_ "embed"
 	"errors"
 	"io/fs"
-	_ "embed"
 	"net"
 	"net/url"
 	"os"
@@ -19,9 +19,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agent"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agent/linux"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
 )
 
 // Instance is a stand-in for one EC2 instance that runs the rendered user
