@@ -93,6 +93,7 @@ type fixture struct {
 	queueURL   string
 	claimer    *claim.Claimer
 	inst       *scripttest.Instance
+	image      scripttest.InstanceConfig // what the instance's image holds and reaches beside its id and tags
 }
 
 // newFixture makes a pool registering runners with owner/repository (with
@@ -152,7 +153,9 @@ func (f *fixture) options() agentscript.Options { return f.env.Options(f.pool, o
 
 // start runs the user data in the instance stand-in, as EC2 runs it.
 func (f *fixture) start(o agentscript.Options, tags map[string]string) *scripttest.Instance {
-	f.inst = f.env.StartInstance(f.t, o, scripttest.InstanceConfig{InstanceID: f.instanceID, Tags: tags})
+	c := f.image
+	c.InstanceID, c.Tags = f.instanceID, tags
+	f.inst = f.env.StartInstance(f.t, o, c)
 	return f.inst
 }
 

@@ -111,7 +111,8 @@ func TestInstance_hostileJobGetsNothing(t *testing.T) {
 func checkHostileJob(t *testing.T, f *fixture, runID string) {
 	t.Helper()
 	o := f.inst.Options
-	paths := strings.NewReplacer("@STATE@", o.Paths.StateDir, "@AGENT@", o.AgentPath, "@INSTALL@", installation(t, f.inst))
+	paths := strings.NewReplacer("@STATE@", o.Paths.StateDir, "@AGENT@", o.AgentPath, "@INSTALL@", installation(t, f.inst),
+		"@JOBTOOL@", f.inst.Root+"/"+scripttest.JobToolPath)
 	job := runJob(t, f, runID, paths.Replace(hostileJob))
 	for _, line := range attempts(job.Output) {
 		if !strings.HasSuffix(line, ": blocked") {
@@ -206,10 +207,12 @@ func secrets(f *fixture) []string {
 }
 
 // startServing starts the fixture's instance in the stand-in and claims it
-// for runID; it returns once the runner is online for the run.
-func startServing(t *testing.T, runID string) (*fixture, *scripttest.Instance) {
+// for runID; it returns once the runner is online for the run. The
+// instance reaches the URLs of reach beside the emulator and GitHub.
+func startServing(t *testing.T, runID string, reach ...string) (*fixture, *scripttest.Instance) {
 	t.Helper()
 	f := newFixture(t, repo, nil)
+	f.image.Reach = reach
 	f.putRecord(protocol.StateIdle, "", time.Now().Add(10*time.Minute))
 	inst := f.start(f.options(), nil)
 	f.awaitServing()

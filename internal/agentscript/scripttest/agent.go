@@ -78,45 +78,68 @@ func (e *Env) Options(pool, owner, repository string) agentscript.Options {
 
 func duration(d time.Duration) protocol.Duration { return protocol.Duration(d) }
 
-var built struct {
+var builds = struct {
+	sync.Mutex
+	done map[string]*build
+}{done: map[string]*build{}}
+
+type build struct {
 	once   sync.Once
 	binary []byte
-	digest string
 	err    error
 }
 
-// BuildAgent builds the agent for this machine once per test process, as a
-// release builds it (CGO_ENABLED=0, -trimpath, its version stamped), and
-// returns the binary and its SHA-256.
-func BuildAgent(t testing.TB) (binary []byte, digest string) {
+// buildBinary builds the command pkg of this module for this machine once
+// per test process, as a release builds the agent (CGO_ENABLED=0,
+// -trimpath, -s -w and the given -X settings), and returns it.
+func buildBinary(t testing.TB, pkg string, xflags ...string) []byte {
 	t.Helper()
-	built.once.Do(func() {
-		dir, err := os.MkdirTemp("", "ec2runners-agent-build-")
+	builds.Lock()
+	b := builds.done[pkg]
+	if b == nil {
+		b = &build{}
+		builds.done[pkg] = b
+	}
+	builds.Unlock()
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", "ec2runners-build-")
 		if err != nil {
-			built.err = err
+			b.err = err
 			return
 		}
 		defer os.RemoveAll(dir)
-		out := filepath.Join(dir, "ec2runners-agent")
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version="+AgentVersion, "-o", out,
-			"github.com/ec2runners/terraform-provider-ec2runners/internal/agent/cmd/ec2runners-agent")
+		out := filepath.Join(dir, "binary")
+		ldflags := "-s -w"
+		for _, x := range xflags {
+			ldflags += " -X " + x
+		}
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, "github.com/ec2runners/terraform-provider-ec2runners/"+pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		if err := cmd.Run(); err != nil {
-			built.err = fmt.Errorf("building the agent: %v\n%s", err, stderr.String())
+			b.err = fmt.Errorf("building %s: %v\n%s", pkg, err, stderr.String())
 			return
 		}
-		if built.binary, built.err = os.ReadFile(out); built.err == nil {
-			sum := sha256.Sum256(built.binary)
-			built.digest = hex.EncodeToString(sum[:])
-		}
+		b.binary, b.err = os.ReadFile(out)
 	})
-	if built.err != nil {
-		t.Fatal(built.err)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return built.binary, built.digest
+	return b.binary
 }
+
+// BuildAgent builds the agent as a release does, its version AgentVersion,
+// and returns the binary and its SHA-256.
+func BuildAgent(t testing.TB) (binary []byte, digest string) {
+	binary = buildBinary(t, "internal/agent/cmd/ec2runners-agent", "main.version="+AgentVersion)
+	sum := sha256.Sum256(binary)
+	return binary, hex.EncodeToString(sum[:])
+}
+
+// JobToolPath is where every instance stand-in has the hostile jobs' tool
+// (package jobtool), for jobs to run.
+const JobToolPath = "bin/jobtool"
 
 type syncBuffer struct {
 	mu  sync.Mutex

@@ -52,6 +52,7 @@ type Instance struct {
 	Metadata   Metadata
 
 	ec2     *ec2.Client // the emulator's, whose state of the instance the stand-in follows
+	reach   []string    // the test's own URLs the instance reaches
 	bootLog *syncBuffer
 	events  *os.File
 	ended   chan struct{} // the test is over: the instance never boots again
@@ -78,6 +79,9 @@ type InstanceConfig struct {
 	// RunnerDir moves the runner installations ("": below the instance's
 	// /opt), e.g. to another file system than the runner user's home.
 	RunnerDir string
+	// Reach are more URLs on this machine's loopback the instance reaches
+	// (a test's own servers), beside the emulator's and the stub GitHub's.
+	Reach []string
 }
 
 var (
@@ -120,13 +124,13 @@ func (e *Env) StartInstance(t testing.TB, o agentscript.Options, c InstanceConfi
 		bootLog: &syncBuffer{}, ended: make(chan struct{})}
 	t.Cleanup(func() { i.cleanup(t) })
 	e.Proxy.attach(i)
-	if err := i.start(o, c); err != nil {
+	if err := i.start(t, o, c); err != nil {
 		t.Fatalf("starting the instance stand-in: %v\nits boot log:\n%s", err, i.BootLog())
 	}
 	return i
 }
 
-func (i *Instance) start(o agentscript.Options, c InstanceConfig) error {
+func (i *Instance) start(t testing.TB, o agentscript.Options, c InstanceConfig) error {
 	// Not below /tmp: the instance has a /tmp of its own.
 	root, err := os.MkdirTemp("/var/tmp", "ec2runners-instance-")
 	if err != nil {
@@ -143,6 +147,10 @@ func (i *Instance) start(o agentscript.Options, c InstanceConfig) error {
 	o.SystemdDir = i.path("etc/systemd/system")
 	o.Endpoints.IMDS = "" // EC2's own
 	i.Options = o
+	i.reach = c.Reach
+	if err := os.WriteFile(i.path(JobToolPath), buildBinary(t, "internal/agentscript/scripttest/jobtool"), 0o755); err != nil {
+		return err
+	}
 	if c.PreinstalledAgent != nil {
 		if err := os.WriteFile(o.AgentPath, c.PreinstalledAgent, 0o755); err != nil {
 			return err

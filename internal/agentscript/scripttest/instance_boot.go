@@ -60,8 +60,9 @@ func (i *Instance) powerOn() error {
 	if err := b.serveMetadata(i.Metadata.Handler()); err != nil {
 		return err
 	}
-	for _, addr := range loopbackAddrs(i.Options.Endpoints.AWS, i.Options.GitHubURL, i.Options.RunnerDownloadURL, i.Options.AgentDownloadURL,
-		i.Options.RunnerReleasesURL, i.Options.RunnerDownloadBase) {
+	urls := append([]string{i.Options.Endpoints.AWS, i.Options.GitHubURL, i.Options.RunnerDownloadURL, i.Options.AgentDownloadURL,
+		i.Options.RunnerReleasesURL, i.Options.RunnerDownloadBase}, i.reach...)
+	for _, addr := range loopbackAddrs(urls...) {
 		f, err := b.netns.forward(addr)
 		if err != nil {
 			return err
