@@ -1,6 +1,7 @@
 package scripttest
 
 import (
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -79,5 +80,30 @@ func TestStubRunner_refusals(t *testing.T) {
 	out, err := runConfigSh(dir, reg, "--unattended", "--url", g.URL+"/octo/app", "--name", "i-1", "--labels", "run-1", "--no-default-labels")
 	if err == nil || len(g.Runners()) != 0 {
 		t.Errorf("a 2.328.0 runner registered: %v\n%s", err, out)
+	}
+}
+
+// The stub sends no job to a runner GitHub's policy no longer accepts: its
+// listener is refused with GitHub's message, and the refusal is an event.
+func TestGitHub_refusesJobsToOutdatedRunners(t *testing.T) {
+	g := NewGitHub(t)
+	g.PublishRunner("2.329.0", time.Now().Add(-100*24*time.Hour)) // its successor, 2.330.0, came out 40 days ago
+	poll := func(version string) (int, string) {
+		resp, err := http.Get(g.URL + "/_stub/job?name=i-1&version=" + version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if status, body := poll("2.329.0"); status != http.StatusForbidden || !strings.Contains(body, "Runner version v2.329.0 is deprecated and cannot receive messages.") {
+		t.Errorf("a 2.329.0 runner's poll: HTTP %d %q, want 403 and GitHub's message", status, body)
+	}
+	if status, _ := poll(OlderRunnerVersion); status == http.StatusForbidden {
+		t.Errorf("a %s runner (its successor came out 5 days ago) was refused", OlderRunnerVersion)
+	}
+	if !slices.Contains(g.Events(), "deprecated i-1 2.329.0") {
+		t.Errorf("events = %v, want the refusal", g.Events())
 	}
 }
