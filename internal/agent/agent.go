@@ -295,8 +295,11 @@ var errNoToken = errors.New("no usable token")
 // for another minute, waiting for it up to the token wait: a token for
 // another run or target, planted or stale, is none. It gives up early, with
 // errRunChanged, when still reports that the run is no longer the one to
-// wait for.
+// wait for. Without a GitHub target there is no token to wait for.
 func (a *Agent) token(ctx context.Context, sk, runID string, still func(context.Context) bool) (string, error) {
+	if a.cfg.GitHubTarget == "" {
+		return "", nil // a pool without a GitHub target hands out no token
+	}
 	deadline := a.d.Clock.Now().Add(a.interval(a.cfg.Intervals.TokenWait))
 	for {
 		item, err := a.agentItem(ctx, sk)

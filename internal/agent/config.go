@@ -19,7 +19,10 @@ type Config struct {
 	Region string `json:"region"`
 	// GitHubURL is the web URL of GitHub or a GitHub Enterprise Server, and
 	// GitHubTarget where runners register there: "owner/repository", or
-	// "owner" for organization runners.
+	// "owner" for organization runners. The user data always names one;
+	// only the simulations of pools without a GitHub target leave it empty,
+	// and their agents then register with no token (pools without a target
+	// get none).
 	GitHubURL    string       `json:"githubUrl"`
 	GitHubTarget string       `json:"githubTarget"`
 	RunnerUser   string       `json:"runnerUser"`
@@ -174,9 +177,11 @@ func (c Config) Validate() error {
 	check(protocol.ValidatePoolName(c.Pool) == nil, "pool: %q is not a pool name (1-%d characters of A-Z a-z 0-9 _ -)", c.Pool, protocol.MaxPoolNameLength)
 	check(protocol.RegionPattern.MatchString(c.Region), "region: %q is not a region name", c.Region)
 	check(strings.HasPrefix(c.GitHubURL, "https://") || strings.HasPrefix(c.GitHubURL, "http://"), "github_url: %q is not a URL", c.GitHubURL)
-	owner, repo, hasRepo := strings.Cut(c.GitHubTarget, "/")
-	check(protocol.GitHubOwnerPattern.MatchString(owner) && (!hasRepo || protocol.GitHubRepositoryPattern.MatchString(repo)),
-		"github target: %q is not an owner or owner/repository", c.GitHubTarget)
+	if c.GitHubTarget != "" {
+		owner, repo, hasRepo := strings.Cut(c.GitHubTarget, "/")
+		check(protocol.GitHubOwnerPattern.MatchString(owner) && (!hasRepo || protocol.GitHubRepositoryPattern.MatchString(repo)),
+			"github target: %q is not an owner or owner/repository", c.GitHubTarget)
+	}
 	check(UserPattern.MatchString(c.RunnerUser), "runner_user: %q is not a user name (lower-case letters, digits, _ and -)", c.RunnerUser)
 	if c.Runner.Version != "" {
 		check(protocol.ValidateRunnerVersion(c.Runner.Version) == nil, "runner_version: %q is not a release version such as %s", c.Runner.Version, protocol.MinimumRunnerVersion)

@@ -177,8 +177,9 @@ func (a *Agent) pastGrace(rec protocol.Instance, now time.Time) bool {
 // terminates.
 func (a *Agent) pastThreshold(ctx context.Context, rec protocol.Instance, orphaned bool) End {
 	now := a.d.Clock.Now()
+	grace := protocol.FormatDuration(a.interval(a.cfg.Intervals.SelfTerminationGrace))
 	if !rec.Stopped(now) {
-		return a.terminate(ctx, rec.RunID, "state "+rec.State+" expired at "+rec.Threshold)
+		return a.terminate(ctx, rec.RunID, "threshold "+rec.Threshold+" (state "+rec.State+") passed more than "+grace+" ago")
 	}
 	a.mu.Lock()
 	ready := a.ready

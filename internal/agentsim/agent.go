@@ -1,11 +1,11 @@
 package agentsim
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -15,6 +15,8 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
 
+	agentpkg "github.com/ec2runners/terraform-provider-ec2runners/internal/agent"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/agent/agenttest"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -22,19 +24,14 @@ import (
 // alone (SeedIdle starts their agents with the behaviour asked for).
 const TagSeeded = "ec2runners:agentsim"
 
-// phase is where an agent is in "The agent's loop".
-type phase int
+// DefaultRunnerVersion is the runner the simulated instances run: a release
+// GitHub accepts, as the tests' stub GitHub has it.
+const DefaultRunnerVersion = "2.331.0"
 
-const (
-	phaseWaiting       phase = iota // step 3: waiting for a runId
-	phaseRegistering                // SlowRegister: registering runID at registerAt
-	phaseRegistered                 // step 5: registered for runID
-	phaseIgnoring                   // given runID but not registered (NeverRegisters, RegistrationFails)
-	phaseAwaitingToken              // given runID, its registration token not handed yet
-	phaseDeregistering              // left runID, its removal token not handed yet
-)
-
-// agent is one simulated runner agent. Its fields belong to its goroutine.
+// agent is one simulated instance: its machine (an agenttest Host and
+// Runner, which keep the runner installed and the preparation across its
+// boots) and the real agent (package agent) of each of its boots. Its
+// fields belong to its goroutine, but for the machine's own locks.
 type agent struct {
 	sim *Sim
 	id  string
@@ -44,24 +41,37 @@ type agent struct {
 	arn    string // its instance's
 	target string // the GitHub target it registers with; "": no tokens needed
 
-	primed       bool // SeedIdle wrote the first heartbeat already
+	host   *agenttest.Host
+	runner *agenttest.Runner
+
 	described    bool
 	initialRunID string // the InitialRunId tag (if a run id), once described
-	lastErr      string // last error logged, to log each distinct error once
-	gone         string // why the agent must stop, set by fail
+	runID        string // the run last registered for, for the stopped event
 
-	// What a boot starts afresh: the agent of a stopped instance keeps
-	// nothing of it, as a real agent's memory does not survive a stop.
-	prepared   bool // UD_OK signalled for its InitialRunId tag, if any
-	phase      phase
-	runID      string // run being registered, registered, or ignored
-	registerAt time.Time
-	tokenSince time.Time // when it began to wait for the token of runID
+	mu         sync.Mutex
+	endBoot    context.CancelCauseFunc // ends the current boot
+	lastErr    string                  // last error logged, to log each distinct error once
+	stopRecord bool   // its last record read kept it in the stopped tier past its grace: the next read is the agent's re-check
+	gone       string // why the boot ends from outside the agent (the table deleted)
 }
 
-func (a *agent) opts() Options { return a.sim.opts }
-
-func (a *agent) table() *string { return aws.String(protocol.TableName(a.sim.pool)) }
+// newMachine is the machine of an instance whose agent acts as b.
+func (a *agent) newMachine() {
+	a.host = &agenttest.Host{}
+	a.runner = &agenttest.Runner{Clock: skewedClock{a.sim.opts.ClockSkew}}
+	runner, s := a.runner, a.sim
+	switch a.b {
+	case SlowRegister:
+		runner.RegisterDelay = s.opts.RegisterDelay
+	case NeverRegisters:
+		runner.RegisterHangs = true
+	case RegistrationFails:
+		runner.RegisterFails = agenttest.ErrRefused
+	case NeverConfirmsRelease:
+		runner.RemoveHangs = true
+		runner.OnRemoveHang = func() { a.emit(EventReleaseSilent, a.runID, "") }
+	}
+}
 
 // jitter spreads d by ±10% so agents started together do not poll in step.
 func (a *agent) jitter(d time.Duration) time.Duration {
@@ -72,15 +82,21 @@ func (a *agent) emit(kind EventKind, runID, detail string) {
 	a.sim.emit(Event{Time: time.Now(), InstanceID: a.id, Kind: kind, RunID: runID, Detail: detail})
 }
 
-// fail records and logs an error; the caller retries at its next tick. A
-// missing table is no error: the pool was deleted, and the agent stops.
+// fail records and logs an error of one of the agent's calls (each
+// distinct error once until a call succeeds). A missing table is no
+// error: the pool was deleted, and the instance's boot ends.
 func (a *agent) fail(ctx context.Context, what string, err error) {
 	if ctx.Err() != nil {
 		return // cancelled: not an error of the agent
 	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	var noTable *ddbtypes.ResourceNotFoundException
 	if errors.As(err, &noTable) {
 		a.gone = "the pool's table " + protocol.TableName(a.sim.pool) + " does not exist"
+		if a.endBoot != nil {
+			a.endBoot(errors.New(a.gone))
+		}
 		return
 	}
 	err = fmt.Errorf("agent %s: %s: %w", a.id, what, err)
@@ -91,22 +107,26 @@ func (a *agent) fail(ctx context.Context, what string, err error) {
 	}
 }
 
-func (a *agent) ok() { a.lastErr = "" }
+func (a *agent) ok() {
+	a.mu.Lock()
+	a.lastErr = ""
+	a.mu.Unlock()
+}
 
-// loop runs the agent until ctx is done or its instance is gone.
+// loop runs the instance until ctx is done or it is gone.
 func (a *agent) loop(ctx context.Context) {
 	a.emit(EventStarted, "", a.b.String())
 	a.emit(EventStopped, a.runID, a.live(ctx))
 }
 
-// live runs the agent through its instance's stops and starts, and returns
-// why the agent ends.
+// live runs the instance through its stops and starts, and returns why its
+// agent ends.
 func (a *agent) live(ctx context.Context) (end string) {
-	running := true // an agent SeedIdle started, for the instance it launched
+	running := true // an instance SeedIdle launched
 	if !a.described {
 		// As the real agent reads its instance metadata first. An instance
-		// found stopped (an agent started for a runner of the stopped tier)
-		// waits to be started like one that stopped itself.
+		// found stopped (one of the stopped tier) waits to be started like
+		// one whose agent stopped it.
 		state, end := a.watchInstance(ctx, anyState)
 		if end != "" {
 			return end
@@ -115,13 +135,13 @@ func (a *agent) live(ctx context.Context) (end string) {
 	}
 	for {
 		if running {
-			if end := a.serve(ctx); end != "" {
+			if end := a.boot(ctx); end != "" {
 				return end
 			}
 		}
 		// The emulator shows a stopped instance stopped at once. Should a
-		// stale "running" wake the agent early, as EC2's eventual consistency
-		// could, its next self-check stops the instance again.
+		// stale "running" wake the agent early, as EC2's eventual
+		// consistency could, its next self-check stops the instance again.
 		if _, end := a.watchInstance(ctx, started); end != "" {
 			return end
 		}
@@ -132,361 +152,169 @@ func (a *agent) live(ctx context.Context) (end string) {
 		select {
 		case <-ctx.Done():
 			return "cancelled"
-		case <-time.After(a.opts().BootDelay):
+		case <-time.After(a.sim.opts.BootDelay):
 		}
-		a.emit(EventResumed, "", "its instance runs again; booted in "+protocol.FormatDuration(a.opts().BootDelay))
+		a.emit(EventResumed, "", "its instance runs again; booted in "+protocol.FormatDuration(a.sim.opts.BootDelay))
 		running = true
 	}
 }
 
-// serve is the agent of a running instance, from its boot: it heartbeats,
-// checks itself and steps through the loop until it stopped its instance
-// ("" returned) or the agent ends (why returned).
-func (a *agent) serve(ctx context.Context) (end string) {
-	a.prepared, a.phase, a.runID, a.registerAt, a.tokenSince = false, phaseWaiting, "", time.Time{}, time.Time{}
-	var beat <-chan time.Time
-	if a.b != NoHeartbeat {
-		if !a.primed {
-			a.heartbeat(ctx)
+// boot runs the agent of one boot of the instance until it stops its
+// instance ("" returned) or the boot ends (why returned): the agent
+// terminated its instance, EC2 ended the instance (a claim or the reaper
+// terminated it: the instance is watched, as its machine would go down),
+// the table is gone, or ctx ended.
+func (a *agent) boot(ctx context.Context) (end string) {
+	bctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	a.mu.Lock()
+	a.endBoot = cancel
+	a.mu.Unlock()
+	go func() {
+		if _, end := a.watchInstance(bctx, neverState); end != "" && bctx.Err() == nil {
+			cancel(errors.New(end))
 		}
-		t := time.NewTicker(a.opts().HeartbeatInterval)
-		defer t.Stop()
-		beat = t.C
+	}()
+	switch a.core().Run(bctx) {
+	case agentpkg.EndStopped:
+		return ""
+	case agentpkg.EndTerminated:
+		return "terminated itself"
 	}
-	a.primed = false // a boot after a stop writes its first heartbeat itself
-	check := time.NewTimer(0)
-	defer check.Stop()
-	poll := time.NewTimer(0)
-	defer poll.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return "cancelled"
-		case <-beat:
-			a.heartbeat(ctx)
-			if a.gone != "" {
-				return a.gone
-			}
-		case <-check.C:
-			stoppedItself, end := a.selfCheck(ctx)
-			if end = cmp.Or(end, a.gone); end != "" || stoppedItself {
-				return end
-			}
-			check.Reset(a.jitter(a.opts().SelfCheckInterval))
-		case <-poll.C:
-			next, end := a.step(ctx)
-			if end = cmp.Or(end, a.gone); end != "" {
-				return end
-			}
-			poll.Reset(next)
-		}
+	a.mu.Lock()
+	gone := a.gone
+	a.mu.Unlock()
+	switch {
+	case gone != "":
+		return gone
+	case ctx.Err() != nil:
+		return "cancelled"
 	}
+	return context.Cause(bctx).Error()
 }
 
-// clock is the agent's own clock, ClockSkew off the machine's.
-func (a *agent) clock() time.Time { return time.Now().Add(a.opts().ClockSkew) }
-
-// heartbeat is step 1.
-func (a *agent) heartbeat(ctx context.Context) {
-	_, err := a.sim.c.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: a.table(),
-		Item:      protocol.HeartbeatItem(a.arn, protocol.FormatTime(a.clock())),
-	})
-	if err != nil {
-		a.fail(ctx, "writing heartbeat", err)
-		return
-	}
-	a.ok()
+// core is the real agent of a boot of the instance.
+func (a *agent) core() *agentpkg.Agent {
+	return agentpkg.New(a.sim.config(a.target), agentpkg.Identity{InstanceID: a.id, InstanceARN: a.arn, InitialRunID: a.initialRunID},
+		agentpkg.Deps{
+			Table: simTable{a}, EC2: simEC2{a}, Clock: skewedClock{a.sim.opts.ClockSkew}, Host: a.host, Runner: a.runner,
+			OnEvent: a.onEvent,
+		})
 }
 
-// signal writes a worker signal.
-func (a *agent) signal(ctx context.Context, state, runID string) error {
-	_, err := a.sim.c.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: a.table(),
-		Item: protocol.Signal{
-			InstanceARN: a.arn, State: state, RunID: runID, UpdatedAt: protocol.FormatTime(a.clock()),
-		}.Item(),
-	})
-	if err != nil {
-		a.fail(ctx, "writing signal "+state+" for run "+runID, err)
+// prime makes a seeded instance a runner a release gave back: prepared,
+// its runner installed, its first heartbeat written, so that a claim that
+// gets its message at once sees it alive.
+func (a *agent) prime(ctx context.Context) error {
+	if err := a.host.Prepare(ctx); err != nil {
 		return err
 	}
-	a.ok()
-	return nil
+	if err := a.runner.Install(ctx, agentpkg.Archive{Version: DefaultRunnerVersion}); err != nil {
+		return err
+	}
+	if a.b == NoHeartbeat {
+		return nil
+	}
+	return a.core().Heartbeat(ctx)
 }
 
-// record reads the agent's instance record (consistently); found is false
-// while the record does not exist (a fleet instance before the claim writes it).
-func (a *agent) record(ctx context.Context) (rec protocol.Instance, found bool, err error) {
-	out, err := a.sim.c.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      a.table(),
-		Key:            protocol.Key(protocol.TypeInstance, a.id),
-		ConsistentRead: aws.Bool(true),
-	})
-	if err != nil {
-		return protocol.Instance{}, false, err
+// onEvent turns what the agent did into the Sim's events.
+func (a *agent) onEvent(e agentpkg.Event) {
+	kinds := map[agentpkg.EventKind]EventKind{
+		agentpkg.EventRegistered: EventRegistered, agentpkg.EventRegistrationFailed: EventRegistrationFailed,
+		agentpkg.EventReleased: EventReleased, agentpkg.EventReleaseFailed: EventReleaseFailed,
+		agentpkg.EventSelfTerminated: EventSelfTerminated, agentpkg.EventSelfStopped: EventStoppedSelf,
 	}
-	if len(out.Item) == 0 {
-		return protocol.Instance{}, false, nil
-	}
-	rec, err = protocol.InstanceFromItem(out.Item)
-	if err != nil {
-		return protocol.Instance{}, false, err
-	}
-	return rec, true, nil
-}
-
-// step advances steps 3 to 6 by one record read, after the boot's UD_OK.
-// It returns when to step next, or why the agent stops.
-func (a *agent) step(ctx context.Context) (next time.Duration, stop string) {
-	o := a.opts()
-	wait, poll := a.jitter(o.WaitInterval), a.jitter(o.PollInterval)
-	if !a.prepared {
-		// At every boot, as the real agent: what launched the instance (a
-		// claim's fleet, a fill of the pool's targets) waits for it.
-		if a.initialRunID != "" {
-			if a.signal(ctx, protocol.SignalUserDataOK, a.initialRunID) != nil {
-				return wait, ""
-			}
-			a.emit(EventUserDataOK, a.initialRunID, "")
-		}
-		a.prepared = true
-	}
-	rec, found, err := a.record(ctx)
-	if err != nil {
-		a.fail(ctx, "reading its instance record", err)
-		return wait, ""
-	}
-	a.ok()
-	if found && rec.State == protocol.StateTerminated {
-		return 0, "its instance record is terminated"
-	}
-	runID := rec.RunID // "" while there is no record
-	if protocol.ValidateRunID(runID) != nil {
-		// As the real agent: no runner registers with a label the protocol
-		// refuses (one in capitals would match another run's label).
-		runID = ""
-	}
-
-	switch a.phase {
-	case phaseWaiting: // step 3
-		if runID == "" {
-			return wait, ""
-		}
-		a.runID = runID
-		switch a.b {
-		case SlowRegister:
-			a.phase = phaseRegistering
-			a.registerAt = time.Now().Add(o.RegisterDelay)
-			return o.RegisterDelay, ""
-		case NeverRegisters:
-			a.phase = phaseIgnoring
-			return poll, ""
-		case RegistrationFails:
-			if a.signal(ctx, protocol.SignalRegistrationFailed, runID) != nil {
-				return wait, ""
-			}
-			a.emit(EventRegistrationFailed, runID, "")
-			a.phase = phaseIgnoring
-			return poll, ""
-		default:
-			return a.register(ctx)
-		}
-	case phaseRegistering:
-		// Like a real agent, it finishes registering even if the run is
-		// gone meanwhile, and then deregisters as in step 6.
-		if d := time.Until(a.registerAt); d > 0 {
-			return d, ""
-		}
-		return a.register(ctx)
-	case phaseAwaitingToken:
-		if runID != a.runID { // given another run, or none, meanwhile
-			a.phase, a.runID, a.tokenSince = phaseWaiting, "", time.Time{}
-			return 0, ""
-		}
-		return a.register(ctx)
-	case phaseRegistered: // step 5
-		if runID == a.runID {
-			return poll, ""
-		}
-		return a.release(ctx)
-	case phaseDeregistering:
-		return a.release(ctx)
-	default: // phaseIgnoring
-		if runID == a.runID {
-			return poll, ""
-		}
-		a.phase, a.runID = phaseWaiting, ""
-		return 0, ""
-	}
-}
-
-// register is step 4 for a.runID, with its registration token.
-func (a *agent) register(ctx context.Context) (time.Duration, string) {
-	wait, poll := a.jitter(a.opts().WaitInterval), a.jitter(a.opts().PollInterval)
-	switch handed, err := a.hasToken(ctx, protocol.SortKeyRegistrationToken, a.runID); {
-	case err != nil:
-		a.fail(ctx, "reading its registration token", err)
-		return wait, ""
-	case !handed && a.waitedForToken() < a.opts().TokenWait:
-		a.phase = phaseAwaitingToken
-		return wait, ""
-	case !handed:
-		if a.signal(ctx, protocol.SignalRegistrationFailed, a.runID) != nil {
-			return wait, ""
-		}
-		a.emit(EventRegistrationFailed, a.runID, "no registration token for the run")
-		a.phase, a.tokenSince = phaseIgnoring, time.Time{}
-		return poll, ""
-	}
-	if a.signal(ctx, protocol.SignalRegistered, a.runID) != nil {
-		return wait, ""
-	}
-	a.phase, a.tokenSince = phaseRegistered, time.Time{}
-	a.emit(EventRegistered, a.runID, "")
-	return poll, ""
-}
-
-// waitedForToken is how long the agent has waited for the token of its run.
-func (a *agent) waitedForToken() time.Duration {
-	if a.tokenSince.IsZero() {
-		a.tokenSince = time.Now()
-	}
-	return time.Since(a.tokenSince)
-}
-
-// hasToken tells whether its agent partition holds the token sk for runID
-// and its target, valid for another minute, as the real agent requires: a
-// token for another run or target, planted or stale, is none. Without a
-// GitHub target no token is needed.
-func (a *agent) hasToken(ctx context.Context, sk, runID string) (bool, error) {
-	if a.target == "" {
-		return true, nil
-	}
-	out, err := a.sim.c.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: a.table(), Key: protocol.AgentKey(a.arn, sk), ConsistentRead: aws.Bool(true),
-	})
-	if err != nil {
-		return false, err
-	}
-	tok, err := protocol.RunnerTokenFromItem(out.Item)
-	return err == nil && tok.RunID == runID && tok.Target == a.target && time.Until(tok.ExpiresAt) > time.Minute, nil
-}
-
-// release is step 6 for a.runID, after the record's runId changed: it
-// deregisters with its removal token.
-func (a *agent) release(ctx context.Context) (time.Duration, string) {
-	old, wait := a.runID, a.jitter(a.opts().WaitInterval)
-	if a.b == NeverConfirmsRelease {
-		a.emit(EventReleaseSilent, old, "")
-		a.phase, a.runID = phaseWaiting, ""
-		return 0, ""
-	}
-	switch handed, err := a.hasToken(ctx, protocol.SortKeyRemovalToken, old); {
-	case err != nil:
-		a.fail(ctx, "reading its removal token", err)
-		return wait, ""
-	case !handed && a.waitedForToken() < a.opts().TokenWait:
-		a.phase = phaseDeregistering
-		return wait, ""
-	case !handed:
-		if a.signal(ctx, protocol.SignalDeregistrationFailed, old) != nil {
-			return wait, ""
-		}
-		a.emit(EventReleaseFailed, old, "no removal token for the run")
-	default:
-		// On a failed write both are written again next time: the latest
-		// signal wins, so repeating UD_REMOVE_REG_OK is harmless.
-		if a.signal(ctx, protocol.SignalDeregistered, old) != nil ||
-			a.signal(ctx, protocol.SignalReleased, old) != nil {
-			return wait, ""
-		}
-		a.emit(EventReleased, old, "")
-	}
-	a.phase, a.runID, a.tokenSince = phaseWaiting, "", time.Time{}
-	return 0, "" // back to step 3 at once: the record may already hold a new runId
-}
-
-// selfCheck is step 2. Once its record's threshold is more than the grace
-// past, the agent stops its instance if the record keeps it in the stopped
-// tier, and terminates it otherwise; and it ends when its record is
-// terminated or its instance gone. stoppedItself tells that it stopped its
-// instance.
-func (a *agent) selfCheck(ctx context.Context) (stoppedItself bool, end string) {
-	rec, found, err := a.record(ctx)
 	switch {
-	case err != nil:
-		a.fail(ctx, "reading its instance record", err)
-	case !found:
-	case rec.State == protocol.StateTerminated:
-		return false, "its instance record is terminated"
-	default:
-		due, err := a.pastGrace(rec)
-		switch {
-		case err != nil:
-			a.fail(ctx, "reading its threshold", err)
-		case !due:
-		case rec.Stopped(a.clock()):
-			// Not before the boot's UD_OK: a runner stops ready to serve
-			// once started, and a stopped fill's launcher waits for it.
-			if a.prepared {
-				return a.stopItself(ctx)
-			}
-		default:
-			return false, a.terminate(ctx, rec, "threshold "+rec.Threshold+" (state "+rec.State+") passed more than "+protocol.FormatDuration(a.opts().SelfTerminationGrace)+" ago")
-		}
+	case e.Kind == agentpkg.EventPrepared && e.RunID != "":
+		a.emit(EventUserDataOK, e.RunID, "")
+	case e.Kind == agentpkg.EventRegistered:
+		a.runID = e.RunID
+		a.emit(EventRegistered, e.RunID, "")
+	case kinds[e.Kind] != "":
+		a.emit(kinds[e.Kind], e.RunID, e.Detail)
 	}
-	_, end = a.instanceState(ctx)
-	return false, end
 }
 
-// pastGrace tells whether the record's threshold is more than the grace past
-// on the agent's clock.
-func (a *agent) pastGrace(rec protocol.Instance) (bool, error) {
-	th, err := protocol.ParseTime(rec.Threshold)
-	if err != nil {
-		return false, err
-	}
-	return a.clock().After(th.Add(a.opts().SelfTerminationGrace)), nil
+// skewedClock is an instance's clock, skew off the machine's.
+type skewedClock struct{ skew time.Duration }
+
+func (c skewedClock) Now() time.Time { return time.Now().Add(c.skew) }
+
+func (c skewedClock) Sleep(ctx context.Context, d time.Duration) error {
+	return agentpkg.SystemClock{}.Sleep(ctx, d)
 }
 
-// stopItself stops the instance if its record, read again, still keeps it in
-// the stopped tier: a claim may have claimed it since the self-check read it.
-// Should EC2 refuse (a Spot instance cannot be stopped), it terminates the
-// instance instead.
-func (a *agent) stopItself(ctx context.Context) (stoppedItself bool, end string) {
-	if a.sim.beforeStopRecheck != nil {
+// simTable is the instance's way to the pool table: the Sim's client, with
+// errors recorded, heartbeats dropped for NoHeartbeat, and the Sim's hook
+// before the agent reads its record again to stop its instance.
+type simTable struct{ a *agent }
+
+func (t simTable) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	a := t.a
+	record := protocol.StringAttr(in.Key, protocol.AttrPK) == protocol.TypeInstance
+	a.mu.Lock()
+	recheck := record && a.stopRecord
+	a.mu.Unlock()
+	if recheck && a.sim.beforeStopRecheck != nil {
 		a.sim.beforeStopRecheck(a.id)
 	}
-	rec, found, err := a.record(ctx)
+	out, err := a.sim.c.DynamoDB.GetItem(ctx, in, opts...)
 	if err != nil {
-		a.fail(ctx, "reading its instance record again before stopping", err)
-		return false, ""
+		a.fail(ctx, "reading "+protocol.StringAttr(in.Key, protocol.AttrSK), err)
+		return out, err
 	}
-	if due, err := a.pastGrace(rec); !found || err != nil || !due || !rec.Stopped(a.clock()) {
-		return false, "" // changed meanwhile: the next self-check decides afresh
+	a.ok()
+	if record {
+		rec, rerr := protocol.InstanceFromItem(out.Item)
+		stopping := rerr == nil && rec.Stopped(skewedClock{a.sim.opts.ClockSkew}.Now()) && pastGrace(rec, a.sim.opts)
+		a.mu.Lock()
+		a.stopRecord = stopping && !recheck
+		a.mu.Unlock()
 	}
-	if _, err := a.sim.c.EC2.StopInstances(ctx, &ec2.StopInstancesInput{InstanceIds: []string{a.id}}); err != nil {
-		if ctx.Err() != nil {
-			return false, ""
-		}
-		// Not an error of the agent: the protocol's answer to it.
-		a.sim.logf("agent %s: stopping its instance failed, terminating it instead: %v", a.id, err)
-		return false, a.terminate(ctx, rec, "stopping its instance failed: "+ErrorKey(err))
-	}
-	a.emit(EventStoppedSelf, "", "threshold "+rec.Threshold+" passed more than "+protocol.FormatDuration(a.opts().SelfTerminationGrace)+" ago; stopped until "+rec.StopUntil)
-	return true, ""
+	return out, nil
 }
 
-// terminate terminates the instance, and returns why the agent ends, or ""
-// when the call failed (the next self-check tries again).
-func (a *agent) terminate(ctx context.Context, rec protocol.Instance, why string) (end string) {
-	if _, err := a.sim.c.EC2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{a.id}}); err != nil {
-		a.fail(ctx, "terminating itself", err)
-		return ""
+func (t simTable) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	a := t.a
+	if a.b == NoHeartbeat && protocol.StringAttr(in.Item, protocol.AttrSK) == protocol.SortKeyHeartbeat {
+		return &dynamodb.PutItemOutput{}, nil
 	}
-	a.emit(EventSelfTerminated, rec.RunID, why)
-	return "terminated itself: " + why
+	out, err := a.sim.c.DynamoDB.PutItem(ctx, in, opts...)
+	if err != nil {
+		a.fail(ctx, "writing "+protocol.StringAttr(in.Item, protocol.AttrSK), err)
+		return out, err
+	}
+	a.ok()
+	return out, nil
+}
+
+// pastGrace tells whether rec's threshold is more than the grace past on
+// the instance's clock, as the agent judges it.
+func pastGrace(rec protocol.Instance, o Options) bool {
+	th, err := protocol.ParseTime(rec.Threshold)
+	return err == nil && time.Now().Add(o.ClockSkew).After(th.Add(o.SelfTerminationGrace))
+}
+
+// simEC2 is the instance's way to EC2: the Sim's client, a failed
+// termination recorded (a failed stop is the protocol's to answer: the
+// agent terminates instead).
+type simEC2 struct{ a *agent }
+
+func (e simEC2) TerminateInstances(ctx context.Context, in *ec2.TerminateInstancesInput, opts ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error) {
+	out, err := e.a.sim.c.EC2.TerminateInstances(ctx, in, opts...)
+	if err != nil {
+		e.a.fail(ctx, "terminating itself", err)
+	}
+	return out, err
+}
+
+func (e simEC2) StopInstances(ctx context.Context, in *ec2.StopInstancesInput, opts ...func(*ec2.Options)) (*ec2.StopInstancesOutput, error) {
+	out, err := e.a.sim.c.EC2.StopInstances(ctx, in, opts...)
+	if err != nil && ctx.Err() == nil {
+		e.a.sim.logf("agent %s: stopping its instance failed, terminating it instead: %v", e.a.id, err)
+	}
+	return out, err
 }
 
 // watchInstance looks at the instance's EC2 state at once and then every
@@ -508,7 +336,7 @@ func (a *agent) watchInstance(ctx context.Context, until func(ec2types.InstanceS
 		if state != "" && until(state) {
 			return state, ""
 		}
-		t.Reset(a.jitter(a.opts().SelfCheckInterval))
+		t.Reset(a.jitter(a.sim.opts.SelfCheckInterval))
 	}
 }
 
@@ -541,7 +369,8 @@ func (a *agent) instanceState(ctx context.Context) (state ec2types.InstanceState
 // errNoInstance is describe's error when EC2 returns no instance for the id.
 var errNoInstance = errors.New("no such instance")
 
-// describe returns the instance's EC2 state and caches its InitialRunId tag.
+// describe returns the instance's EC2 state and, the first time, its
+// InitialRunId tag, which a real agent reads from instance metadata.
 func (a *agent) describe(ctx context.Context) (ec2types.InstanceStateName, error) {
 	out, err := a.sim.c.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{a.id}})
 	if err != nil {
@@ -552,10 +381,12 @@ func (a *agent) describe(ctx context.Context) (ec2types.InstanceStateName, error
 			if aws.ToString(inst.InstanceId) != a.id {
 				continue
 			}
-			a.described = true
-			a.initialRunID = tagValue(inst.Tags, protocol.TagInitialRunID)
-			if protocol.ValidateRunID(a.initialRunID) != nil {
-				a.initialRunID = "" // as the real agent, which ignores a tag that is no run id
+			if !a.described {
+				a.described = true
+				a.initialRunID = tagValue(inst.Tags, protocol.TagInitialRunID)
+				if protocol.ValidateRunID(a.initialRunID) != nil {
+					a.initialRunID = "" // as the real agent, which ignores a tag that is no run id
+				}
 			}
 			if inst.State == nil {
 				return "", nil

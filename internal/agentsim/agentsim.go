@@ -1,34 +1,33 @@
-// Package agentsim simulates runner agents for tests and the demo. No real
-// instance boots in the emulator, so each simulated agent plays the part of
-// the agent on one EC2 instance, following PROTOCOL.md "The agent's loop":
-// it heartbeats, waits for a runId, "registers" (there is no GitHub here: it
-// only writes the worker signals), and confirms the release when the runId
-// changes. It writes into its instance's agent partition and, in a pool
-// with a GitHub target, registers and deregisters only with the token a
-// claim or release handed it for that run and target, as the real agent.
+// Package agentsim simulates runner instances for tests and the demo. No
+// real instance boots in the emulator, so each simulated instance runs the
+// real agent (package agent) on a simulated machine (package agenttest: a
+// Host and Runner that touch nothing, install at once and register without
+// GitHub), against the emulator: the agent heartbeats, registers for the
+// runs its record names with the token handed for the run and the pool's
+// target (no token in a pool without a GitHub target), confirms each
+// release, and stops or terminates its instance past its record's
+// deadlines, as on EC2.
 //
-// At every boot it signals UD_OK for its instance's InitialRunId tag, if it
-// has one (a claim's fleet instance, or one launched to fill the pool's
-// targets); the simulated preparation takes no time.
+// What the simulation adds is the instance around the agent: its
+// InitialRunId tag is read from DescribeInstances (as the agent would from
+// instance metadata); a boot ends when EC2 ends the instance (a claim or
+// the reaper terminated it), when the agent stops or terminates it, or
+// when the pool's table is deleted; a stopped instance runs no agent and is
+// watched, once per Options.SelfCheckInterval, until it runs again (a
+// claim started it), and then boots after Options.BootDelay, its runner and
+// preparation kept.
 //
-// Once its record's threshold is more than Options.SelfTerminationGrace past,
-// an agent terminates its instance, unless the record keeps the runner in the
-// stopped tier (idle, unowned, its stopUntil ahead): then it reads its record
-// again and, if it still says so, stops its instance (EC2 StopInstances;
-// should EC2 refuse, it terminates it instead). The agent of a stopped
-// instance writes and reads nothing in the table; it only looks at its
-// instance's EC2 state, once per Options.SelfCheckInterval, and when the
-// instance runs again (a claim started it) it boots: Options.BootDelay later
-// it starts over as a freshly booted agent, heartbeat first.
+// A Behavior per instance makes it misbehave in one specific way, through
+// its machine (a registration that fails, hangs or is slow, a
+// deregistration that hangs), its way to the table (heartbeats that never
+// arrive) or its power (a boot that never comes back), so tests can drive
+// a claim's failure paths.
 //
-// A Behavior per instance makes an agent misbehave in one specific way, so
-// tests can drive a claim's failure paths.
-//
-// Agents talk to the emulator through small client interfaces satisfied by
-// *dynamodb.Client, *ec2.Client and *sqs.Client. The emulator is single-core
-// (about 120-160 DynamoDB writes/s in total): the default intervals keep an
-// idle agent at 4 reads/s and one write per 5 s, and the agent of a stopped
-// instance at one DescribeInstances per 15 s.
+// Instances talk to the emulator through small client interfaces satisfied
+// by *dynamodb.Client, *ec2.Client and *sqs.Client. The emulator is
+// single-core (about 120-160 DynamoDB writes/s in total): the default
+// intervals keep an idle agent at 4 reads/s and one write per 5 s, and a
+// stopped instance at one DescribeInstances per 15 s.
 package agentsim
 
 import (
@@ -45,6 +44,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	agentpkg "github.com/ec2runners/terraform-provider-ec2runners/internal/agent"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -263,6 +263,7 @@ func (s *Sim) newAgent(id string, b Behavior, r rendered) *agent {
 	}
 	a := &agent{sim: s, id: id, b: b, rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		arn: protocol.InstanceARN(r.arnPrefix, id), target: r.target}
+	a.newMachine()
 	s.agents[id] = a
 	s.wg.Add(1)
 	return a
@@ -336,6 +337,22 @@ func (s *Sim) emit(e Event) {
 	s.mu.Unlock()
 	if s.opts.OnEvent != nil {
 		s.opts.OnEvent(e)
+	}
+}
+
+// config is the agents' configuration, as the user data would render it
+// with the Sim's intervals: the runner pinned (no GitHub to ask), and target
+// the pool's GitHub target ("" for a pool without one).
+func (s *Sim) config(target string) agentpkg.Config {
+	o := s.opts
+	d := func(v time.Duration) protocol.Duration { return protocol.Duration(v) }
+	return agentpkg.Config{
+		Pool: s.pool, GitHubURL: "https://github.com", GitHubTarget: target, RunnerUser: "runner",
+		Runner: agentpkg.RunnerSource{Version: DefaultRunnerVersion},
+		Intervals: agentpkg.Intervals{
+			Heartbeat: d(o.HeartbeatInterval), SelfCheck: d(o.SelfCheckInterval), ClaimPoll: d(o.WaitInterval),
+			ReleasePoll: d(o.PollInterval), SelfTerminationGrace: d(o.SelfTerminationGrace), TokenWait: d(o.TokenWait),
+		},
 	}
 }
 

@@ -672,12 +672,15 @@ func TestRegistrationFails(t *testing.T) {
 	id := h.seed(t, agentsim.RegistrationFails)
 	h.setRun(t, id, protocol.StateClaimed, "run-1")
 	h.waitSignal(t, id, "UD_REG_FAILED run-1")
-	// Released and claimed again: fails again, and never confirms a release
-	// of a run it never registered for.
+	// Released, it confirms the release (nothing to deregister, the run's
+	// traces wiped); claimed again, it fails again.
 	h.setRun(t, id, protocol.StateIdle, "")
+	h.waitSignal(t, id, "UD_REMOVE_REG_REMOVE_RUN_OK run-1")
 	h.setRun(t, id, protocol.StateClaimed, "run-2")
 	h.waitSignal(t, id, "UD_REG_FAILED run-2")
-	settle(t, "signals written", func() []string { return h.rec.of(id) }, []string{"UD_REG_FAILED run-1", "UD_REG_FAILED run-2"})
+	settle(t, "signals written", func() []string { return h.rec.of(id) }, []string{
+		"UD_REG_FAILED run-1", "UD_REMOVE_REG_OK run-1", "UD_REMOVE_REG_REMOVE_RUN_OK run-1", "UD_REG_FAILED run-2",
+	})
 	if got := h.sim.Registrations(id); len(got) != 0 {
 		t.Errorf("Registrations %q", got)
 	}
@@ -704,10 +707,11 @@ func TestNeverConfirmsRelease(t *testing.T) {
 	h.setRun(t, id, protocol.StateIdle, "")
 	h.holdSignal(t, id, "UD_REG_OK run-1", 2*time.Second)
 	h.awaitEvent(t, id, agentsim.EventReleaseSilent, "the agent to notice the release")
-	// It does go back to waiting for a run.
+	// Its deregistration hangs: it serves no other run (a release ends
+	// such a runner).
 	h.setRun(t, id, protocol.StateClaimed, "run-2")
-	h.waitSignal(t, id, "UD_REG_OK run-2")
-	settle(t, "signals written", func() []string { return h.rec.of(id) }, []string{"UD_REG_OK run-1", "UD_REG_OK run-2"})
+	h.holdSignal(t, id, "UD_REG_OK run-1", 2*time.Second)
+	settle(t, "signals written", func() []string { return h.rec.of(id) }, []string{"UD_REG_OK run-1"})
 	if got := h.sim.Releases(id); len(got) != 0 {
 		t.Errorf("Releases %q", got)
 	}
@@ -775,9 +779,12 @@ func TestStopsWhenRecordTerminated(t *testing.T) {
 	id := h.seed(t, agentsim.Healthy)
 	h.setRun(t, id, protocol.StateTerminated, "")
 	h.awaitEvent(t, id, agentsim.EventStopped, "the agent to stop after its record was terminated")
-	// It leaves the instance to the reaper.
-	if got := instanceState(t, id); got != ec2types.InstanceStateNameRunning {
+	// It terminates its instance rather than wait for the reaper.
+	if got := instanceState(t, id); got != ec2types.InstanceStateNameTerminated {
 		t.Errorf("instance is %s", got)
+	}
+	if !h.events.has(id, agentsim.EventSelfTerminated) {
+		t.Error("no self-terminated event")
 	}
 }
 
@@ -901,6 +908,7 @@ func TestTokens(t *testing.T) {
 	// No registration token for run-2, and the removal token is still run-1's.
 	h.setRun(t, id, protocol.StateClaimed, "run-2")
 	h.waitSignal(t, id, "UD_REG_FAILED run-2")
+	// Given run-3 instead, it leaves run-2 (nothing registered to remove).
 	h.setRun(t, id, protocol.StateClaimed, "run-3")
 	h.putToken(t, id, protocol.SortKeyRegistrationToken, "run-3", "octo/app")
 	h.waitSignal(t, id, "UD_REG_OK run-3")
@@ -908,6 +916,6 @@ func TestTokens(t *testing.T) {
 	h.waitSignal(t, id, "UD_REMOVE_REG_FAILED run-3")
 	settle(t, "signals written", func() []string { return h.rec.of(id) }, []string{
 		"UD_REG_OK run-1", "UD_REMOVE_REG_OK run-1", "UD_REMOVE_REG_REMOVE_RUN_OK run-1",
-		"UD_REG_FAILED run-2", "UD_REG_OK run-3", "UD_REMOVE_REG_FAILED run-3",
+		"UD_REG_FAILED run-2", "UD_REMOVE_REG_OK run-2", "UD_REMOVE_REG_REMOVE_RUN_OK run-2", "UD_REG_OK run-3", "UD_REMOVE_REG_FAILED run-3",
 	})
 }

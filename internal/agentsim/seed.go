@@ -145,9 +145,8 @@ func (s *Sim) SeedIdle(ctx context.Context, n int, spec SeedSpec) ([]string, err
 			return ids, fmt.Errorf("agentsim: cannot start an agent for %s: Sim stopped or agent exists", id)
 		}
 		a.described = true // running, and without an InitialRunId tag: launched just now
-		if spec.Behavior != NoHeartbeat {
-			a.heartbeat(ctx) // so a claim that gets the message at once sees a live runner
-			a.primed = true
+		if err := a.prime(ctx); err != nil {
+			return ids, fmt.Errorf("agentsim: the first heartbeat of %s: %w", id, err)
 		}
 		s.run(ctx, a)
 		msgs = append(msgs, sqstypes.SendMessageBatchRequestEntry{
