@@ -51,11 +51,20 @@ type Table struct {
 	// OnInstance reacts to a changed instance record (the fake agents);
 	// the items it returns are written at once, under the same lock.
 	OnInstance func(old, cur protocol.Instance, existed bool) []item
+	// AfterInstance hears of every instance record a write changed, once the
+	// write is done and the lock released, before the write returns: the
+	// agents of simulated instances act on their record then, through the
+	// table's API, as the real agent does.
+	AfterInstance func(ctx context.Context, old, cur protocol.Instance, existed bool)
+	pending       []change // AfterInstance's, of the write under way
 	// QueryPage is Query's page size (0: everything in one page).
 	QueryPage int
 	// BeforeBatchGet runs before every BatchGetItem, under the lock; the
 	// Items it returns are written first (the agents' heartbeat loops).
 	BeforeBatchGet func() []item
+	// BeforeBatchGetUnlocked runs before every BatchGetItem, without the
+	// lock: simulated agents write their heartbeats through the table's API.
+	BeforeBatchGetUnlocked func(ctx context.Context)
 }
 
 // NewTable is an empty table named name (the PK/SK key schema).
@@ -352,9 +361,9 @@ func ConditionFailed() error {
 	return &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed")}
 }
 
-// Written runs the agent hook after an item changed. Called with mu held.
+// Written runs the agent hooks after an item changed. Called with mu held.
 func (f *Table) Written(old, cur item) {
-	if f.OnInstance == nil || protocol.StringAttr(cur, "PK") != protocol.TypeInstance {
+	if (f.OnInstance == nil && f.AfterInstance == nil) || protocol.StringAttr(cur, "PK") != protocol.TypeInstance {
 		return
 	}
 	curInst, err := protocol.InstanceFromItem(cur)
@@ -365,8 +374,33 @@ func (f *Table) Written(old, cur item) {
 	if old != nil {
 		oldInst, _ = protocol.InstanceFromItem(old)
 	}
+	if f.AfterInstance != nil {
+		f.pending = append(f.pending, change{old: oldInst, cur: curInst, existed: old != nil})
+	}
+	if f.OnInstance == nil {
+		return
+	}
 	for _, it := range f.OnInstance(oldInst, curInst, old != nil) {
 		f.Items[ItemKey(it)] = it
+	}
+}
+
+// change is an instance record a write changed.
+type change struct {
+	old, cur protocol.Instance
+	existed  bool
+}
+
+// takePending hands the changes of the write under way to its caller.
+// Called with mu held.
+func (f *Table) takePending(changes *[]change) {
+	*changes, f.pending = f.pending, nil
+}
+
+// dispatch runs AfterInstance for changes, without the lock.
+func (f *Table) dispatch(ctx context.Context, changes []change) {
+	for _, c := range changes {
+		f.AfterInstance(ctx, c.old, c.cur, c.existed)
 	}
 }
 
@@ -464,8 +498,16 @@ func (f *Table) commit(w write) {
 }
 
 func (f *Table) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	var changes []change
+	out, err := f.putItem(ctx, in, &changes)
+	f.dispatch(ctx, changes)
+	return out, err
+}
+
+func (f *Table) putItem(ctx context.Context, in *dynamodb.PutItemInput, changes *[]change) (*dynamodb.PutItemOutput, error) {
 	f.Mu.Lock()
 	defer f.Mu.Unlock()
+	defer f.takePending(changes)
 	if err := f.enter(ctx, "PutItem", in.TableName, in); err != nil {
 		return nil, err
 	}
@@ -478,8 +520,16 @@ func (f *Table) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...fun
 }
 
 func (f *Table) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	var changes []change
+	out, err := f.updateItem(ctx, in, &changes)
+	f.dispatch(ctx, changes)
+	return out, err
+}
+
+func (f *Table) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput, changes *[]change) (*dynamodb.UpdateItemOutput, error) {
 	f.Mu.Lock()
 	defer f.Mu.Unlock()
+	defer f.takePending(changes)
 	if err := f.enter(ctx, "UpdateItem", in.TableName, in); err != nil {
 		return nil, err
 	}
@@ -506,8 +556,16 @@ const fakeTransactionLimit = 25
 // TransactWriteItems checks every Put and Update first and writes all of
 // them or none; failed conditions cancel it with a reason per item.
 func (f *Table) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	var changes []change
+	out, err := f.transactWriteItems(ctx, in, &changes)
+	f.dispatch(ctx, changes)
+	return out, err
+}
+
+func (f *Table) transactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, changes *[]change) (*dynamodb.TransactWriteItemsOutput, error) {
 	f.Mu.Lock()
 	defer f.Mu.Unlock()
+	defer f.takePending(changes)
 	if err := f.enter(ctx, "TransactWriteItems", nil, in); err != nil {
 		return nil, err
 	}
@@ -565,8 +623,16 @@ func (f *Table) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWri
 }
 
 func (f *Table) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	var changes []change
+	out, err := f.deleteItem(ctx, in, &changes)
+	f.dispatch(ctx, changes)
+	return out, err
+}
+
+func (f *Table) deleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, changes *[]change) (*dynamodb.DeleteItemOutput, error) {
 	f.Mu.Lock()
 	defer f.Mu.Unlock()
+	defer f.takePending(changes)
 	if err := f.enter(ctx, "DeleteItem", in.TableName, in); err != nil {
 		return nil, err
 	}
@@ -580,6 +646,9 @@ func (f *Table) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, _ 
 }
 
 func (f *Table) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	if f.BeforeBatchGetUnlocked != nil {
+		f.BeforeBatchGetUnlocked(ctx)
+	}
 	f.Mu.Lock()
 	defer f.Mu.Unlock()
 	if err := f.enter(ctx, "BatchGetItem", nil, in); err != nil {
@@ -626,8 +695,16 @@ func (f *Table) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput
 // call beyond the first unprocessedWrites ones leaves its last item
 // unprocessed, as a throttled table does.
 func (f *Table) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
+	var changes []change
+	out, err := f.batchWriteItem(ctx, in, &changes)
+	f.dispatch(ctx, changes)
+	return out, err
+}
+
+func (f *Table) batchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, changes *[]change) (*dynamodb.BatchWriteItemOutput, error) {
 	f.Mu.Lock()
 	defer f.Mu.Unlock()
+	defer f.takePending(changes)
 	if err := f.enter(ctx, "BatchWriteItem", nil, in); err != nil {
 		return nil, err
 	}
