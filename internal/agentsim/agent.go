@@ -51,8 +51,8 @@ type agent struct {
 	mu         sync.Mutex
 	endBoot    context.CancelCauseFunc // ends the current boot
 	lastErr    string                  // last error logged, to log each distinct error once
-	stopRecord bool   // its last record read kept it in the stopped tier past its grace: the next read is the agent's re-check
-	gone       string // why the boot ends from outside the agent (the table deleted)
+	stopRecord bool                    // its last record read kept it in the stopped tier past its grace: the next read is the agent's re-check
+	gone       string                  // why the boot ends from outside the agent (the table deleted)
 }
 
 // newMachine is the machine of an instance whose agent acts as b.
