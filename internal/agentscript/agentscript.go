@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agent"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -31,10 +32,12 @@ var bootstrapText string
 
 var bootstrap = template.Must(template.New("bootstrap").Option("missingkey=zero").Funcs(template.FuncMap{"q": shellQuote}).Parse(bootstrapText))
 
-// EC2's limits on user data (EC2 User Guide, "Run commands when you launch
-// an EC2 instance with user data input"): 16 KB raw, before base64.
+// Limits of the rendered script.
 const (
-	MaxUserDataBytes = 16 * 1024
+	// MaxUserDataBytes is EC2's limit on user data: 16 KB raw, before
+	// base64 (internal/awslimits, whose rules the emulator's front and the
+	// fakes enforce).
+	MaxUserDataBytes = awslimits.MaxUserDataBytes
 	// MaxBootstrapBytes bounds the script without a pre-runner script.
 	MaxBootstrapBytes = 4 * 1024
 	// MaxURLLength bounds each URL setting, so that the bootstrap stays

@@ -171,6 +171,29 @@ func TestRender_userDataLimit(t *testing.T) {
 	}
 }
 
+// The data source's largest user data, to the byte: a pre-runner script
+// that brings it to exactly 16384 bytes renders; one byte more fails, naming
+// pre_runner_script and both sizes.
+func TestRender_userDataBoundary(t *testing.T) {
+	o := validOptions()
+	o.PreRunnerScript = "x"
+	short, err := Render(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each further x is one more byte (the configuration's JSON keeps it).
+	o.PreRunnerScript = strings.Repeat("x", 1+16384-len(short))
+	userData, err := Render(o)
+	if err != nil || len(userData) != 16384 {
+		t.Fatalf("a pre-runner script of %d bytes: user data of %d bytes, %v; want exactly 16384, rendered", len(o.PreRunnerScript), len(userData), err)
+	}
+	o.PreRunnerScript += "x"
+	_, err = Render(o)
+	if err == nil || !strings.HasPrefix(err.Error(), "pre_runner_script: the user data would be 16385 bytes") || !strings.Contains(err.Error(), "at most 16384") {
+		t.Fatalf("one byte more: %v, want an error naming pre_runner_script, 16385 bytes and the limit", err)
+	}
+}
+
 // shellcheck is installed by .ci/run; a machine without it fails here.
 func TestRender_passesShellcheck(t *testing.T) {
 	if _, err := exec.LookPath("shellcheck"); err != nil {

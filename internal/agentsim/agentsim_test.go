@@ -33,8 +33,9 @@ var (
 	sqsClient *sqs.Client
 )
 
-// TestMain points the tests at the emulator: AWS_ENDPOINT_URL when set, else
-// a moto server on 127.0.0.1:4566 (started when nothing listens there).
+// TestMain points the tests at the emulator (internal/emulator's front):
+// AWS_ENDPOINT_URL when set, else a moto server on 127.0.0.1:4566 (started
+// when nothing listens there).
 func TestMain(m *testing.M) { os.Exit(runTests(m)) }
 
 func runTests(m *testing.M) int {
@@ -45,8 +46,10 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer stop()
+	// Ensure's endpoint, even when AWS_ENDPOINT_URL named the emulator
+	// behind it: every request goes through its front.
+	os.Setenv("AWS_ENDPOINT_URL", endpoint)
 	for k, v := range map[string]string{
-		"AWS_ENDPOINT_URL":      endpoint,
 		"AWS_REGION":            "us-east-1",
 		"AWS_ACCESS_KEY_ID":     "test",
 		"AWS_SECRET_ACCESS_KEY": "test",

@@ -16,6 +16,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -44,6 +45,8 @@ type EC2 struct {
 	LtVersion int64
 
 	Fleets []*ec2.CreateFleetInput
+	// Runs are the RunInstances calls EC2 carried out.
+	Runs []*ec2.RunInstancesInput
 	// InitialRunIDs are the InitialRunId tags of the instances fleets
 	// launched.
 	InitialRunIDs map[string]string
@@ -133,6 +136,32 @@ func (e *EC2) CreateFleet(_ context.Context, in *ec2.CreateFleetInput, _ ...func
 	}
 	if e.ShortBy > 0 {
 		out.Errors = append(out.Errors, ec2types.CreateFleetError{ErrorCode: aws.String("InsufficientInstanceCapacity"), ErrorMessage: aws.String("not enough capacity")})
+	}
+	return out, nil
+}
+
+// RunInstances launches MaxCount instances, after refusing what EC2
+// refuses (internal/awslimits: user data over 16 KB, or not base64) with
+// EC2's own error.
+func (e *EC2) RunInstances(_ context.Context, in *ec2.RunInstancesInput, _ ...func(*ec2.Options)) (*ec2.RunInstancesOutput, error) {
+	refusal := awslimits.Check("ec2", "RunInstances", func(name string) (string, bool) {
+		if name == "UserData" && in.UserData != nil {
+			return *in.UserData, true
+		}
+		return "", false
+	})
+	if refusal != nil {
+		return nil, refusal.APIError()
+	}
+	e.Mu.Lock()
+	defer e.Mu.Unlock()
+	e.Runs = append(e.Runs, in)
+	out := &ec2.RunInstancesOutput{}
+	for range aws.ToInt32(in.MaxCount) {
+		e.nextID++
+		id := fmt.Sprintf("i-r%d", e.nextID)
+		e.LaunchLocked(id, e.now())
+		out.Instances = append(out.Instances, ec2types.Instance{InstanceId: aws.String(id), InstanceType: in.InstanceType})
 	}
 	return out, nil
 }

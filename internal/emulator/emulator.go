@@ -1,6 +1,9 @@
 // Package emulator gives tests an AWS endpoint: a real LocalStack when
 // AWS_ENDPOINT_URL is set, otherwise a local moto server (LocalStack's port and
-// account id) that this package starts on demand.
+// account id) that this package starts on demand. Either way the endpoint
+// returned is a front (front.go): a small proxy that refuses what AWS
+// refuses and emulators take (internal/awslimits: EC2 user data over 16 KB),
+// as AWS answers, and forwards the rest untouched.
 //
 // The started server is serialized_moto.py: moto's own WSGI app with every
 // DynamoDB request serialized, because plain moto_server lets two concurrent
@@ -60,21 +63,31 @@ const installHint = "moto 5 with server extras is required: pip install 'moto[se
 	"or set AWS_ENDPOINT_URL to a running LocalStack"
 
 // Ensure returns the endpoint of an AWS emulator and a func to call when done
-// with it (safe to call more than once).
+// with it (safe to call more than once). The endpoint is a front of this
+// process's own (front.go) in front of the emulator, which is:
 //
-//   - If AWS_ENDPOINT_URL is set, it is returned as is and stop does nothing.
-//   - Otherwise, if something already listens on 127.0.0.1:4566, it is reused.
-//   - Otherwise serialized_moto.py is started there with the interpreter in
+//   - AWS_ENDPOINT_URL, if set; stop then leaves it running;
+//   - otherwise, if something already listens on 127.0.0.1:4566, that;
+//   - otherwise serialized_moto.py, started there with the interpreter in
 //     EC2RUNNERS_PYTHON (default python3), which must have moto 5 installed.
 //
 // A server started here keeps running while any other user (this or another
 // process) still holds it; the last user's stop ends it. A server this package
-// did not start is never stopped. ctx bounds only the startup.
+// did not start is never stopped. ctx bounds only the startup. The front
+// runs until stop.
 func Ensure(ctx context.Context) (endpoint string, stop func(), err error) {
-	if ep := os.Getenv("AWS_ENDPOINT_URL"); ep != "" {
-		return ep, func() {}, nil
+	target, release := os.Getenv("AWS_ENDPOINT_URL"), func() {}
+	if target == "" {
+		if target, release, err = ensureLocal(ctx, listenAddr); err != nil {
+			return "", nil, err
+		}
 	}
-	return ensureLocal(ctx, listenAddr)
+	f, err := startFront(target)
+	if err != nil {
+		release()
+		return "", nil, err
+	}
+	return f.url, sync.OnceFunc(func() { f.close(); release() }), nil
 }
 
 func ensureLocal(ctx context.Context, addr string) (string, func(), error) {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,16 +21,67 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
 )
 
+// With AWS_ENDPOINT_URL set (a LocalStack, here a stand-in), Ensure puts its
+// front in front of it: requests reach it untouched, its answers come back
+// untouched, and stop leaves it running.
 func TestEnsureUsesAWSEndpointURL(t *testing.T) {
-	const ep = "http://localstack.invalid:4566"
-	t.Setenv("AWS_ENDPOINT_URL", ep)
-	got, stop, err := Ensure(context.Background())
+	type seen struct {
+		method, uri, host, auth, contentType string
+		body                                 []byte
+	}
+	got := make(chan seen, 1)
+	localstack := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- seen{r.Method, r.RequestURI, r.Host, r.Header.Get("Authorization"), r.Header.Get("Content-Type"), body}
+		w.Header().Set("X-Amzn-Requestid", "req-1")
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		w.WriteHeader(http.StatusTeapot)
+		io.WriteString(w, `{"answer":true}`)
+	}))
+	defer localstack.Close()
+	t.Setenv("AWS_ENDPOINT_URL", localstack.URL)
+	endpoint, stop, err := Ensure(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer stop()
+	if endpoint == localstack.URL {
+		t.Fatalf("endpoint = AWS_ENDPOINT_URL %s, want the front in front of it", endpoint)
+	}
+
+	body := bytes.Repeat([]byte(`{"TableName":"t"}`), 60000) // 1 MB, streamed through
+	req, err := http.NewRequest(http.MethodPost, endpoint+"/some/path?x=1", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const auth = "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=x"
+	req.Header.Set("Authorization", auth)
+	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTeapot || string(answer) != `{"answer":true}` || resp.Header.Get("X-Amzn-Requestid") != "req-1" {
+		t.Errorf("answer: HTTP %d %q, request id %q; want the emulator's own", resp.StatusCode, answer, resp.Header.Get("X-Amzn-Requestid"))
+	}
+	s := <-got
+	if s.method != http.MethodPost || s.uri != "/some/path?x=1" || s.host != strings.TrimPrefix(endpoint, "http://") ||
+		s.auth != auth || s.contentType != "application/x-amz-json-1.0" || !bytes.Equal(s.body, body) {
+		t.Errorf("the emulator got %s %s (Host %s, Authorization %q, Content-Type %q, %d bytes); want the request as sent",
+			s.method, s.uri, s.host, s.auth, s.contentType, len(s.body))
+	}
+
 	stop()
-	if got != ep {
-		t.Fatalf("endpoint = %q, want %q", got, ep)
+	if _, err := http.Get(endpoint); err == nil {
+		t.Error("the front still answers after stop")
+	}
+	if resp, err := http.Get(localstack.URL); err != nil {
+		t.Errorf("stop ended AWS_ENDPOINT_URL's emulator: %v", err)
+	} else {
+		resp.Body.Close()
+		<-got
 	}
 }
 

@@ -5,6 +5,7 @@ package emulator
 import (
 	"context"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,8 +46,15 @@ func TestLastUserStopsServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop2()
-	if want := "http://" + addr; ep1 != want || ep2 != want {
-		t.Fatalf("endpoints %q, %q; want %q", ep1, ep2, want)
+	for _, ep := range []string{ep1, ep2} { // fronts of the server on addr
+		resp, err := http.Get(ep + "/moto-api/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s/moto-api/: HTTP %d, want moto's answer", ep, resp.StatusCode)
+		}
 	}
 
 	stop1() // the starter leaves first

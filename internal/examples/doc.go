@@ -3,5 +3,7 @@
 // against a freshly built provider binary (dev_overrides, no registry access,
 // no `terraform init`), the others are checked with `terraform fmt`; and the
 // Terragrunt layout of examples/complete runs with the real terragrunt
-// binary against the emulator. It has no code of its own, only the tests.
+// binary against the emulator. The user data each example's
+// ec2runners_runner_script renders must fit EC2's 16 KB. It has no code of
+// its own, only the tests.
 package examples
