@@ -148,7 +148,7 @@ func TestServesARunWithItsOwnToken(t *testing.T) {
 
 	w.record(protocol.StateClaimed, "run-2", w.clock.Now().Add(5*time.Minute))
 	w.token(protocol.SortKeyRegistrationToken, "run-2", target, w.clock.Now().Add(30*time.Second)) // expires within the minute
-	a.Poll(context.Background()) // leaves run-1
+	a.Poll(context.Background())                                                                   // leaves run-1
 	a.Poll(context.Background())
 	w.wantSignal(protocol.SignalRegistrationFailed, "run-2")
 
