@@ -14,6 +14,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/faultproxy"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
@@ -157,7 +158,10 @@ func TestRealism_visibilityExpiresMidClaim(t *testing.T) {
 		defer close(doneA)
 		resA, errA = claimOf("run-a", "c*")
 	}()
-	time.Sleep(1500 * time.Millisecond) // A holds the m6i messages; their visibility ran out
+	// A holds the m6i messages (its first receive), and then their
+	// visibility runs out, however long A took to get there.
+	await.Until(t, "claim A receiving the m6i messages", func() bool { return w.proxy.Stats().VisibilityCut > 0 })
+	time.Sleep(1500 * time.Millisecond)
 	resB, errB := claimOf("run-b", "m*")
 	<-doneA
 	for _, r := range []struct {
