@@ -29,19 +29,21 @@ var localFilesystems = []string{"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs",
 type writableScan struct {
 	file string // where the result is kept, across boots
 
-	once sync.Once
-	done chan struct{}
-	dirs []string
+	once    sync.Once
+	started chan struct{} // closed by start
+	done    chan struct{}
+	dirs    []string
 }
 
 func newWritableScan(file string) *writableScan {
-	return &writableScan{file: file, done: make(chan struct{})}
+	return &writableScan{file: file, started: make(chan struct{}), done: make(chan struct{})}
 }
 
 // start runs the scan in the background, unless an earlier boot kept its
 // result.
 func (s *writableScan) start(acct account, skip []string, logf func(string, ...any)) {
 	s.once.Do(func() {
+		close(s.started)
 		if b, err := os.ReadFile(s.file); err == nil && json.Unmarshal(b, &s.dirs) == nil {
 			close(s.done)
 			return
@@ -59,11 +61,15 @@ func (s *writableScan) start(acct account, skip []string, logf func(string, ...a
 }
 
 // result is every directory to wipe: the known ones, and the scan's once
-// it ended (wait: wait for it).
+// it ended (wait: wait for it, if it started).
 func (s *writableScan) result(wait bool) []string {
 	dirs := slices.Clone(knownWritable)
-	if wait {
-		<-s.done
+	select {
+	case <-s.started:
+		if wait {
+			<-s.done
+		}
+	default:
 	}
 	select {
 	case <-s.done:
