@@ -133,7 +133,7 @@ func (h *Host) Wipe(ctx context.Context) error {
 	removeContainers(ctx, h.logf)
 	var errs []error
 	errs = append(errs, removeIPC(acct.uid), h.clearKeyrings(ctx, acct))
-	for _, dir := range h.scan.result(true) {
+	for _, dir := range h.scan.result() {
 		errs = append(errs, removeOwned(dir, acct.uid))
 	}
 	errs = append(errs, resetHome(acct))

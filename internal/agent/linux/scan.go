@@ -60,19 +60,13 @@ func (s *writableScan) start(acct account, skip []string, logf func(string, ...a
 	})
 }
 
-// result is every directory to wipe: the known ones, and the scan's once
-// it ended (wait: wait for it, if it started).
-func (s *writableScan) result(wait bool) []string {
+// result is every directory to wipe: the known ones, and the scan's,
+// waiting for it to end if it started.
+func (s *writableScan) result() []string {
 	dirs := slices.Clone(knownWritable)
 	select {
 	case <-s.started:
-		if wait {
-			<-s.done
-		}
-	default:
-	}
-	select {
-	case <-s.done:
+		<-s.done
 		dirs = append(dirs, s.dirs...)
 	default:
 	}
