@@ -1,7 +1,8 @@
 # IAM for both sides of the pool:
 #
 # - the runner instances' role: what the agent on every runner needs (it calls
-#   DynamoDB and EC2 directly over HTTPS with SigV4, nothing else);
+#   DynamoDB and EC2 with the AWS SDK and the instance's credentials from
+#   IMDSv2, nothing else);
 # - the CI role, assumed by the workflow through GitHub OIDC: what claims need
 #   (README.md of the provider, "IAM permissions"; a claim needs none of the
 #   pool's create, delete or tag actions: whoever applies this configuration
@@ -33,16 +34,18 @@ resource "aws_iam_instance_profile" "runner" {
   role = aws_iam_role.runner.name
 }
 
-# Jobs run on these instances and can use the instance's credentials too
-# (IMDS hop limit 1 keeps them from containers, not from the job's own
-# processes), so the role holds exactly what the agent needs
-# (docs/guides/protocol.md), and only for its own instance where it writes:
+# Jobs run on these instances. The agent's firewall rule keeps them from the
+# instance's credentials (unless jobs_metadata_access = true), and the IMDS
+# hop limit of 1 keeps containers from them; should a job get them all the
+# same, the role holds exactly what the agent needs (docs/guides/protocol.md),
+# and only for its own instance where it writes:
 #
 # DynamoDB conditions can pin only the partition key (dynamodb:LeadingKeys),
 # never the sort key. Everything an agent reads or writes but its record is
 # in its own partition, PK = AGENT#<its instance ARN> (heartbeat, signal, the
-# tokens a claim or release hands it), which the policy pins to the calling
-# instance with ec2:SourceInstanceARN: a runner reads no other runner's
+# tokens a claim or release hands it, the runner release it is told of),
+# which the policy pins to the calling instance with
+# ec2:SourceInstanceARN: a runner reads no other runner's
 # tokens and writes no other runner's heartbeats or signals. It may read the
 # instance records (TYPE#INSTANCE): other runners' state and run ids, nothing
 # secret. ForAllValues is safe here because GetItem and PutItem always carry

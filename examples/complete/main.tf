@@ -1,5 +1,5 @@
 # A warm pool of self-hosted GitHub Actions runners on real AWS: the runners'
-# launch template and the agent script it boots, the pool (DynamoDB table and
+# launch template and the agent its user data installs, the pool (DynamoDB table and
 # SQS queues), and the IAM roles of the runners and of the CI workflow that
 # claims them (iam.tf). Workflows claim runners with the root module in
 # claim/ (see workflow.yml).
@@ -63,10 +63,13 @@ locals {
   table_arn  = "arn:${local.partition}:dynamodb:${var.region}:${local.account_id}:table/${local.pool}"
 }
 
-# The runner agent: a bash script run as user data at boot. It heartbeats,
-# waits until a claim gives its instance a run id, registers the GitHub runner
-# with that run id as its only label, and deregisters on release; it
-# terminates its instance once its deadline has passed.
+# The runners' user data: a short bootstrap that installs the agent
+# (ec2runners-agent, released with the provider: the image's when it is the
+# provider's version, else downloaded and checked against its SHA-256) and
+# starts it as a systemd service. The agent heartbeats, waits until a claim
+# gives its instance a run id, registers the GitHub runner with that run id
+# as its only label, deregisters it and wipes what the jobs left on release,
+# and stops or terminates its instance when its record says so.
 data "ec2runners_runner_script" "this" {
   pool              = local.pool
   region            = var.region
@@ -74,12 +77,18 @@ data "ec2runners_runner_script" "this" {
   github_owner      = var.github_owner
   github_repository = var.github_repository
   runner_user       = local.runner_user
-  # runner_version  = "2.329.0" # default: the provider's; the runner then updates itself
+  # Unset, the agent installs GitHub's newest runner and keeps it up to date
+  # while the runner waits in the pool. A pin (2.329.0 or later) is never
+  # updated: GitHub stops sending it jobs about 30 days after the next
+  # release, and you must move it.
+  # runner_version = "2.331.0"
 
   # Runs once per instance, as root, after the agent has installed the GitHub
   # runner (and created its user), before the runner registers: install what
-  # your jobs need. Keep it short, every fresh runner waits for it. It ends
-  # up in the launch template's user data: no secrets here.
+  # your jobs need. Keep it short, every fresh runner waits for it, and EC2
+  # takes at most 16 KB of user data (bake bigger installs into the image:
+  # guide "Baking the agent into an image"). It ends up in the launch
+  # template's user data: no secrets here.
   #
   # Jobs that build containers: do not add the runner user to the docker
   # group, which makes every job root on a machine the next run reuses. Give

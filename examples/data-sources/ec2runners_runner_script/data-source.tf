@@ -1,25 +1,36 @@
-# The agent of the pool's runners, as the launch template's user data.
+# The user data of the pool's runners: a short bootstrap that installs the
+# agent (the one in the image when it is the provider's version, else the
+# release's binary for the instance's architecture, checked against its
+# SHA-256) and starts it as a systemd service.
 data "ec2runners_runner_script" "agent" {
   pool              = "ci-runners"
   github_owner      = "octo-org"
   github_repository = "app" # omit for organization runners
 
-  # Runs once per instance, as root, before the runner serves its first claim.
-  # It ends up in the launch template's user data: keep secrets out of it.
+  # Runs once per instance, as root, after the runner is installed and
+  # before the runner serves its first claim. It ends up in the launch
+  # template's user data: keep secrets out of it, and keep it short (EC2
+  # takes 16 KB of user data; bake bigger installs into the image).
   pre_runner_script = <<-EOT
-    dnf install -y git docker
-    systemctl enable --now docker
-    usermod -aG docker runner
+    dnf install -y git
   EOT
 
-  # A mirror of the runner tarball, and the SHA-256 it must have:
-  # runner_download_url = "https://mirror.example.com/actions-runner-linux-x64-2.329.0.tar.gz"
-  # runner_sha256       = "<sha256sum of the tarball>"
+  # Without runner_version the agent installs GitHub's newest runner and
+  # keeps it up to date. A pin must be moved by hand: GitHub stops sending
+  # jobs to a release about 30 days after the next one.
+  # runner_version      = "2.331.0"
+  # runner_download_url = "https://mirror.example.com/actions-runner-linux-x64-2.331.0.tar.gz"
+  # runner_sha256       = "<SHA-256 of that archive>"
+
+  # A mirror of the agent's release binaries (checked against the
+  # release's SHA-256 all the same):
+  # agent_download_url = "https://mirror.example.com/ec2runners"
 }
 
 # The launch template needs IMDSv2 with instance tags in metadata, and an
-# instance profile that may read and write the pool's table and terminate
-# its own instance (see examples/complete/iam.tf).
+# instance profile that may read and write the pool's table and stop or
+# terminate its own instance (see examples/complete/iam.tf). Its image
+# decides the runners' architecture: x86_64 or arm64.
 #
 # resource "aws_launch_template" "runner" {
 #   user_data = data.ec2runners_runner_script.agent.content_base64
