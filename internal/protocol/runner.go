@@ -87,9 +87,6 @@ type RunnerPolicy struct {
 	Newest RunnerRelease
 	// Minimum is the oldest version GitHub still sends jobs to.
 	Minimum string
-	// Deadline is when Minimum stops being accepted (the zero time when
-	// Minimum is Newest: until a newer release).
-	Deadline time.Time
 }
 
 // RunnerPolicyAt applies GitHub's policy to its releases at now: a version
@@ -107,13 +104,25 @@ func RunnerPolicyAt(releases []RunnerRelease, now time.Time) (p RunnerPolicy, ok
 	p.Newest = valid[len(valid)-1]
 	p.Minimum = p.Newest.Version
 	for i := len(valid) - 2; i >= 0; i-- {
-		deadline := valid[i+1].PublishedAt.Add(RunnerUpdateWindow)
-		if !now.Before(deadline) || CompareRunnerVersions(valid[i].Version, MinimumRunnerVersion) < 0 {
+		if !now.Before(valid[i+1].PublishedAt.Add(RunnerUpdateWindow)) || CompareRunnerVersions(valid[i].Version, MinimumRunnerVersion) < 0 {
 			break
 		}
-		p.Minimum, p.Deadline = valid[i].Version, deadline
+		p.Minimum = valid[i].Version
 	}
 	return p, true
+}
+
+// AcceptedUntil is when GitHub stops sending jobs to a runner of version
+// v: RunnerUpdateWindow after the first release newer than v came out; ok
+// is false while none is.
+func AcceptedUntil(releases []RunnerRelease, v string) (until time.Time, ok bool) {
+	var successor string
+	for _, r := range releases {
+		if CompareRunnerVersions(r.Version, v) > 0 && (!ok || CompareRunnerVersions(r.Version, successor) < 0) {
+			successor, until, ok = r.Version, r.PublishedAt.Add(RunnerUpdateWindow), true
+		}
+	}
+	return until, ok
 }
 
 // Accepts tells whether GitHub sends jobs to a runner of version v.

@@ -231,9 +231,12 @@ func (d *runnerScriptDataSource) warnOutdatedRunner(ctx context.Context, version
 		diags.AddAttributeWarning(path.Root("runner_version"), "GitHub no longer sends jobs to this runner version",
 			fmt.Sprintf("runner_version pins %s, and GitHub sends jobs only to %s and later (its newest release is %s): the runners would register but get no job, and claims retire them and fail. Move the pin, or remove it to follow GitHub's releases.",
 				version, policy.Minimum, policy.Newest.Version))
-	case version == policy.Minimum && !policy.Deadline.IsZero() && time.Until(policy.Deadline) < 7*24*time.Hour:
-		diags.AddAttributeWarning(path.Root("runner_version"), "GitHub stops sending jobs to this runner version soon",
-			fmt.Sprintf("runner_version pins %s, which GitHub accepts until %s (%s came out on %s). Move the pin before then, or remove it to follow GitHub's releases.",
-				version, protocol.FormatTime(policy.Deadline), policy.Newest.Version, protocol.FormatTime(policy.Newest.PublishedAt)))
+	default:
+		until, ok := protocol.AcceptedUntil(releases, version)
+		if ok && time.Until(until) < 7*24*time.Hour {
+			diags.AddAttributeWarning(path.Root("runner_version"), "GitHub stops sending jobs to this runner version soon",
+				fmt.Sprintf("runner_version pins %s, which GitHub accepts until %s (%s came out on %s). Move the pin before then, or remove it to follow GitHub's releases.",
+					version, protocol.FormatTime(until), policy.Newest.Version, protocol.FormatTime(policy.Newest.PublishedAt)))
+		}
 	}
 }

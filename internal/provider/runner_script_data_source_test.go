@@ -186,14 +186,16 @@ func TestRunnerScriptDataSource_warnsOfAnOutdatedPin(t *testing.T) {
 		{Version: "2.330.0", PublishedAt: now.Add(-90 * 24 * time.Hour)},
 		{Version: "2.331.0", PublishedAt: now.Add(-60 * 24 * time.Hour)},
 		{Version: "2.332.0", PublishedAt: now.Add(-27 * 24 * time.Hour)},
-		{Version: "2.333.0", PublishedAt: now.Add(-2 * 24 * time.Hour)},
+		{Version: "2.333.0", PublishedAt: now.Add(-26 * 24 * time.Hour)},
+		{Version: "2.334.0", PublishedAt: now.Add(-2 * 24 * time.Hour)},
 	}
 	d := &runnerScriptDataSource{data: &providerData{github: &claim.GitHubAccess{Releases: releases}}}
 	for _, tc := range []struct{ pin, want string }{
 		{"2.330.0", "GitHub no longer sends jobs to this runner version"},    // 2.331.0 came out 60 days ago
-		{"2.331.0", "GitHub stops sending jobs to this runner version soon"}, // 2.332.0 came out 27 days ago
-		{"2.332.0", ""}, // 2.333.0 came out 2 days ago
-		{"2.333.0", ""},
+		{"2.331.0", "GitHub stops sending jobs to this runner version soon"}, // in 3 days: 2.332.0 came out 27 days ago
+		{"2.332.0", "GitHub stops sending jobs to this runner version soon"}, // in 4 days
+		{"2.333.0", ""}, // 2.334.0 came out 2 days ago
+		{"2.334.0", ""},
 	} {
 		var diags diag.Diagnostics
 		d.warnOutdatedRunner(context.Background(), tc.pin, &diags)
