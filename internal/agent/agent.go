@@ -90,6 +90,13 @@ type Runner interface {
 	Register(ctx context.Context, r Registration) error
 	// EnsureRunning starts the run's runner again if it exited.
 	EnsureRunning(ctx context.Context) error
+	// Refused tells whether GitHub refused the run's runner for its
+	// version (its listener said so), as it does at once after a critical
+	// security release of the runner.
+	Refused() bool
+	// Reinstall starts the run's runner again from the installation
+	// registrations use now, with the run's registration.
+	Reinstall(ctx context.Context) error
 	// Stop stops the run's runner.
 	Stop(ctx context.Context) error
 	// Remove deregisters the run's runner from GitHub with a removal token,
@@ -155,7 +162,7 @@ const (
 	EventRegistrationFailed EventKind = "registration-failed" // UD_REG_FAILED for RunID
 	EventReleased           EventKind = "released"            // UD_REMOVE_REG_REMOVE_RUN_OK for RunID
 	EventReleaseFailed      EventKind = "release-failed"      // UD_REMOVE_REG_FAILED for RunID
-	EventRunnerUpdated      EventKind = "runner-updated"      // Detail: the version installed while idle
+	EventRunnerUpdated      EventKind = "runner-updated"      // Detail: the version installed (while idle, or because GitHub refused the runner)
 	EventSelfTerminated     EventKind = "self-terminated"     // TerminateInstances on itself
 	EventSelfStopped        EventKind = "self-stopped"        // StopInstances on itself (the stopped tier)
 )
@@ -185,6 +192,7 @@ type Agent struct {
 
 	bootAt time.Time // on the agent's clock
 
+	beat       sync.Mutex // held while a heartbeat is written: none lands after UD_FAILED
 	mu         sync.Mutex
 	failed     bool // UD_FAILED: no heartbeat any more
 	ready      bool // prepared and told so at this boot
@@ -223,6 +231,8 @@ func (a *Agent) interval(d protocol.Duration) time.Duration { return time.Durati
 // agent registers with; it writes nothing once the agent gave up
 // (UD_FAILED).
 func (a *Agent) Heartbeat(ctx context.Context) error {
+	a.beat.Lock()
+	defer a.beat.Unlock()
 	a.mu.Lock()
 	failed := a.failed
 	a.mu.Unlock()

@@ -97,10 +97,13 @@ func (a *Agent) Boot(ctx context.Context, walls error) error {
 	if err != nil {
 		a.logf("preparing the instance failed: %v", err)
 		outcome, event = protocol.SignalUserDataFailed, EventPrepareFailed
-		// No claim may see a fresh beat after the signal.
+		// No claim may see a fresh beat after the signal: a beat on its way
+		// lands first.
+		a.beat.Lock()
 		a.mu.Lock()
 		a.failed = true
 		a.mu.Unlock()
+		a.beat.Unlock()
 	}
 	if a.id.InitialRunID != "" {
 		if serr := a.signal(ctx, outcome, a.id.InitialRunID); serr != nil {

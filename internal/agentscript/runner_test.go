@@ -126,3 +126,25 @@ func TestInstance_outdatedRunnerNeverHandedOut(t *testing.T) {
 		t.Errorf("the heartbeat tells runner %q, want the outdated %s (the tampered download is not installed)", v, scripttest.RunnerVersion)
 	}
 }
+
+// After a critical security release of the runner, GitHub refuses older
+// runners at once, which no release date foretells: the runner of a run
+// already handed out is refused, and its agent installs the new release
+// now and starts the runner again with the run's registration, so the
+// run's jobs run.
+func TestInstance_runnerRefusedAfterACriticalRelease(t *testing.T) {
+	f, inst := startServing(t, "run-1")
+	const critical = "2.332.0"
+	f.env.GitHub.PublishRunner(critical, time.Now())
+	f.env.GitHub.RequireRunner(critical)
+	// The runner's next poll is refused before its run has a job.
+	await.Until(t, "GitHub refusing the runner", func() bool {
+		return slices.Contains(f.env.GitHub.Events(), "deprecated "+f.instanceID+" "+scripttest.RunnerVersion)
+	})
+	checkJob(t, f, "run-1")
+	if !strings.Contains(inst.Output(), "GitHub refuses runner "+scripttest.RunnerVersion+": installing "+critical+" now") {
+		t.Errorf("the agent's log does not tell the update:\n%s", inst.Output())
+	}
+	f.awaitRunnerVersion(critical)
+	release(t, f, "run-1")
+}

@@ -118,6 +118,12 @@ func (r *Runner) Register(ctx context.Context, reg agent.Registration) error {
 // EnsureRunning has nothing to start again.
 func (r *Runner) EnsureRunning(context.Context) error { return nil }
 
+// Refused: GitHub never refuses a simulated runner.
+func (r *Runner) Refused() bool { return false }
+
+// Reinstall has nothing to start again.
+func (r *Runner) Reinstall(context.Context) error { return nil }
+
 // Stop stops nothing.
 func (r *Runner) Stop(context.Context) error { return nil }
 

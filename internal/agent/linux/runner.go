@@ -33,7 +33,12 @@ type Runner struct {
 	current string // the installed version registrations use
 	run     *runProcess
 	runDir  string // the run's runner directory, "" when no run is registered
+	refused bool   // GitHub refused the run's runner for its version
 }
+
+// refusedMessage is what GitHub answers a runner whose version it no
+// longer accepts, which its listener prints before it exits.
+const refusedMessage = "is deprecated and cannot receive messages"
 
 // runProcess is the run's runner, started once or again.
 type runProcess struct {
@@ -157,6 +162,22 @@ func (r *Runner) Register(ctx context.Context, reg agent.Registration) error {
 		return err
 	}
 	runDir := filepath.Join(acct.home, "runner")
+	r.mu.Lock()
+	r.runDir = runDir
+	r.mu.Unlock()
+	return r.startFrom(install, regDir)
+}
+
+// startFrom makes the run's runner directory a fresh copy of install with
+// the registration's files of regDir, and starts the runner from it.
+func (r *Runner) startFrom(install, regDir string) error {
+	acct, _, err := r.jobs.get()
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	runDir := r.runDir
+	r.mu.Unlock()
 	if err := linkTree(install, runDir, &acct); err != nil {
 		return fmt.Errorf("preparing the run's runner directory: %w", err)
 	}
@@ -174,9 +195,34 @@ func (r *Runner) Register(ctx context.Context, reg agent.Registration) error {
 		}
 	}
 	r.mu.Lock()
-	r.runDir = runDir
+	r.refused = false
 	r.mu.Unlock()
 	return r.start()
+}
+
+// Refused tells whether the run's runner said GitHub refused its version.
+func (r *Runner) Refused() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.refused
+}
+
+// Reinstall stops the run's runner and starts it again from the current
+// installation with the run's registration (the agent's copy).
+func (r *Runner) Reinstall(ctx context.Context) error {
+	r.mu.Lock()
+	p := r.run
+	r.run = nil
+	r.mu.Unlock()
+	if p != nil {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.exited
+	}
+	install, err := r.installation()
+	if err != nil {
+		return err
+	}
+	return r.startFrom(install, r.registrationDir())
 }
 
 // configure runs config.sh in dir as root with args, the token in its
@@ -217,7 +263,13 @@ func (r *Runner) start() error {
 	cmd.Dir = runDir
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin", "HOME=" + acct.home, "USER=" + acct.name,
 		"LOGNAME=" + acct.name, "SHELL=/bin/bash", "LANG=C.UTF-8"}
-	out := &prefixWriter{logf: r.logf, prefix: "runner: "}
+	out := &prefixWriter{logf: r.logf, prefix: "runner: ", seen: func(line string) {
+		if strings.Contains(line, refusedMessage) {
+			r.mu.Lock()
+			r.refused = true
+			r.mu.Unlock()
+		}
+	}}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Credential:  &syscall.Credential{Uid: acct.uid, Gid: acct.gid, Groups: []uint32{acct.gid}},
@@ -304,11 +356,13 @@ func (r *Runner) Remove(ctx context.Context, token string) error {
 	return os.RemoveAll(regDir)
 }
 
-// prefixWriter writes each line to logf with a prefix.
+// prefixWriter writes each line to logf with a prefix, and shows it to
+// seen.
 type prefixWriter struct {
 	mu      sync.Mutex
 	logf    func(string, ...any)
 	prefix  string
+	seen    func(line string)
 	pending []byte
 }
 
@@ -321,7 +375,9 @@ func (w *prefixWriter) Write(p []byte) (int, error) {
 		if i < 0 {
 			break
 		}
-		w.logf("%s%s", w.prefix, w.pending[:i])
+		line := string(w.pending[:i])
+		w.logf("%s%s", w.prefix, line)
+		w.seen(line)
 		w.pending = w.pending[i+1:]
 	}
 	return len(p), nil

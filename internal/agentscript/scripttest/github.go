@@ -45,6 +45,7 @@ type GitHub struct {
 	releases []*runnerRelease
 	agents   map[string][]byte // agent release assets, by path below /ec2runners/releases/download/
 	tamper   bool              // serve runner archives that are not what their digest says
+	required string            // the oldest runner accepted whatever the releases' dates ("": none)
 }
 
 // runnerRelease is one release of the stub runner.

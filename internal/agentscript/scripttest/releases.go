@@ -31,11 +31,23 @@ func (g *GitHub) TamperRunnerDownloads(tamper bool) {
 	g.tamper = tamper
 }
 
+// RequireRunner makes the stub refuse runners older than version at once,
+// as GitHub does after a critical security release of the runner: its
+// releases do not say so.
+func (g *GitHub) RequireRunner(version string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.required = version
+}
+
 // Policy is what the stub accepts now.
 func (g *GitHub) Policy() protocol.RunnerPolicy {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	p, _ := protocol.RunnerPolicyAt(g.runnerReleases(), time.Now())
+	if protocol.CompareRunnerVersions(p.Minimum, g.required) < 0 {
+		p.Minimum = g.required
+	}
 	return p
 }
 
