@@ -2,16 +2,18 @@ package simulate
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/agent/agenttest"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsfake"
 )
 
-// instanceLife is what one instance did and cost, and whether its agent
-// runs. The instance is running (runningSince set), stopped (stoppedSince
-// set) or ended.
+// instanceLife is what one instance did and cost, and its machine. The
+// instance is running (runningSince set), stopped (stoppedSince set) or
+// ended.
 type instanceLife struct {
 	class    string
 	launched time.Time
@@ -24,10 +26,19 @@ type instanceLife struct {
 	busy time.Duration // running jobs
 	held time.Duration // claimed by runs (busy, booting, waiting for the run's other jobs)
 
-	// agentUp: its agent runs (its instance booted and has not stopped
-	// since); a booting or stopped instance's agent answers nothing.
-	agentUp          bool
 	terminatedByIdle bool // its agent terminated it at its idle deadline
+
+	machine // its machine and agent (World.mu)
+	// steps serializes its agent's steps, which run in the goroutines of
+	// the calls that change its record and of the replay's events.
+	steps sync.Mutex
+}
+
+// newLife is an instance launched now, of class: its machine is new, and
+// its agent boots later.
+func newLife(class string, now time.Time) *instanceLife {
+	return &instanceLife{class: class, launched: now, runningSince: now,
+		machine: machine{host: &agenttest.Host{}, runner: &agenttest.Runner{}}}
 }
 
 // stop ends its running span at now (when running).
@@ -37,7 +48,7 @@ func (l *instanceLife) stop(now time.Time) {
 		l.runningSince = time.Time{}
 		l.stoppedSince = now
 	}
-	l.agentUp = false
+	l.down()
 }
 
 // start ends its stopped span at now, and tells whether it was stopped.
@@ -48,6 +59,7 @@ func (l *instanceLife) start(now time.Time) bool {
 	l.stopped += now.Sub(l.stoppedSince)
 	l.stoppedSince = time.Time{}
 	l.runningSince = now
+	l.boots++
 	return true
 }
 
@@ -62,7 +74,8 @@ func (l *instanceLife) end(now time.Time) {
 	if !l.stoppedSince.IsZero() {
 		l.stopped += now.Sub(l.stoppedSince)
 	}
-	l.runningSince, l.stoppedSince, l.agentUp, l.ended = time.Time{}, time.Time{}, false, now
+	l.runningSince, l.stoppedSince, l.ended = time.Time{}, time.Time{}, now
+	l.down()
 }
 
 // running is how long it ran, in all.
@@ -100,7 +113,7 @@ func (m meteredEC2) CreateFleet(ctx context.Context, in *ec2.CreateFleetInput, o
 	defer m.w.mu.Unlock()
 	for _, g := range out.Instances {
 		for _, id := range g.InstanceIds {
-			m.w.instances[id] = &instanceLife{class: classOf(string(g.InstanceType)), launched: now, runningSince: now}
+			m.w.instances[id] = newLife(classOf(string(g.InstanceType)), now)
 			m.w.bootAfter(id, m.w.latency[SourceFleet])
 		}
 	}

@@ -3,6 +3,7 @@ package simulate
 import (
 	"time"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/agent"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 )
 
@@ -38,11 +39,13 @@ const (
 	// not measured it on AWS: measure yours (a claim's create time when
 	// started_count > 0 and created_count = 0) and pass -stopped-start.
 	StoppedStart = 15 * time.Second
-	// SelfTerminationGrace: an idle agent terminates itself once its idle
-	// deadline is this far past, at its first check after (it checks
-	// every SelfCheckInterval): PROTOCOL.md, "The agent's loop", step 2.
-	SelfTerminationGrace = time.Minute
-	SelfCheckInterval    = 15 * time.Second
+	// SelfTerminationGrace: an idle agent stops or terminates its
+	// instance once its idle deadline is this far past, at its first
+	// check after (it checks every SelfCheckInterval from its boot):
+	// PROTOCOL.md, "The agent's loop", step 2. The agent's own defaults,
+	// which the simulated agents (package agent) run with.
+	SelfTerminationGrace = agent.DefaultSelfTerminationGrace
+	SelfCheckInterval    = agent.DefaultSelfCheckInterval
 	// MinimumBilled: EC2 bills Linux on-demand instances per second with
 	// a 60 s minimum (https://aws.amazon.com/ec2/pricing/on-demand/), at
 	// each launch and at each start of a stopped instance (EC2 API

@@ -138,7 +138,7 @@ func TestReplayReportsAClaimWhoseRunnersNeverAnswer(t *testing.T) {
 	latency := LatencyBySource(ColdBoot, StoppedStart)
 	latency[SourceFleet] = time.Hour // longer than the claim's FleetValidationWait
 	w := NewWorld(day, SeedsPolicy(), latency)
-	w.db.OnInstance = nil // nor does a claim's launch register at once
+	w.db.AfterInstance = nil // nor does a claim's launch register at once
 	_, err := w.Replay(context.Background(), twoRuns())
 	if err == nil || !strings.Contains(err.Error(), "claim of 1 large runner(s) for run run-1") {
 		t.Fatalf("Replay = %v, want the first claim failed", err)

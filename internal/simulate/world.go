@@ -92,7 +92,7 @@ func NewWorld(start time.Time, policy Policy, latency map[string]time.Duration) 
 	}
 	w.db, w.sqs, w.ec2 = awsfake.NewTable(protocol.TableName(poolName)), awsfake.NewSQS(urls...), ec2Fake
 	w.sqs.Clock = start
-	w.db.OnInstance = w.answer
+	w.db.AfterInstance = w.changed
 	w.db.Put(cfg.Item(protocol.FormatTime(start)))
 	w.claimer = &claim.Claimer{DynamoDB: w.db, SQS: orderedSQS{w.sqs}, EC2: meteredEC2{ec2Fake, w}, Now: w.clock.Now, Sleep: w.clock.Sleep}
 	return w
@@ -120,6 +120,10 @@ func (w *World) Run(ctx context.Context) error {
 		}
 		w.mu.Lock()
 		next, hasEvent := w.events.peek()
+		for hasEvent && next.dropped != nil && *next.dropped {
+			heap.Pop(&w.events) // superseded: it never happens, nor moves the clock
+			next, hasEvent = w.events.peek()
+		}
 		wake, hasWake := w.clock.NextWake()
 		switch {
 		case hasEvent && (!hasWake || !wake.Before(next.at)):
@@ -207,6 +211,9 @@ type event struct {
 	key string
 	seq int
 	do  func(context.Context) error
+	// dropped, when set (under World.mu), cancels the event: an agent's
+	// self-check superseded by a later one, or whose agent is down.
+	dropped *bool
 }
 
 // eventQueue is a heap of events; seq numbers them as they come.
