@@ -32,11 +32,11 @@ func FillGuide(template string, parts map[string]string) (string, error) {
 func ModelTable(latency map[string]time.Duration) string {
 	var b strings.Builder
 	b.WriteString("| parameter | value | source |\n|---|---|---|\n")
-	fmt.Fprintf(&b, "| cold boot to a registered runner (fleet) | %s | assumed: the middle of the 60-90 s issue 13 allows for EC2 launch, boot and registration; not measured on AWS here |\n", seconds1(latency[SourceFleet]))
+	fmt.Fprintf(&b, "| cold boot to a registered runner (fleet) | %s | assumed: the middle of 60-90 s for an EC2 launch, boot and registration; not measured on AWS here |\n", seconds1(latency[SourceFleet]))
 	fmt.Fprintf(&b, "| start of a stopped runner to its registration (stopped) | %s | assumed: what two vendors of EC2 runner pools publish for theirs, RunsOn \"< 15 s\" from a stopped instance (Linux, m7a; runs-on.com/runners/pools) and WarpBuild \"~15 seconds\" from a standby disk (docs.warpbuild.com/byoc/standby-disks); AWS publishes no figure; not measured on AWS here |\n", seconds1(latency[SourceStopped]))
 	fmt.Fprintf(&b, "| hot claim (pool) | %s | this repository's benchmark: `terraform apply` of a one-runner claim from a warm pool, agents polling every 250 ms (performance guide, \"End to end\"); GitHub's registration of the runner for the run is left out |\n", seconds1(latency[SourcePool]))
-	fmt.Fprintf(&b, "| a runner filled into the stopped tier | runs a cold boot (%s), then stops | the agent prepares, registers nothing, and stops its instance (issue 13) |\n", seconds1(latency[SourceFleet]))
-	fmt.Fprintf(&b, "| idle deadline | the agent stops its instance (in its stopped time) or terminates it at its first check more than %s past its threshold (it checks every %s from its boot) | the agent's code and defaults (`internal/agent`); PROTOCOL.md, the agent's loop, step 2; issue 13 |\n",
+	fmt.Fprintf(&b, "| a runner filled into the stopped tier | runs a cold boot (%s), then stops | the agent prepares, registers nothing, and stops its instance (the protocol guide, \"Warm tiers\") |\n", seconds1(latency[SourceFleet]))
+	fmt.Fprintf(&b, "| idle deadline | the agent stops its instance (in its stopped time) or terminates it at its first check more than %s past its threshold (it checks every %s from its boot) | the agent's code and defaults (`internal/agent`); the protocol guide, \"The agent\" |\n",
 		protocol.FormatDuration(SelfTerminationGrace), protocol.FormatDuration(SelfCheckInterval))
 	for _, name := range []string{"large", "xlarge"} {
 		c := Classes[name]

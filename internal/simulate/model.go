@@ -42,7 +42,7 @@ const (
 	// SelfTerminationGrace: an idle agent stops or terminates its
 	// instance once its idle deadline is this far past, at its first
 	// check after (it checks every SelfCheckInterval from its boot):
-	// PROTOCOL.md, "The agent's loop", step 2. The agent's own defaults,
+	// the protocol guide, "The agent". The agent's own defaults,
 	// which the simulated agents (package agent) run with.
 	SelfTerminationGrace = agent.DefaultSelfTerminationGrace
 	SelfCheckInterval    = agent.DefaultSelfCheckInterval

@@ -90,7 +90,7 @@ func TestReplayLaunchesPastIdleTimeout(t *testing.T) {
 // The replay's claims are the real Claimer's calls on the fakes: one
 // CreateFleet per launch, the pool config read by every Create and
 // Release, the claims recorded and their records gone once released, and
-// the runners' lifecycle written as PROTOCOL.md's transitions.
+// the runners' lifecycle written as the protocol's transitions.
 func TestReplayDrivesTheRealClaimer(t *testing.T) {
 	for _, tc := range []struct {
 		idle     time.Duration
