@@ -210,7 +210,7 @@ func TestReleaseBatchesCalls(t *testing.T) {
 	if n := e.db.updateCount("DELETE #ids :ids"); n != 1 {
 		t.Errorf("%d writes taking runners off the claim record, want 1", n)
 	}
-	// The instance records, then the agents (healthy fakes confirm at once).
+	// The instance records, then the agents (healthy ones confirm at once).
 	if n := e.db.Count("BatchGetItem") - reads; n != 2 {
 		t.Errorf("%d BatchGetItem calls, want 2", n)
 	}

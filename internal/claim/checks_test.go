@@ -16,10 +16,8 @@ func TestCreateJudgesHeartbeatsOnTheProvidersClock(t *testing.T) {
 		t.Run(fmt.Sprint(skew), func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			e.agents.clockSkew = skew
-			e.db.BeforeBatchGet = e.agents.heartbeats
+			e.agents.clockSkew = skew // its heartbeats say so
 			e.seedIdle("i-1", healthy)
-			e.db.Put(heartbeatAt("i-1", time.Now().Add(skew)))
 			res, err := e.create(1, func(r *Request) { r.Timings.RegistrationWait = 10 * time.Second })
 			if err != nil {
 				t.Fatal(err)

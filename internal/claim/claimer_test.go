@@ -1000,8 +1000,7 @@ func TestCreateDoesNotAdoptClaimWhoseRunnersAreGone(t *testing.T) {
 	}
 	idleUntil := protocol.FormatTime(time.Now().Add(idleTime))
 	e.db.setInstance(t, "i-1", func(r *protocol.Instance) { r.State, r.RunID, r.Threshold = protocol.StateIdle, "", idleUntil })
-	e.db.Put(signalItem("i-1", protocol.SignalReleased, testRun))
-	e.agents.set("i-1", healthy)
+	e.agents.poll("i-1") // it sees its record idle and confirms the release
 	res, err := e.create(1)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,7 @@
 package claim
 
-// The claim tests' view of the AWS fakes (internal/awsfake): the agents
-// that play PROTOCOL.md through the table, the fixture, and assertions that
+// The claim tests' view of the AWS fakes (internal/awsfake): the fixture
+// (its agents, the real ones, are in agents_test.go), and assertions that
 // need a *testing.T.
 
 import (
@@ -107,88 +107,10 @@ func (s *fakeSQS) queuedIDs(t *testing.T, url string) []string {
 	return ids
 }
 
-// ---------------------------------------------------------------- agents
+// ---------------------------------------------------------------- agents' items
 
-// behavior is how a fake agent reacts to its instance record.
-type behavior int
-
-const (
-	healthy              behavior = iota
-	staleHeartbeat                // last heartbeat a minute old, writes nothing
-	noHeartbeat                   // never heartbeats, but signals like a healthy one
-	neverRegisters                // heartbeats, never signals for a run
-	registrationFails             // signals UD_REG_FAILED
-	neverConfirmsRelease          // registers, but says nothing on release
-	releasesWrongRun              // confirms a release, but for another run id
-	registersLate                 // heartbeats, has not registered by the wait's end, confirms a release
-)
-
-// fakeAgents play the agents of PROTOCOL.md through the table: when an
-// instance record gets a run id they register (or not), when it loses one
-// they confirm the release (or not). Writes happen in the same table call
-// that changed the record, so tests are deterministic. With a GitHub
-// target, an agent needs the token for the run in its agent partition at
-// that moment, as a real one uses only a token for its record's run: a
-// registration without one fails (UD_REG_FAILED), a deregistration too
-// (UD_REMOVE_REG_FAILED).
-type fakeAgents struct {
-	mu        sync.Mutex
-	target    string // "": the pool has no GitHub target, tokens are not needed
-	behaviors map[string]behavior
-	// releaseDelay delays the release confirmation (written by a goroutine).
-	releaseDelay time.Duration
-	table        *fakeTable
-	signalled    map[string]time.Time // instance -> when the release was confirmed
-	// clockSkew: the agents' clocks run this far ahead of the provider's
-	// (behind when negative), in every heartbeat they write.
-	clockSkew time.Duration
-	// stopped tells whether an instance is stopped: its agent does
-	// nothing until the instance starts and it boots (boot).
-	stopped func(id string) bool
-	// ec2 is where agents read their InitialRunId tag and stop their
-	// instance.
-	ec2 *awsfake.EC2
-}
-
-// boot is the start of a stopped instance: its agent heartbeats and acts on
-// its record as it stands, as one that just saw it change.
-func (a *fakeAgents) boot(id string) {
-	a.table.Mu.Lock()
-	defer a.table.Mu.Unlock()
-	cur, err := protocol.InstanceFromItem(a.table.Items[awsfake.ItemKey(protocol.Key(protocol.TypeInstance, id))])
-	if err != nil {
-		return
-	}
-	for _, it := range a.react(protocol.Instance{}, cur, false) {
-		a.table.Items[awsfake.ItemKey(it)] = it
-	}
-}
-
-// heartbeats are the ones the agents that heartbeat write now, as their
-// loops do every few seconds (wired to fakeTable.beforeBatchGet).
-func (a *fakeAgents) heartbeats() []item {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var out []item
-	for id, b := range a.behaviors {
-		if b != staleHeartbeat && b != noHeartbeat && !a.stopped(id) {
-			out = append(out, heartbeatAt(id, time.Now().Add(a.clockSkew)))
-		}
-	}
-	return out
-}
-
-func (a *fakeAgents) set(id string, b behavior) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.behaviors[id] = b
-}
-
-func (a *fakeAgents) get(id string) behavior {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.behaviors[id]
-}
+// The items the agents write, for tests that set the scene by hand (the
+// agents themselves are in agents_test.go).
 
 func signalItem(id, state, runID string) item {
 	return protocol.Signal{InstanceARN: arn(id), State: state, RunID: runID, UpdatedAt: protocol.FormatTime(time.Now())}.Item()
@@ -196,75 +118,6 @@ func signalItem(id, state, runID string) item {
 
 func heartbeatAt(id string, at time.Time) item {
 	return protocol.HeartbeatItem(arn(id), protocol.FormatTime(at))
-}
-
-// hasToken tells whether the agent partition of id holds the token sk for
-// runID and the agents' target. Called with the table's lock held.
-func (a *fakeAgents) hasToken(id, sk, runID string) bool {
-	tok, err := protocol.RunnerTokenFromItem(a.table.Items[awsfake.ItemKey(protocol.AgentKey(arn(id), sk))])
-	return err == nil && tok.RunID == runID && tok.Target == a.target && tok.ExpiresAt.After(time.Now())
-}
-
-// tokenFor tells whether the agent of id can go on with the token sk for runID.
-func (a *fakeAgents) tokenFor(id, sk, runID string) bool {
-	return a.target == "" || a.hasToken(id, sk, runID)
-}
-
-func (a *fakeAgents) react(old, cur protocol.Instance, existed bool) []item {
-	b := a.get(cur.ID)
-	if cur.State == protocol.StateTerminated || a.stopped(cur.ID) {
-		return nil
-	}
-	var out []item
-	if b != staleHeartbeat && b != noHeartbeat {
-		out = append(out, heartbeatAt(cur.ID, time.Now().Add(a.clockSkew)))
-	}
-	switch {
-	case !existed && cur.State == protocol.StateIdle && b != staleHeartbeat:
-		// Launched to fill the pool: it prepares and says so for its
-		// InitialRunId; one launched into the stopped tier then stops.
-		a.ec2.Mu.Lock()
-		defer a.ec2.Mu.Unlock()
-		out = append(out, signalItem(cur.ID, protocol.SignalUserDataOK, a.ec2.InitialRunIDs[cur.ID]))
-		if cur.StopUntil != "" {
-			a.ec2.StopLocked(cur.ID)
-		}
-	case cur.RunID != "" && (!existed || old.RunID != cur.RunID):
-		registers := a.tokenFor(cur.ID, protocol.SortKeyRegistrationToken, cur.RunID)
-		switch {
-		case b == registrationFails || (!registers && b != neverRegisters && b != staleHeartbeat):
-			out = append(out, signalItem(cur.ID, protocol.SignalRegistrationFailed, cur.RunID))
-		case b == healthy || b == noHeartbeat || b == neverConfirmsRelease || b == releasesWrongRun:
-			out = append(out, signalItem(cur.ID, protocol.SignalRegistered, cur.RunID))
-		}
-	case existed && old.RunID != "" && cur.RunID == "":
-		runID := old.RunID
-		switch b {
-		case neverConfirmsRelease, staleHeartbeat, neverRegisters:
-			return out
-		case releasesWrongRun:
-			runID = "some-other-run"
-		}
-		if !a.tokenFor(cur.ID, protocol.SortKeyRemovalToken, old.RunID) {
-			return append(out, signalItem(cur.ID, protocol.SignalDeregistrationFailed, runID))
-		}
-		out = append(out, signalItem(cur.ID, protocol.SignalDeregistered, runID))
-		if a.releaseDelay > 0 {
-			go func() {
-				time.Sleep(a.releaseDelay)
-				a.mu.Lock()
-				a.signalled[cur.ID] = time.Now()
-				a.mu.Unlock()
-				a.table.Put(signalItem(cur.ID, protocol.SignalReleased, runID))
-			}()
-			return out
-		}
-		a.mu.Lock()
-		a.signalled[cur.ID] = time.Now()
-		a.mu.Unlock()
-		out = append(out, signalItem(cur.ID, protocol.SignalReleased, runID))
-	}
-	return out
 }
 
 // ---------------------------------------------------------------- fixture
@@ -298,7 +151,7 @@ type env struct {
 	db     *fakeTable
 	sqs    *fakeSQS
 	ec2    *awsfake.EC2
-	agents *fakeAgents
+	agents *agentHarness
 	cfg    protocol.PoolConfig
 	c      *Claimer
 }
@@ -306,10 +159,8 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	db := newFakeTable(testPool)
-	agents := &fakeAgents{behaviors: map[string]behavior{}, table: db, signalled: map[string]time.Time{}}
-	db.OnInstance = agents.react
 	e := &env{
-		t: t, db: db, sqs: newFakeSQS(largeURL, xlargeURL), agents: agents,
+		t: t, db: db, sqs: newFakeSQS(largeURL, xlargeURL),
 		ec2: &awsfake.EC2{Pool: testPool, Images: map[string]ec2types.ArchitectureValues{}},
 		cfg: protocol.PoolConfig{
 			Name:              testPool,
@@ -326,13 +177,7 @@ func newEnv(t *testing.T) *env {
 			QueueURLs: map[string]string{"large": largeURL, "xlarge": xlargeURL},
 		},
 	}
-	agents.ec2 = e.ec2
-	agents.stopped = func(id string) bool {
-		e.ec2.Mu.Lock()
-		defer e.ec2.Mu.Unlock()
-		return e.ec2.Stopped[id]
-	}
-	e.ec2.OnStart = agents.boot
+	e.agents = newAgentHarness(t, db, e.ec2)
 	// Reaping has tests of its own; the others see only the claim's work.
 	e.c = &Claimer{DynamoDB: e.db, SQS: e.sqs, EC2: e.ec2, ReapInterval: -1, Log: func(msg string, kv ...any) { t.Log(append([]any{msg}, kv...)...) }}
 	e.writeConfig()
@@ -364,21 +209,18 @@ func (e *env) seedIdle(id string, b behavior) protocol.Message {
 	return m
 }
 
-// seedStopped puts a stopped large runner in the pool: its record in its
-// stopped time, its instance stopped, and a slot of the stopped tier that
-// it holds. Its agent acts as b once started.
+// seedStopped puts a stopped large runner in the pool: its instance
+// stopped, its record in its stopped time, and a slot of the stopped tier
+// that it holds. Its agent acts as b once started.
 func (e *env) seedStopped(id string, b behavior) {
 	e.t.Helper()
 	until := protocol.FormatTime(time.Now().Add(24 * time.Hour))
-	e.seedRecord(protocol.Instance{ID: id, State: protocol.StateIdle, Threshold: protocol.FormatTime(time.Now().Add(-time.Hour)), StopUntil: until,
-		LaunchedAt: protocol.FormatTime(time.Now().Add(-2 * time.Hour)), TemplateVersion: "1"}, b)
 	e.ec2.Launch(id, time.Now().Add(-2*time.Hour))
 	e.ec2.Mu.Lock()
-	if e.ec2.Stopped == nil {
-		e.ec2.Stopped = map[string]bool{}
-	}
-	e.ec2.Stopped[id] = true
+	e.ec2.StopLocked(id)
 	e.ec2.Mu.Unlock()
+	e.seedRecord(protocol.Instance{ID: id, State: protocol.StateIdle, Threshold: protocol.FormatTime(time.Now().Add(-time.Hour)), StopUntil: until,
+		LaunchedAt: protocol.FormatTime(time.Now().Add(-2 * time.Hour)), TemplateVersion: "1"}, b)
 	e.addSlot(protocol.TierStopped, "large", warmSlot{ID: id, Until: until, Taken: protocol.FormatTime(time.Now().Add(-time.Hour))})
 }
 
@@ -400,7 +242,9 @@ func (e *env) addSlot(tier protocol.Tier, class string, sl warmSlot) {
 }
 
 // seedRecord writes an instance record (large, c6i.large, on-demand by
-// default) and the agent's heartbeat.
+// default) and gives it an agent that acts as b: one running for long (its
+// heartbeat written, the record acted on), or the machine of a stopped
+// instance.
 func (e *env) seedRecord(inst protocol.Instance, b behavior) {
 	if inst.ResourceClass == "" {
 		inst.ResourceClass = "large"
@@ -414,13 +258,7 @@ func (e *env) seedRecord(inst protocol.Instance, b behavior) {
 	inst.UpdatedAt = protocol.FormatTime(time.Now())
 	e.agents.set(inst.ID, b)
 	e.db.Put(inst.Item())
-	switch b {
-	case noHeartbeat:
-	case staleHeartbeat:
-		e.db.Put(heartbeatAt(inst.ID, time.Now().Add(-time.Minute)))
-	default:
-		e.db.Put(heartbeatAt(inst.ID, time.Now()))
-	}
+	e.agents.seed(inst.ID, b)
 }
 
 // claimRecord reads the claim record of the test run.

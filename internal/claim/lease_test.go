@@ -18,21 +18,24 @@ import (
 
 // takeOverOnClaim makes another attempt of the run take the claim record
 // over (a new nonce, what the record lists) the moment the attempt under
-// test claims instance id: its lease lapsed while it stalled.
+// test claims instance id (before its claim write returns): its lease
+// lapsed while it stalled.
 func (e *env) takeOverOnClaim(id, successor string) {
-	react := e.db.OnInstance
-	e.db.OnInstance = func(old, cur protocol.Instance, existed bool) []item {
-		out := react(old, cur, existed)
+	agents := e.db.AfterInstance
+	e.db.AfterInstance = func(ctx context.Context, old, cur protocol.Instance, existed bool) {
 		if cur.ID == id && cur.State == protocol.StateClaimed && old.State == protocol.StateIdle {
-			it := e.db.Items[awsfake.ItemKey(protocol.Key(protocol.TypeClaim, testRun))]
+			e.db.Mu.Lock()
+			k := awsfake.ItemKey(protocol.Key(protocol.TypeClaim, testRun))
+			it := e.db.Items[k]
 			rec, err := recordFromItem(testPool, it)
 			if err != nil {
 				panic(err)
 			}
 			rec.Nonce = successor
-			out = append(out, rec.item(protocol.StringAttr(it, protocol.AttrUpdatedAt)))
+			e.db.Items[k] = rec.item(protocol.StringAttr(it, protocol.AttrUpdatedAt))
+			e.db.Mu.Unlock()
 		}
-		return out
+		agents(ctx, old, cur, existed)
 	}
 }
 

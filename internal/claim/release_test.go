@@ -153,10 +153,6 @@ func TestReleaseTerminatesRunnerThatDoesNotConfirm(t *testing.T) {
 	}
 }
 
-func (b behavior) String() string {
-	return [...]string{"healthy", "stale-heartbeat", "no-heartbeat", "never-registers", "registration-fails", "never-confirms-release", "releases-wrong-run"}[b]
-}
-
 func TestReleaseTerminatesRunnerWhoseRuntimeRanOut(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -45,7 +45,7 @@ func (f *fakeTokens) issued() []string {
 	return slices.Clone(f.calls)
 }
 
-// tokenEnv is a pool whose runners register with octo/app, and whose fake
+// tokenEnv is a pool whose runners register with octo/app, and whose
 // agents need a token for each run; tokens, when not nil, are the
 // provider's credentials, for owner octo.
 func tokenEnv(t *testing.T, tokens TokenSource) *env {
@@ -90,7 +90,7 @@ func (e *env) assertToken(t *testing.T, id, sk, value string) {
 }
 
 // One registration token per claim, handed to every runner before it is
-// given the run: the fake agents register only with a token for their
+// given the run: the agents register only with a token for their
 // record's run in their partition at that moment.
 func TestRegistrationTokenHandedToEachWarmRunner(t *testing.T) {
 	t.Parallel()
@@ -252,7 +252,7 @@ func TestRegistrationTokenTargetMatchIgnoresCase(t *testing.T) {
 }
 
 // One removal token per release, handed to every runner before it is told
-// to leave: the fake agents deregister only with a token for the run they
+// to leave: the agents deregister only with a token for the run they
 // leave.
 func TestRemovalTokenHandedToEachReleasedRunner(t *testing.T) {
 	t.Parallel()
