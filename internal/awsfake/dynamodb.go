@@ -48,9 +48,6 @@ type Table struct {
 	// UnprocessedWrites: this many BatchWriteItem calls leave their last
 	// item unprocessed.
 	UnprocessedWrites int
-	// OnInstance reacts to a changed instance record (the fake agents);
-	// the items it returns are written at once, under the same lock.
-	OnInstance func(old, cur protocol.Instance, existed bool) []item
 	// AfterInstance hears of every instance record a write changed, once the
 	// write is done and the lock released, before the write returns: the
 	// agents of simulated instances act on their record then, through the
@@ -59,12 +56,9 @@ type Table struct {
 	pending       []change // AfterInstance's, of the write under way
 	// QueryPage is Query's page size (0: everything in one page).
 	QueryPage int
-	// BeforeBatchGet runs before every BatchGetItem, under the lock; the
-	// Items it returns are written first (the agents' heartbeat loops).
-	BeforeBatchGet func() []item
-	// BeforeBatchGetUnlocked runs before every BatchGetItem, without the
-	// lock: simulated agents write their heartbeats through the table's API.
-	BeforeBatchGetUnlocked func(ctx context.Context)
+	// BeforeBatchGet runs before every BatchGetItem, without the lock:
+	// simulated agents write their heartbeats through the table's API.
+	BeforeBatchGet func(ctx context.Context)
 }
 
 // NewTable is an empty table named name (the PK/SK key schema).
@@ -361,9 +355,10 @@ func ConditionFailed() error {
 	return &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed")}
 }
 
-// Written runs the agent hooks after an item changed. Called with mu held.
+// Written notes an instance record a write changed, for AfterInstance.
+// Called with mu held.
 func (f *Table) Written(old, cur item) {
-	if (f.OnInstance == nil && f.AfterInstance == nil) || protocol.StringAttr(cur, "PK") != protocol.TypeInstance {
+	if f.AfterInstance == nil || protocol.StringAttr(cur, "PK") != protocol.TypeInstance {
 		return
 	}
 	curInst, err := protocol.InstanceFromItem(cur)
@@ -374,15 +369,7 @@ func (f *Table) Written(old, cur item) {
 	if old != nil {
 		oldInst, _ = protocol.InstanceFromItem(old)
 	}
-	if f.AfterInstance != nil {
-		f.pending = append(f.pending, change{old: oldInst, cur: curInst, existed: old != nil})
-	}
-	if f.OnInstance == nil {
-		return
-	}
-	for _, it := range f.OnInstance(oldInst, curInst, old != nil) {
-		f.Items[ItemKey(it)] = it
-	}
+	f.pending = append(f.pending, change{old: oldInst, cur: curInst, existed: old != nil})
 }
 
 // change is an instance record a write changed.
@@ -646,18 +633,13 @@ func (f *Table) deleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, ch
 }
 
 func (f *Table) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	if f.BeforeBatchGetUnlocked != nil {
-		f.BeforeBatchGetUnlocked(ctx)
+	if f.BeforeBatchGet != nil {
+		f.BeforeBatchGet(ctx)
 	}
 	f.Mu.Lock()
 	defer f.Mu.Unlock()
 	if err := f.enter(ctx, "BatchGetItem", nil, in); err != nil {
 		return nil, err
-	}
-	if f.BeforeBatchGet != nil {
-		for _, it := range f.BeforeBatchGet() {
-			f.Items[ItemKey(it)] = it
-		}
 	}
 	out := &dynamodb.BatchGetItemOutput{Responses: map[string][]map[string]types.AttributeValue{}}
 	for table, ka := range in.RequestItems {

@@ -55,7 +55,7 @@ const runnerVersion = "2.331.0"
 // releases the one it no longer names) until the record has nothing more
 // for it, and SelfCheck when the record keeps it in the stopped tier (a
 // fill's runner stops itself). Before every BatchGetItem each running
-// agent writes its heartbeat (BeforeBatchGetUnlocked), as its heartbeat
+// agent writes its heartbeat (BeforeBatchGet), as its heartbeat
 // loop would have meanwhile; a stopped instance's agent boots again when
 // StartInstances starts it (awsfake.EC2.OnStart), and one whose instance
 // EC2 terminated is gone with it. An instance has an agent when the test
@@ -104,7 +104,7 @@ func newAgentHarness(t *testing.T, db *fakeTable, ec2 *awsfake.EC2) *agentHarnes
 	h := &agentHarness{t: t, db: db, ec2: ec2, ctx: ctx, cancel: cancel,
 		behaviors: map[string]behavior{}, machines: map[string]*machine{}, signalled: map[string]time.Time{}}
 	db.AfterInstance = h.changed
-	db.BeforeBatchGetUnlocked = h.heartbeats
+	db.BeforeBatchGet = h.heartbeats
 	ec2.OnStart = h.started
 	t.Cleanup(func() {
 		h.mu.Lock()
@@ -264,7 +264,7 @@ func poll(ctx context.Context, a *agent.Agent) {
 	}
 }
 
-// heartbeats is the table's BeforeBatchGetUnlocked: every running agent
+// heartbeats is the table's BeforeBatchGet: every running agent
 // writes its heartbeat.
 func (h *agentHarness) heartbeats(context.Context) {
 	h.mu.Lock()
