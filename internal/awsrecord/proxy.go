@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/faultproxy"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/sigv4"
 )
 
 // Start puts a recorder in front of endpoint when EnvDir names a directory,
@@ -117,7 +117,8 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	req.ContentLength = int64(len(body))
-	if key, region, ok := credential(req.Header.Get("Authorization")); ok {
+	if scope, ok := sigv4.ParseScope(req.Header.Get("Authorization")); ok {
+		key, region := scope.AccessKeyID, scope.Region
 		if role, instance := role(key); role != "" {
 			service, action := faultproxy.Identify(req, body)
 			rq := request{service: service, action: action, body: body, base: Call{
@@ -148,19 +149,4 @@ func (r *recorder) write(calls []Call) {
 // arn is an ARN of the emulator's account.
 func (r *recorder) arn(region, service, resource string) string {
 	return arn.ARN{Partition: r.partition, Service: service, Region: region, AccountID: r.account, Resource: resource}.String()
-}
-
-// credential reads the access key id and region of "AWS4-HMAC-SHA256
-// Credential=AKID/20260101/us-east-1/ec2/aws4_request, ...".
-func credential(auth string) (key, region string, ok bool) {
-	_, cred, found := strings.Cut(auth, "Credential=")
-	if !found {
-		return "", "", false
-	}
-	cred, _, _ = strings.Cut(cred, ",")
-	parts := strings.Split(strings.TrimSpace(cred), "/")
-	if len(parts) != 5 {
-		return "", "", false
-	}
-	return parts[0], parts[2], true
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/sigv4"
 )
 
 // front is the reverse proxy Ensure puts in front of the emulator: it
@@ -91,7 +92,8 @@ func (f *front) close() { f.srv.Close() }
 // EC2 takes it) from a service a rule watches; it leaves the body readable
 // again for forwarding. Any other request is not read.
 func check(r *http.Request) (*awslimits.Refusal, error) {
-	service := signingName(r.Header.Get("Authorization"))
+	scope, _ := sigv4.ParseScope(r.Header.Get("Authorization"))
+	service := scope.Service
 	if !awslimits.Watches(service) || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
 		return nil, nil
 	}
@@ -112,21 +114,6 @@ func check(r *http.Request) (*awslimits.Refusal, error) {
 		}
 		return v[0], true
 	}), nil
-}
-
-// signingName is the service of a SigV4 Authorization header:
-// "AWS4-HMAC-SHA256 Credential=AKID/20260101/us-east-1/ec2/aws4_request, ...".
-func signingName(auth string) string {
-	_, cred, ok := strings.Cut(auth, "Credential=")
-	if !ok {
-		return ""
-	}
-	cred, _, _ = strings.Cut(cred, ",")
-	parts := strings.Split(strings.TrimSpace(cred), "/")
-	if len(parts) != 5 {
-		return ""
-	}
-	return parts[3]
 }
 
 // writeQueryError answers as EC2's query protocol does

@@ -39,6 +39,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/sigv4"
 )
 
 // Kind is a kind of fault. The zero value, None, is no fault.
@@ -605,24 +607,10 @@ func identify(r *http.Request, body []byte) (service, action string) {
 		}
 	}
 	if service == "" && action != "" {
-		service = signingName(r.Header.Get("Authorization"))
+		scope, _ := sigv4.ParseScope(r.Header.Get("Authorization"))
+		service = scope.Service
 	}
 	return service, action
-}
-
-// signingName reads the service from "AWS4-HMAC-SHA256
-// Credential=AKID/20260101/us-east-1/ec2/aws4_request, ...".
-func signingName(auth string) string {
-	_, cred, ok := strings.Cut(auth, "Credential=")
-	if !ok {
-		return ""
-	}
-	cred, _, _ = strings.Cut(cred, ",")
-	parts := strings.Split(strings.TrimSpace(cred), "/")
-	if len(parts) != 5 {
-		return ""
-	}
-	return parts[3]
 }
 
 // hangUp closes the client's connection without a response.
