@@ -331,3 +331,34 @@ func TestOutdatedRunnerDoesNotRegister(t *testing.T) {
 		t.Errorf("last event %+v", last)
 	}
 }
+
+// A runner GitHub refuses while it serves a run (after a critical security
+// release no date foretells) is updated at once to the newest release GitHub
+// names, and started again; a pinned one is not.
+func TestRefusedRunnerIsReplacedAtOnce(t *testing.T) {
+	for _, pinned := range []bool{false, true} {
+		w := newWorld(t)
+		w.deps.Releases = releases{protocol.RunnerRelease{Version: "2.332.0", SHA256: map[string]string{"linux-x64": digest, "linux-arm64": digest}}}
+		if pinned {
+			w.cfg.Runner.Version = "2.331.0"
+		}
+		w.runner.Install(context.Background(), agent.Archive{Version: "2.331.0"})
+		a := w.agent("")
+		if err := a.Boot(context.Background(), nil); err != nil {
+			t.Fatal(err)
+		}
+		w.record(protocol.StateClaimed, "run-1", w.clock.Now().Add(5*time.Minute))
+		w.token(protocol.SortKeyRegistrationToken, "run-1", target, w.clock.Now().Add(time.Hour))
+		a.Poll(context.Background())
+		w.wantSignal(protocol.SignalRegistered, "run-1")
+		w.runner.Refuse = true
+		a.Poll(context.Background())
+		want, refused := "2.332.0", false
+		if pinned {
+			want, refused = "2.331.0", true
+		}
+		if got := w.runner.Installed(); got != want || w.runner.Refused() != refused {
+			t.Errorf("pinned %v: installed %s (refused %v), want %s (refused %v)", pinned, got, w.runner.Refused(), want, refused)
+		}
+	}
+}

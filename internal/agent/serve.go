@@ -37,7 +37,11 @@ func (a *Agent) Poll(ctx context.Context) time.Duration {
 		a.keepRunnerCurrent(ctx)
 		return a.interval(a.cfg.Intervals.ClaimPoll)
 	case found && rec.RunID == serving:
-		if registered {
+		switch {
+		case !registered:
+		case a.d.Runner.Refused():
+			a.replaceRefusedRunner(ctx)
+		default:
 			if err := a.d.Runner.EnsureRunning(ctx); err != nil {
 				a.logf("starting the runner again: %v", err)
 			}
@@ -243,6 +247,47 @@ func (a *Agent) keepRunnerCurrent(ctx context.Context) {
 		}
 		a.emit(EventRunnerUpdated, "", archive.Version)
 	})
+}
+
+// replaceRefusedRunner updates the run's runner when GitHub refuses its
+// version, which no release date foretells after a critical security
+// release: the run is stuck otherwise, so the update happens now, on the
+// run's path. It asks GitHub for the newest release first (the pool told
+// of the one before, at best).
+func (a *Agent) replaceRefusedRunner(ctx context.Context) {
+	installed := a.d.Runner.Installed()
+	if a.cfg.Runner.Pinned() {
+		a.logf("GitHub refuses runner %s, pinned by runner_version: move the pin", installed)
+		return
+	}
+	var newest *protocol.RunnerRelease
+	if a.d.Releases != nil {
+		if r, err := a.d.Releases.Newest(ctx); err == nil {
+			newest = &r
+		} else {
+			a.logf("the newest runner release: %v", err)
+		}
+	}
+	if told, err := a.toldRelease(ctx); err == nil && told != nil && (newest == nil || protocol.CompareRunnerVersions(told.Release.Version, newest.Version) > 0) {
+		newest = &told.Release
+	}
+	if newest == nil || protocol.CompareRunnerVersions(newest.Version, installed) <= 0 {
+		a.logf("GitHub refuses runner %s and no newer release is known", installed)
+		return
+	}
+	archive, err := a.archiveOf(*newest)
+	if err == nil {
+		a.logf("GitHub refuses runner %s: installing %s now", installed, archive.Version)
+		err = a.d.Runner.Install(ctx, archive)
+	}
+	if err == nil {
+		err = a.d.Runner.Reinstall(ctx)
+	}
+	if err != nil {
+		a.logf("replacing the refused runner %s: %v", installed, err)
+		return
+	}
+	a.emit(EventRunnerUpdated, "", archive.Version)
 }
 
 // archiveToInstall is the runner archive a boot installs: the pinned

@@ -63,6 +63,9 @@ type Runner struct {
 	// OnRemoveHang hears it begin.
 	RemoveHangs  bool
 	OnRemoveHang func()
+	// Refuse: GitHub refuses the registered runner's version, until it is
+	// started again from another installation (Reinstall).
+	Refuse bool
 
 	mu         sync.Mutex
 	installed  string
@@ -118,11 +121,21 @@ func (r *Runner) Register(ctx context.Context, reg agent.Registration) error {
 // EnsureRunning has nothing to start again.
 func (r *Runner) EnsureRunning(context.Context) error { return nil }
 
-// Refused: GitHub never refuses a simulated runner.
-func (r *Runner) Refused() bool { return false }
+// Refused tells whether GitHub refuses the registered runner (Refuse).
+func (r *Runner) Refused() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.Refuse && r.registered != nil
+}
 
-// Reinstall has nothing to start again.
-func (r *Runner) Reinstall(context.Context) error { return nil }
+// Reinstall starts the runner again from the installation: GitHub takes
+// it.
+func (r *Runner) Reinstall(context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Refuse = false
+	return nil
+}
 
 // Stop stops nothing.
 func (r *Runner) Stop(context.Context) error { return nil }
