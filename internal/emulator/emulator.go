@@ -16,6 +16,10 @@
 // one server. Every user holds a shared file lock while it uses the server; the
 // last user to stop (the one that can upgrade to an exclusive lock) stops the
 // server, whichever package started it.
+//
+// With EC2RUNNERS_TESTACC_AWS=1 (RealAWS, `make testacc-aws`) the provider's
+// acceptance tests run against real AWS instead: Ensure then refuses, and
+// Image finds Amazon Linux 2023 (DefaultSubnets works unchanged there).
 package emulator
 
 import (
@@ -74,8 +78,12 @@ const installHint = "moto 5 with server extras is required: pip install 'moto[se
 // A server started here keeps running while any other user (this or another
 // process) still holds it; the last user's stop ends it. A server this package
 // did not start is never stopped. ctx bounds only the startup. The front
-// runs until stop.
+// runs until stop. Against real AWS (RealAWS) it fails: nothing there may
+// start or use the emulator.
 func Ensure(ctx context.Context) (endpoint string, stop func(), err error) {
+	if RealAWS() {
+		return "", nil, errRealAWS
+	}
 	target, release := os.Getenv("AWS_ENDPOINT_URL"), func() {}
 	if target == "" {
 		if target, release, err = ensureLocal(ctx, listenAddr); err != nil {

@@ -33,11 +33,19 @@ type SubnetAPI interface {
 var images sync.Map // ImageAPI -> image id
 
 // Image returns an available x86_64 image (the architecture of the instance
-// types the tests launch), the lowest id for the same answer every time. c
-// must be comparable (a pointer, as *ec2.Client is).
+// types the tests launch), the lowest id for the same answer every time;
+// against real AWS (RealAWS), the newest Amazon Linux 2023. c must be
+// comparable (a pointer, as *ec2.Client is).
 func Image(ctx context.Context, c ImageAPI) (string, error) {
 	if id, ok := images.Load(c); ok {
 		return id.(string), nil
+	}
+	if RealAWS() {
+		id, err := amazonLinux(ctx, c)
+		if err == nil {
+			images.Store(c, id)
+		}
+		return id, err
 	}
 	out, err := c.DescribeImages(ctx, &ec2.DescribeImagesInput{Filters: []ec2types.Filter{
 		{Name: aws.String("architecture"), Values: []string{string(ec2types.ArchitectureValuesX8664)}},

@@ -18,7 +18,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsrecord"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
@@ -74,7 +73,8 @@ func newClaimEnv(t *testing.T, prefix string, tune ...func(*agentsim.Options)) *
 	return e
 }
 
-// testImage is an image the emulator offers, for launch templates.
+// testImage is an image the emulator offers (against real AWS, Amazon Linux
+// 2023), for launch templates.
 func testImage(t *testing.T) string {
 	t.Helper()
 	image, err := emulator.Image(context.Background(), testClients.EC2)
@@ -123,15 +123,15 @@ resource "ec2runners_pool" "test" {
 
 // claimsProvider is the provider configuration of the test's claims, a
 // claims-only role of its own (its calls are recorded apart from the
-// pool's, see awsrecord), with the test's claimsSettings.
+// pool's, see awsrecord; against real AWS, the default chain's), with the
+// test's claimsSettings.
 func (e *claimEnv) claimsProvider() string {
 	return fmt.Sprintf(`
 provider "ec2runnersclaims" {
-  access_key = %q
-  secret_key = %q
+  %s
   %s
 }
-`, awsrecord.ClaimsKey, awsrecord.TestSecret, e.claimsSettings)
+`, claimsCredentials(), e.claimsSettings)
 }
 
 // claimConfig is a claim of the test pool named name, with extra arguments.

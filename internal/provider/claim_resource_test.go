@@ -316,6 +316,7 @@ func TestAccClaim_import(t *testing.T) {
 // claimed runner's message deleted with a superseded handle stays behind,
 // stale, for the next claim to drop.
 func TestAccClaim_race(t *testing.T) {
+	skipOnRealAWS(t, "the fault proxy's realism layer plays AWS's semantics in front of the emulator; it forwards to one endpoint, not to AWS's")
 	e := newClaimEnv(t, "acc-race", func(o *agentsim.Options) { o.ClockSkew = -time.Minute })
 	proxy, err := faultproxy.New(os.Getenv("AWS_ENDPOINT_URL"), 1)
 	if err != nil {

@@ -50,9 +50,9 @@ data "ec2runners_pool" "test" { name = %q }`, name),
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue("data.ec2runners_pool.test", tfjsonpath.New("table_name"), knownvalue.StringExact(name)),
 					statecheck.ExpectKnownValue("data.ec2runners_pool.test", tfjsonpath.New("max_runtime"), knownvalue.StringExact("45m")),
-					// The emulator's account, from STS, and the region.
+					// The emulator's (or AWS's) account, from STS, and the region.
 					statecheck.ExpectKnownValue("data.ec2runners_pool.test", tfjsonpath.New("instance_arn_prefix"),
-						knownvalue.StringRegexp(regexp.MustCompile(`^arn:aws:ec2:us-east-1:[0-9]{12}:instance/$`))),
+						knownvalue.StringRegexp(regexp.MustCompile(`^arn:aws:ec2:`+regexp.QuoteMeta(testRegion())+`:[0-9]{12}:instance/$`))),
 					statecheck.ExpectKnownValue("data.ec2runners_pool.test", tfjsonpath.New("idle_timeout"), knownvalue.StringExact("7m")),
 					statecheck.ExpectKnownValue("data.ec2runners_pool.test", tfjsonpath.New("fleet").AtMapKey("launch_template_name"), knownvalue.StringExact("runners")),
 					statecheck.ExpectKnownValue("data.ec2runners_pool.test", tfjsonpath.New("resource_classes").AtMapKey("xlarge").AtMapKey("cpu"), knownvalue.Int64Exact(4)),

@@ -321,8 +321,14 @@ func checkPoolDestroyed(s *terraform.State) error {
 		}
 		for k, url := range rs.Primary.Attributes {
 			if regexp.MustCompile(`^queue_urls\.`).MatchString(k) {
-				if _, err := testClients.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url)}); err == nil {
-					return fmt.Errorf("queue %s still exists", url)
+				// AWS answers for a deleted queue for up to 60 s.
+				if err := eventually(func() error {
+					if _, err := testClients.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url)}); err == nil {
+						return fmt.Errorf("queue %s still exists", url)
+					}
+					return nil
+				}); err != nil {
+					return err
 				}
 			}
 		}

@@ -15,17 +15,31 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
 )
 
 // TestAccProvider_endpointsAndDefaultTags configures everything in the
-// provider block instead of the environment. Not parallel: it unsets
+// provider block instead of the environment (against real AWS, its regional
+// endpoints, with the environment's credentials). Not parallel: it unsets
 // process-wide variables.
 func TestAccProvider_endpointsAndDefaultTags(t *testing.T) {
-	endpoint := os.Getenv("AWS_ENDPOINT_URL")
+	emulatorURL := os.Getenv("AWS_ENDPOINT_URL")
+	region, credentials := "us-east-1", "access_key = \"test\"\n  secret_key = \"test\""
+	endpoint := func(string) string { return emulatorURL }
+	if emulator.RealAWS() {
+		region, credentials = testRegion(), ""
+		endpoint = func(service string) string { return "https://" + service + "." + region + ".amazonaws.com" }
+	} else {
+		t.Setenv("AWS_ACCESS_KEY_ID", "")
+		t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+	}
+	endpoints := fmt.Sprintf(`sqs      = %q
+    dynamodb = %q
+    ec2      = %q
+    sts      = %q`, endpoint("sqs"), endpoint("dynamodb"), endpoint("ec2"), endpoint("sts"))
 	t.Setenv("AWS_ENDPOINT_URL", "")
 	t.Setenv("AWS_REGION", "")
-	t.Setenv("AWS_ACCESS_KEY_ID", "")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
 	name := randomName("acc-provider")
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviders,
@@ -33,15 +47,11 @@ func TestAccProvider_endpointsAndDefaultTags(t *testing.T) {
 		Steps: []resource.TestStep{{
 			Config: fmt.Sprintf(`
 provider "ec2runners" {
-  region     = "us-east-1"
-  access_key = "test"
-  secret_key = "test"
+  region     = %[1]q
+  %[2]s
   max_retries = 5
   endpoints {
-    sqs      = %[1]q
-    dynamodb = %[1]q
-    ec2      = %[1]q
-    sts      = %[1]q
+    %[3]s
   }
   default_tags {
     tags = { owner = "platform", env = "default" }
@@ -49,10 +59,10 @@ provider "ec2runners" {
 }
 
 resource "ec2runners_pool" "test" {
-  name             = %[2]q
+  name             = %[4]q
   resource_classes = { large = { cpu = 2, memory_mib = 4096 } }
   tags             = { env = "ci" }
-}`, endpoint, name),
+}`, region, credentials, endpoints, name),
 			ConfigStateChecks: []statecheck.StateCheck{
 				statecheck.ExpectKnownValue("ec2runners_pool.test", tfjsonpath.New("tags_all"), knownvalue.MapExact(map[string]knownvalue.Check{
 					"owner": knownvalue.StringExact("platform"), "env": knownvalue.StringExact("ci"),

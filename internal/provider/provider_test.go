@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsconfig"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsrecord"
@@ -33,36 +34,38 @@ var testClients *awsconfig.Clients
 
 // TestMain points acceptance tests at the emulator: AWS_ENDPOINT_URL when set
 // (e.g. a LocalStack), else a moto server on 127.0.0.1:4566, started here
-// when nothing listens there.
+// when nothing listens there; or, with EC2RUNNERS_TESTACC_AWS=1, at real
+// AWS (realaws_test.go). With -sweep=<region>, resource.TestMain runs the
+// sweepers (sweep_test.go) instead of the tests.
 func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
+	resource.TestMain(suite{m})
 }
+
+// suite runs the tests for resource.TestMain.
+type suite struct{ m *testing.M }
+
+func (s suite) Run() int { return runTests(s.m) }
 
 func runTests(m *testing.M) int {
 	if os.Getenv("TF_ACC") == "" {
 		return m.Run()
 	}
-	endpoint, stop, err := emulator.Ensure(context.Background())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "acceptance tests need the AWS emulator:", err)
-		return 1
-	}
-	defer stop()
-	// The provider's default configuration manages pools; claims use the
-	// claims-only configuration (claimEnv): with EC2RUNNERS_AWS_CALLS set,
-	// each one's calls are recorded for the policy check.
-	endpoint, stopRecording, err := awsrecord.Start(context.Background(), endpoint, "provider")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer stopRecording()
-	os.Setenv("AWS_ENDPOINT_URL", endpoint)
-	os.Setenv("AWS_ACCESS_KEY_ID", awsrecord.PoolManagementKey)
-	os.Setenv("AWS_SECRET_ACCESS_KEY", awsrecord.TestSecret)
 	defaults := map[string]string{
-		"AWS_REGION":         "us-east-1",
 		"CHECKPOINT_DISABLE": "1",
+	}
+	if emulator.RealAWS() {
+		if err := pointAtAWS(); err != nil {
+			fmt.Fprintln(os.Stderr, "acceptance tests against AWS:", err)
+			return 1
+		}
+	} else {
+		stop, err := pointAtEmulator()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer stop()
+		defaults["AWS_REGION"] = "us-east-1"
 	}
 	if tf, err := exec.LookPath("terraform"); err == nil {
 		defaults["TF_ACC_TERRAFORM_PATH"] = tf
@@ -87,13 +90,46 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "acceptance tests need Terraform: put terraform on PATH or set TF_ACC_TERRAFORM_PATH (nothing can be downloaded)")
 		return 1
 	}
-	// The tests' own setup and checks: unrecorded.
-	testClients, err = awsconfig.New(context.Background(), awsconfig.Options{AccessKey: "test", SecretKey: "test"})
+	// The tests' own setup and checks: unrecorded (against AWS, the
+	// SDK's default chain, as the provider's).
+	opts := awsconfig.Options{AccessKey: "test", SecretKey: "test"}
+	if emulator.RealAWS() {
+		opts = awsconfig.Options{}
+	}
+	var err error
+	testClients, err = awsconfig.New(context.Background(), opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "building test AWS clients:", err)
 		return 1
 	}
+	if emulator.RealAWS() {
+		if err := sayWhichAccount(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "acceptance tests against AWS:", err)
+			return 1
+		}
+	}
 	return m.Run()
+}
+
+// pointAtEmulator starts (or finds) the emulator and points the provider's
+// environment at it, through the call recorder when EC2RUNNERS_AWS_CALLS is
+// set. The provider's default configuration manages pools; claims use the
+// claims-only configuration (claimEnv): each one's calls are recorded for
+// the policy check.
+func pointAtEmulator() (stop func(), err error) {
+	endpoint, stopEmulator, err := emulator.Ensure(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("acceptance tests need the AWS emulator: %w", err)
+	}
+	endpoint, stopRecording, err := awsrecord.Start(context.Background(), endpoint, "provider")
+	if err != nil {
+		stopEmulator()
+		return nil, err
+	}
+	os.Setenv("AWS_ENDPOINT_URL", endpoint)
+	os.Setenv("AWS_ACCESS_KEY_ID", awsrecord.PoolManagementKey)
+	os.Setenv("AWS_SECRET_ACCESS_KEY", awsrecord.TestSecret)
+	return func() { stopRecording(); stopEmulator() }, nil
 }
 
 // randomName is a pool name unique to one test run, so tests can share an
