@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
@@ -86,6 +87,12 @@ type WarmResult struct {
 	Launched      []string // instances launched
 	Retired       []string // warm runners of an outdated template or too old, terminated
 	Notes         []string // what did not go as planned, and why
+	// Short are the classes the fill left below a target it was to fill
+	// (within WarmOptions), each with why: what kept it from launching
+	// (the launch template check, CreateFleet's error or its errors), or
+	// from keeping what it launched (runners not ready, no slot). Its
+	// notes and its error, if any, are among the reasons.
+	Short map[string][]string
 }
 
 // WarmOptions bound a fill.
@@ -114,7 +121,7 @@ func (o WarmOptions) fills(tier protocol.Tier) bool {
 // once never keep more than the targets (a surplus stopped runner is
 // terminated at once, a surplus hot one idles for the idle timeout).
 func (c *Claimer) Warm(ctx context.Context, poolName string, opts WarmOptions) (WarmResult, error) {
-	res := WarmResult{Before: map[string]TierCounts{}, After: map[string]TierCounts{}}
+	res := WarmResult{Before: map[string]TierCounts{}, After: map[string]TierCounts{}, Short: map[string][]string{}}
 	cfg, err := pool.ReadConfig(ctx, c.DynamoDB, poolName)
 	if err != nil {
 		return res, err
@@ -129,12 +136,13 @@ func (c *Claimer) Warm(ctx context.Context, poolName string, opts WarmOptions) (
 	return res, errors.Join(errs...)
 }
 
-func (c *Claimer) warmClass(ctx context.Context, s *store, cfg protocol.PoolConfig, class string, opts WarmOptions, res *WarmResult) error {
+func (c *Claimer) warmClass(ctx context.Context, s *store, cfg protocol.PoolConfig, class string, opts WarmOptions, res *WarmResult) (err error) {
 	target := cfg.Warm[class]
 	held, err := c.warmHolders(ctx, s, cfg, class)
 	if err != nil {
 		return err
 	}
+	firstNote := len(res.Notes)
 	res.Before[class] = countTiers(target, held, c.now())
 	lt, version, templateErr := c.currentTemplate(ctx, cfg)
 	retired := map[string]string{}
@@ -159,12 +167,33 @@ func (c *Claimer) warmClass(ctx context.Context, s *store, cfg protocol.PoolConf
 		}
 	}
 	after := countTiers(target, held, c.now())
-	defer func() { res.After[class] = after }()
-	if !after.Lacks() {
+	lack := func(have, want int) int {
+		n := max(0, want-have)
+		if opts.Most > 0 {
+			n = min(n, opts.Most)
+		}
+		return n
+	}
+	// What the fill is to launch in each tier it fills.
+	var stoppedLack, hotLack int
+	if opts.fills(protocol.TierStopped) {
+		stoppedLack = lack(after.Stopped, after.StoppedTarget)
+	}
+	if opts.fills(protocol.TierHot) {
+		hotLack = lack(after.Hot, after.HotTarget)
+	}
+	goal := TierCounts{Hot: after.Hot + hotLack, Stopped: after.Stopped + stoppedLack}
+	defer func() {
+		res.After[class] = after
+		if after.Hot < goal.Hot || after.Stopped < goal.Stopped {
+			res.Short[class] = shortfall(class, after, goal, res.Notes[firstNote:], err)
+		}
+	}()
+	if stoppedLack == 0 && hotLack == 0 {
 		return nil
 	}
 	if cfg.Fleet == nil {
-		res.Notes = append(res.Notes, fmt.Sprintf("class %s lacks warm runners, but pool %s has no fleet settings to launch them", class, cfg.Name))
+		res.Notes = append(res.Notes, fmt.Sprintf("class %s: pool %s has no fleet settings to launch its warm runners", class, cfg.Name))
 		return nil
 	}
 	if templateErr != nil {
@@ -173,25 +202,33 @@ func (c *Claimer) warmClass(ctx context.Context, s *store, cfg protocol.PoolConf
 	if version, err = checkTemplateTag(lt, cfg.Name, cfg.Fleet); err != nil {
 		return err
 	}
-	lack := func(have, want int) int {
-		n := max(0, want-have)
-		if opts.Most > 0 {
-			n = min(n, opts.Most)
-		}
-		return n
-	}
 	var errs []error
-	if n := lack(after.Stopped, after.StoppedTarget); n > 0 && opts.fills(protocol.TierStopped) {
-		kept, err := c.fillStopped(ctx, s, cfg, class, n, version, res)
+	if stoppedLack > 0 {
+		kept, err := c.fillStopped(ctx, s, cfg, class, stoppedLack, version, res)
 		after.Stopped += kept
 		errs = append(errs, err)
 	}
-	if n := lack(after.Hot, after.HotTarget); n > 0 && opts.fills(protocol.TierHot) {
-		kept, err := c.fillHot(ctx, s, cfg, class, n, version, opts.Timings, res)
+	if hotLack > 0 {
+		kept, err := c.fillHot(ctx, s, cfg, class, hotLack, version, opts.Timings, res)
 		after.Hot += kept
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// shortfall says why a fill left class with fewer runners than its goal:
+// the notes it wrote on the way and its error, or, if it said nothing,
+// the counts.
+func shortfall(class string, after, goal TierCounts, notes []string, err error) []string {
+	why := slices.Clone(notes)
+	if err != nil {
+		why = append(why, fmt.Sprintf("class %s: %v", class, err))
+	}
+	if len(why) == 0 {
+		why = append(why, fmt.Sprintf("class %s: the fill left %d of %d hot and %d of %d stopped runners (the provider's log says more)",
+			class, after.Hot, goal.Hot, after.Stopped, goal.Stopped))
+	}
+	return why
 }
 
 // fillStopped launches n stopped runners of class and gives them stopped
@@ -274,7 +311,7 @@ func (c *Claimer) fillHot(ctx context.Context, s *store, cfg protocol.PoolConfig
 		if why == nil {
 			why = err
 		}
-		res.Notes = append(res.Notes, fmt.Sprintf("%s launched for the hot tier was not ready (%v), terminated", inst.ID, why))
+		res.Notes = append(res.Notes, fmt.Sprintf("class %s: %s launched for the hot tier was not ready (%v), terminated", class, inst.ID, why))
 		if _, derr := c.discard(context.WithoutCancel(ctx), s, inst.ID, protocol.StateIdle, ""); derr != nil {
 			errs = append(errs, derr)
 		}
@@ -289,6 +326,7 @@ func (c *Claimer) fillHot(ctx context.Context, s *store, cfg protocol.PoolConfig
 	})
 	classCfg := cfg.ResourceClasses[class]
 	var bodies []string
+	var unkept []string
 	kept := 0
 	for i, id := range ids {
 		if results[i] != nil {
@@ -297,12 +335,17 @@ func (c *Claimer) fillHot(ctx context.Context, s *store, cfg protocol.PoolConfig
 		}
 		if plans[id].tier == protocol.TierHot {
 			kept++
+		} else {
+			unkept = append(unkept, id)
 		}
 		inst := byID[id]
 		bodies = append(bodies, protocol.Message{
 			ID: id, ResourceClass: class, InstanceType: inst.InstanceType, CPU: classCfg.CPU, MemoryMiB: classCfg.MemoryMiB,
 			UsageClass: inst.UsageClass, Threshold: protocol.FormatTime(plans[id].threshold), LaunchedAt: inst.LaunchedAt, TemplateVersion: inst.TemplateVersion,
 		}.Body())
+	}
+	if len(unkept) > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("class %s: %v launched for the hot tier got no hot slot (another fill or release filled the tier meanwhile, or writing its slots failed), released to the pool as idle runners", class, unkept))
 	}
 	if err := sendAll(ctx, c.SQS, cfg.QueueURLs[class], bodies, 0); err != nil {
 		errs = append(errs, err)
@@ -349,11 +392,23 @@ func (c *Claimer) launchFill(ctx context.Context, s *store, cfg protocol.PoolCon
 	}
 	c.tellRunnerRelease(ctx, s, cfg, instanceIDs(launched))
 	if len(launched) < n {
-		var reasons []string
-		for _, e := range out.Errors {
-			reasons = append(reasons, fmt.Sprintf("%s: %s", aws.ToString(e.ErrorCode), aws.ToString(e.ErrorMessage)))
-		}
-		res.Notes = append(res.Notes, fmt.Sprintf("class %s: CreateFleet launched %d of %d (%s)", class, len(launched), n, strings.Join(reasons, "; ")))
+		res.Notes = append(res.Notes, fmt.Sprintf("class %s: CreateFleet launched %d of %d (%s)", class, len(launched), n, fleetErrors(out.Errors)))
 	}
 	return launched, nil
+}
+
+// fleetErrors says why an instant fleet launched fewer instances than
+// asked, as its Errors[] say (each distinct error once).
+func fleetErrors(errs []ec2types.CreateFleetError) string {
+	var reasons []string
+	for _, e := range errs {
+		r := fmt.Sprintf("%s: %s", aws.ToString(e.ErrorCode), aws.ToString(e.ErrorMessage))
+		if !slices.Contains(reasons, r) {
+			reasons = append(reasons, r)
+		}
+	}
+	if len(reasons) == 0 {
+		return "CreateFleet gave no reason"
+	}
+	return strings.Join(reasons, "; ")
 }

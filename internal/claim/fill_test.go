@@ -2,6 +2,7 @@ package claim
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -183,5 +184,78 @@ func TestCreateTopsStoppedTierUp(t *testing.T) {
 	}
 	if n := len(e.ec2.FleetInputs()); n != fleets {
 		t.Errorf("%d more CreateFleet calls by a claim the pool had a runner for, within the reap interval", n-fleets)
+	}
+}
+
+// A fill that cannot launch or keep what a class lacks says so, by class,
+// with why: the pool's apply and the ec2runners_warm action warn with it,
+// instead of leaving the tier empty unexplained. A class it fills, or one
+// it was not to fill (Tiers, Most), is not short.
+func TestWarmSaysWhyAClassLacks(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		target protocol.WarmTarget
+		setup  func(e *env)
+		want   []string // in the class's reasons
+		err    bool     // Warm fails too
+	}{
+		{"launch template of another pool", protocol.WarmTarget{Stopped: 1},
+			func(e *env) { e.ec2.LtTags = map[string]string{protocol.TagPool: "another"} },
+			[]string{"launch template lt-0123 does not carry the tag ec2runners:pool = testpool"}, true},
+		{"no launch template", protocol.WarmTarget{Hot: 1},
+			func(e *env) { e.ec2.LtMissing = true }, []string{"reading launch template lt-0123", "InvalidLaunchTemplateId.NotFound"}, true},
+		{"CreateFleet fails", protocol.WarmTarget{Stopped: 1},
+			func(e *env) { e.ec2.FleetErr = errors.New("UnauthorizedOperation: not allowed") },
+			[]string{"CreateFleet: UnauthorizedOperation: not allowed"}, true},
+		{"CreateFleet launches fewer", protocol.WarmTarget{Stopped: 2},
+			func(e *env) { e.ec2.ShortBy = 1 }, []string{"CreateFleet launched 1 of 2", "InsufficientInstanceCapacity"}, false},
+		{"hot runner never ready", protocol.WarmTarget{Hot: 1},
+			func(e *env) { e.agents.set("i-f1", staleHeartbeat) }, []string{"i-f1 launched for the hot tier was not ready"}, false},
+		{"no fleet settings", protocol.WarmTarget{Hot: 1},
+			func(e *env) { e.cfg.Fleet = nil }, []string{"has no fleet settings"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.cfg.Warm = map[string]protocol.WarmTarget{"large": tc.target, "xlarge": {Stopped: 1}}
+			tc.setup(e)
+			e.writeConfig()
+			res, err := e.c.Warm(context.Background(), testPool, WarmOptions{Timings: testTimings()})
+			if (err != nil) != tc.err {
+				t.Errorf("Warm: %v, want an error: %v", err, tc.err)
+			}
+			why := strings.Join(res.Short["large"], "\n")
+			for _, w := range tc.want {
+				if !strings.Contains(why, w) {
+					t.Errorf("class large short for %q, want it to say %q", res.Short["large"], w)
+				}
+			}
+			if !strings.HasPrefix(why, "class large: ") {
+				t.Errorf("reasons %q do not name the class", res.Short["large"])
+			}
+			// xlarge's runner, healthy, fills it: only large is short.
+			if tc.name == "hot runner never ready" {
+				if _, short := res.Short["xlarge"]; short {
+					t.Errorf("class xlarge, filled, is short: %q", res.Short["xlarge"])
+				}
+			}
+		})
+	}
+}
+
+// A fill that gets what it set out to launch leaves no class short, also
+// when WarmOptions leave tiers lacking.
+func TestWarmFilledIsNotShort(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.cfg.Warm = map[string]protocol.WarmTarget{"large": {Hot: 1, Stopped: 3}}
+	e.writeConfig()
+	res := e.warm(func(o *WarmOptions) { o.Most, o.Tiers = 1, []protocol.Tier{protocol.TierStopped} })
+	if len(res.Launched) != 1 || len(res.Short) != 0 {
+		t.Errorf("launched %v, short %q; want one stopped runner and no class short (the options left the rest)", res.Launched, res.Short)
+	}
+	if res = e.warm(); len(res.Launched) != 3 || len(res.Short) != 0 {
+		t.Errorf("launched %v, short %q; want the rest, and no class short", res.Launched, res.Short)
 	}
 }

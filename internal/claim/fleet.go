@@ -80,11 +80,7 @@ func (a *attempt) launch(ctx context.Context, n int) ([]Instance, error) {
 		return cause
 	}
 	if len(launched) < n {
-		var reasons []string
-		for _, e := range out.Errors {
-			reasons = append(reasons, fmt.Sprintf("%s: %s", aws.ToString(e.ErrorCode), aws.ToString(e.ErrorMessage)))
-		}
-		return nil, abandon(launched, fmt.Errorf("CreateFleet launched %d of %d instance(s) (%s)", len(launched), n, strings.Join(reasons, "; ")))
+		return nil, abandon(launched, fmt.Errorf("CreateFleet launched %d of %d instance(s) (%s)", len(launched), n, fleetErrors(out.Errors)))
 	}
 	if err := a.s.addOwned(ctx, a.req.RunID, a.rec.Nonce, instanceIDs(launched)...); err != nil {
 		return nil, abandon(launched, err)

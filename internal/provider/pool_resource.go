@@ -403,10 +403,8 @@ func (r *poolResource) fill(ctx context.Context, m *poolResourceModel, timeout t
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	res, err := c.Warm(ctx, name, claim.WarmOptions{Timings: claim.DefaultTimings()})
-	for _, note := range res.Notes {
-		diags.AddWarning(fmt.Sprintf("Pool %s: warm targets", name), note)
-	}
-	if err != nil {
+	const next = "The pool is in place; the next plan shows what lacks, and the next apply tries again."
+	if err := warmDiagnostics(name, res, err, next, diags); err != nil {
 		diags.AddWarning(fmt.Sprintf("Cannot fill the warm targets of pool %s", name),
 			fmt.Sprintf("The pool is in place, but filling its warm targets failed: %v. The next plan shows what lacks, and the next apply tries again.", err))
 	}

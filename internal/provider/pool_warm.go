@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
@@ -86,7 +89,7 @@ func warmAttribute() schema.MapNestedAttribute {
 			"A claim takes hot runners first, then starts stopped ones, then launches the rest. " +
 			"Releases keep the runners they give back hot while the hot target lacks, until the end of the target they fill (at most 24 h ahead, never less than `idle_timeout`); an on-demand runner not kept hot is kept for the stopped tier while it lacks: idle for `idle_timeout`, then it stops itself and waits, stopped, until the end of its target (at most 7 days, and `max_runner_age`). Spot instances cannot be stopped and are never kept stopped. " +
 			"Two releases never keep more than the targets between them. " +
-			"With `fleet` set, an apply of the pool launches what the targets lack (on-demand; stopped runners boot once, prepare, register nothing and stop), and a plan shows the counts against the targets in `warm_status`; claims top the stopped tier up when they find it lacking (at most once a minute, 2 runners per class).",
+			"With `fleet` set, an apply of the pool launches what the targets lack (on-demand; stopped runners boot once, prepare, register nothing and stop), and warns, naming the class and why, when it cannot (the apply succeeds: the pool is in place); a plan shows the counts against the targets in `warm_status`; claims top the stopped tier up when they find it lacking (at most once a minute, 2 runners per class).",
 		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 			"hot":     tierCount("Hot target outside the schedule's windows"),
 			"stopped": tierCount("Stopped target outside the schedule's windows"),
@@ -290,4 +293,52 @@ func warmLacks(ctx context.Context, status types.Map, targets map[string]protoco
 		}
 	}
 	return false
+}
+
+// warmDiagnostics adds the warnings of a fill of pool name to diags: one
+// per class the fill left below its targets, naming the class, its counts
+// and why (the launch template check, CreateFleet's errors, runners not
+// ready: Warm's shortfalls), then the fill's notes on other classes. next
+// says what the user may do about it. It returns the part of the fill's
+// error that no class's warning says (such as a failure to read the pool).
+func warmDiagnostics(name string, res claim.WarmResult, err error, next string, diags *diag.Diagnostics) error {
+	said := map[string]bool{}
+	for _, class := range slices.Sorted(maps.Keys(res.Short)) {
+		why := res.Short[class]
+		reasons := make([]string, len(why))
+		for i, w := range why {
+			said[w] = true
+			reasons[i] = strings.TrimPrefix(w, "class "+class+": ")
+		}
+		a := res.After[class]
+		var tiers []string
+		if a.HotTarget > 0 || a.Hot > 0 {
+			tiers = append(tiers, fmt.Sprintf("%d of %d hot", a.Hot, a.HotTarget))
+		}
+		if a.StoppedTarget > 0 || a.Stopped > 0 {
+			tiers = append(tiers, fmt.Sprintf("%d of %d stopped", a.Stopped, a.StoppedTarget))
+		}
+		diags.AddWarning(fmt.Sprintf("Pool %s: class %s lacks warm runners", name, class),
+			fmt.Sprintf("The fill left class %s with %s runners: %s. %s",
+				class, strings.Join(tiers, " and "), strings.Join(reasons, "; "), next))
+	}
+	for _, note := range res.Notes {
+		if !said[note] {
+			diags.AddWarning(fmt.Sprintf("Pool %s: warm targets", name), note)
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	errs := []error{err}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = joined.Unwrap()
+	}
+	var rest []error
+	for _, e := range errs {
+		if !said[e.Error()] {
+			rest = append(rest, e)
+		}
+	}
+	return errors.Join(rest...)
 }

@@ -26,7 +26,7 @@ func (a *warmAction) Metadata(_ context.Context, req action.MetadataRequest, res
 
 func (a *warmAction) Schema(_ context.Context, _ action.SchemaRequest, resp *action.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "Fills a pool's warm targets now, as the pool's apply does: warm runners of an outdated launch template version or past `max_runner_age` are retired, then what each class's hot and stopped targets in force lack is launched (on-demand, from the pool's `fleet` settings): stopped runners boot once, prepare, register nothing and stop; hot runners join the queue once ready. Reports the counts before and after, and every runner launched or retired, as progress messages. " +
+		Description: "Fills a pool's warm targets now, as the pool's apply does: warm runners of an outdated launch template version or past `max_runner_age` are retired, then what each class's hot and stopped targets in force lack is launched (on-demand, from the pool's `fleet` settings): stopped runners boot once, prepare, register nothing and stop; hot runners join the queue once ready. Reports the counts before and after, and every runner launched or retired, as progress messages; a class it leaves below its targets is a warning that names the class and says why (the launch template not tagged for the pool, CreateFleet's errors, runners not ready in time). " +
 			"Invoke it with `terraform apply -invoke=action.ec2runners_warm.<name>`, e.g. from a workflow scheduled as a schedule window opens (it fills the targets in force when it runs: open the window a boot's time before the runs it is for), or from an `action_trigger`.",
 		Attributes: poolActionAttributes(),
 	}
@@ -51,13 +51,15 @@ func (a *warmAction) Invoke(ctx context.Context, req action.InvokeRequest, resp 
 	for _, msg := range warmReport(name, res) {
 		resp.SendProgress(action.InvokeProgressEvent{Message: msg})
 	}
-	if err != nil {
+	const next = "Invoke the action again once that is fixed."
+	if err := warmDiagnostics(name, res, err, next, &resp.Diagnostics); err != nil {
 		resp.Diagnostics.AddError(fmt.Sprintf("Cannot warm pool %s", name), err.Error())
 	}
 }
 
 // warmReport says what a fill did: each class's counts before and after,
-// what it launched and retired, and its notes.
+// and what it launched and retired (what went wrong, and why, are the
+// action's warnings).
 func warmReport(name string, res claim.WarmResult) []string {
 	var msgs []string
 	for _, class := range slices.Sorted(maps.Keys(res.After)) {
@@ -70,9 +72,6 @@ func warmReport(name string, res claim.WarmResult) []string {
 	}
 	if len(res.Retired) > 0 {
 		msgs = append(msgs, fmt.Sprintf("Pool %s: retired outdated runners (%d): %s", name, len(res.Retired), strings.Join(res.Retired, ", ")))
-	}
-	for _, note := range res.Notes {
-		msgs = append(msgs, fmt.Sprintf("Pool %s: %s", name, note))
 	}
 	return msgs
 }
