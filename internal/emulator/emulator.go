@@ -3,7 +3,8 @@
 // account id) that this package starts on demand. Either way the endpoint
 // returned is a front (front.go): a small proxy that refuses what AWS
 // refuses and emulators take (internal/awslimits: EC2 user data over 16 KB),
-// as AWS answers, and forwards the rest untouched.
+// as AWS answers, and forwards the rest untouched, except the answers of the
+// emulator it found behind it that differ from AWS's (quirks.go: MiniStack's).
 //
 // The started server is serialized_moto.py: moto's own WSGI app with every
 // DynamoDB request serialized, because plain moto_server lets two concurrent
@@ -28,6 +29,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"os"
 	"os/exec"
@@ -90,7 +92,12 @@ func Ensure(ctx context.Context) (endpoint string, stop func(), err error) {
 			return "", nil, err
 		}
 	}
-	f, err := startFront(target)
+	emulator := detect(ctx, target)
+	quirks := quirksOf(emulator)
+	if len(quirks) > 0 {
+		log.Printf("emulator: %s is %s; the tests' front works around its answers that are not AWS's: %s", target, emulator, names(quirks))
+	}
+	f, err := startFront(target, quirks)
 	if err != nil {
 		release()
 		return "", nil, err

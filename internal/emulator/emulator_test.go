@@ -31,6 +31,10 @@ func TestEnsureUsesAWSEndpointURL(t *testing.T) {
 	}
 	got := make(chan seen, 1)
 	localstack := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/_ministack/health" {
+			http.NotFound(w, r) // Ensure asks which emulator it is: not MiniStack
+			return
+		}
 		body, _ := io.ReadAll(r.Body)
 		got <- seen{r.Method, r.RequestURI, r.Host, r.Header.Get("Authorization"), r.Header.Get("Content-Type"), body}
 		w.Header().Set("X-Amzn-Requestid", "req-1")

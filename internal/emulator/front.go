@@ -23,17 +23,20 @@ import (
 // front is the reverse proxy Ensure puts in front of the emulator: it
 // refuses what AWS refuses and the emulator takes (internal/awslimits: EC2
 // user data over 16 KB, or not base64), with AWS's own status, code and
-// message, and forwards everything else untouched. It reads only the
-// requests a rule watches (EC2's, small query-protocol forms); the others,
-// DynamoDB's and SQS's included, stream through unread. It relies on
-// nothing moto-only, so the tests run the same against a LocalStack.
+// message, and forwards everything else untouched, but for the answers a
+// quirk of the emulator behind it fixes (quirks.go). It reads only the
+// requests a rule or a quirk watches (EC2's, small query-protocol forms);
+// the others, DynamoDB's and SQS's included, stream through unread. It
+// relies on nothing moto-only, so the tests run the same against a
+// LocalStack.
 type front struct {
 	url string
 	srv *http.Server
 }
 
-// startFront starts a front on a loopback port that forwards to target.
-func startFront(target string) (*front, error) {
+// startFront starts a front on a loopback port that forwards to target,
+// working around quirks, the bugs of the emulator there (quirks.go).
+func startFront(target string, quirks []quirk) (*front, error) {
 	u, err := url.Parse(target)
 	if err != nil || u.Scheme == "" || u.Host == "" {
 		return nil, fmt.Errorf("emulator: bad endpoint %q", target)
@@ -62,11 +65,18 @@ func startFront(target string) (*front, error) {
 			hangUp(w)
 		},
 		ErrorLog: log.New(io.Discard, "", 0),
+		// The answer of a request a quirk applies to is fixed on its way.
+		ModifyResponse: func(resp *http.Response) error {
+			if fix, ok := resp.Request.Context().Value(fixKey{}).(func([]byte) []byte); ok {
+				return fixAnswer(resp, fix)
+			}
+			return nil
+		},
 	}
 	f := &front{url: "http://" + ln.Addr().String()}
 	f.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			refusal, err := check(r)
+			refusal, fix, err := check(r, quirks)
 			switch {
 			case err != nil:
 				hangUp(w) // the client is gone mid-request
@@ -77,7 +87,11 @@ func startFront(target string) (*front, error) {
 				// would have received is carried out even if its client
 				// dies meanwhile, as on AWS (the chaos tests kill
 				// terraform mid-apply).
-				forward.ServeHTTP(w, r.WithContext(context.WithoutCancel(r.Context())))
+				ctx := context.WithoutCancel(r.Context())
+				if fix != nil {
+					ctx = context.WithValue(ctx, fixKey{}, fix)
+				}
+				forward.ServeHTTP(w, r.WithContext(ctx))
 			}
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -88,32 +102,60 @@ func startFront(target string) (*front, error) {
 
 func (f *front) close() { f.srv.Close() }
 
+// fixKey carries the fix of a request's answer (quirk.fix) to the proxy.
+type fixKey struct{}
+
 // check applies the rules to a request of the query protocol (a form, as
-// EC2 takes it) from a service a rule watches; it leaves the body readable
-// again for forwarding. Any other request is not read.
-func check(r *http.Request) (*awslimits.Refusal, error) {
+// EC2 takes it) from a service a rule or a quirk watches, and returns the
+// refusal, if the request breaks a rule, or else the fix of its answer, if
+// a quirk applies; it leaves the body readable again for forwarding. Any
+// other request is not read.
+func check(r *http.Request, quirks []quirk) (*awslimits.Refusal, func([]byte) []byte, error) {
 	scope, _ := sigv4.ParseScope(r.Header.Get("Authorization"))
 	service := scope.Service
-	if !awslimits.Watches(service) || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
-		return nil, nil
+	watched := awslimits.Watches(service)
+	for _, q := range quirks {
+		watched = watched || q.service == service
+	}
+	if !watched || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+		return nil, nil, nil
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	form, err := url.ParseQuery(string(body))
 	if err != nil {
-		return nil, nil // not a form: the emulator's to answer
+		return nil, nil, nil // not a form: the emulator's to answer
 	}
-	return awslimits.Check(service, form.Get("Action"), func(name string) (string, bool) {
+	action := form.Get("Action")
+	refusal := awslimits.Check(service, action, func(name string) (string, bool) {
 		v := form[name]
 		if len(v) == 0 {
 			return "", false
 		}
 		return v[0], true
-	}), nil
+	})
+	if refusal != nil {
+		return refusal, nil, nil
+	}
+	var fixes []func([]byte) []byte
+	for _, q := range quirks {
+		if q.applies(service, action) {
+			fixes = append(fixes, q.fix)
+		}
+	}
+	if len(fixes) == 0 {
+		return nil, nil, nil
+	}
+	return nil, func(body []byte) []byte {
+		for _, fix := range fixes {
+			body = fix(body)
+		}
+		return body
+	}, nil
 }
 
 // writeQueryError answers as EC2's query protocol does
