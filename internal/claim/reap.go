@@ -87,7 +87,7 @@ func (s *store) takeReaperLease(ctx context.Context, interval time.Duration) (bo
 	return err == nil, err
 }
 
-// Reap cleans the pool up, as PROTOCOL.md's reaper: records past their
+// Reap cleans the pool up, as the pool protocol's reaper: records past their
 // threshold (a stopped runner's: past its stopped time), in any state but
 // terminated, move to terminated (state, run id and threshold < now in one
 // conditional write) and their instances are terminated in batches; instances tagged for the pool without a live

@@ -36,7 +36,7 @@ func (s *store) pause(ctx context.Context, d time.Duration) error {
 	return sleep(ctx, d)
 }
 
-// transition is one row of PROTOCOL.md's state table: a conditional write
+// transition is one row of the pool protocol's state table: a conditional write
 // from (state, runId) to (state, runId) with a new threshold.
 type transition struct {
 	fromState, fromRunID string
