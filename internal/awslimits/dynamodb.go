@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -422,25 +423,35 @@ func unusedKeys(defined map[string]any, used map[string]bool) string {
 	return strings.Join(out, ", ")
 }
 
+// setTypes are the set types, with the word DynamoDB's messages use.
+var setTypes = [...]struct{ typ, word string }{{"SS", "string"}, {"NS", "number"}, {"BS", "binary"}}
+
 // emptySet names the first empty set among attrs' values, nested ones
 // included ("string", "number", "binary"), or "".
 func emptySet(attrs map[string]any) string {
-	for _, name := range sortedKeys(attrs) {
-		v, _ := attrs[name].(map[string]any)
-		for typ, word := range map[string]string{"SS": "string", "NS": "number", "BS": "binary"} {
-			if l, ok := v[typ].([]any); ok && len(l) == 0 {
-				return word
-			}
+	for _, v := range attrs {
+		if s := emptySetIn(v); s != "" {
+			return s
 		}
-		if m, ok := v["M"].(map[string]any); ok {
-			if s := emptySet(m); s != "" {
-				return s
-			}
+	}
+	return ""
+}
+
+func emptySetIn(v any) string {
+	m, _ := v.(map[string]any)
+	for _, t := range setTypes {
+		if l, ok := m[t.typ].([]any); ok && len(l) == 0 {
+			return t.word
 		}
-		for _, e := range list(v, "L") {
-			if s := emptySet(map[string]any{"": e}); s != "" {
-				return s
-			}
+	}
+	if inner, ok := m["M"].(map[string]any); ok {
+		if s := emptySet(inner); s != "" {
+			return s
+		}
+	}
+	for _, e := range list(m, "L") {
+		if s := emptySetIn(e); s != "" {
+			return s
 		}
 	}
 	return ""
@@ -563,12 +574,17 @@ var numberPattern = regexp.MustCompile(`^([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d
 // keyString identifies an item by its key attributes' wire form.
 func keyString(item map[string]any) string {
 	var b strings.Builder
-	for _, name := range []string{KeySchema.Partition, KeySchema.Sort} {
+	for _, name := range [...]string{KeySchema.Partition, KeySchema.Sort} {
 		v, _ := item[name].(map[string]any)
-		for _, typ := range sortedKeys(v) {
-			s, _ := str(v[typ])
-			fmt.Fprintf(&b, "%s=%s:%q;", name, typ, s)
+		for typ, val := range v { // one: a key attribute is S, N or B
+			s, _ := str(val)
+			b.WriteString(typ)
+			b.WriteByte(':')
+			b.WriteString(strconv.Itoa(len(s)))
+			b.WriteByte(':')
+			b.WriteString(s)
 		}
+		b.WriteByte(';')
 	}
 	return b.String()
 }
