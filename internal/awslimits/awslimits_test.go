@@ -2,7 +2,9 @@ package awslimits_test
 
 import (
 	"net/url"
+	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
@@ -24,6 +26,19 @@ func TestRules_complete(t *testing.T) {
 			t.Errorf("rule %s: named twice", r.ID)
 		}
 		seen[r.ID] = true
+	}
+}
+
+// Every rule has its row in the catalogue, the Service limits guide.
+func TestRules_inTheCatalogue(t *testing.T) {
+	catalogue, err := os.ReadFile("../../templates/guides/service-limits.md.tmpl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range awslimits.Rules {
+		if !strings.Contains(string(catalogue), "| `"+r.ID+"`") {
+			t.Errorf("rule %s: no row in the catalogue, templates/guides/service-limits.md.tmpl", r.ID)
+		}
 	}
 }
 
