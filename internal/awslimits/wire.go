@@ -177,9 +177,12 @@ func integer(v any) (int64, bool) {
 // Answering.
 
 // WriteRefusal answers a request to service with refusal, as the service's
-// protocol does: EC2's XML error document, or the JSON error of SQS (with
-// the query-compatible code in x-amzn-query-error, which the SDKs report)
-// and DynamoDB.
+// protocol does: EC2's XML error document
+// (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html#api-error-response),
+// or the JSON error of SQS, with the query-compatible code in
+// x-amzn-query-error, which the SDKs report
+// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-json-api-responses.html),
+// and of DynamoDB.
 func WriteRefusal(w http.ResponseWriter, service string, refusal *Refusal) {
 	id := requestID()
 	switch service {
