@@ -92,7 +92,9 @@ var ec2Rules = []Rule{
 					key, _ := str(field(tag, "Key"))
 					value, _ := str(field(tag, "Value"))
 					switch {
-					case utf8.RuneCountInString(key) > MaxTagKeyLength || key == "":
+					case key == "":
+						return ec2Error("InvalidParameterValue", "Tag keys must not be empty (the test front's wording).")
+					case utf8.RuneCountInString(key) > MaxTagKeyLength:
 						return ec2Error("InvalidParameterValue", fmt.Sprintf("Tag key exceeds the maximum length of %d characters", MaxTagKeyLength))
 					case utf8.RuneCountInString(value) > MaxTagValueLength:
 						return ec2Error("InvalidParameterValue", fmt.Sprintf("Tag value exceeds the maximum length of %d characters", MaxTagValueLength))
