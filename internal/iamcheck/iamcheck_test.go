@@ -183,3 +183,25 @@ func TestUnknownTagIsUnverifiedNotMissing(t *testing.T) {
 		t.Errorf("a termination of an instance without the pool tag is granted: report\n%s", report)
 	}
 }
+
+// Every documented policy fits IAM's size limits as a user would attach it,
+// its placeholders at their longest: the README's as managed policies
+// (6,144 characters), the example's as each role's only inline policy
+// (10,240), white space not counted. Past them IAM refuses the policy
+// (LimitExceeded).
+func TestDocumentedPoliciesFitIAMsSizeLimits(t *testing.T) {
+	readme := readFile("../../README.md")
+	for _, p := range documents(t) {
+		size, limit := Size(p, readme), MaxRolePolicies
+		if strings.HasPrefix(p.Source, "README.md") {
+			limit = MaxManagedPolicy
+		}
+		t.Logf("%s: %d of %d characters", p.Source, size, limit)
+		if size > limit {
+			t.Errorf("%s: %d characters, past IAM's %d", p.Source, size, limit)
+		}
+		if size < 500 {
+			t.Errorf("%s: %d characters: the policy was not measured", p.Source, size)
+		}
+	}
+}

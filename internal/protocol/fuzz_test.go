@@ -624,7 +624,7 @@ func FuzzValidatePoolName(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, name string) {
 		err := ValidatePoolName(name)
-		valid := len(name) >= 1 && len(name) <= MaxPoolNameLength && nameChars(name)
+		valid := len(name) >= MinPoolNameLength && len(name) <= MaxPoolNameLength && nameChars(name)
 		if (err == nil) != valid {
 			t.Fatalf("ValidatePoolName(%q) = %v; the protocol says valid = %v", name, err, valid)
 		}

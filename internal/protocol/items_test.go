@@ -281,7 +281,7 @@ func TestPoolConfigItemRoundTrip(t *testing.T) {
 		cfg  PoolConfig
 	}{
 		{name: "without fleet", cfg: PoolConfig{
-			Name:              "ci",
+			Name:              "ci-runners",
 			InstanceARNPrefix: testPrefix,
 			ResourceClasses:   DefaultResourceClasses(),
 			IdleTimeout:       Duration(7 * time.Minute),
@@ -303,7 +303,7 @@ func TestPoolConfigItemRoundTrip(t *testing.T) {
 			QueueURLs: map[string]string{"big": "https://sqs/123/gpu_pool-2-big"},
 		}},
 		{name: "with fleet by name", cfg: PoolConfig{
-			Name:              "p",
+			Name:              "pool",
 			InstanceARNPrefix: testPrefix,
 			ResourceClasses:   map[string]ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}},
 			IdleTimeout:       Duration(time.Hour),
@@ -319,7 +319,7 @@ func TestPoolConfigItemRoundTrip(t *testing.T) {
 		// Written before '-' was refused in class names (ValidateClassName):
 		// still read, so that the pool can be refreshed and its class renamed.
 		{name: "class with a dash", cfg: PoolConfig{
-			Name:              "ci",
+			Name:              "ci-runners",
 			InstanceARNPrefix: testPrefix,
 			ResourceClasses:   map[string]ResourceClass{"gpu-big": {CPU: 8, MemoryMiB: 32768}},
 			IdleTimeout:       Duration(time.Hour),

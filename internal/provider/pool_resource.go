@@ -29,6 +29,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsconfig"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
@@ -194,8 +195,8 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 			"warm_status": warmStatusAttribute(),
 			"tags": schema.MapAttribute{
 				Optional: true, ElementType: types.StringType,
-				Description: "Tags of the table and the queues, over the provider's `default_tags`. The keys `ec2runners:pool` and `ec2runners:class` are the provider's: it tags each queue with its pool and class.",
-				Validators:  []validator.Map{tagsValidator{}},
+				Description: "Tags of the table and the queues, over the provider's `default_tags`: at most 48 with them, as SQS allows 50 tags per queue and the provider adds 2. The keys `ec2runners:pool` and `ec2runners:class` are the provider's: it tags each queue with its pool and class.",
+				Validators:  []validator.Map{tagsValidator{}, mapvalidator.SizeAtMost(maxPoolTags)},
 			},
 			"tags_all": schema.MapAttribute{
 				Computed: true, ElementType: types.StringType,
@@ -288,7 +289,14 @@ func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 	} else {
 		var own map[string]string
 		resp.Diagnostics.Append(plan.Tags.ElementsAs(ctx, &own, false)...)
-		plan.TagsAll = stringMapValue(mergeTags(r.defaultTags(), own))
+		all := mergeTags(r.defaultTags(), own)
+		if len(all) > maxPoolTags {
+			resp.Diagnostics.AddAttributeError(path.Root("tags"), "Too many tags",
+				fmt.Sprintf("Attribute tags and the provider's default_tags come to %d tags, and each queue of the pool takes them and the provider's %s and %s: "+
+					"SQS allows %d tags per queue, so the pool's tags and the default tags may come to at most %d.",
+					len(all), protocol.TagPool, protocol.TagClass, awslimits.MaxTagsPerResource, maxPoolTags))
+		}
+		plan.TagsAll = stringMapValue(all)
 	}
 	if !req.State.Raw.IsNull() {
 		var state poolResourceModel

@@ -171,7 +171,7 @@ func (p *ec2runnersProvider) Schema(_ context.Context, _ provider.SchemaRequest,
 				Attributes: map[string]schema.Attribute{
 					"tags": schema.MapAttribute{ElementType: types.StringType, Optional: true,
 						Description: "Tags to apply; at most 47, as EC2 allows 50 per instance and claims add 3.",
-						Validators:  []validator.Map{tagsValidator{}, mapvalidator.SizeAtMost(47)}},
+						Validators:  []validator.Map{tagsValidator{}, mapvalidator.SizeAtMost(maxDefaultTags)}},
 				},
 			},
 		},
