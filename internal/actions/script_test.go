@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsconfig"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsrecord"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
@@ -64,6 +66,15 @@ func TestActions_claimAndRelease(t *testing.T) {
 		_ = (&pool.Manager{DynamoDB: clients.DynamoDB, SQS: clients.SQS, EC2: clients.EC2}).Delete(context.Background(), name, true)
 	})
 
+	// The actions run as the CI role that only claims, the pool's stack as
+	// its manager: make test records their AWS calls and checks them
+	// against the documented policies (internal/iamcheck).
+	recorded, stopRecording, err := awsrecord.Start(ctx, endpoint, "actions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopRecording()
+
 	// The CLI as the actions find it: terraform on PATH.
 	bin := t.TempDir()
 	if err := os.Symlink(tf, filepath.Join(bin, "terraform")); err != nil {
@@ -72,9 +83,9 @@ func TestActions_claimAndRelease(t *testing.T) {
 	mirror, archive := buildProvider(t)
 	env := map[string]string{
 		"PATH":                  bin + string(os.PathListSeparator) + os.Getenv("PATH"),
-		"AWS_ENDPOINT_URL":      endpoint,
+		"AWS_ENDPOINT_URL":      recorded,
 		"AWS_REGION":            "us-east-1",
-		"AWS_ACCESS_KEY_ID":     "test",
+		"AWS_ACCESS_KEY_ID":     awsrecord.ClaimsKey,
 		"AWS_SECRET_ACCESS_KEY": "test",
 		"TF_CLI_CONFIG_FILE":    cliConfig(t, mirror),
 		// What actions/cache restores and saves between jobs.
@@ -85,7 +96,9 @@ func TestActions_claimAndRelease(t *testing.T) {
 		"EC2RUNNERS_MAX_RUNTIME":      "30m",
 		"GITHUB_RUN_ID":               "4242",
 	}
-	applyPool(t, tf, env, name, lt, subnets)
+	pm := maps.Clone(env)
+	pm["AWS_ACCESS_KEY_ID"] = awsrecord.PoolManagementKey
+	applyPool(t, tf, pm, name, lt, subnets)
 
 	runners := func(runID string) []string {
 		t.Helper()
