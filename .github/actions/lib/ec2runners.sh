@@ -125,8 +125,10 @@ cmd_prepare() {
 }
 
 # tf runs the CLI and passes an interrupt on to it (GitHub sends SIGINT to
-# the step's shell when a run is cancelled), so that it stops gracefully:
-# a claim under way gives back what it took.
+# the step's shell only when a run is cancelled), so that it stops
+# gracefully: a claim under way gives back what it took. (bash starts
+# background commands with SIGINT ignored; Go programs such as terraform
+# and tofu handle it all the same.)
 tf() {
   local pid status
   "$CLI" "$@" &
