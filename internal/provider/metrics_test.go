@@ -151,10 +151,17 @@ func TestAccClaim_metrics(t *testing.T) {
 		ProtoV6ProviderFactories: testProviders,
 		Steps: []resource.TestStep{
 			{
-				Config: e.poolConfig(),
+				// A stack that only claims (or draws a dashboard) reads the
+				// settings with the pool data source.
+				Config: e.poolConfig() + `
+data "ec2runners_pool" "test" {
+  name = ec2runners_pool.test.name
+}`,
 				Check: resource.ComposeTestCheckFunc(
 					resource.TestCheckResourceAttr("ec2runners_pool.test", "metrics.log_group", group),
 					resource.TestCheckResourceAttr("ec2runners_pool.test", "metrics.namespace", metricsNamespace),
+					resource.TestCheckResourceAttr("data.ec2runners_pool.test", "metrics.log_group", group),
+					resource.TestCheckResourceAttr("data.ec2runners_pool.test", "metrics.namespace", metricsNamespace),
 					func(*terraform.State) error {
 						// The pool's apply made its log stream, named after it.
 						out, err := testClients.Logs.DescribeLogStreams(context.Background(), &cloudwatchlogs.DescribeLogStreamsInput{LogGroupName: aws.String(group)})
