@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/metrics"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -93,6 +94,8 @@ type WarmResult struct {
 	// from keeping what it launched (runners not ready, no slot). Its
 	// notes and its error, if any, are among the reasons.
 	Short map[string][]string
+	// checks are the checks runners it launched failed, by class.
+	checks map[string][]metrics.Check
 }
 
 // WarmOptions bound a fill.
@@ -133,7 +136,27 @@ func (c *Claimer) Warm(ctx context.Context, poolName string, opts WarmOptions) (
 			errs = append(errs, fmt.Errorf("class %s: %w", class, err))
 		}
 	}
+	c.publishFill(ctx, s, cfg, res)
 	return res, errors.Join(errs...)
+}
+
+// publishFill reports the checks the fill's runners failed and, as it
+// scans the pool anyway, its runners by class and state.
+func (c *Claimer) publishFill(ctx context.Context, s *store, cfg protocol.PoolConfig, res WarmResult) {
+	if !metricsTarget(cfg).Enabled() {
+		return
+	}
+	now := c.now()
+	var events []metrics.Event
+	for _, class := range slices.Sorted(maps.Keys(res.checks)) {
+		events = append(events, metrics.CheckEvents(cfg.Name, class, res.checks[class], now)...)
+	}
+	if records, _, err := s.allInstances(ctx); err != nil {
+		c.log("counting the pool's runners for its metrics failed", "pool", cfg.Name, "error", err.Error())
+	} else {
+		events = append(events, runnerStates(cfg, records, nil, now).Events(now)...)
+	}
+	c.publish(ctx, cfg, events)
 }
 
 func (c *Claimer) warmClass(ctx context.Context, s *store, cfg protocol.PoolConfig, class string, opts WarmOptions, res *WarmResult) (err error) {
@@ -311,6 +334,10 @@ func (c *Claimer) fillHot(ctx context.Context, s *store, cfg protocol.PoolConfig
 		if why == nil {
 			why = err
 		}
+		if res.checks == nil {
+			res.checks = map[string][]metrics.Check{}
+		}
+		res.checks[class] = append(res.checks[class], metrics.Check{Instance: inst.ID, Reason: checkReason(why)})
 		res.Notes = append(res.Notes, fmt.Sprintf("class %s: %s launched for the hot tier was not ready (%v), terminated", class, inst.ID, why))
 		if _, derr := c.discard(context.WithoutCancel(ctx), s, inst.ID, protocol.StateIdle, ""); derr != nil {
 			errs = append(errs, derr)

@@ -3,8 +3,6 @@ package emulator
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/xml"
 	"fmt"
 	"io"
 	"log"
@@ -12,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -22,13 +19,16 @@ import (
 
 // front is the reverse proxy Ensure puts in front of the emulator: it
 // refuses what AWS refuses and the emulator takes (internal/awslimits: EC2
-// user data over 16 KB, or not base64), with AWS's own status, code and
-// message, and forwards everything else untouched, but for the answers a
-// quirk of the emulator behind it fixes (quirks.go). It reads only the
-// requests a rule or a quirk watches (EC2's, small query-protocol forms);
-// the others, DynamoDB's and SQS's included, stream through unread. It
-// relies on nothing moto-only, so the tests run the same against a
-// LocalStack.
+// user data over 16 KB, 11 entries in an SQS batch, 26 writes in a
+// BatchWriteItem, a table named "a"...), with AWS's own status, code and
+// message in the service's protocol, and forwards everything else
+// untouched, but for the answers a quirk of the emulator behind it fixes
+// (quirks.go). It reads only the requests a rule or a quirk watches: EC2's (small
+// query-protocol forms, whose action is in the body), and the SQS,
+// DynamoDB and CloudWatch Logs actions some rule reads (told by
+// X-Amz-Target, before the body);
+// the others stream through unread. It relies on nothing moto-only, so the
+// tests run the same against a LocalStack.
 type front struct {
 	url string
 	srv *http.Server
@@ -76,12 +76,12 @@ func startFront(target string, quirks []quirk) (*front, error) {
 	f := &front{url: "http://" + ln.Addr().String()}
 	f.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			refusal, fix, err := check(r, quirks)
+			service, refusal, fix, err := check(r, quirks)
 			switch {
 			case err != nil:
 				hangUp(w) // the client is gone mid-request
 			case refusal != nil:
-				writeQueryError(w, refusal)
+				awslimits.WriteRefusal(w, service, refusal)
 			default:
 				// Detached from the client: a request the emulator
 				// would have received is carried out even if its client
@@ -105,76 +105,27 @@ func (f *front) close() { f.srv.Close() }
 // fixKey carries the fix of a request's answer (quirk.fix) to the proxy.
 type fixKey struct{}
 
-// check applies the rules to a request of the query protocol (a form, as
-// EC2 takes it) from a service a rule or a quirk watches, and returns the
-// refusal, if the request breaks a rule, or else the fix of its answer, if
-// a quirk applies; it leaves the body readable again for forwarding. Any
-// other request is not read.
-func check(r *http.Request, quirks []quirk) (*awslimits.Refusal, func([]byte) []byte, error) {
+// check applies the rules to a request of a service and action a rule
+// watches (its SigV4 signing name, and its action as X-Amz-Target names it
+// for the JSON protocols), and returns the refusal, if it breaks one, or
+// else the fix of its answer, if a quirk applies; it leaves the body
+// readable again for forwarding. Any other request is not read.
+func check(r *http.Request, quirks []quirk) (string, *awslimits.Refusal, func([]byte) []byte, error) {
 	scope, _ := sigv4.ParseScope(r.Header.Get("Authorization"))
 	service := scope.Service
-	watched := awslimits.Watches(service)
-	for _, q := range quirks {
-		watched = watched || q.service == service
-	}
-	if !watched || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
-		return nil, nil, nil
+	if !awslimits.Watches(service, awslimits.Action(service, r.Header)) && !quirked(quirks, service) {
+		return service, nil, nil, nil
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		return nil, nil, err
+		return service, nil, nil, err
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
-	form, err := url.ParseQuery(string(body))
-	if err != nil {
-		return nil, nil, nil // not a form: the emulator's to answer
+	if refusal := awslimits.CheckHTTP(service, r.Header, body); refusal != nil {
+		return service, refusal, nil, nil
 	}
-	action := form.Get("Action")
-	refusal := awslimits.Check(service, action, func(name string) (string, bool) {
-		v := form[name]
-		if len(v) == 0 {
-			return "", false
-		}
-		return v[0], true
-	})
-	if refusal != nil {
-		return refusal, nil, nil
-	}
-	var fixes []func([]byte) []byte
-	for _, q := range quirks {
-		if q.applies(service, action) {
-			fixes = append(fixes, q.fix)
-		}
-	}
-	if len(fixes) == 0 {
-		return nil, nil, nil
-	}
-	return nil, func(body []byte) []byte {
-		for _, fix := range fixes {
-			body = fix(body)
-		}
-		return body
-	}, nil
-}
-
-// writeQueryError answers as EC2's query protocol does
-// (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html#api-error-response).
-func writeQueryError(w http.ResponseWriter, refusal *awslimits.Refusal) {
-	var msg strings.Builder
-	_ = xml.EscapeText(&msg, []byte(refusal.Message)) // a Builder does not fail
-	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
-	w.WriteHeader(refusal.Status)
-	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>`+"\n"+
-		`<Response><Errors><Error><Code>%s</Code><Message>%s</Message></Error></Errors><RequestID>%s</RequestID></Response>`,
-		refusal.Code, msg.String(), requestID())
-}
-
-// requestID is a random request id in AWS's form (a UUID).
-func requestID() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+	return service, nil, fixOf(quirks, service, r.Header, body), nil
 }
 
 // hangUp closes the client's connection without an answer.

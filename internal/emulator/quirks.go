@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,8 +30,37 @@ type quirk struct {
 	fix func(body []byte) []byte
 }
 
-func (q quirk) applies(service, action string) bool {
-	return q.service == service && slices.Contains(q.actions, action)
+// quirked tells whether a quirk fixes answers of service.
+func quirked(quirks []quirk, service string) bool {
+	return slices.ContainsFunc(quirks, func(q quirk) bool { return q.service == service })
+}
+
+// fixOf is the fix of the answer to a request to service (its header and
+// body), or nil if no quirk applies. Quirks are of the query protocol's
+// services (EC2): the action is the form's.
+func fixOf(quirks []quirk, service string, h http.Header, body []byte) func([]byte) []byte {
+	if !quirked(quirks, service) || !strings.HasPrefix(h.Get("Content-Type"), "application/x-www-form-urlencoded") {
+		return nil
+	}
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil
+	}
+	var fixes []func([]byte) []byte
+	for _, q := range quirks {
+		if q.service == service && slices.Contains(q.actions, form.Get("Action")) {
+			fixes = append(fixes, q.fix)
+		}
+	}
+	if len(fixes) == 0 {
+		return nil
+	}
+	return func(body []byte) []byte {
+		for _, fix := range fixes {
+			body = fix(body)
+		}
+		return body
+	}
 }
 
 // Emulators detect tells apart.
