@@ -54,10 +54,19 @@ type EC2 struct {
 	OnFleet func()
 	// ShortBy launches this many fewer instances than asked, with an
 	// InsufficientInstanceCapacity error entry.
-	ShortBy   int
-	FleetErr  error
-	nextID    int
-	GroupSize int // instance ids per CreateFleetInstance entry (AWS groups them)
+	ShortBy int
+	// Capacity, when it has a usage class ("spot", "on-demand"), is how
+	// many instances of that class one CreateFleet can launch: a fleet of
+	// that default capacity type asking for more launches that many and
+	// answers the rest with ShortError (as EC2 answers an instant fleet it
+	// cannot fill: the call succeeds).
+	Capacity map[string]int
+	// ShortError is the Errors[] entry of a fleet short of Capacity, by
+	// usage class (none: InsufficientInstanceCapacity).
+	ShortError map[string]ec2types.CreateFleetError
+	FleetErr   error
+	nextID     int
+	GroupSize  int // instance ids per CreateFleetInstance entry (AWS groups them)
 
 	Catalog       []ec2types.InstanceTypeInfo
 	PageSize      int
@@ -114,8 +123,18 @@ func (e *EC2) CreateFleet(_ context.Context, in *ec2.CreateFleetInput, _ ...func
 	if e.InitialRunIDs == nil {
 		e.InitialRunIDs = map[string]string{}
 	}
+	lifecycle := string(in.TargetCapacitySpecification.DefaultTargetCapacityType)
 	n := int(aws.ToInt32(in.TargetCapacitySpecification.TotalTargetCapacity)) - e.ShortBy
 	out := &ec2.CreateFleetOutput{FleetId: aws.String("fleet-1")}
+	if have, limited := e.Capacity[lifecycle]; limited && n > have {
+		n = max(0, have)
+		short, ok := e.ShortError[lifecycle]
+		if !ok {
+			short = ec2types.CreateFleetError{ErrorCode: aws.String("InsufficientInstanceCapacity"), ErrorMessage: aws.String("not enough capacity")}
+		}
+		short.Lifecycle = ec2types.InstanceLifecycle(lifecycle)
+		out.Errors = append(out.Errors, short)
+	}
 	group := max(1, e.GroupSize)
 	for i := 0; i < n; i++ {
 		e.nextID++
@@ -129,7 +148,7 @@ func (e *EC2) CreateFleet(_ context.Context, in *ec2.CreateFleetInput, _ ...func
 			e.Unseen[id] = e.UnseenCalls
 		}
 		if i%group == 0 {
-			out.Instances = append(out.Instances, ec2types.CreateFleetInstance{InstanceType: typ})
+			out.Instances = append(out.Instances, ec2types.CreateFleetInstance{InstanceType: typ, Lifecycle: ec2types.InstanceLifecycle(lifecycle)})
 		}
 		last := &out.Instances[len(out.Instances)-1]
 		last.InstanceIds = append(last.InstanceIds, id)

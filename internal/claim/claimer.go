@@ -79,6 +79,9 @@ type Result struct {
 	Started   int // from the stopped tier
 	Created   int // launched
 	Pickup    PickupStats
+	// Warnings say what the claim did that its caller should know: the
+	// on-demand instances it launched for spot capacity EC2 did not have.
+	Warnings []string
 }
 
 // Create fulfils a claim, all or nothing: on failure every runner it took is
@@ -213,6 +216,7 @@ type attempt struct {
 	held     map[string]*held
 	failures []string // runners tried and let go, and why
 	notes    []string // what else went wrong on the way
+	warnings []string // what a claim that succeeds says (Result.Warnings)
 	launched int      // instances CreateFleet started
 }
 
@@ -366,7 +370,10 @@ func (a *attempt) run(ctx context.Context) (*Result, error) {
 	if err := a.finish(ctx, all); err != nil {
 		return nil, err
 	}
-	return &Result{Instances: all, Reused: len(reused), Started: len(started), Created: len(created), Pickup: a.pickup.Stats()}, nil
+	a.mu.Lock()
+	warnings := slices.Clone(a.warnings)
+	a.mu.Unlock()
+	return &Result{Instances: all, Reused: len(reused), Started: len(started), Created: len(created), Pickup: a.pickup.Stats(), Warnings: warnings}, nil
 }
 
 // fillMissing gets the missing runners the pool's queue did not have: it

@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
@@ -325,7 +322,7 @@ func fillRecord(inst Instance, class string, now, threshold time.Time) protocol.
 // CreateFleet fails it may still have launched some: those are terminated.
 func (c *Claimer) launchFill(ctx context.Context, s *store, cfg protocol.PoolConfig, class string, n int, fill, version string, res *WarmResult) ([]Instance, error) {
 	req := Request{Pool: cfg.Name, RunID: fill, InstanceCount: n, ResourceClass: class, UsageClass: protocol.UsageOnDemand, AllowedTypes: []string{"*"}}
-	in, err := c.fleetRequest(ctx, req, cfg, cfg.ResourceClasses[class], n, clientToken(req, fill, 0, n))
+	in, err := c.fleetRequest(ctx, req, cfg, cfg.ResourceClasses[class], n, clientToken(req, fill, protocol.UsageOnDemand, 0, n))
 	if err != nil {
 		return nil, err
 	}
@@ -349,11 +346,7 @@ func (c *Claimer) launchFill(ctx context.Context, s *store, cfg protocol.PoolCon
 	}
 	c.tellRunnerRelease(ctx, s, cfg, instanceIDs(launched))
 	if len(launched) < n {
-		var reasons []string
-		for _, e := range out.Errors {
-			reasons = append(reasons, fmt.Sprintf("%s: %s", aws.ToString(e.ErrorCode), aws.ToString(e.ErrorMessage)))
-		}
-		res.Notes = append(res.Notes, fmt.Sprintf("class %s: CreateFleet launched %d of %d (%s)", class, len(launched), n, strings.Join(reasons, "; ")))
+		res.Notes = append(res.Notes, fmt.Sprintf("class %s: CreateFleet launched %d of %d (%s)", class, len(launched), n, fleetErrors(out.Errors)))
 	}
 	return launched, nil
 }
