@@ -43,6 +43,11 @@ type EC2 struct {
 	// LtVersion is the launch template's latest and default version
 	// number (0: 1).
 	LtVersion int64
+	// LtID is the launch template's id ("": lt-0123), and LtCreated when
+	// it was created (zero: 2020-01-01): a template replaced by another
+	// has a new id and creation time.
+	LtID      string
+	LtCreated time.Time
 
 	Fleets []*ec2.CreateFleetInput
 	// Runs are the RunInstances calls EC2 carried out.
@@ -261,7 +266,14 @@ func (e *EC2) DescribeLaunchTemplates(_ context.Context, in *ec2.DescribeLaunchT
 		tags = map[string]string{protocol.TagPool: e.Pool}
 	}
 	version := max(1, e.LtVersion)
-	lt := ec2types.LaunchTemplate{LaunchTemplateId: aws.String("lt-0123"), LaunchTemplateName: aws.String("runners"),
+	id, created := e.LtID, e.LtCreated
+	if id == "" {
+		id = "lt-0123"
+	}
+	if created.IsZero() {
+		created = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	lt := ec2types.LaunchTemplate{LaunchTemplateId: aws.String(id), LaunchTemplateName: aws.String("runners"), CreateTime: aws.Time(created),
 		LatestVersionNumber: aws.Int64(version), DefaultVersionNumber: aws.Int64(version)}
 	for _, k := range slices.Sorted(maps.Keys(tags)) {
 		lt.Tags = append(lt.Tags, ec2types.Tag{Key: aws.String(k), Value: aws.String(tags[k])})

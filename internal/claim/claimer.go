@@ -100,8 +100,8 @@ func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	template, version, templateErr := c.currentTemplate(ctx, cfg)
-	wants.TemplateVersion = version
+	template, current, templateErr := c.currentTemplate(ctx, cfg)
+	wants.Template = current
 	queueURL := cfg.QueueURLs[req.ResourceClass]
 	if queueURL == "" {
 		return nil, fmt.Errorf("pool %s has no queue for resource class %q; apply the pool to re-create it", req.Pool, req.ResourceClass)
@@ -607,7 +607,8 @@ func (a *attempt) claimAll(ctx context.Context, msgs []protocol.Message) ([]Inst
 		failed  error
 	)
 	for i, m := range msgs {
-		inst := Instance{ID: m.ID, InstanceType: m.InstanceType, UsageClass: m.UsageClass, Source: SourcePool, LaunchedAt: m.LaunchedAt, TemplateVersion: m.TemplateVersion}
+		inst := Instance{ID: m.ID, InstanceType: m.InstanceType, UsageClass: m.UsageClass, Source: SourcePool, LaunchedAt: m.LaunchedAt,
+			TemplateID: m.TemplateID, TemplateVersion: m.TemplateVersion}
 		outcome, err := a.claimOutcome(ctx, m.ID, errs[i])
 		switch outcome {
 		case claimed:

@@ -37,12 +37,12 @@ func (a *attempt) launch(ctx context.Context, n int) ([]Instance, error) {
 	if a.templateErr != nil {
 		return nil, a.templateErr
 	}
-	version, err := checkTemplateTag(a.template, a.req.Pool, a.cfg.Fleet)
+	template, err := checkTemplateTag(a.template, a.req.Pool, a.cfg.Fleet)
 	if err != nil {
 		return nil, err
 	}
 	fallback := a.req.fallsBack()
-	launched, short, err := a.launchFleet(ctx, a.req.UsageClass, n, version, !fallback)
+	launched, short, err := a.launchFleet(ctx, a.req.UsageClass, n, template, !fallback)
 	if err != nil || len(launched) == n {
 		return launched, err
 	}
@@ -51,7 +51,7 @@ func (a *attempt) launch(ctx context.Context, n int) ([]Instance, error) {
 	rest := n - len(launched)
 	why := fmt.Sprintf("EC2 launched %d of %d spot instance(s) (%s)", len(launched), n, short)
 	a.c.log("claim: too little spot capacity; launching on-demand instances instead", "run", a.req.RunID, "on-demand", rest, "reason", why)
-	more, _, err := a.launchFleet(ctx, protocol.UsageOnDemand, rest, version, true)
+	more, _, err := a.launchFleet(ctx, protocol.UsageOnDemand, rest, template, true)
 	if err != nil {
 		return nil, fmt.Errorf("%s; launching %d on-demand instance(s) instead: %w", why, rest, err)
 	}
@@ -65,7 +65,7 @@ func (a *attempt) launch(ctx context.Context, n int) ([]Instance, error) {
 // records them as created, and returns them, with why EC2 launched fewer
 // ("" when it launched all). Fewer than n: when final, all are terminated
 // and it fails; otherwise those launched are recorded and returned.
-func (a *attempt) launchFleet(ctx context.Context, usage string, n int, version string, final bool) ([]Instance, string, error) {
+func (a *attempt) launchFleet(ctx context.Context, usage string, n int, template TemplateRef, final bool) ([]Instance, string, error) {
 	a.mu.Lock()
 	token := clientToken(a.req, a.rec.Nonce, usage, a.launched, n)
 	a.mu.Unlock()
@@ -92,7 +92,7 @@ func (a *attempt) launchFleet(ctx context.Context, usage string, n int, version 
 	for _, group := range out.Instances {
 		for _, id := range group.InstanceIds { // AWS groups several ids per entry
 			launched = append(launched, Instance{ID: id, InstanceType: string(group.InstanceType), UsageClass: usage, Source: SourceFleet,
-				LaunchedAt: launchedAt, TemplateVersion: version})
+				LaunchedAt: launchedAt, TemplateID: template.ID, TemplateVersion: template.Version})
 		}
 	}
 	a.mu.Lock()
@@ -131,7 +131,7 @@ func (a *attempt) launchFleet(ctx context.Context, usage string, n int, version 
 		err := a.s.putCreated(ctx, protocol.Instance{
 			ID: inst.ID, State: protocol.StateCreated, RunID: a.req.RunID, Threshold: protocol.FormatTime(now.Add(createdLifetime)),
 			ResourceClass: a.req.ResourceClass, InstanceType: inst.InstanceType, UsageClass: inst.UsageClass, UpdatedAt: protocol.FormatTime(now),
-			LaunchedAt: inst.LaunchedAt, TemplateVersion: inst.TemplateVersion,
+			LaunchedAt: inst.LaunchedAt, TemplateID: inst.TemplateID, TemplateVersion: inst.TemplateVersion,
 		})
 		if err != nil {
 			return nil, "", abandon(launched[i:], err)
@@ -313,18 +313,18 @@ func (c *Claimer) resolveInstanceTypes(ctx context.Context, f *protocol.FleetCon
 }
 
 // checkTemplateTag makes sure the pool's launch template lt is tagged for
-// the pool, and returns the version the fleet launches: the config item
+// the pool, and returns the template and version the fleet launches: the config item
 // names the template, and anyone who may write the table could change it;
 // the tag is set by whoever manages the template (and IAM pins CreateFleet
 // on it, aws:ResourceTag/ec2runners:pool).
-func checkTemplateTag(lt ec2types.LaunchTemplate, poolName string, f *protocol.FleetConfig) (version string, err error) {
+func checkTemplateTag(lt ec2types.LaunchTemplate, poolName string, f *protocol.FleetConfig) (TemplateRef, error) {
 	for _, tag := range lt.Tags {
 		if aws.ToString(tag.Key) == protocol.TagPool && aws.ToString(tag.Value) == poolName {
-			return templateVersion(lt, f), nil
+			return templateRef(lt, f), nil
 		}
 	}
 	ref := cmp.Or(f.LaunchTemplateID, f.LaunchTemplateName)
-	return "", fmt.Errorf("launch template %s does not carry the tag %s = %s: pool %s launches only templates tagged for it; add the tag to the launch template", ref, protocol.TagPool, poolName, poolName)
+	return TemplateRef{}, fmt.Errorf("launch template %s does not carry the tag %s = %s: pool %s launches only templates tagged for it; add the tag to the launch template", ref, protocol.TagPool, poolName, poolName)
 }
 
 // templateArchitecture is the architecture of the launch template's AMI.

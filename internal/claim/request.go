@@ -69,8 +69,10 @@ type Instance struct {
 	InstanceType string `json:"instanceType"`
 	UsageClass   string `json:"usageClass"`
 	Source       string `json:"source"`
-	// When and from which launch template version it was launched ("" unknown).
+	// When, from which launch template and which of its versions it was
+	// launched ("" unknown).
 	LaunchedAt      string `json:"launchedAt,omitempty"`
+	TemplateID      string `json:"templateId,omitempty"`
 	TemplateVersion string `json:"templateVersion,omitempty"`
 }
 
