@@ -149,9 +149,13 @@ func (a *attempt) launchFleet(ctx context.Context, usage string, n int, template
 	return launched, short, nil
 }
 
+// maxFleetReasons bounds the reasons fleetErrors lists: an explicit fleet
+// has up to 300 overrides, and EC2 may answer an error for each.
+const maxFleetReasons = 5
+
 // fleetErrors says why a fleet launched fewer instances than asked: the
 // distinct codes and messages of its Errors[] (EC2 answers one per launch
-// template override it tried), in order.
+// template override it tried), in order, the first maxFleetReasons of them.
 func fleetErrors(errs []ec2types.CreateFleetError) string {
 	var reasons []string
 	for _, e := range errs {
@@ -160,8 +164,12 @@ func fleetErrors(errs []ec2types.CreateFleetError) string {
 			reasons = append(reasons, r)
 		}
 	}
-	if len(reasons) == 0 {
+	switch {
+	case len(reasons) == 0:
 		return "EC2 gave no reason"
+	case len(reasons) > maxFleetReasons:
+		more := len(reasons) - maxFleetReasons
+		reasons = append(reasons[:maxFleetReasons], fmt.Sprintf("and %d other reason(s)", more))
 	}
 	return strings.Join(reasons, "; ")
 }

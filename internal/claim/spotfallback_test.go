@@ -219,3 +219,26 @@ func TestFallbackRunnersReturnByUsageClass(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A fleet's reasons are EC2's distinct errors, in order, at most
+// maxFleetReasons of them.
+func TestFleetErrors(t *testing.T) {
+	fe := func(code, msg string) ec2types.CreateFleetError {
+		return ec2types.CreateFleetError{ErrorCode: aws.String(code), ErrorMessage: aws.String(msg)}
+	}
+	ice := fe("InsufficientInstanceCapacity", "There is no Spot capacity available that matches your request.")
+	if got := fleetErrors([]ec2types.CreateFleetError{ice, ice, fe("MaxSpotInstanceCountExceeded", "Max spot instance count exceeded"), ice}); got !=
+		"InsufficientInstanceCapacity: There is no Spot capacity available that matches your request.; MaxSpotInstanceCountExceeded: Max spot instance count exceeded" {
+		t.Errorf("fleetErrors = %q", got)
+	}
+	if got := fleetErrors(nil); got != "EC2 gave no reason" {
+		t.Errorf("fleetErrors(none) = %q", got)
+	}
+	var many []ec2types.CreateFleetError
+	for i := range 8 {
+		many = append(many, fe("InsufficientInstanceCapacity", fmt.Sprintf("We currently do not have sufficient c%d.large capacity", i)))
+	}
+	if got := fleetErrors(many); strings.Count(got, "InsufficientInstanceCapacity") != maxFleetReasons || !strings.HasSuffix(got, "; and 3 other reason(s)") {
+		t.Errorf("fleetErrors(8 distinct) = %q", got)
+	}
+}
