@@ -155,7 +155,7 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 			},
 			"spot_fallback": schema.StringAttribute{
 				Optional: true, Computed: true,
-				Description: "What a spot claim launches when EC2 has too little spot capacity: `on-demand` (the default for a spot claim) launches on-demand instances for what the spot fleet did not fill, and the claim warns; `none` fails the claim. `instances[*].usage_class` says which runners are which; on release each goes back to the pool as what it is, and a later spot claim takes only spot runners from the pool. Only for `usage_class = \"spot\"`; null for other claims (and for spot claims made before this attribute, which did not fall back).",
+				Description: "What a spot claim launches when EC2 has too little spot capacity: `on-demand` (the default for a spot claim) launches on-demand instances for what the spot fleet did not fill, and the claim warns; `none` fails the claim. `instances[*].usage_class` says which runners are which; on release each goes back to the pool as what it is, and a later spot claim takes only spot runners from the pool. Only for `usage_class = \"spot\"`; null for other claims.",
 				Validators:  []validator.String{stringvalidator.OneOf(claim.SpotFallbackOnDemand, claim.SpotFallbackNone)},
 				// Planned by ModifyPlan when not set: it depends on usage_class.
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown(), stringplanmodifier.RequiresReplace()},
