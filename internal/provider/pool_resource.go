@@ -94,7 +94,9 @@ func (r *poolResource) Metadata(_ context.Context, req resource.MetadataRequest,
 
 func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "A warm pool of self-hosted GitHub Actions runners: one SQS queue per resource class holding the idle runners, and a DynamoDB table holding instance records, agent heartbeats and signals, claim records and the pool's settings.",
+		Description: "A warm pool of self-hosted GitHub Actions runners: one SQS queue per resource class holding the idle runners, and a DynamoDB table holding instance records, agent heartbeats and signals, claim records and the pool's settings. " +
+			"An apply (create or update) reaps the pool when due and launches what its warm targets lack. A plan or refresh only reads: it writes nothing, and needs no write permission. " +
+			"The guide \"Scheduled reaping and warming\" says which operation can launch or terminate what.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed:      true,
@@ -379,6 +381,7 @@ func (r *poolResource) Create(ctx context.Context, req resource.CreateRequest, r
 	timeout, d := plan.Timeouts.Create(ctx, 20*time.Minute)
 	resp.Diagnostics.Append(d...)
 	r.applySpec(ctx, &plan, timeout, "create", r.manager().Create, &resp.Diagnostics)
+	r.reap(ctx, plan.Name.ValueString(), &resp.Diagnostics)
 	r.fill(ctx, &plan, timeout, &resp.Diagnostics)
 	if !resp.Diagnostics.HasError() {
 		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
@@ -456,7 +459,8 @@ func (r *poolResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 	// Before the read: the framework wants an identity also when the pool is
 	// gone, which Terraform before 1.12 never holds.
 	resp.Diagnostics.Append(resp.Identity.Set(ctx, poolIdentity{Name: state.ID})...)
-	st, err := r.manager().Read(ctx, state.ID.ValueString())
+	// A read: nothing here writes (readManager, reader), whatever is due.
+	st, err := r.data.readManager().Read(ctx, state.ID.ValueString())
 	if errors.Is(err, pool.ErrNotFound) {
 		resp.State.RemoveResource(ctx)
 		return
@@ -466,14 +470,18 @@ func (r *poolResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 		return
 	}
 	r.setStatus(&state, st)
-	r.setWarmStatus(ctx, r.data.claimer(ctx), &state, &resp.Diagnostics)
+	r.setWarmStatus(ctx, r.data.reader(ctx), &state, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
-	r.reap(ctx, st.Config.Name)
 }
 
-// reap cleans the pool up while Terraform looks at it anyway: a pool in use
-// stays clean without a cron. Bounded; failures are only logged.
-func (r *poolResource) reap(ctx context.Context, name string) {
+// reap cleans the pool up, when due (at most once a minute, as claims and
+// releases do), in an apply of the pool: before its fill, so that runners
+// past their deadline are gone when it counts what the targets lack.
+// Bounded; failures are only logged. A read never reaps.
+func (r *poolResource) reap(ctx context.Context, name string, diags *diag.Diagnostics) {
+	if diags.HasError() {
+		return
+	}
 	res, ran, err := r.data.claimer(ctx).ReapIfDue(ctx, name, claim.DefaultReapInterval)
 	switch {
 	case err != nil:
@@ -489,6 +497,7 @@ func (r *poolResource) Update(ctx context.Context, req resource.UpdateRequest, r
 	timeout, d := plan.Timeouts.Update(ctx, 20*time.Minute)
 	resp.Diagnostics.Append(d...)
 	r.applySpec(ctx, &plan, timeout, "update", r.manager().Update, &resp.Diagnostics)
+	r.reap(ctx, plan.Name.ValueString(), &resp.Diagnostics)
 	r.fill(ctx, &plan, timeout, &resp.Diagnostics)
 	if !resp.Diagnostics.HasError() {
 		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
