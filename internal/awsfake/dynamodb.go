@@ -2,6 +2,7 @@ package awsfake
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,7 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -148,17 +151,15 @@ var (
 	}
 )
 
-// exprEnv resolves names and values of one request and checks that each is
-// used, as DynamoDB does.
+// exprEnv resolves the names and values of one request (that each is
+// defined and used is a rule of internal/awslimits, checked before).
 type exprEnv struct {
-	names      map[string]string
-	values     map[string]types.AttributeValue
-	usedNames  map[string]bool
-	usedValues map[string]bool
+	names  map[string]string
+	values map[string]types.AttributeValue
 }
 
 func newExprEnv(names map[string]string, values map[string]types.AttributeValue) *exprEnv {
-	return &exprEnv{names: names, values: values, usedNames: map[string]bool{}, usedValues: map[string]bool{}}
+	return &exprEnv{names: names, values: values}
 }
 
 func (e *exprEnv) name(tok string) (string, error) {
@@ -169,7 +170,6 @@ func (e *exprEnv) name(tok string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("fake dynamodb: ValidationException: undefined attribute name %s", tok)
 	}
-	e.usedNames[tok] = true
 	return n, nil
 }
 
@@ -178,22 +178,7 @@ func (e *exprEnv) value(tok string) (types.AttributeValue, error) {
 	if !ok || !strings.HasPrefix(tok, ":") {
 		return nil, fmt.Errorf("fake dynamodb: ValidationException: undefined attribute value %s", tok)
 	}
-	e.usedValues[tok] = true
 	return v, nil
-}
-
-func (e *exprEnv) checkAllUsed() error {
-	for n := range e.names {
-		if !e.usedNames[n] {
-			return fmt.Errorf("fake dynamodb: ValidationException: unused attribute name %s", n)
-		}
-	}
-	for v := range e.values {
-		if !e.usedValues[v] {
-			return fmt.Errorf("fake dynamodb: ValidationException: unused attribute value %s", v)
-		}
-	}
-	return nil
 }
 
 // evalCondition evaluates one of knownConditions against cur (nil: no item).
@@ -401,6 +386,9 @@ func ItemKey(it item) string {
 }
 
 func (f *Table) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if err := limits(ctx, "dynamodb", "GetItem", in, func(ctx context.Context) error { return sdkErr(tableLimits.GetItem(ctx, in)) }); err != nil {
+		return nil, err
+	}
 	f.Mu.Lock()
 	defer f.Mu.Unlock()
 	if err := f.enter(ctx, "GetItem", in.TableName, in); err != nil {
@@ -439,7 +427,7 @@ func checkCondition(env *exprEnv, cond *string, old item, rv types.ReturnValuesO
 
 // plan checks a write to the item at key without writing it: the
 // condition against the current item, then build makes the new item from
-// it, then every name and value must have been used. Called with mu held.
+// it. Called with mu held.
 func (f *Table) plan(key item, cond *string, names map[string]string, values map[string]types.AttributeValue, rv types.ReturnValuesOnConditionCheckFailure,
 	build func(env *exprEnv, old item) (item, error)) (write, error) {
 	k, err := keyString(key)
@@ -453,9 +441,6 @@ func (f *Table) plan(key item, cond *string, names map[string]string, values map
 	}
 	cur, err := build(env, old)
 	if err != nil {
-		return write{}, err
-	}
-	if err := env.checkAllUsed(); err != nil {
 		return write{}, err
 	}
 	return write{k: k, old: old, cur: cur}, nil
@@ -485,6 +470,9 @@ func (f *Table) commit(w write) {
 }
 
 func (f *Table) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if err := limits(ctx, "dynamodb", "PutItem", in, func(ctx context.Context) error { return sdkErr(tableLimits.PutItem(ctx, in)) }); err != nil {
+		return nil, err
+	}
 	var changes []change
 	out, err := f.putItem(ctx, in, &changes)
 	f.dispatch(ctx, changes)
@@ -507,6 +495,9 @@ func (f *Table) putItem(ctx context.Context, in *dynamodb.PutItemInput, changes 
 }
 
 func (f *Table) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if err := limits(ctx, "dynamodb", "UpdateItem", in, func(ctx context.Context) error { return sdkErr(tableLimits.UpdateItem(ctx, in)) }); err != nil {
+		return nil, err
+	}
 	var changes []change
 	out, err := f.updateItem(ctx, in, &changes)
 	f.dispatch(ctx, changes)
@@ -524,6 +515,11 @@ func (f *Table) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput, ch
 	if err != nil {
 		return nil, err
 	}
+	if awslimits.ItemBytes(Wire(w.cur)) > awslimits.MaxItemBytes {
+		// The size after the update: DynamoDB's rule, which only the
+		// table knows (internal/awslimits' front cannot check it).
+		return nil, &smithy.GenericAPIError{Code: "ValidationException", Message: "Item size to update has exceeded the maximum allowed size"}
+	}
 	f.commit(w)
 	return &dynamodb.UpdateItemOutput{}, f.lost("UpdateItem", in)
 }
@@ -536,13 +532,12 @@ func (f *Table) lost(op string, in any) error {
 	return nil
 }
 
-// fakeTransactionLimit is moto's (and DynamoDB's former) limit; DynamoDB
-// itself now takes 100.
-const fakeTransactionLimit = 25
-
 // TransactWriteItems checks every Put and Update first and writes all of
 // them or none; failed conditions cancel it with a reason per item.
 func (f *Table) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	if err := limits(ctx, "dynamodb", "TransactWriteItems", in, func(ctx context.Context) error { return sdkErr(tableLimits.TransactWriteItems(ctx, in)) }); err != nil {
+		return nil, err
+	}
 	var changes []change
 	out, err := f.transactWriteItems(ctx, in, &changes)
 	f.dispatch(ctx, changes)
@@ -556,14 +551,10 @@ func (f *Table) transactWriteItems(ctx context.Context, in *dynamodb.TransactWri
 	if err := f.enter(ctx, "TransactWriteItems", nil, in); err != nil {
 		return nil, err
 	}
-	if len(in.TransactItems) == 0 || len(in.TransactItems) > fakeTransactionLimit {
-		return nil, fmt.Errorf("fake dynamodb: ValidationException: %d transaction items, want 1 to %d", len(in.TransactItems), fakeTransactionLimit)
-	}
 	var (
 		writes   []write
 		reasons  = make([]types.CancellationReason, len(in.TransactItems))
 		canceled bool
-		seen     = map[string]bool{}
 	)
 	for i, ti := range in.TransactItems {
 		var (
@@ -592,10 +583,6 @@ func (f *Table) transactWriteItems(ctx context.Context, in *dynamodb.TransactWri
 		case err != nil:
 			return nil, err
 		default:
-			if seen[w.k] {
-				return nil, errors.New("fake dynamodb: ValidationException: transaction request cannot include multiple operations on one item")
-			}
-			seen[w.k] = true
 			reasons[i] = types.CancellationReason{Code: aws.String("None")}
 			writes = append(writes, w)
 		}
@@ -610,6 +597,9 @@ func (f *Table) transactWriteItems(ctx context.Context, in *dynamodb.TransactWri
 }
 
 func (f *Table) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	if err := limits(ctx, "dynamodb", "DeleteItem", in, func(ctx context.Context) error { return sdkErr(tableLimits.DeleteItem(ctx, in)) }); err != nil {
+		return nil, err
+	}
 	var changes []change
 	out, err := f.deleteItem(ctx, in, &changes)
 	f.dispatch(ctx, changes)
@@ -633,6 +623,9 @@ func (f *Table) deleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, ch
 }
 
 func (f *Table) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	if err := limits(ctx, "dynamodb", "BatchGetItem", in, func(ctx context.Context) error { return sdkErr(tableLimits.BatchGetItem(ctx, in)) }); err != nil {
+		return nil, err
+	}
 	if f.BeforeBatchGet != nil {
 		f.BeforeBatchGet(ctx)
 	}
@@ -646,25 +639,17 @@ func (f *Table) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput
 		if table != f.name {
 			return nil, &types.ResourceNotFoundException{Message: aws.String("Requested resource not found")}
 		}
-		if len(ka.Keys) == 0 || len(ka.Keys) > 100 {
-			return nil, fmt.Errorf("fake dynamodb: ValidationException: %d keys in one BatchGetItem", len(ka.Keys))
-		}
 		keys := ka.Keys
 		if f.UnprocessedReads > 0 {
 			f.UnprocessedReads--
 			out.UnprocessedKeys = map[string]types.KeysAndAttributes{table: {Keys: keys[len(keys)-1:], ConsistentRead: ka.ConsistentRead}}
 			keys = keys[:len(keys)-1]
 		}
-		seen := map[string]bool{}
 		for _, key := range keys {
 			k, err := keyString(key)
 			if err != nil {
 				return nil, err
 			}
-			if seen[k] {
-				return nil, errors.New("fake dynamodb: ValidationException: duplicate key in BatchGetItem")
-			}
-			seen[k] = true
 			if it := f.Items[k]; it != nil {
 				out.Responses[table] = append(out.Responses[table], CopyItem(it))
 			}
@@ -677,6 +662,9 @@ func (f *Table) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput
 // call beyond the first unprocessedWrites ones leaves its last item
 // unprocessed, as a throttled table does.
 func (f *Table) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
+	if err := limits(ctx, "dynamodb", "BatchWriteItem", in, func(ctx context.Context) error { return sdkErr(tableLimits.BatchWriteItem(ctx, in)) }); err != nil {
+		return nil, err
+	}
 	var changes []change
 	out, err := f.batchWriteItem(ctx, in, &changes)
 	f.dispatch(ctx, changes)
@@ -695,15 +683,11 @@ func (f *Table) batchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemI
 		if table != f.name {
 			return nil, &types.ResourceNotFoundException{Message: aws.String("Requested resource not found")}
 		}
-		if len(reqs) == 0 || len(reqs) > 25 {
-			return nil, fmt.Errorf("fake dynamodb: ValidationException: %d writes in one BatchWriteItem", len(reqs))
-		}
 		if f.UnprocessedWrites > 0 {
 			f.UnprocessedWrites--
 			out.UnprocessedItems[table] = reqs[len(reqs)-1:]
 			reqs = reqs[:len(reqs)-1]
 		}
-		seen := map[string]bool{}
 		for _, r := range reqs {
 			if r.PutRequest == nil {
 				return nil, errors.New("fake dynamodb: only PutRequest is supported in BatchWriteItem")
@@ -712,10 +696,6 @@ func (f *Table) batchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemI
 			if err != nil {
 				return nil, err
 			}
-			if seen[k] {
-				return nil, errors.New("fake dynamodb: ValidationException: provided list of item keys contains duplicates")
-			}
-			seen[k] = true
 			f.Items[k] = CopyItem(r.PutRequest.Item)
 		}
 	}
@@ -725,6 +705,9 @@ func (f *Table) batchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemI
 // Query supports the one key condition the code uses (#pk = :pk), pages of
 // QueryPage items in sort key order, and ExclusiveStartKey.
 func (f *Table) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	if err := limits(ctx, "dynamodb", "Query", in, func(ctx context.Context) error { return sdkErr(tableLimits.Query(ctx, in)) }); err != nil {
+		return nil, err
+	}
 	f.Mu.Lock()
 	defer f.Mu.Unlock()
 	if err := f.enter(ctx, "Query", in.TableName, in); err != nil {
@@ -787,4 +770,52 @@ func (f *Table) Count(op string) int {
 	f.Mu.Lock()
 	defer f.Mu.Unlock()
 	return f.counts[op]
+}
+
+// Wire is an item in DynamoDB's wire form, {"S": "..."}, as
+// internal/awslimits reads it.
+func Wire(it item) map[string]any {
+	out := make(map[string]any, len(it))
+	for k, v := range it {
+		out[k] = wireValue(v)
+	}
+	return out
+}
+
+func wireValue(v types.AttributeValue) map[string]any {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return map[string]any{"S": v.Value}
+	case *types.AttributeValueMemberN:
+		return map[string]any{"N": v.Value}
+	case *types.AttributeValueMemberB:
+		return map[string]any{"B": base64.StdEncoding.EncodeToString(v.Value)}
+	case *types.AttributeValueMemberBOOL:
+		return map[string]any{"BOOL": v.Value}
+	case *types.AttributeValueMemberNULL:
+		return map[string]any{"NULL": v.Value}
+	case *types.AttributeValueMemberSS:
+		return map[string]any{"SS": anys(v.Value, func(s string) any { return s })}
+	case *types.AttributeValueMemberNS:
+		return map[string]any{"NS": anys(v.Value, func(s string) any { return s })}
+	case *types.AttributeValueMemberBS:
+		return map[string]any{"BS": anys(v.Value, func(b []byte) any { return base64.StdEncoding.EncodeToString(b) })}
+	case *types.AttributeValueMemberL:
+		return map[string]any{"L": anys(v.Value, func(e types.AttributeValue) any { return wireValue(e) })}
+	case *types.AttributeValueMemberM:
+		m := make(map[string]any, len(v.Value))
+		for k, e := range v.Value {
+			m[k] = wireValue(e)
+		}
+		return map[string]any{"M": m}
+	}
+	return nil
+}
+
+func anys[T any](in []T, f func(T) any) []any {
+	out := make([]any, len(in))
+	for i, e := range in {
+		out[i] = f(e)
+	}
+	return out
 }

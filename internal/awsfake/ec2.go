@@ -16,7 +16,6 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -79,7 +78,10 @@ type EC2 struct {
 	Unseen      map[string]int
 }
 
-func (e *EC2) CreateFleet(_ context.Context, in *ec2.CreateFleetInput, _ ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error) {
+func (e *EC2) CreateFleet(ctx context.Context, in *ec2.CreateFleetInput, _ ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error) {
+	if err := limits(ctx, "ec2", "CreateFleet", in, func(ctx context.Context) error { return sdkErr(ec2Limits.CreateFleet(ctx, in)) }); err != nil {
+		return nil, err
+	}
 	e.Mu.Lock()
 	defer e.Mu.Unlock()
 	e.Fleets = append(e.Fleets, in)
@@ -91,9 +93,6 @@ func (e *EC2) CreateFleet(_ context.Context, in *ec2.CreateFleetInput, _ ...func
 	}
 	if in.Type != ec2types.FleetTypeInstant || in.TargetCapacitySpecification == nil || len(in.LaunchTemplateConfigs) != 1 {
 		return nil, errors.New("fake ec2: only single-template instant fleets are supported")
-	}
-	if tok := aws.ToString(in.ClientToken); tok == "" || len(tok) > 64 {
-		return nil, fmt.Errorf("fake ec2: client token %q", tok)
 	}
 	overrides := in.LaunchTemplateConfigs[0].Overrides
 	if len(overrides) == 0 {
@@ -141,17 +140,11 @@ func (e *EC2) CreateFleet(_ context.Context, in *ec2.CreateFleetInput, _ ...func
 }
 
 // RunInstances launches MaxCount instances, after refusing what EC2
-// refuses (internal/awslimits: user data over 16 KB, or not base64) with
-// EC2's own error.
-func (e *EC2) RunInstances(_ context.Context, in *ec2.RunInstancesInput, _ ...func(*ec2.Options)) (*ec2.RunInstancesOutput, error) {
-	refusal := awslimits.Check("ec2", "RunInstances", func(name string) (string, bool) {
-		if name == "UserData" && in.UserData != nil {
-			return *in.UserData, true
-		}
-		return "", false
-	})
-	if refusal != nil {
-		return nil, refusal.APIError()
+// refuses (internal/awslimits: user data over 16 KB, or not base64...)
+// with EC2's own error.
+func (e *EC2) RunInstances(ctx context.Context, in *ec2.RunInstancesInput, _ ...func(*ec2.Options)) (*ec2.RunInstancesOutput, error) {
+	if err := limits(ctx, "ec2", "RunInstances", in, func(ctx context.Context) error { return sdkErr(ec2Limits.RunInstances(ctx, in)) }); err != nil {
+		return nil, err
 	}
 	e.Mu.Lock()
 	defer e.Mu.Unlock()
@@ -166,7 +159,10 @@ func (e *EC2) RunInstances(_ context.Context, in *ec2.RunInstancesInput, _ ...fu
 	return out, nil
 }
 
-func (e *EC2) DescribeInstanceTypes(_ context.Context, in *ec2.DescribeInstanceTypesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error) {
+func (e *EC2) DescribeInstanceTypes(ctx context.Context, in *ec2.DescribeInstanceTypesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error) {
+	if err := limits(ctx, "ec2", "DescribeInstanceTypes", in, func(ctx context.Context) error { return sdkErr(ec2Limits.DescribeInstanceTypes(ctx, in)) }); err != nil {
+		return nil, err
+	}
 	e.Mu.Lock()
 	defer e.Mu.Unlock()
 	e.TypeInputs = append(e.TypeInputs, in)
@@ -213,7 +209,10 @@ func (e *EC2) DescribeInstanceTypes(_ context.Context, in *ec2.DescribeInstanceT
 	return out, nil
 }
 
-func (e *EC2) DescribeLaunchTemplateVersions(_ context.Context, in *ec2.DescribeLaunchTemplateVersionsInput, _ ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplateVersionsOutput, error) {
+func (e *EC2) DescribeLaunchTemplateVersions(ctx context.Context, in *ec2.DescribeLaunchTemplateVersionsInput, _ ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplateVersionsOutput, error) {
+	if err := limits(ctx, "ec2", "DescribeLaunchTemplateVersions", in, func(ctx context.Context) error { return sdkErr(ec2Limits.DescribeLaunchTemplateVersions(ctx, in)) }); err != nil {
+		return nil, err
+	}
 	e.Mu.Lock()
 	defer e.Mu.Unlock()
 	e.LtInputs = append(e.LtInputs, in)
@@ -227,7 +226,10 @@ func (e *EC2) DescribeLaunchTemplateVersions(_ context.Context, in *ec2.Describe
 // DescribeLaunchTemplates describes the one launch template there is, by
 // whatever id or name it is asked for, as EC2 does: an unknown one is an
 // error.
-func (e *EC2) DescribeLaunchTemplates(_ context.Context, in *ec2.DescribeLaunchTemplatesInput, _ ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplatesOutput, error) {
+func (e *EC2) DescribeLaunchTemplates(ctx context.Context, in *ec2.DescribeLaunchTemplatesInput, _ ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplatesOutput, error) {
+	if err := limits(ctx, "ec2", "DescribeLaunchTemplates", in, func(ctx context.Context) error { return sdkErr(ec2Limits.DescribeLaunchTemplates(ctx, in)) }); err != nil {
+		return nil, err
+	}
 	e.Mu.Lock()
 	defer e.Mu.Unlock()
 	e.LtDescribes = append(e.LtDescribes, in)
@@ -250,7 +252,10 @@ func (e *EC2) DescribeLaunchTemplates(_ context.Context, in *ec2.DescribeLaunchT
 	return &ec2.DescribeLaunchTemplatesOutput{LaunchTemplates: []ec2types.LaunchTemplate{lt}}, nil
 }
 
-func (e *EC2) DescribeImages(_ context.Context, in *ec2.DescribeImagesInput, _ ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error) {
+func (e *EC2) DescribeImages(ctx context.Context, in *ec2.DescribeImagesInput, _ ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error) {
+	if err := limits(ctx, "ec2", "DescribeImages", in, func(ctx context.Context) error { return sdkErr(ec2Limits.DescribeImages(ctx, in)) }); err != nil {
+		return nil, err
+	}
 	e.Mu.Lock()
 	defer e.Mu.Unlock()
 	e.ImageInputs = append(e.ImageInputs, in)
@@ -263,7 +268,10 @@ func (e *EC2) DescribeImages(_ context.Context, in *ec2.DescribeImagesInput, _ .
 	return out, nil
 }
 
-func (e *EC2) TerminateInstances(_ context.Context, in *ec2.TerminateInstancesInput, _ ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error) {
+func (e *EC2) TerminateInstances(ctx context.Context, in *ec2.TerminateInstancesInput, _ ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error) {
+	if err := limits(ctx, "ec2", "TerminateInstances", in, func(ctx context.Context) error { return sdkErr(ec2Limits.TerminateInstances(ctx, in)) }); err != nil {
+		return nil, err
+	}
 	e.Mu.Lock()
 	defer e.Mu.Unlock()
 	e.TerminateN++
@@ -303,7 +311,10 @@ func (e *EC2) LaunchLocked(id string, at time.Time) {
 // fake instance belongs to the test pool, so a listing only checks that its
 // filters are there. A named instance EC2 never ran is an error, as on AWS;
 // a terminated one is listed as such.
-func (e *EC2) DescribeInstances(_ context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
+func (e *EC2) DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
+	if err := limits(ctx, "ec2", "DescribeInstances", in, func(ctx context.Context) error { return sdkErr(ec2Limits.DescribeInstances(ctx, in)) }); err != nil {
+		return nil, err
+	}
 	e.Mu.Lock()
 	defer e.Mu.Unlock()
 	var r ec2types.Reservation
@@ -347,7 +358,10 @@ func notFound(id string) error {
 }
 
 // StopInstances stops live instances.
-func (e *EC2) StopInstances(_ context.Context, in *ec2.StopInstancesInput, _ ...func(*ec2.Options)) (*ec2.StopInstancesOutput, error) {
+func (e *EC2) StopInstances(ctx context.Context, in *ec2.StopInstancesInput, _ ...func(*ec2.Options)) (*ec2.StopInstancesOutput, error) {
+	if err := limits(ctx, "ec2", "StopInstances", in, func(ctx context.Context) error { return sdkErr(ec2Limits.StopInstances(ctx, in)) }); err != nil {
+		return nil, err
+	}
 	e.Mu.Lock()
 	defer e.Mu.Unlock()
 	for _, id := range in.InstanceIds {
@@ -371,7 +385,10 @@ func (e *EC2) StopLocked(id string) {
 
 // StartInstances starts stopped instances (a running one stays running, as
 // on AWS) and lets their agents boot (OnStart).
-func (e *EC2) StartInstances(_ context.Context, in *ec2.StartInstancesInput, _ ...func(*ec2.Options)) (*ec2.StartInstancesOutput, error) {
+func (e *EC2) StartInstances(ctx context.Context, in *ec2.StartInstancesInput, _ ...func(*ec2.Options)) (*ec2.StartInstancesOutput, error) {
+	if err := limits(ctx, "ec2", "StartInstances", in, func(ctx context.Context) error { return sdkErr(ec2Limits.StartInstances(ctx, in)) }); err != nil {
+		return nil, err
+	}
 	e.Mu.Lock()
 	if e.StartErr != nil {
 		e.Mu.Unlock()

@@ -122,6 +122,9 @@ func (s *SQS) AddAt(url, body string, at time.Time) {
 }
 
 func (s *SQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, _ ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	if err := limits(ctx, "sqs", "ReceiveMessage", in, func(ctx context.Context) error { return sdkErr(sqsLimits.ReceiveMessage(ctx, in)) }); err != nil {
+		return nil, err
+	}
 	s.Mu.Lock()
 	hook := s.ReceiveHook
 	n := len(s.Receives) + 1
@@ -139,17 +142,12 @@ func (s *SQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, _
 	if err != nil {
 		return nil, err
 	}
-	if in.MaxNumberOfMessages < 1 || in.MaxNumberOfMessages > 10 {
-		return nil, fmt.Errorf("fake sqs: MaxNumberOfMessages %d out of 1-10", in.MaxNumberOfMessages)
-	}
-	if in.WaitTimeSeconds < 0 || in.WaitTimeSeconds > 20 {
-		return nil, fmt.Errorf("fake sqs: WaitTimeSeconds %d out of 0-20", in.WaitTimeSeconds)
-	}
+	most := max(1, int(in.MaxNumberOfMessages)) // unsent (0): SQS's default, 1
 	s.Clock = s.Clock.Add(s.AdvancePerReceive)
 	visible := func() []*qmsg {
 		var v []*qmsg
 		for _, m := range q.messages {
-			if !m.visibleAt.After(s.Clock) && len(v) < int(in.MaxNumberOfMessages) {
+			if !m.visibleAt.After(s.Clock) && len(v) < most {
 				v = append(v, m)
 			}
 		}
@@ -180,23 +178,11 @@ func (s *SQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, _
 	return out, nil
 }
 
-func checkBatchIDs[T any](entries []T, id func(T) *string) error {
-	if len(entries) == 0 || len(entries) > 10 {
-		return fmt.Errorf("fake sqs: %d entries in a batch", len(entries))
-	}
-	seen := map[string]bool{}
-	for _, e := range entries {
-		i := aws.ToString(id(e))
-		if i == "" || seen[i] {
-			return fmt.Errorf("fake sqs: batch entry id %q empty or repeated", i)
-		}
-		seen[i] = true
-	}
-	return nil
-}
-
 // ChangeMessageVisibilityBatch sets when received messages become visible.
 func (s *SQS) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
+	if err := limits(ctx, "sqs", "ChangeMessageVisibilityBatch", in, func(ctx context.Context) error { return sdkErr(sqsLimits.ChangeMessageVisibilityBatch(ctx, in)) }); err != nil {
+		return nil, err
+	}
 	s.Mu.Lock()
 	defer s.Mu.Unlock()
 	s.VisibilityChanges = append(s.VisibilityChanges, in)
@@ -205,9 +191,6 @@ func (s *SQS) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMe
 	}
 	q, err := s.queue(in.QueueUrl)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkBatchIDs(in.Entries, func(e sqstypes.ChangeMessageVisibilityBatchRequestEntry) *string { return e.Id }); err != nil {
 		return nil, err
 	}
 	out := &sqs.ChangeMessageVisibilityBatchOutput{}
@@ -223,6 +206,9 @@ func (s *SQS) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMe
 }
 
 func (s *SQS) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	if err := limits(ctx, "sqs", "DeleteMessageBatch", in, func(ctx context.Context) error { return sdkErr(sqsLimits.DeleteMessageBatch(ctx, in)) }); err != nil {
+		return nil, err
+	}
 	s.Mu.Lock()
 	defer s.Mu.Unlock()
 	s.Deletes = append(s.Deletes, in)
@@ -231,9 +217,6 @@ func (s *SQS) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatch
 	}
 	q, err := s.queue(in.QueueUrl)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkBatchIDs(in.Entries, func(e sqstypes.DeleteMessageBatchRequestEntry) *string { return e.Id }); err != nil {
 		return nil, err
 	}
 	out := &sqs.DeleteMessageBatchOutput{}
@@ -253,6 +236,9 @@ func (s *SQS) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatch
 }
 
 func (s *SQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	if err := limits(ctx, "sqs", "SendMessageBatch", in, func(ctx context.Context) error { return sdkErr(sqsLimits.SendMessageBatch(ctx, in)) }); err != nil {
+		return nil, err
+	}
 	s.Mu.Lock()
 	defer s.Mu.Unlock()
 	s.Sends = append(s.Sends, in)
@@ -263,14 +249,8 @@ func (s *SQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInpu
 	if err != nil {
 		return nil, err
 	}
-	if err := checkBatchIDs(in.Entries, func(e sqstypes.SendMessageBatchRequestEntry) *string { return e.Id }); err != nil {
-		return nil, err
-	}
 	out := &sqs.SendMessageBatchOutput{}
 	for i, e := range in.Entries {
-		if e.DelaySeconds < 0 || e.DelaySeconds > 900 {
-			return nil, fmt.Errorf("fake sqs: DelaySeconds %d", e.DelaySeconds)
-		}
 		if i == 0 && s.FailSendEntries > 0 {
 			s.FailSendEntries--
 			out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InternalError"), Message: aws.String("injected entry failure")})

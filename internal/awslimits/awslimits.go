@@ -1,145 +1,135 @@
-// Package awslimits holds limits that AWS enforces on requests and the
-// emulator does not (moto takes user data of any size), as data: the
-// service, actions and parameter each rule applies to, its check, AWS's own
-// answer to a request past it, and where that limit and answer are
-// documented or reported.
+// Package awslimits holds the limits and validations AWS applies to the
+// requests this project makes and emulators do not (moto takes user data of
+// any size, 26 writes in a BatchWriteItem, a table named "a"), as data: the
+// service and actions each rule applies to, its check, AWS's own answer to a
+// request that breaks it, and where the limit and the answer are documented
+// or reported.
 //
-// Two places apply the rules: the emulator's front (internal/emulator),
-// which every test, the demo and the Terraform runs they start talk to, and
-// the in-memory fakes (internal/awsfake), which check their typed inputs.
-// So a fixture, an example or a rendered user data that grows past a limit
-// fails the tests as it would fail a user's first apply.
+// Two places apply the rules, on the same wire form: the emulator's front
+// (internal/emulator), which every test, the demo and the Terraform runs
+// they start talk to, and the in-memory fakes (internal/awsfake), which
+// serialize their typed inputs with the SDK first (CheckHTTP). So a
+// fixture, an example, a batch or a rendered user data that grows past a
+// limit fails the tests as it would fail a user's apply.
 //
-// Adding a limit: one more Rule in Rules, with its Source, and a test of
-// its refusal through the front (internal/emulator's front_test.go).
+// Adding a rule: one more Rule in the service's file (ec2.go, sqs.go,
+// dynamodb.go, logs.go), with its Source, a case for it in the front's test
+// (internal/emulator's front_rules_test.go, which fails without one), one in
+// awsfake's when it implements the action, and a row in the catalogue,
+// templates/guides/service-limits.md.tmpl (awslimits' test checks every rule
+// has one).
 package awslimits
 
 import (
-	"encoding/base64"
-	"fmt"
 	"net/http"
 	"slices"
-
-	"github.com/aws/smithy-go"
 )
 
-// Refusal is AWS's answer to a request past a limit: the HTTP status and
-// the error's code and message, word for word.
+// Refusal is AWS's answer to a request that breaks a rule: the HTTP status,
+// the error code an SDK reports (for SQS, the query-compatible code of
+// x-amzn-query-error), the JSON protocols' __type, and the message.
 type Refusal struct {
 	Status  int
 	Code    string
+	Type    string // the JSON error's __type (SQS, DynamoDB); "" for EC2
 	Message string
 }
 
 func (r *Refusal) Error() string { return r.Code + ": " + r.Message }
 
-// APIError is the refusal as an AWS SDK client returns it (for an EC2
-// query-protocol error the SDK builds exactly this, wrapped in its
-// operation error).
-func (r *Refusal) APIError() *smithy.GenericAPIError {
-	return &smithy.GenericAPIError{Code: r.Code, Message: r.Message}
-}
+// Wording says where a rule's answer comes from.
+type Wording int
 
-// Rule is one limit AWS enforces on one parameter of some actions.
+const (
+	// Documented: AWS's documentation gives the code and the message.
+	Documented Wording = iota
+	// Reported: the code and message as published reports of AWS's answers
+	// quote them (issues, or conformance suites run against AWS).
+	Reported
+	// Ours: AWS documents the limit and the error code, but neither its
+	// documentation nor a report gives the message; the message is ours,
+	// saying so, and the test suite only needs the refusal.
+	Ours
+)
+
+// Rule is one limit or validation AWS applies to some actions' requests.
 type Rule struct {
-	// Service is the SigV4 signing name of the service ("ec2").
+	// ID names the rule in the catalogue and in the tests.
+	ID string
+	// Service is the SigV4 signing name of the service ("ec2", "sqs",
+	// "dynamodb", "logs").
 	Service string
-	// Actions are the API actions whose requests carry Param.
+	// Actions are the API actions whose requests the rule reads.
 	Actions []string
-	// Param is the parameter as the service's query protocol names it
-	// (nested members joined by dots: "LaunchTemplateData.UserData").
-	Param string
-	// Check returns AWS's answer to a request whose Param is value, or nil
-	// when AWS takes it.
-	Check func(value string) *Refusal
-	// Source is where the limit and AWS's answer are documented or
-	// reported.
+	// Limit is the rule in one sentence.
+	Limit string
+	// Check returns AWS's answer to a request (its action and its
+	// parameters as a document, see wire.go) that breaks the rule, or nil.
+	Check func(action string, req map[string]any) *Refusal
+	// Wording says whether the answer's message is AWS's, documented or
+	// reported, or ours.
+	Wording Wording
+	// Source is where the limit and the answer are documented or reported.
 	Source string
 }
 
-// MaxUserDataBytes is EC2's limit on an instance's user data: 16 KB in raw
-// form, before base64 (EC2 User Guide, "Work with instance user data",
-// https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-add-user-data.html:
-// "User data is limited to 16 KB, in raw form, before it is
-// base64-encoded"). Base64 makes that at most 21848 characters.
-const MaxUserDataBytes = 16 * 1024
+// Rules are the rules the front and the fakes enforce, in the catalogue's
+// order.
+var Rules = slices.Concat(ec2Rules, sqsRules, dynamodbRules, logsRules)
 
-// EC2's messages for user data past MaxUserDataBytes and for user data that
-// is not base64. RunInstances ends them without a period, the launch
-// template actions with one (see Rules).
-var (
-	userDataTooLong   = fmt.Sprintf("User data is limited to %d bytes", MaxUserDataBytes)
-	userDataNotBase64 = "Invalid BASE64 encoding of user data"
-)
-
-// Rules are the limits the front and the fakes enforce.
-//
-// Not a rule here: "Member must have length less than or equal to 21847"
-// (a ValidationError at 'userData') is Auto Scaling's answer to
-// CreateLaunchConfiguration (its API model caps the base64 text at 21847
-// characters), not EC2's: https://github.com/kubicorn/kubicorn/issues/667,
-// https://github.com/banzaicloud/pipeline/issues/453.
-var Rules = []Rule{
-	{
-		Service: "ec2", Actions: []string{"RunInstances"}, Param: "UserData",
-		Check: userData("InvalidParameterValue", ""),
-		Source: "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-add-user-data.html (the limit); " +
-			"HTTP 400 InvalidParameterValue \"User data is limited to 16384 bytes\": " +
-			"https://github.com/deckhouse/deckhouse/issues/5949, https://github.com/FINRAOS/herd/issues/393; " +
-			"\"Invalid BASE64 encoding of user data\": https://github.com/hashicorp/packer/issues/2616",
-	},
-	{
-		// CreateLaunchTemplate validates LaunchTemplateData as
-		// CreateLaunchTemplateVersion does: both answer invalid base64
-		// with InvalidUserData.Malformed; the too-long answer is reported
-		// for CreateLaunchTemplateVersion.
-		Service: "ec2", Actions: []string{"CreateLaunchTemplate", "CreateLaunchTemplateVersion"}, Param: "LaunchTemplateData.UserData",
-		Check: userData("InvalidUserData.Malformed", "."),
-		Source: "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-add-user-data.html and " +
-			"https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_RequestLaunchTemplateData.html (the limit); " +
-			"HTTP 400 InvalidUserData.Malformed \"User data is limited to 16384 bytes.\" (CreateLaunchTemplateVersion): " +
-			"https://github.com/github-aws-runners/terraform-aws-github-runner/issues/3700, " +
-			"https://github.com/hashicorp/terraform-provider-aws/pull/49234; " +
-			"\"Invalid BASE64 encoding of user data.\" (CreateLaunchTemplate): " +
-			"https://github.com/awslabs/ec2-spot-workshops/issues/15, https://github.com/pulumi/pulumi-aws/issues/2284",
-	},
-}
-
-// userData checks base64 user data as EC2 does: text that is not base64 is
-// refused, and so is more than MaxUserDataBytes once decoded; code and the
-// messages' end (end: "" or ".") are the action's.
-func userData(code, end string) func(string) *Refusal {
-	return func(value string) *Refusal {
-		raw, err := base64.StdEncoding.DecodeString(value)
-		switch {
-		case err != nil:
-			return &Refusal{Status: http.StatusBadRequest, Code: code, Message: userDataNotBase64 + end}
-		case len(raw) > MaxUserDataBytes:
-			return &Refusal{Status: http.StatusBadRequest, Code: code, Message: userDataTooLong + end}
-		}
-		return nil
-	}
-}
-
-// Watches reports whether a rule applies to some action of service: the
-// front reads only those requests.
-func Watches(service string) bool {
-	return slices.ContainsFunc(Rules, func(r Rule) bool { return r.Service == service })
-}
-
-// Check applies the rules of service's action to a request, whose
-// parameters param looks up by Rule.Param, and returns AWS's answer to the
-// first it breaks, or nil.
-func Check(service, action string, param func(name string) (value string, ok bool)) *Refusal {
+// watched are the actions some rule reads, by service.
+var watched = func() map[string]map[string]bool {
+	out := map[string]map[string]bool{}
 	for _, r := range Rules {
+		if out[r.Service] == nil {
+			out[r.Service] = map[string]bool{}
+		}
+		for _, a := range r.Actions {
+			out[r.Service][a] = true
+		}
+	}
+	return out
+}()
+
+// Watches reports whether a rule reads requests of service's action (with
+// action "", whether one reads any of service's).
+func Watches(service, action string) bool {
+	if action == "" {
+		return len(watched[service]) > 0
+	}
+	return watched[service][action]
+}
+
+// Check applies the rules of service's action to a request (its parameters
+// as a document) and returns AWS's answer to the first it breaks, or nil.
+func Check(service, action string, req map[string]any) *Refusal {
+	for i := range Rules {
+		r := &Rules[i]
 		if r.Service != service || !slices.Contains(r.Actions, action) {
 			continue
 		}
-		if v, ok := param(r.Param); ok {
-			if refusal := r.Check(v); refusal != nil {
-				return refusal
-			}
+		if refusal := r.Check(action, req); refusal != nil {
+			return refusal
 		}
 	}
 	return nil
+}
+
+// The answers' shapes, by protocol.
+
+// ec2Error is an EC2 error (HTTP 400 unless said otherwise).
+func ec2Error(code, message string) *Refusal {
+	return &Refusal{Status: http.StatusBadRequest, Code: code, Message: message}
+}
+
+// sqsError is an SQS error: queryCode is what x-amzn-query-error carries and
+// SDKs report, shape the error's name in SQS's JSON protocol (__type
+// com.amazonaws.sqs#<shape>).
+func sqsError(queryCode, shape, message string) *Refusal {
+	return &Refusal{Status: http.StatusBadRequest, Code: queryCode, Type: "com.amazonaws.sqs#" + shape, Message: message}
+}
+
+// dynamodbValidation is DynamoDB's ValidationException.
+func dynamodbValidation(message string) *Refusal {
+	return &Refusal{Status: http.StatusBadRequest, Code: "ValidationException", Type: "com.amazon.coral.validate#ValidationException", Message: message}
 }

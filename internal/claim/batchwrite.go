@@ -9,11 +9,13 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
 )
 
 const (
 	// batchWriteLimit is BatchWriteItem's limit of items per call.
-	batchWriteLimit = 25
+	batchWriteLimit = awslimits.MaxBatchWriteItems
 	// unprocessedAttempts bounds the calls for one batch: DynamoDB returns
 	// unprocessed items (and keys) when throttled, which the SDK does not
 	// retry.

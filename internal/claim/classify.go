@@ -38,7 +38,7 @@ type Wants struct {
 	MaxRunnerAge    time.Duration
 }
 
-// Classify decides a message's fate as PROTOCOL.md says; reason explains
+// Classify decides a message's fate as the pool protocol says; reason explains
 // every verdict but Accept.
 func Classify(body string, w Wants, now time.Time) (protocol.Message, Verdict, string) {
 	m, err := protocol.ParseMessage(body)

@@ -15,7 +15,7 @@ func TestClassify(t *testing.T) {
 		ResourceClass: "large", Class: protocol.ResourceClass{CPU: 2, MemoryMiB: 4096},
 		AllowedTypes: []string{"c*", "m6i.*"}, UsageClass: protocol.UsageOnDemand,
 	}
-	// ok is PROTOCOL.md's example message, idle for another hour.
+	// ok is the pool protocol's example message, idle for another hour.
 	ok := map[string]any{
 		"id": "i-0abc", "resourceClass": "large", "instanceType": "c6i.large", "cpu": 2, "mmem": 4096,
 		"usageClass": "on-demand", "threshold": "2026-06-01T13:00:00Z",

@@ -17,8 +17,8 @@ import (
 // The fake table must reject what DynamoDB rejects, or the claim tests
 // would pass against a table that always says yes.
 func TestFakeTableEvaluatesConditions(t *testing.T) {
-	db := newFakeTable("t")
-	st := &store{db: db, table: "t", now: time.Now, log: func(string, ...any) {}}
+	db := newFakeTable("pool")
+	st := &store{db: db, table: "pool", now: time.Now, log: func(string, ...any) {}}
 	ctx := context.Background()
 	inst := protocol.Instance{ID: "i-1", State: protocol.StateIdle, Threshold: protocol.FormatTime(time.Now().Add(time.Minute))}
 	db.Put(inst.Item())
@@ -52,14 +52,14 @@ func TestFakeTableEvaluatesConditions(t *testing.T) {
 	}
 
 	for name, in := range map[string]*dynamodb.UpdateItemInput{
-		"unknown condition": {TableName: aws.String("t"), Key: protocol.Key(protocol.TypeInstance, "i-1"),
+		"unknown condition": {TableName: aws.String("pool"), Key: protocol.Key(protocol.TypeInstance, "i-1"),
 			UpdateExpression: aws.String("ADD #ids :ids"), ConditionExpression: aws.String("attribute_exists(PK)"),
 			ExpressionAttributeNames: map[string]string{"#ids": "x"}, ExpressionAttributeValues: map[string]types.AttributeValue{":ids": &types.AttributeValueMemberSS{Value: []string{"a"}}}},
-		"unknown update": {TableName: aws.String("t"), Key: protocol.Key(protocol.TypeInstance, "i-1"), UpdateExpression: aws.String("REMOVE #ids"),
+		"unknown update": {TableName: aws.String("pool"), Key: protocol.Key(protocol.TypeInstance, "i-1"), UpdateExpression: aws.String("REMOVE #ids"),
 			ExpressionAttributeNames: map[string]string{"#ids": "x"}},
-		"unused value": {TableName: aws.String("t"), Key: protocol.Key(protocol.TypeClaim, "r"), UpdateExpression: aws.String("ADD #ids :ids"),
+		"unused value": {TableName: aws.String("pool"), Key: protocol.Key(protocol.TypeClaim, "r"), UpdateExpression: aws.String("ADD #ids :ids"),
 			ExpressionAttributeNames: map[string]string{"#ids": "x"}, ExpressionAttributeValues: map[string]types.AttributeValue{":ids": &types.AttributeValueMemberSS{Value: []string{"a"}}, ":extra": str("b")}},
-		"other table": {TableName: aws.String("u"), Key: protocol.Key(protocol.TypeClaim, "r"), UpdateExpression: aws.String("ADD #ids :ids"),
+		"other table": {TableName: aws.String("other"), Key: protocol.Key(protocol.TypeClaim, "r"), UpdateExpression: aws.String("ADD #ids :ids"),
 			ExpressionAttributeNames: map[string]string{"#ids": "x"}, ExpressionAttributeValues: map[string]types.AttributeValue{":ids": &types.AttributeValueMemberSS{Value: []string{"a"}}}},
 	} {
 		var ccfErr *types.ConditionalCheckFailedException

@@ -17,6 +17,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -25,7 +26,9 @@ import (
 // even when the claim is cancelled.
 const launchBudget = 2 * time.Minute
 
-// maxOverrides bounds an explicit request; AWS takes up to 300 overrides.
+// maxOverrides bounds an explicit request: AWS documents 300 overrides for
+// fleets of type request and maintain, and no limit for instant ones; an
+// instant fleet keeps to the documented one.
 const maxOverrides = 300
 
 // launch starts n instances with one instant fleet, records them as created,
@@ -192,7 +195,7 @@ func (c *Claimer) fleetRequest(ctx context.Context, req Request, cfg protocol.Po
 }
 
 // maxInstanceTags is EC2's limit of tags per resource.
-const maxInstanceTags = 50
+const maxInstanceTags = awslimits.MaxTagsPerResource
 
 // instanceTags are the tags of the instances a fleet launches: the pool's
 // own, which agents, the reaper and IAM conditions rely on, then the

@@ -13,7 +13,7 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
-// globMatch is PROTOCOL.md's pattern rule, written independently of
+// globMatch is the pool protocol's pattern rule, written independently of
 // wildcardMatch: `*` matches any run of bytes, everything else matches
 // itself, the whole of s must match. Dynamic programming over prefixes,
 // so any number of stars stays cheap.
@@ -69,7 +69,7 @@ func referenceMatch(patterns []string, typ string) bool {
 
 func FuzzMatchInstanceType(f *testing.F) {
 	for _, c := range []struct{ patterns, typ string }{
-		// PROTOCOL.md's examples and the unit tests' cases.
+		// the pool protocol's examples and the unit tests' cases.
 		{"c*", "c6i.large"}, {"c*g", "c6i.large"}, {"c*g", "c6g.large"}, {"c*g", "c6g"}, {"c6i", "c6i.large"},
 		{"c6i.large", "c6ixlarge"}, {"c6i.*", "c6ilarge"}, {"c6?.large", "c6i.large"}, {"c6+.large", "c6i.large"},
 		{"C6I.*", "c6i.large"}, {"c6i.*", "C6I.LARGE"}, {"c*.*", "c6ilarge"}, {"*6*large", "c6i.xlarge"},

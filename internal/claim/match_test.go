@@ -9,7 +9,7 @@ func TestMatchInstanceType(t *testing.T) {
 		typ      string
 		want     bool
 	}{
-		// PROTOCOL.md's examples.
+		// the pool protocol's examples.
 		{"c* matches c6i.large", []string{"c*"}, "c6i.large", true},
 		{"c*g does not match c6i.large", []string{"c*g"}, "c6i.large", false},
 		// The whole type must match.

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -23,7 +24,7 @@ const (
 	// stay hidden until Close, so only duplicate messages can trip it.
 	sightingLimit = 5
 	// batchSize is SQS's most messages per receive, delete or send.
-	batchSize = 10
+	batchSize = awslimits.MaxBatchEntries
 	// receiveVisibility hides a received message from other claims while
 	// this one holds it: a mismatch until Close, a candidate until its
 	// runner is claimed. If the process dies, SQS hands them out again after it.

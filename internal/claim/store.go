@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -36,7 +37,7 @@ func (s *store) pause(ctx context.Context, d time.Duration) error {
 	return sleep(ctx, d)
 }
 
-// transition is one row of PROTOCOL.md's state table: a conditional write
+// transition is one row of the pool protocol's state table: a conditional write
 // from (state, runId) to (state, runId) with a new threshold.
 type transition struct {
 	fromState, fromRunID string
@@ -121,7 +122,10 @@ func (s *store) apply(ctx context.Context, id string, t transition) error {
 }
 
 // transactionLimit is the most writes per TransactWriteItems that every
-// emulator takes (DynamoDB itself takes 100).
+// emulator takes: DynamoDB takes awslimits.MaxTransactItems (100) since
+// 2022, DynamoDB Local and the emulators built on it took 25 for longer.
+// The claim's writes are small (a few hundred bytes each), far from
+// awslimits.MaxTransactBytes.
 const transactionLimit = 25
 
 // transact makes writes all or none. A transaction that failed changed
@@ -278,9 +282,9 @@ func (s *store) instances(ctx context.Context, ids []string) (map[string]protoco
 func (s *store) batchGet(ctx context.Context, typ string, ids []string) ([]map[string]types.AttributeValue, error) {
 	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
 	var items []map[string]types.AttributeValue
-	for start := 0; start < len(ids); start += 100 { // BatchGetItem's limit
-		keys := make([]map[string]types.AttributeValue, 0, 100)
-		for _, id := range ids[start:min(start+100, len(ids))] {
+	for start := 0; start < len(ids); start += awslimits.MaxBatchGetKeys {
+		keys := make([]map[string]types.AttributeValue, 0, awslimits.MaxBatchGetKeys)
+		for _, id := range ids[start:min(start+awslimits.MaxBatchGetKeys, len(ids))] {
 			keys = append(keys, protocol.Key(typ, id))
 		}
 		got, err := s.batchGetKeys(ctx, keys)
@@ -324,7 +328,7 @@ type agentState struct {
 // gets the zero agentState.
 func (s *store) agents(ctx context.Context, arnPrefix string, ids []string) (map[string]agentState, error) {
 	states := make(map[string]agentState, len(ids))
-	for chunk := range slices.Chunk(ids, 50) { // two keys each, 100 per call
+	for chunk := range slices.Chunk(ids, awslimits.MaxBatchGetKeys/2) { // two keys each
 		byARN := make(map[string]string, len(chunk))
 		keys := make([]map[string]types.AttributeValue, 0, 2*len(chunk))
 		for _, id := range chunk {

@@ -2,8 +2,9 @@
 // AWS_ENDPOINT_URL is set, otherwise a local moto server (LocalStack's port and
 // account id) that this package starts on demand. Either way the endpoint
 // returned is a front (front.go): a small proxy that refuses what AWS
-// refuses and emulators take (internal/awslimits: EC2 user data over 16 KB),
-// as AWS answers, and forwards the rest untouched.
+// refuses and emulators take (internal/awslimits: EC2 user data over 16 KB,
+// SQS batches of 11, DynamoDB tables named "a"...), as AWS answers, and
+// forwards the rest untouched.
 //
 // The started server is serialized_moto.py: moto's own WSGI app with every
 // DynamoDB request serialized, because plain moto_server lets two concurrent

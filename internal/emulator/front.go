@@ -3,8 +3,6 @@ package emulator
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/xml"
 	"fmt"
 	"io"
 	"log"
@@ -12,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -22,11 +19,15 @@ import (
 
 // front is the reverse proxy Ensure puts in front of the emulator: it
 // refuses what AWS refuses and the emulator takes (internal/awslimits: EC2
-// user data over 16 KB, or not base64), with AWS's own status, code and
-// message, and forwards everything else untouched. It reads only the
-// requests a rule watches (EC2's, small query-protocol forms); the others,
-// DynamoDB's and SQS's included, stream through unread. It relies on
-// nothing moto-only, so the tests run the same against a LocalStack.
+// user data over 16 KB, 11 entries in an SQS batch, 26 writes in a
+// BatchWriteItem, a table named "a"...), with AWS's own status, code and
+// message in the service's protocol, and forwards everything else
+// untouched. It reads only the requests a rule watches: EC2's (small
+// query-protocol forms, whose action is in the body), and the SQS,
+// DynamoDB and CloudWatch Logs actions some rule reads (told by
+// X-Amz-Target, before the body);
+// the others stream through unread. It relies on nothing moto-only, so the
+// tests run the same against a LocalStack.
 type front struct {
 	url string
 	srv *http.Server
@@ -66,12 +67,12 @@ func startFront(target string) (*front, error) {
 	f := &front{url: "http://" + ln.Addr().String()}
 	f.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			refusal, err := check(r)
+			service, refusal, err := check(r)
 			switch {
 			case err != nil:
 				hangUp(w) // the client is gone mid-request
 			case refusal != nil:
-				writeQueryError(w, refusal)
+				awslimits.WriteRefusal(w, service, refusal)
 			default:
 				// Detached from the client: a request the emulator
 				// would have received is carried out even if its client
@@ -88,51 +89,23 @@ func startFront(target string) (*front, error) {
 
 func (f *front) close() { f.srv.Close() }
 
-// check applies the rules to a request of the query protocol (a form, as
-// EC2 takes it) from a service a rule watches; it leaves the body readable
-// again for forwarding. Any other request is not read.
-func check(r *http.Request) (*awslimits.Refusal, error) {
+// check applies the rules to a request of a service and action a rule
+// watches (its SigV4 signing name, and its action as X-Amz-Target names it
+// for the JSON protocols); it leaves the body readable again for
+// forwarding. Any other request is not read.
+func check(r *http.Request) (string, *awslimits.Refusal, error) {
 	scope, _ := sigv4.ParseScope(r.Header.Get("Authorization"))
 	service := scope.Service
-	if !awslimits.Watches(service) || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
-		return nil, nil
+	if !awslimits.Watches(service, awslimits.Action(service, r.Header)) {
+		return service, nil, nil
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		return nil, err
+		return service, nil, err
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
-	form, err := url.ParseQuery(string(body))
-	if err != nil {
-		return nil, nil // not a form: the emulator's to answer
-	}
-	return awslimits.Check(service, form.Get("Action"), func(name string) (string, bool) {
-		v := form[name]
-		if len(v) == 0 {
-			return "", false
-		}
-		return v[0], true
-	}), nil
-}
-
-// writeQueryError answers as EC2's query protocol does
-// (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html#api-error-response).
-func writeQueryError(w http.ResponseWriter, refusal *awslimits.Refusal) {
-	var msg strings.Builder
-	_ = xml.EscapeText(&msg, []byte(refusal.Message)) // a Builder does not fail
-	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
-	w.WriteHeader(refusal.Status)
-	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>`+"\n"+
-		`<Response><Errors><Error><Code>%s</Code><Message>%s</Message></Error></Errors><RequestID>%s</RequestID></Response>`,
-		refusal.Code, msg.String(), requestID())
-}
-
-// requestID is a random request id in AWS's form (a UUID).
-func requestID() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+	return service, awslimits.CheckHTTP(service, r.Header, body), nil
 }
 
 // hangUp closes the client's connection without an answer.

@@ -31,9 +31,11 @@ var readmeMarker = regexp.MustCompile("(?s)<!-- policy: ([a-z-]+) -->\\s*```json
 // readmePlaceholders are the README's names for one deployment.
 var readmePlaceholders = strings.NewReplacer(
 	"<pool>", "${"+varPool+"}",
+	"<class>", "${"+varClass+"}",
 	"<region>", "${"+varRegion+"}",
 	"<account>", "${"+varAccount+"}",
 	"<runner-instance-role>", "${"+varRole+"}",
+	"<log-group>", "${"+varLogGroup+"}",
 )
 
 // ReadmePolicies reads the README's policies, one per role.

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -87,7 +88,7 @@ const instanceVisibleWithin = 2 * time.Minute
 // does, for up to instanceVisibleWithin. Counting such an instance as
 // terminated would leave it running, paid for and unrecorded.
 func TerminateInstances(ctx context.Context, client Terminator, ids []string, justLaunched bool) error {
-	const batch = 1000 // TerminateInstances' limit
+	const batch = awslimits.MaxTerminateInstanceIDs
 	for start := 0; start < len(ids); start += batch {
 		chunk := ids[start:min(start+batch, len(ids))]
 		_, err := client.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: chunk})

@@ -234,7 +234,7 @@ func TestDescribeInstances(t *testing.T) {
 
 func TestListInstances(t *testing.T) {
 	log := &callLog{}
-	db := newFakeDynamo(log, "ci")
+	db := newFakeDynamo(log, "cip")
 	want := []protocol.Instance{
 		{ID: "i-1", State: protocol.StateIdle, Threshold: "2026-06-01T12:00:00Z", ResourceClass: "large", UpdatedAt: "2026-06-01T11:00:00Z"},
 		{ID: "i-2", State: protocol.StateRunning, RunID: "r-1", Threshold: "2026-06-01T12:00:00Z", ResourceClass: "large", UpdatedAt: "2026-06-01T11:00:00Z"},
@@ -243,8 +243,8 @@ func TestListInstances(t *testing.T) {
 		db.put(inst.Item())
 	}
 	db.put(protocol.HeartbeatItem(protocol.InstanceARN(testARNPrefix, "i-1"), "2026-06-01T11:00:00Z"))
-	db.put(protocol.PoolConfig{Name: "ci"}.Item("2026-06-01T11:00:00Z"))
-	got, err := ListInstances(context.Background(), db, "ci")
+	db.put(protocol.PoolConfig{Name: "cip"}.Item("2026-06-01T11:00:00Z"))
+	got, err := ListInstances(context.Background(), db, "cip")
 	if err != nil {
 		t.Fatalf("ListInstances: %v", err)
 	}
@@ -257,7 +257,7 @@ func TestListInstances(t *testing.T) {
 		protocol.AttrPK: &types.AttributeValueMemberS{Value: protocol.TypeInstance},
 		protocol.AttrSK: &types.AttributeValueMemberS{Value: "ID#i-3"},
 	})
-	if _, err := ListInstances(context.Background(), db, "ci"); err == nil || !strings.Contains(err.Error(), "pool ci") {
+	if _, err := ListInstances(context.Background(), db, "cip"); err == nil || !strings.Contains(err.Error(), "pool cip") {
 		t.Errorf("ListInstances with a record without state = %v, want an error naming the pool", err)
 	}
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/smithy-go"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsfake"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -79,16 +80,16 @@ var twoClasses = map[string]protocol.ResourceClass{
 }
 
 func TestDeleteRefusesLiveInstances(t *testing.T) {
-	f := newFixture(t, "ci", twoClasses,
+	f := newFixture(t, "cip", twoClasses,
 		inst("i-1", protocol.StateIdle, "", "large"),
 		inst("i-2", protocol.StateRunning, "r-7", "xlarge"),
 		inst("i-3", protocol.StateTerminated, "", "large"),
 	)
-	err := f.m.Delete(context.Background(), "ci", false)
+	err := f.m.Delete(context.Background(), "cip", false)
 	if err == nil {
 		t.Fatal("Delete with live instances = nil, want an error")
 	}
-	for _, want := range []string{"pool ci", "2 live", "i-1 (idle)", "i-2 (running, run r-7)", "force_destroy"} {
+	for _, want := range []string{"pool cip", "2 live", "i-1 (idle)", "i-2 (running, run r-7)", "force_destroy"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
@@ -105,8 +106,8 @@ func TestDeleteRefusesLiveInstances(t *testing.T) {
 }
 
 func TestDeleteWithOnlyTerminatedInstances(t *testing.T) {
-	f := newFixture(t, "ci", twoClasses, inst("i-3", protocol.StateTerminated, "", "large"))
-	if err := f.m.Delete(context.Background(), "ci", false); err != nil {
+	f := newFixture(t, "cip", twoClasses, inst("i-3", protocol.StateTerminated, "", "large"))
+	if err := f.m.Delete(context.Background(), "cip", false); err != nil {
 		t.Fatalf("Delete = %v", err)
 	}
 	if len(f.ec2.calls) != 0 {
@@ -118,14 +119,14 @@ func TestDeleteWithOnlyTerminatedInstances(t *testing.T) {
 }
 
 func TestDeleteForce(t *testing.T) {
-	f := newFixture(t, "ci", twoClasses,
+	f := newFixture(t, "cip", twoClasses,
 		inst("i-1", protocol.StateIdle, "", "large"),
 		inst("i-2", protocol.StateRunning, "r-7", "xlarge"),
 		inst("i-3", protocol.StateTerminated, "", "large"),
 		inst("i-4", protocol.StateClaimed, "r-8", "large"),
 	)
 	f.ec2.known["i-3"] = false // long gone: terminating it again would fail the batch
-	if err := f.m.Delete(context.Background(), "ci", true); err != nil {
+	if err := f.m.Delete(context.Background(), "cip", true); err != nil {
 		t.Fatalf("Delete(force) = %v", err)
 	}
 	if len(f.ec2.calls) != 1 {
@@ -169,9 +170,9 @@ func TestDeleteForce(t *testing.T) {
 }
 
 func TestDeleteForceTerminateFailureKeepsThePool(t *testing.T) {
-	f := newFixture(t, "ci", twoClasses, inst("i-1", protocol.StateIdle, "", "large"))
+	f := newFixture(t, "cip", twoClasses, inst("i-1", protocol.StateIdle, "", "large"))
 	f.ec2.err = &smithy.GenericAPIError{Code: "UnauthorizedOperation", Message: "no"}
-	err := f.m.Delete(context.Background(), "ci", true)
+	err := f.m.Delete(context.Background(), "cip", true)
 	if err == nil || !HasErrorCode(err, "UnauthorizedOperation") {
 		t.Fatalf("Delete(force) = %v, want the EC2 error", err)
 	}
@@ -184,9 +185,9 @@ func TestDeleteForceTerminateFailureKeepsThePool(t *testing.T) {
 }
 
 func TestDeleteMissingPool(t *testing.T) {
-	f := newFixture(t, "ci", twoClasses)
+	f := newFixture(t, "cip", twoClasses)
 	f.db.exists = false
-	if err := f.m.Delete(context.Background(), "ci", false); err != nil {
+	if err := f.m.Delete(context.Background(), "cip", false); err != nil {
 		t.Fatalf("Delete of a missing pool = %v, want nil", err)
 	}
 	if m := f.log.mutating(); len(m) > 0 {
@@ -195,9 +196,9 @@ func TestDeleteMissingPool(t *testing.T) {
 }
 
 func TestDeleteWithQueueAlreadyGone(t *testing.T) {
-	f := newFixture(t, "ci", twoClasses)
-	delete(f.sqs.queues, "ci-xlarge")
-	if err := f.m.Delete(context.Background(), "ci", false); err != nil {
+	f := newFixture(t, "cip", twoClasses)
+	delete(f.sqs.queues, "cip-xlarge")
+	if err := f.m.Delete(context.Background(), "cip", false); err != nil {
 		t.Fatalf("Delete = %v", err)
 	}
 	if f.db.exists || len(f.sqs.queues) != 0 {
@@ -224,7 +225,7 @@ func TestUpdateRefusesToRemoveBusyClass(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, "ci", twoClasses, append(tt.insts,
+			f := newFixture(t, "cip", twoClasses, append(tt.insts,
 				inst("i-1", protocol.StateIdle, "", "large"), // a kept class's runner is no obstacle
 				inst("i-8", protocol.StateTerminated, "", "xlarge"))...)
 			f.queue("large").visible = 5
@@ -233,7 +234,7 @@ func TestUpdateRefusesToRemoveBusyClass(t *testing.T) {
 			}
 			configBefore := maps.Clone(f.db.get(protocol.TypeMetadata, protocol.PoolConfigID))
 			spec := Spec{
-				Name: "ci",
+				Name: "cip",
 				ResourceClasses: map[string]protocol.ResourceClass{
 					"large":   {CPU: 2, MemoryMiB: 4096},
 					"2xlarge": {CPU: 8, MemoryMiB: 16384}, // added: must not be created either
@@ -268,9 +269,9 @@ func TestUpdateRefusesToRemoveBusyClass(t *testing.T) {
 func TestUpdateRefusalNamesEveryBusyClass(t *testing.T) {
 	classes := maps.Clone(twoClasses)
 	classes["2xlarge"] = protocol.ResourceClass{CPU: 8, MemoryMiB: 16384}
-	f := newFixture(t, "ci", classes, inst("i-5", protocol.StateIdle, "", "2xlarge"))
+	f := newFixture(t, "cip", classes, inst("i-5", protocol.StateIdle, "", "2xlarge"))
 	f.queue("xlarge").visible = 1
-	_, err := f.m.Update(context.Background(), Spec{Name: "ci", ResourceClasses: map[string]protocol.ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}}})
+	_, err := f.m.Update(context.Background(), Spec{Name: "cip", ResourceClasses: map[string]protocol.ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}}})
 	if err == nil {
 		t.Fatal("Update = nil error, want a refusal")
 	}
@@ -286,8 +287,8 @@ func TestUpdateRefusalNamesEveryBusyClass(t *testing.T) {
 
 func TestUpdateRemovesIdleClass(t *testing.T) {
 	// Nothing queued, nothing live: no force needed.
-	f := newFixture(t, "ci", twoClasses, inst("i-8", protocol.StateTerminated, "", "xlarge"))
-	st, err := f.m.Update(context.Background(), Spec{Name: "ci", ResourceClasses: map[string]protocol.ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}}})
+	f := newFixture(t, "cip", twoClasses, inst("i-8", protocol.StateTerminated, "", "xlarge"))
+	st, err := f.m.Update(context.Background(), Spec{Name: "cip", ResourceClasses: map[string]protocol.ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}}})
 	if err != nil {
 		t.Fatalf("Update = %v", err)
 	}
@@ -303,7 +304,7 @@ func TestUpdateRemovesIdleClass(t *testing.T) {
 }
 
 func TestUpdateForceDestroyRemovesBusyClass(t *testing.T) {
-	f := newFixture(t, "ci", twoClasses,
+	f := newFixture(t, "cip", twoClasses,
 		inst("i-1", protocol.StateIdle, "", "large"),
 		inst("i-2", protocol.StateRunning, "r-7", "xlarge"),
 		inst("i-3", protocol.StateIdle, "", "xlarge"),
@@ -312,7 +313,7 @@ func TestUpdateForceDestroyRemovesBusyClass(t *testing.T) {
 	f.ec2.known["i-8"] = false
 	f.queue("xlarge").visible = 1
 	spec := Spec{
-		Name: "ci",
+		Name: "cip",
 		ResourceClasses: map[string]protocol.ResourceClass{
 			"large":   {CPU: 2, MemoryMiB: 4096},
 			"2xlarge": {CPU: 8, MemoryMiB: 16384},
@@ -338,10 +339,10 @@ func TestUpdateForceDestroyRemovesBusyClass(t *testing.T) {
 		}
 	}
 	if f.queue("xlarge") != nil || f.queue("2xlarge") == nil || f.queue("large") == nil {
-		t.Errorf("queues after Update: %v, want ci-large and ci-2xlarge", slices.Sorted(maps.Keys(f.sqs.queues)))
+		t.Errorf("queues after Update: %v, want cip-large and cip-2xlarge", slices.Sorted(maps.Keys(f.sqs.queues)))
 	}
 	for _, class := range []string{"large", "2xlarge"} {
-		want := map[string]string{"team": "ci", protocol.TagPool: "ci", protocol.TagClass: class}
+		want := map[string]string{"team": "ci", protocol.TagPool: "cip", protocol.TagClass: class}
 		if got := f.queue(class).tags; !maps.Equal(got, want) {
 			t.Errorf("queue %s tags = %v, want %v", class, got, want)
 		}
@@ -378,9 +379,9 @@ func TestUpdateForceDestroyRemovesBusyClass(t *testing.T) {
 }
 
 func TestUpdateMissingPool(t *testing.T) {
-	f := newFixture(t, "ci", twoClasses)
+	f := newFixture(t, "cip", twoClasses)
 	f.db.exists = false
-	_, err := f.m.Update(context.Background(), Spec{Name: "ci", ResourceClasses: twoClasses})
+	_, err := f.m.Update(context.Background(), Spec{Name: "cip", ResourceClasses: twoClasses})
 	if !errors.Is(err, ErrNotFound) {
 		t.Errorf("Update of a missing pool = %v, want ErrNotFound", err)
 	}
@@ -392,8 +393,8 @@ func TestUpdateMissingPool(t *testing.T) {
 // Pools created before the table had a TTL get one at their next update,
 // and only once.
 func TestUpdateEnablesTTLOnce(t *testing.T) {
-	f := newFixture(t, "ci", twoClasses)
-	spec := Spec{Name: "ci", ResourceClasses: twoClasses}
+	f := newFixture(t, "cip", twoClasses)
+	spec := Spec{Name: "cip", ResourceClasses: twoClasses}
 	for i := range 2 {
 		if _, err := f.m.Update(context.Background(), spec); err != nil {
 			t.Fatalf("Update %d: %v", i, err)
@@ -410,7 +411,7 @@ func TestUpdateEnablesTTLOnce(t *testing.T) {
 // Update writes the runners' ARN prefix from the caller's account and
 // partition and the clients' region.
 func TestUpdateWritesInstanceARNPrefix(t *testing.T) {
-	f := newFixture(t, "ci", twoClasses)
+	f := newFixture(t, "cip", twoClasses)
 	f.db.put(func() protocol.PoolConfig {
 		c := f.cfg
 		c.InstanceARNPrefix = "arn:aws:ec2:us-east-1:000000000000:instance/"
@@ -418,7 +419,7 @@ func TestUpdateWritesInstanceARNPrefix(t *testing.T) {
 	}().Item(testNow))
 	f.sts.account, f.sts.arn = "210987654321", "arn:aws-cn:sts::210987654321:assumed-role/ci/session"
 	f.m.Region = "cn-north-1"
-	st, err := f.m.Update(context.Background(), Spec{Name: "ci", ResourceClasses: twoClasses})
+	st, err := f.m.Update(context.Background(), Spec{Name: "cip", ResourceClasses: twoClasses})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,9 +438,9 @@ func TestUpdateWithoutCallerIdentity(t *testing.T) {
 		"account not digits": func(f *fixture) { f.sts.account = "local" },
 	} {
 		t.Run(name, func(t *testing.T) {
-			f := newFixture(t, "ci", twoClasses)
+			f := newFixture(t, "cip", twoClasses)
 			setup(f)
-			_, err := f.m.Update(context.Background(), Spec{Name: "ci", ResourceClasses: map[string]protocol.ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}}})
+			_, err := f.m.Update(context.Background(), Spec{Name: "cip", ResourceClasses: map[string]protocol.ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}}})
 			if err == nil || !strings.Contains(err.Error(), "runners") {
 				t.Fatalf("Update = %v, want an error about the runners' account or ARNs", err)
 			}
@@ -447,5 +448,40 @@ func TestUpdateWithoutCallerIdentity(t *testing.T) {
 				t.Errorf("mutating calls %q", m)
 			}
 		})
+	}
+}
+
+// A pool with metrics settings gets its log stream at its apply, and the
+// settings in its config item; a log group that does not exist fails the
+// apply before anything changes.
+func TestUpdateCreatesTheMetricsStream(t *testing.T) {
+	f := newFixture(t, "cip", twoClasses)
+	logs := awsfake.NewLogs("/ec2runners/metrics")
+	f.m.Logs = logs
+	spec := Spec{Name: "cip", ResourceClasses: twoClasses, Metrics: &protocol.MetricsConfig{Namespace: "EC2Runners", LogGroup: "/ec2runners/metrics"}}
+	for i := range 2 {
+		st, err := f.m.Update(context.Background(), spec)
+		if err != nil {
+			t.Fatalf("Update %d: %v", i, err)
+		}
+		if !reflect.DeepEqual(st.Config.Metrics, spec.Metrics) {
+			t.Errorf("config's metrics %+v, want %+v", st.Config.Metrics, spec.Metrics)
+		}
+	}
+	if n := logs.Calls("CreateLogStream"); n != 2 {
+		t.Errorf("%d CreateLogStream calls, want one per apply", n)
+	}
+	if streams := logs.Streams("/ec2runners/metrics"); !slices.Equal(streams, []string{"cip"}) {
+		t.Errorf("log streams %v, want the pool's, cip", streams)
+	}
+
+	g := newFixture(t, "cip", twoClasses)
+	g.m.Logs = awsfake.NewLogs()
+	_, err := g.m.Update(context.Background(), spec)
+	if err == nil || !strings.Contains(err.Error(), "log group /ec2runners/metrics does not exist") {
+		t.Fatalf("Update into a missing log group: %v", err)
+	}
+	if m := g.log.mutating(); len(m) > 0 {
+		t.Errorf("mutating calls %q", m)
 	}
 }

@@ -90,19 +90,19 @@ func TestCreateRefusesAnotherPoolsQueue(t *testing.T) {
 
 // A queue that is nobody's pool queue (no owner tags) is refused too.
 func TestCreateRefusesAnUntaggedQueue(t *testing.T) {
-	f := newPoolFixture(t, "ci")
-	f.sqs.add("ci-large").tags = map[string]string{"app": "billing"}
-	_, err := f.m.Create(context.Background(), createSpec("ci", "large"))
+	f := newPoolFixture(t, "cip")
+	f.sqs.add("cip-large").tags = map[string]string{"app": "billing"}
+	_, err := f.m.Create(context.Background(), createSpec("cip", "large"))
 	if err == nil {
 		t.Fatal("Create = nil, want an error about the existing queue")
 	}
-	for _, want := range []string{"already exists and was not created by pool ci", "no ec2runners:pool or ec2runners:class tag",
-		"tag it ec2runners:pool=ci and ec2runners:class=large"} {
+	for _, want := range []string{"already exists and was not created by pool cip", "no ec2runners:pool or ec2runners:class tag",
+		"tag it ec2runners:pool=cip and ec2runners:class=large"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
 	}
-	if got := f.touched("ci-large"); len(got) > 0 {
+	if got := f.touched("cip-large"); len(got) > 0 {
 		t.Errorf("the existing queue was changed: %q", got)
 	}
 }
@@ -110,17 +110,17 @@ func TestCreateRefusesAnUntaggedQueue(t *testing.T) {
 // The pool's own queue, left by an earlier Create that failed half-way, is
 // taken back and retagged.
 func TestCreateTakesBackItsOwnQueue(t *testing.T) {
-	f := newPoolFixture(t, "ci")
-	left := f.sqs.add("ci-large")
-	left.tags = map[string]string{protocol.TagPool: "ci", protocol.TagClass: "large", "team": "old"}
-	st, err := f.m.Create(context.Background(), createSpec("ci", "large"))
+	f := newPoolFixture(t, "cip")
+	left := f.sqs.add("cip-large")
+	left.tags = map[string]string{protocol.TagPool: "cip", protocol.TagClass: "large", "team": "old"}
+	st, err := f.m.Create(context.Background(), createSpec("cip", "large"))
 	if err != nil {
 		t.Fatalf("Create = %v", err)
 	}
 	if st.QueueURLs["large"] != left.url {
 		t.Errorf("queue URL %q, want the existing queue's %q", st.QueueURLs["large"], left.url)
 	}
-	if want := map[string]string{protocol.TagPool: "ci", protocol.TagClass: "large", "team": "ci"}; !maps.Equal(left.tags, want) {
+	if want := map[string]string{protocol.TagPool: "cip", protocol.TagClass: "large", "team": "ci"}; !maps.Equal(left.tags, want) {
 		t.Errorf("tags %v, want %v", left.tags, want)
 	}
 }
@@ -148,13 +148,13 @@ func TestCreateQueueRacingAnotherPool(t *testing.T) {
 // Queues of a pool created before the owner tags are the pool's (its
 // config item records them): an update tags them.
 func TestUpdateTagsRecordedQueues(t *testing.T) {
-	f := newFixture(t, "ci", twoClasses)
-	spec := Spec{Name: "ci", ResourceClasses: twoClasses, Tags: map[string]string{"team": "ci"}}
+	f := newFixture(t, "cip", twoClasses)
+	spec := Spec{Name: "cip", ResourceClasses: twoClasses, Tags: map[string]string{"team": "ci"}}
 	if _, err := f.m.Update(context.Background(), spec); err != nil {
 		t.Fatalf("Update = %v", err)
 	}
 	for class := range twoClasses {
-		want := map[string]string{"team": "ci", protocol.TagPool: "ci", protocol.TagClass: class}
+		want := map[string]string{"team": "ci", protocol.TagPool: "cip", protocol.TagClass: class}
 		if got := f.queue(class).tags; !maps.Equal(got, want) {
 			t.Errorf("queue %s tags = %v, want %v", class, got, want)
 		}
@@ -165,26 +165,26 @@ func TestUpdateTagsRecordedQueues(t *testing.T) {
 // does not record that has no owner tags.
 func TestUpdateRefusesQueuesNotItsOwn(t *testing.T) {
 	t.Run("another pool's", func(t *testing.T) {
-		f := newFixture(t, "ci", twoClasses)
+		f := newFixture(t, "cip", twoClasses)
 		f.queue("large").tags = map[string]string{protocol.TagPool: "other", protocol.TagClass: "large"}
-		_, err := f.m.Update(context.Background(), Spec{Name: "ci", ResourceClasses: twoClasses})
+		_, err := f.m.Update(context.Background(), Spec{Name: "cip", ResourceClasses: twoClasses})
 		if err == nil || !strings.Contains(err.Error(), `belongs to pool "other", resource class "large"`) {
 			t.Fatalf("Update = %v, want an error naming pool other", err)
 		}
-		if got := f.touched("ci-large"); len(got) > 0 {
+		if got := f.touched("cip-large"); len(got) > 0 {
 			t.Errorf("the other pool's queue was changed: %q", got)
 		}
 	})
 	t.Run("untagged, not recorded", func(t *testing.T) {
-		f := newFixture(t, "ci", twoClasses)
+		f := newFixture(t, "cip", twoClasses)
 		// The config item lost the large queue; one of that name exists.
 		delete(f.cfg.QueueURLs, "large")
 		f.db.put(f.cfg.Item(testNow))
-		_, err := f.m.Update(context.Background(), Spec{Name: "ci", ResourceClasses: twoClasses})
-		if err == nil || !strings.Contains(err.Error(), "was not created by pool ci") {
+		_, err := f.m.Update(context.Background(), Spec{Name: "cip", ResourceClasses: twoClasses})
+		if err == nil || !strings.Contains(err.Error(), "was not created by pool cip") {
 			t.Fatalf("Update = %v, want an error about the untagged queue", err)
 		}
-		if got := f.touched("ci-large"); len(got) > 0 {
+		if got := f.touched("cip-large"); len(got) > 0 {
 			t.Errorf("the untagged queue was changed: %q", got)
 		}
 	})
@@ -192,15 +192,15 @@ func TestUpdateRefusesQueuesNotItsOwn(t *testing.T) {
 
 func TestQueueTags(t *testing.T) {
 	user := map[string]string{"team": "ci", protocol.TagPool: "spoofed"}
-	got := queueTags("ci", "large", user)
-	want := map[string]string{"team": "ci", protocol.TagPool: "ci", protocol.TagClass: "large"}
+	got := queueTags("cip", "large", user)
+	want := map[string]string{"team": "ci", protocol.TagPool: "cip", protocol.TagClass: "large"}
 	if !maps.Equal(got, want) {
 		t.Errorf("queueTags = %v, want %v", got, want)
 	}
 	if user[protocol.TagPool] != "spoofed" {
 		t.Error("queueTags changed its argument")
 	}
-	if got := queueTags("ci", "large", nil); len(got) != 2 {
+	if got := queueTags("cip", "large", nil); len(got) != 2 {
 		t.Errorf("queueTags(nil) = %v", got)
 	}
 }

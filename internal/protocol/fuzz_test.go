@@ -102,7 +102,7 @@ func FuzzParseMessage(f *testing.F) {
 
 var wireTimeFields = regexp.MustCompile(`^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})Z$`)
 
-// referenceTime is an independent reading of PROTOCOL.md's timestamp rule:
+// referenceTime is an independent reading of the pool protocol's timestamp rule:
 // exactly YYYY-MM-DDTHH:MM:SSZ, with a real calendar date and time of day.
 func referenceTime(s string) (time.Time, bool) {
 	m := wireTimeFields.FindStringSubmatch(s)
@@ -602,7 +602,7 @@ func FuzzHeartbeatFromItem(f *testing.F) {
 
 // ---------------------------------------------------------------- names
 
-// nameChars is PROTOCOL.md's character set of pool (and class) names.
+// nameChars is the pool protocol's character set of pool (and class) names.
 func nameChars(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -624,7 +624,7 @@ func FuzzValidatePoolName(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, name string) {
 		err := ValidatePoolName(name)
-		valid := len(name) >= 1 && len(name) <= MaxPoolNameLength && nameChars(name)
+		valid := len(name) >= MinPoolNameLength && len(name) <= MaxPoolNameLength && nameChars(name)
 		if (err == nil) != valid {
 			t.Fatalf("ValidatePoolName(%q) = %v; the protocol says valid = %v", name, err, valid)
 		}

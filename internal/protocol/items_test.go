@@ -281,7 +281,7 @@ func TestPoolConfigItemRoundTrip(t *testing.T) {
 		cfg  PoolConfig
 	}{
 		{name: "without fleet", cfg: PoolConfig{
-			Name:              "ci",
+			Name:              "ci-runners",
 			InstanceARNPrefix: testPrefix,
 			ResourceClasses:   DefaultResourceClasses(),
 			IdleTimeout:       Duration(7 * time.Minute),
@@ -303,7 +303,7 @@ func TestPoolConfigItemRoundTrip(t *testing.T) {
 			QueueURLs: map[string]string{"big": "https://sqs/123/gpu_pool-2-big"},
 		}},
 		{name: "with fleet by name", cfg: PoolConfig{
-			Name:              "p",
+			Name:              "pool",
 			InstanceARNPrefix: testPrefix,
 			ResourceClasses:   map[string]ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}},
 			IdleTimeout:       Duration(time.Hour),
@@ -316,10 +316,19 @@ func TestPoolConfigItemRoundTrip(t *testing.T) {
 			},
 			QueueURLs: map[string]string{},
 		}},
+		{name: "with metrics", cfg: PoolConfig{
+			Name:              "ci-runners",
+			InstanceARNPrefix: testPrefix,
+			ResourceClasses:   map[string]ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}},
+			IdleTimeout:       Duration(time.Hour),
+			MaxRuntime:        Duration(6 * time.Hour),
+			QueueURLs:         map[string]string{},
+			Metrics:           &MetricsConfig{Namespace: "EC2Runners", LogGroup: "/ec2runners/metrics"},
+		}},
 		// Written before '-' was refused in class names (ValidateClassName):
 		// still read, so that the pool can be refreshed and its class renamed.
 		{name: "class with a dash", cfg: PoolConfig{
-			Name:              "ci",
+			Name:              "ci-runners",
 			InstanceARNPrefix: testPrefix,
 			ResourceClasses:   map[string]ResourceClass{"gpu-big": {CPU: 8, MemoryMiB: 32768}},
 			IdleTimeout:       Duration(time.Hour),
@@ -379,6 +388,10 @@ func TestPoolConfigFromItemInvalid(t *testing.T) {
 		{name: "no instance ARN prefix", item: PoolConfig{Name: "ci", ResourceClasses: DefaultResourceClasses()}.Item("2026-06-01T12:00:00Z")},
 		{name: "instance ARN prefix of another service", item: PoolConfig{Name: "ci", ResourceClasses: DefaultResourceClasses(),
 			InstanceARNPrefix: "arn:aws:ecs:eu-west-1:123456789012:instance/"}.Item("2026-06-01T12:00:00Z")},
+		{name: "metrics in AWS's namespace", item: PoolConfig{Name: "ci", ResourceClasses: DefaultResourceClasses(), InstanceARNPrefix: testPrefix,
+			Metrics: &MetricsConfig{Namespace: "AWS/EC2", LogGroup: "g"}}.Item("2026-06-01T12:00:00Z")},
+		{name: "metrics in a log group of no valid name", item: PoolConfig{Name: "ci", ResourceClasses: DefaultResourceClasses(), InstanceARNPrefix: testPrefix,
+			Metrics: &MetricsConfig{Namespace: "EC2Runners", LogGroup: "a:b"}}.Item("2026-06-01T12:00:00Z")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

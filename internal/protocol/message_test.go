@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// protocolBody is the example message of PROTOCOL.md, verbatim.
+// protocolBody is the example message of the pool protocol, verbatim.
 const protocolBody = `{"id":"i-0abc","resourceClass":"large","instanceType":"c6i.large","cpu":2,"mmem":4096,"usageClass":"on-demand","threshold":"2026-06-01T12:00:00Z"}`
 
 var protocolMessage = Message{

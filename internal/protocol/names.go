@@ -4,13 +4,18 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
 )
 
 const (
-	// MaxPoolNameLength bounds the pool name; the table is named after it.
+	// MinPoolNameLength and MaxPoolNameLength bound the pool name: the
+	// table is named after it, and DynamoDB refuses a table name shorter
+	// than 3 characters.
+	MinPoolNameLength = awslimits.MinTableNameLength
 	MaxPoolNameLength = 40
 	// MaxQueueNameLength is SQS's limit for a queue name.
-	MaxQueueNameLength = 80
+	MaxQueueNameLength = awslimits.MaxQueueNameLength
 )
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
@@ -45,8 +50,8 @@ var (
 
 // ValidatePoolName reports why name cannot name a pool, or nil.
 func ValidatePoolName(name string) error {
-	if len(name) == 0 || len(name) > MaxPoolNameLength {
-		return fmt.Errorf("pool name %q must be 1-%d characters long, got %d", name, MaxPoolNameLength, len(name))
+	if len(name) < MinPoolNameLength || len(name) > MaxPoolNameLength {
+		return fmt.Errorf("pool name %q must be %d-%d characters long (it names a DynamoDB table), got %d", name, MinPoolNameLength, MaxPoolNameLength, len(name))
 	}
 	if !namePattern.MatchString(name) {
 		return fmt.Errorf("pool name %q may contain only letters, digits, '_' and '-'", name)

@@ -12,14 +12,15 @@ func TestValidatePoolName(t *testing.T) {
 		pool    string
 		wantErr []string // substrings of the error; nil means valid
 	}{
-		{name: "empty", pool: "", wantErr: []string{"1-40", "got 0"}},
-		{name: "one char", pool: "a"},
+		{name: "empty", pool: "", wantErr: []string{"3-40", "got 0"}},
+		{name: "two chars", pool: "ab", wantErr: []string{"3-40", "DynamoDB table", "got 2"}},
+		{name: "three chars", pool: "abc"},
 		{name: "40 chars", pool: strings.Repeat("p", 40)},
-		{name: "41 chars", pool: strings.Repeat("p", 41), wantErr: []string{"1-40", "got 41"}},
+		{name: "41 chars", pool: strings.Repeat("p", 41), wantErr: []string{"3-40", "got 41"}},
 		{name: "letters digits mixed case", pool: "CiPool42"},
 		{name: "underscore and dash", pool: "my_pool-1"},
-		{name: "only dash", pool: "-"},
-		{name: "only underscore", pool: "_"},
+		{name: "only dashes", pool: "---"},
+		{name: "only underscores", pool: "___"},
 		{name: "space", pool: "my pool", wantErr: []string{`"my pool"`, "only letters, digits, '_' and '-'"}},
 		{name: "dot", pool: "my.pool", wantErr: []string{`"my.pool"`, "only letters, digits"}},
 		{name: "slash", pool: "my/pool", wantErr: []string{`"my/pool"`, "only letters, digits"}},
@@ -121,7 +122,7 @@ func TestQueueAndTableName(t *testing.T) {
 // TestQueueNamesDoNotCollide: with '-' only in pool names, the last '-' of a
 // queue name tells its pool and class apart.
 func TestQueueNamesDoNotCollide(t *testing.T) {
-	pools := []string{"a", "a-b", "a-b-c", "a_b", "ci-runners", "-", "a-"}
+	pools := []string{"aaa", "aaa-b", "aaa-b-c", "a_b", "ci-runners", "---", "aa-"}
 	classes := []string{"b", "c", "b_c", "large", "2xlarge", "_"}
 	seen := map[string]string{}
 	for _, p := range pools {

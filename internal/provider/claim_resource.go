@@ -175,7 +175,7 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 			// network or a busy agent, and burn the pool.
 			"heartbeat_max_age": wait("A runner whose heartbeat has not changed for this long, on the provider's clock, is unhealthy (a heartbeat stamped more recently by the agent's own clock also counts as fresh); from `15s` to `10m`.", d.HeartbeatMaxAge, 15*time.Second, 10*time.Minute),
 			"registration_wait": wait("How long a warm runner has to register for the run after it is claimed; from `15s` to `1m`.", d.RegistrationWait, 15*time.Second, time.Minute),
-			// Claimed runners live 5 minutes (PROTOCOL.md) and must outlast the fleet's validation.
+			// Claimed runners live 5 minutes (the protocol guide) and must outlast the fleet's validation.
 			"fleet_validation_wait": wait("How long new instances have to boot, register and heartbeat; at most `4m`, as warm runners claimed meanwhile must reach `running` within their 5 minute claimed lifetime.", d.FleetValidationWait, time.Second, 4*time.Minute),
 			"release_wait":          wait("How long a runner has to confirm its release before it is terminated instead: on destroy, and when a claim gives back a warm runner that is alive but did not register in time; at most `10m`.", d.ReleaseWait, time.Second, 10*time.Minute),
 			"label": schema.StringAttribute{
@@ -304,7 +304,9 @@ func (r *claimResource) Create(ctx context.Context, req resource.CreateRequest, 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	started := time.Now()
-	res, err := r.claimer(ctx).Create(ctx, creq)
+	c, warned := r.data.warnedClaimer(ctx)
+	res, err := c.Create(ctx, creq)
+	warned.into(&resp.Diagnostics)
 	if err != nil {
 		resp.Diagnostics.AddError(fmt.Sprintf("Cannot claim runners from pool %s", creq.Pool), err.Error())
 		return
@@ -364,7 +366,9 @@ func (r *claimResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	outcomes, err := r.claimer(ctx).Release(ctx, state.Pool.ValueString(), state.RunID.ValueString())
+	c, warned := r.data.warnedClaimer(ctx)
+	outcomes, err := c.Release(ctx, state.Pool.ValueString(), state.RunID.ValueString())
+	warned.into(&resp.Diagnostics)
 	tflog.Info(ctx, "released runners", map[string]any{"run_id": state.RunID.ValueString(), "outcomes": outcomes})
 	if err != nil {
 		resp.Diagnostics.AddError(fmt.Sprintf("Cannot release claim %s", state.ID.ValueString()), err.Error())

@@ -23,8 +23,9 @@ func TestAccClaim_invalidInput(t *testing.T) {
 		"bad registration wait": {`registration_wait = "0s"`, `Attribute registration_wait must be a duration such as .90s., .7m. or .1h30m., from 15s`},
 
 		"bad pool":                         {`pool = "my pool"`, `Attribute pool may contain only letters, digits, '_' and '-', got: my pool`},
-		"empty pool":                       {`pool = ""`, `Attribute pool string length must be between 1 and 40, got: 0`},
-		"pool name too long":               {`pool = "` + strings.Repeat("p", 41) + `"`, `Attribute pool string length must be between 1 and 40, got: 41`},
+		"empty pool":                       {`pool = ""`, `Attribute pool string length must be between 3 and 40, got: 0`},
+		"pool name too long":               {`pool = "` + strings.Repeat("p", 41) + `"`, `Attribute pool string length must be between 3 and 40, got: 41`},
+		"pool name too short for a table":  {`pool = "ci"`, `Attribute pool string length must be between 3 and 40, got: 2`},
 		"negative instances":               {`instance_count = -1`, `Attribute instance_count value must be between 1 and 100, got: -1`},
 		"instances not a number":           {`instance_count = "two"`, `Inappropriate value for attribute "instance_count": a number is required`},
 		"fractional instances":             {`instance_count = 1.5`, `(?s)instance_count = 1.5.*is not an integer`},

@@ -29,7 +29,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsconfig"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/metrics"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -67,6 +69,7 @@ type poolResourceModel struct {
 	GitHubRepo      types.String   `tfsdk:"github_repository"`
 	Warm            types.Map      `tfsdk:"warm"`
 	WarmStatus      types.Map      `tfsdk:"warm_status"`
+	Metrics         types.Object   `tfsdk:"metrics"`
 	Tags            types.Map      `tfsdk:"tags"`
 	TagsAll         types.Map      `tfsdk:"tags_all"`
 	ForceDestroy    types.Bool     `tfsdk:"force_destroy"`
@@ -194,10 +197,29 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 			},
 			"warm":        warmAttribute(),
 			"warm_status": warmStatusAttribute(),
+			"metrics": schema.SingleNestedAttribute{
+				Optional: true,
+				Description: "Publishes how the pool serves its claims to CloudWatch, per resource class: see the metrics guide. " +
+					"The events go to a log stream named after the pool, which the apply creates. Claims read these settings from the pool. " +
+					"A metric that cannot be published is a warning, never a failed claim. Without this block nothing is published.",
+				Attributes: map[string]schema.Attribute{
+					"log_group": schema.StringAttribute{
+						Required:    true,
+						Description: "Name of an existing CloudWatch Logs log group, for example an `aws_cloudwatch_log_group`. Several pools may share one.",
+						Validators:  []validator.String{logGroupNameValidator()},
+					},
+					"namespace": schema.StringAttribute{
+						Optional: true, Computed: true,
+						Description: "CloudWatch namespace of the metrics. Default `" + metrics.DefaultNamespace + "`.",
+						Default:     stringdefault.StaticString(metrics.DefaultNamespace),
+						Validators:  []validator.String{metricsNamespaceValidator()},
+					},
+				},
+			},
 			"tags": schema.MapAttribute{
 				Optional: true, ElementType: types.StringType,
-				Description: "Tags of the table and the queues, over the provider's `default_tags`. The keys `ec2runners:pool` and `ec2runners:class` are the provider's: it tags each queue with its pool and class.",
-				Validators:  []validator.Map{tagsValidator{}},
+				Description: "Tags of the table and the queues, over the provider's `default_tags`: at most 48 with them, as SQS allows 50 tags per queue and the provider adds 2. The keys `ec2runners:pool` and `ec2runners:class` are the provider's: it tags each queue with its pool and class.",
+				Validators:  []validator.Map{tagsValidator{}, mapvalidator.SizeAtMost(maxPoolTags)},
 			},
 			"tags_all": schema.MapAttribute{
 				Computed: true, ElementType: types.StringType,
@@ -268,7 +290,7 @@ func (r *poolResource) manager() *pool.Manager { return poolManager(r.data.clien
 
 // poolManager manages pools with the provider's clients.
 func poolManager(c *awsconfig.Clients) *pool.Manager {
-	return &pool.Manager{DynamoDB: c.DynamoDB, SQS: c.SQS, EC2: c.EC2, STS: c.STS, Region: c.Region}
+	return &pool.Manager{DynamoDB: c.DynamoDB, SQS: c.SQS, EC2: c.EC2, STS: c.STS, Logs: c.Logs, Region: c.Region}
 }
 
 // ModifyPlan computes tags_all and plans queue changes: queue_urls and
@@ -290,7 +312,14 @@ func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 	} else {
 		var own map[string]string
 		resp.Diagnostics.Append(plan.Tags.ElementsAs(ctx, &own, false)...)
-		plan.TagsAll = stringMapValue(mergeTags(r.defaultTags(), own))
+		all := mergeTags(r.defaultTags(), own)
+		if len(all) > maxPoolTags {
+			resp.Diagnostics.AddAttributeError(path.Root("tags"), "Too many tags",
+				fmt.Sprintf("Attribute tags and the provider's default_tags come to %d tags, and each queue of the pool takes them and the provider's %s and %s: "+
+					"SQS allows %d tags per queue, so the pool's tags and the default tags may come to at most %d.",
+					len(all), protocol.TagPool, protocol.TagClass, awslimits.MaxTagsPerResource, maxPoolTags))
+		}
+		plan.TagsAll = stringMapValue(all)
 	}
 	if !req.State.Raw.IsNull() {
 		var state poolResourceModel
@@ -348,6 +377,8 @@ func (r *poolResource) spec(ctx context.Context, m poolResourceModel) (pool.Spec
 	}
 	spec.Warm, d = warmFromValue(ctx, m.Warm)
 	diags.Append(d...)
+	spec.Metrics, d = metricsFromValue(ctx, m.Metrics)
+	diags.Append(d...)
 	return spec, diags
 }
 
@@ -364,6 +395,7 @@ func (r *poolResource) setStatus(m *poolResourceModel, st *pool.Status) {
 	m.Fleet = fleetValue(cfg.Fleet)
 	m.GitHubOwner, m.GitHubRepo = githubTargetValues(cfg.GitHub)
 	m.Warm = warmValue(cfg.Warm, m.Warm)
+	m.Metrics = metricsValue(cfg.Metrics)
 	m.TagsAll = stringMapValue(st.Tags)
 	m.Tags = ownTags(st.Tags, r.defaultTags(), m.Tags)
 	if m.ForceDestroy.IsNull() {
@@ -398,7 +430,8 @@ func (r *poolResource) fill(ctx context.Context, m *poolResourceModel, timeout t
 		return
 	}
 	name := m.Name.ValueString()
-	c := r.data.claimer(ctx)
+	c, warned := r.data.warnedClaimer(ctx)
+	defer warned.into(diags)
 	if m.Fleet.IsNull() || m.Warm.IsNull() {
 		r.setWarmStatus(ctx, c, m, diags)
 		return
@@ -477,12 +510,15 @@ func (r *poolResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 // reap cleans the pool up, when due (at most once a minute, as claims and
 // releases do), in an apply of the pool: before its fill, so that runners
 // past their deadline are gone when it counts what the targets lack.
-// Bounded; failures are only logged. A read never reaps.
+// Bounded; failures are only logged (metrics not published are warnings).
+// A read never reaps.
 func (r *poolResource) reap(ctx context.Context, name string, diags *diag.Diagnostics) {
 	if diags.HasError() {
 		return
 	}
-	res, ran, err := r.data.claimer(ctx).ReapIfDue(ctx, name, claim.DefaultReapInterval)
+	c, warned := r.data.warnedClaimer(ctx)
+	defer warned.into(diags)
+	res, ran, err := c.ReapIfDue(ctx, name, claim.DefaultReapInterval)
 	switch {
 	case err != nil:
 		tflog.Warn(ctx, "reaping the pool failed", map[string]any{"pool": name, "error": err.Error()})

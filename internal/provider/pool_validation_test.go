@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,7 +18,11 @@ func TestAccPool_invalidInput(t *testing.T) {
 	}{
 		"name too long": {
 			config: `name = "` + strings.Repeat("a", 41) + `"`,
-			want:   `Attribute name string length must be between 1 and 40`,
+			want:   `Attribute name string length must be between 3 and 40`,
+		},
+		"name too short for a DynamoDB table": {
+			config: `name = "ci"`,
+			want:   `Attribute name string length must be between 3 and 40, got: 2`,
 		},
 		"name with a dot": {
 			config: `name = "my.pool"`,
@@ -25,103 +30,103 @@ func TestAccPool_invalidInput(t *testing.T) {
 		},
 		"class name with a space": {
 			config: `
-name             = "ok"
+name             = "okay"
 resource_classes = { "my class" = { cpu = 2, memory_mib = 4096 } }`,
 			want: `resource_classes.*may contain only letters, digits`,
 		},
 		"class name with a dash": {
 			config: `
-name             = "ok"
+name             = "okay"
 resource_classes = { "gpu-big" = { cpu = 2, memory_mib = 4096 } }`,
 			want: `resource_classes.*may contain only letters, digits and '_', not '-': the class's queue is named <pool>-<class>, so a '-' in a class would let two pools share a queue \(pool a-b's class c and pool a's class b-c are both a-b-c\), got: gpu-big`,
 		},
 		"warm names an unknown class": {
 			config: `
-name = "ok"
+name = "okay"
 warm = { huge = { hot = 1 } }`,
 			want: `Attribute warm names resource class "huge", which is not one of the pool's resource_classes`,
 		},
 		"warm hot negative": {
 			config: `
-name = "ok"
+name = "okay"
 warm = { large = { hot = -1 } }`,
 			want: `Attribute warm\["large"\].hot value must be between 0 and 500, got: -1`,
 		},
 		"warm day misspelt": {
 			config: `
-name = "ok"
+name = "okay"
 warm = { large = { schedule = [{ days = ["monday"], from = "08:00", to = "19:00", time_zone = "UTC", hot = 2 }] } }`,
 			want: `Attribute warm\["large"\].schedule\[0\].days\[0\] value must be one of: \["sun" "mon" "tue" "wed" "thu" "fri" "sat"\]`,
 		},
 		"warm time not HH:MM": {
 			config: `
-name = "ok"
+name = "okay"
 warm = { large = { schedule = [{ days = ["mon"], from = "8am", to = "19:00", time_zone = "UTC", hot = 2 }] } }`,
 			want: `Attribute warm\["large"\].schedule\[0\].from must be a time of day HH:MM, 00:00 to 23:59, got: 8am`,
 		},
 		"warm window across midnight": {
 			config: `
-name = "ok"
+name = "okay"
 warm = { large = { schedule = [{ days = ["mon"], from = "22:00", to = "06:00", time_zone = "UTC", hot = 2 }] } }`,
 			want: `Attribute warm\["large"\].schedule\[0\]: to 06:00 is not after from 22:00 \(a window across midnight is two windows\)`,
 		},
 		"warm window without targets": {
 			config: `
-name = "ok"
+name = "okay"
 warm = { large = { stopped = 2, schedule = [{ days = ["mon"], from = "08:00", to = "19:00", time_zone = "UTC" }] } }`,
 			want: `Attribute warm\["large"\].schedule\[0\]: sets no target: give it hot, stopped or both`,
 		},
 		"warm stopped negative": {
 			config: `
-name = "ok"
+name = "okay"
 warm = { large = { stopped = -1 } }`,
 			want: `Attribute warm\["large"\].stopped value must be between 0 and 500, got: -1`,
 		},
 		"max_runner_age too short": {
 			config: `
-name           = "ok"
+name           = "okay"
 max_runner_age = "10m"`,
 			want: `Attribute max_runner_age must be a duration such as .90s., .7m. or .1h30m., from 1h to 2160h, got`,
 		},
 		"warm time zone unknown": {
 			config: `
-name = "ok"
+name = "okay"
 warm = { large = { schedule = [{ days = ["mon"], from = "08:00", to = "19:00", time_zone = "Mars/Olympus", hot = 2 }] } }`,
 			want: `Attribute warm\["large"\].schedule\[0\].time_zone must be an IANA time zone such as Europe/Berlin or UTC, got "Mars/Olympus"`,
 		},
 		"owner tag key": {
 			config: `
-name = "ok"
+name = "okay"
 tags = { "ec2runners:pool" = "other" }`,
 			want: `Attribute tags: tag key "ec2runners:pool" is the provider's: it tags each queue with its pool \(ec2runners:pool\) and class \(ec2runners:class\)`,
 		},
 		"class tag key": {
 			config: `
-name = "ok"
+name = "okay"
 tags = { "ec2runners:class" = "large" }`,
 			want: `Attribute tags: tag key "ec2runners:class" is the provider's`,
 		},
 		"duplicate cpu": {
 			config: `
-name             = "ok"
+name             = "okay"
 resource_classes = { a = { cpu = 2, memory_mib = 4096 }, b = { cpu = 2, memory_mib = 8192 } }`,
 			want: `Attribute resource_classes: resource classes "a" and "b" have the same cpu 2`,
 		},
 		"memory not increasing with cpu": {
 			config: `
-name             = "ok"
+name             = "okay"
 resource_classes = { a = { cpu = 2, memory_mib = 8192 }, b = { cpu = 4, memory_mib = 8192 } }`,
 			want: `Attribute resource_classes: resource class "b" \(cpu 4\) has memory_mib 8192`,
 		},
 		"zero cpu": {
 			config: `
-name             = "ok"
+name             = "okay"
 resource_classes = { a = { cpu = 0, memory_mib = 8192 } }`,
 			want: `Attribute resource_classes: resource class "a": cpu and memory_mib must be positive, got cpu 0`,
 		},
 		"no classes": {
 			config: `
-name             = "ok"
+name             = "okay"
 resource_classes = {}`,
 			want: `Attribute resource_classes map must contain at least 1 elements`,
 		},
@@ -133,19 +138,19 @@ resource_classes = { ` + strings.Repeat("c", 40) + ` = { cpu = 2, memory_mib = 4
 		},
 		"bad duration": {
 			config: `
-name         = "ok"
+name         = "okay"
 idle_timeout = "7 minutes"`,
 			want: `Attribute idle_timeout must be a duration such as .90s., .7m. or .1h30m., from 1m to 168h, got "7 minutes"`,
 		},
 		"duration too short": {
 			config: `
-name        = "ok"
+name        = "okay"
 max_runtime = "30s"`,
 			want: `Attribute max_runtime must be a duration`,
 		},
 		"both launch template id and name": {
 			config: `
-name  = "ok"
+name  = "okay"
 fleet = {
   launch_template_id   = "lt-1"
   launch_template_name = "runners"
@@ -155,13 +160,13 @@ fleet = {
 		},
 		"no launch template": {
 			config: `
-name  = "ok"
+name  = "okay"
 fleet = { subnet_ids = ["subnet-1"] }`,
 			want: `(?s)Invalid Attribute Combination.*launch_template_id`,
 		},
 		"no subnets": {
 			config: `
-name  = "ok"
+name  = "okay"
 fleet = {
   launch_template_name = "runners"
   subnet_ids           = []
@@ -170,7 +175,7 @@ fleet = {
 		},
 		"unknown instance selection": {
 			config: `
-name  = "ok"
+name  = "okay"
 fleet = {
   launch_template_name = "runners"
   subnet_ids           = ["subnet-1"]
@@ -180,7 +185,7 @@ fleet = {
 		},
 		"bad launch template version": {
 			config: `
-name  = "ok"
+name  = "okay"
 fleet = {
   launch_template_name    = "runners"
   launch_template_version = "latest"
@@ -190,20 +195,20 @@ fleet = {
 		},
 		"bad GitHub owner": {
 			config: `
-name         = "ok"
+name         = "okay"
 github_owner = "-octo"`,
 			want: `Attribute github_owner must be a GitHub user or organization name`,
 		},
 		"bad GitHub repository": {
 			config: `
-name              = "ok"
+name              = "okay"
 github_owner      = "octo"
 github_repository = "octo/app"`,
 			want: `Attribute github_repository must be a repository name`,
 		},
 		"empty name": {
 			config: `name = ""`,
-			want:   `Attribute name string length must be between 1 and 40, got: 0`,
+			want:   `Attribute name string length must be between 3 and 40, got: 0`,
 		},
 		"name with a slash": {
 			config: `name = "ci/runners"`,
@@ -211,73 +216,73 @@ github_repository = "octo/app"`,
 		},
 		"zero memory": {
 			config: `
-name             = "ok"
+name             = "okay"
 resource_classes = { a = { cpu = 2, memory_mib = 0 } }`,
 			want: `Attribute resource_classes: resource class "a": cpu and memory_mib must be positive, got cpu 2, memory_mib 0`,
 		},
 		"negative cpu": {
 			config: `
-name             = "ok"
+name             = "okay"
 resource_classes = { a = { cpu = -2, memory_mib = 4096 } }`,
 			want: `Attribute resource_classes: resource class "a": cpu and memory_mib must be positive, got cpu -2`,
 		},
 		"cpu beyond int32": {
 			config: `
-name             = "ok"
+name             = "okay"
 resource_classes = { a = { cpu = 4294967298, memory_mib = 4096 } }`,
 			want: `Attribute resource_classes\["a"\].cpu value must be between 1 and 2147483647, got: 4294967298`,
 		},
 		"memory beyond int32": {
 			config: `
-name             = "ok"
+name             = "okay"
 resource_classes = { a = { cpu = 2, memory_mib = 2147483648 } }`,
 			want: `Attribute resource_classes\["a"\].memory_mib value must be between 1 and 2147483647, got: 2147483648`,
 		},
 		"class without cpu": {
 			config: `
-name             = "ok"
+name             = "okay"
 resource_classes = { a = { memory_mib = 4096 } }`,
 			want: `Inappropriate value for attribute "resource_classes": element "a": attribute "cpu" is required`,
 		},
 		"cpu not a number": {
 			config: `
-name             = "ok"
+name             = "okay"
 resource_classes = { a = { cpu = "two", memory_mib = 4096 } }`,
 			want: `Inappropriate value for attribute "resource_classes": a number is required`,
 		},
 		"fractional cpu": {
 			config: `
-name             = "ok"
+name             = "okay"
 resource_classes = { a = { cpu = 1.5, memory_mib = 4096 } }`,
 			want: `(?s)cpu = 1.5.*is not an integer`,
 		},
 		"empty class name": {
 			config: `
-name             = "ok"
+name             = "okay"
 resource_classes = { "" = { cpu = 2, memory_mib = 4096 } }`,
 			want: `resource_classes.*may contain only letters, digits`,
 		},
 		"idle timeout too long": {
 			config: `
-name         = "ok"
+name         = "okay"
 idle_timeout = "200h"`,
 			want: `Attribute idle_timeout must be a duration such as .90s., .7m. or .1h30m., from 1m to 168h, got "200h"`,
 		},
 		"negative max runtime": {
 			config: `
-name        = "ok"
+name        = "okay"
 max_runtime = "-5m"`,
 			want: `Attribute max_runtime must be a duration such as .90s., .7m. or .1h30m., from 1m to 168h, got "-5m"`,
 		},
 		"max runtime without unit": {
 			config: `
-name        = "ok"
+name        = "okay"
 max_runtime = "30"`,
 			want: `Attribute max_runtime must be a duration such as .90s., .7m. or .1h30m., from 1m to 168h, got "30"`,
 		},
 		"bad launch template id": {
 			config: `
-name  = "ok"
+name  = "okay"
 fleet = {
   launch_template_id = "runners"
   subnet_ids         = ["subnet-1"]
@@ -286,7 +291,7 @@ fleet = {
 		},
 		"bad launch template name": {
 			config: `
-name  = "ok"
+name  = "okay"
 fleet = {
   launch_template_name = "my runners"
   subnet_ids           = ["subnet-1"]
@@ -295,7 +300,7 @@ fleet = {
 		},
 		"bad subnet id": {
 			config: `
-name  = "ok"
+name  = "okay"
 fleet = {
   launch_template_name = "runners"
   subnet_ids           = ["subnet-1", "sn-2"]
@@ -304,7 +309,7 @@ fleet = {
 		},
 		"duplicate subnets": {
 			config: `
-name  = "ok"
+name  = "okay"
 fleet = {
   launch_template_name = "runners"
   subnet_ids           = ["subnet-1", "subnet-1"]
@@ -313,7 +318,7 @@ fleet = {
 		},
 		"empty launch template version": {
 			config: `
-name  = "ok"
+name  = "okay"
 fleet = {
   launch_template_name    = "runners"
   launch_template_version = ""
@@ -323,69 +328,105 @@ fleet = {
 		},
 		"empty GitHub owner": {
 			config: `
-name         = "ok"
+name         = "okay"
 github_owner = ""`,
 			want: `Attribute github_owner must be a GitHub user or organization name`,
 		},
 		"GitHub owner too long": {
 			config: `
-name         = "ok"
+name         = "okay"
 github_owner = "` + strings.Repeat("o", 40) + `"`,
 			want: `Attribute github_owner must be a GitHub user or organization name: 1-39`,
 		},
 		"reserved tag key": {
 			config: `
-name = "ok"
+name = "okay"
 tags = { "aws:team" = "ci" }`,
 			want: `Attribute tags: tag key "aws:team" starts with aws:, which AWS reserves; tag keys must be 1-128 characters and values at most 256`,
 		},
 		"tag key with a bad character": {
 			config: `
-name = "ok"
+name = "okay"
 tags = { "team!" = "ci" }`,
 			want: `Attribute tags: tag key "team!" has a character AWS does not allow; tag keys must be 1-128 characters and values at most 256, of letters, digits, spaces and _ . : / = \+ - @`,
 		},
 		"tag key too long": {
 			config: `
-name = "ok"
+name = "okay"
 tags = { "` + strings.Repeat("k", 129) + `" = "ci" }`,
 			want: `Attribute tags: tag key "k+" is 129 characters long; tag keys must be 1-128 characters`,
 		},
 		"tag value too long": {
 			config: `
-name = "ok"
+name = "okay"
 tags = { team = "` + strings.Repeat("v", 257) + `" }`,
 			want: `Attribute tags: the value of tag "team" is 257 characters long; tag keys must be 1-128 characters and values at most 256`,
 		},
 		"null tag value": {
 			config: `
-name = "ok"
+name = "okay"
 tags = { team = null }`,
 			want: `Attribute tags: tag "team" has a null value`,
 		},
 		"force_destroy not a bool": {
 			config: `
-name          = "ok"
+name          = "okay"
 force_destroy = "maybe"`,
 			want: `Inappropriate value for attribute "force_destroy": a bool is required`,
 		},
 		"bad create timeout": {
 			config: `
-name = "ok"
+name = "okay"
 timeouts {
   create = "soon"
 }`,
 			want: `(?s)Invalid Attribute Value Time Duration.*create = "soon".*"soon" must be a string containing a sequence of decimal numbers, each with optional fraction and a unit suffix`,
 		},
+		"too many tags for a queue": {
+			config: `
+name = "okay"
+tags = {` + manyTags(49) + `}`,
+			want: `Attribute tags map must contain at most 48 elements, got: 49`,
+		},
 		"read-only table_name": {
 			config: `
-name       = "ok"
+name       = "okay"
 table_name = "other"`,
 			want: `(?s)Invalid Configuration for Read-Only Attribute.*table_name`,
 		},
+		"metrics log group with a colon": {
+			config: `
+name    = "okay"
+metrics = { log_group = "ci:metrics" }`,
+			want: `Attribute metrics.log_group: must be 1 to 512 letters, digits, '.', '-', '_', '/' and '#'`,
+		},
+		"metrics log group too long": {
+			config: `
+name    = "okay"
+metrics = { log_group = "` + strings.Repeat("g", 513) + `" }`,
+			want: `Attribute metrics.log_group: must be 1 to 512 letters`,
+		},
+		"metrics in AWS's namespace": {
+			config: `
+name    = "okay"
+metrics = { log_group = "/ec2runners/okay", namespace = "AWS/EC2" }`,
+			want: `Attribute metrics.namespace: must not start with AWS/, which AWS's own namespaces use`,
+		},
+		"metrics namespace too long": {
+			config: `
+name    = "okay"
+metrics = { log_group = "/ec2runners/okay", namespace = "` + strings.Repeat("n", 256) + `" }`,
+			want: `Attribute metrics.namespace: must be 1 to 255 characters`,
+		},
+		"metrics without a log group": {
+			config: `
+name    = "okay"
+metrics = { namespace = "CI" }`,
+			want: `Inappropriate value for attribute "metrics": attribute "log_group" is required`,
+		},
 		"repository without owner": {
 			config: `
-name              = "ok"
+name              = "okay"
 github_repository = "app"`,
 			want: `Attribute "github_owner" must be specified when "github_repository" is\s+specified`,
 		},
@@ -395,6 +436,27 @@ github_repository = "app"`,
 			expectPlanError(t, "resource \"ec2runners_pool\" \"test\" {\n"+tc.config+"\n}", tc.want)
 		})
 	}
+}
+
+// TestAccPool_tagsWithDefaultTags: the pool's tags and the provider's
+// default_tags come to at most 48, as each queue takes them and the
+// provider's two and SQS allows 50; Terraform says so when it plans.
+func TestAccPool_tagsWithDefaultTags(t *testing.T) {
+	var own strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&own, " own%02d = %q,", i, "v")
+	}
+	expectPlanError(t, `
+provider "ec2runners" {
+  default_tags {
+    tags = {`+manyTags(40)+`}
+  }
+}
+
+resource "ec2runners_pool" "test" {
+  name = "okay"
+  tags = {`+own.String()+`}
+}`, `Attribute tags and the provider's default_tags come to 50 tags, and each queue of the pool takes them and the provider's ec2runners:pool and ec2runners:class: SQS allows 50 tags per queue, so the pool's tags and the default tags may come to at most 48\.`)
 }
 
 // expectPlanError plans config and expects an error matching pattern.

@@ -131,7 +131,7 @@ data "ec2runners_pool" "test" { name = "any" }`,
 func TestAccProvider_githubSettingsInvalid(t *testing.T) {
 	const dataSource = `
 data "ec2runners_runner_script" "test" {
-  pool         = "ci"
+  pool         = "ci-runners"
   github_owner = "octo"
 }`
 	for name, tc := range map[string]struct{ block, want string }{
@@ -233,7 +233,7 @@ func TestAccProvider_githubOwnerFromEnvironmentInvalid(t *testing.T) {
 		Steps: []resource.TestStep{{
 			Config: `
 data "ec2runners_runner_script" "test" {
-  pool         = "ci"
+  pool         = "ci-runners"
   github_owner = "octo"
 }`,
 			ExpectError: regexp.MustCompile(wrapped(`GITHUB_REPOSITORY_OWNER, which is "octo org": not a GitHub user or organization name`)),
@@ -262,7 +262,7 @@ provider "ec2runners" {
 }
 
 data "ec2runners_runner_script" "test" {
-  pool         = "ci"
+  pool         = "ci-runners"
   github_owner = "octo"
   github_url   = "https://ghe.example.com"
 }`, pemKey),

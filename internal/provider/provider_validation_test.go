@@ -11,7 +11,7 @@ import (
 func TestAccProvider_invalidInput(t *testing.T) {
 	const dataSource = `
 data "ec2runners_runner_script" "test" {
-  pool         = "ci"
+  pool         = "ci-runners"
   github_owner = "octo"
 }`
 	for name, tc := range map[string]struct{ block, want string }{
@@ -94,10 +94,11 @@ data "ec2runners_runner_script" "test" {
 func TestAccPoolDataSource_invalidInput(t *testing.T) {
 	for name, tc := range map[string]struct{ args, want string }{
 		"name with a space": {`name = "my pool"`, `Attribute name may contain only letters, digits, '_' and '-', got: my pool`},
-		"empty name":        {`name = ""`, `Attribute name string length must be between 1 and 40, got: 0`},
-		"name too long":     {`name = "` + strings.Repeat("p", 41) + `"`, `Attribute name string length must be between 1 and 40, got: 41`},
+		"empty name":        {`name = ""`, `Attribute name string length must be between 3 and 40, got: 0`},
+		"name too short":    {`name = "ci"`, `Attribute name string length must be between 3 and 40, got: 2`},
+		"name too long":     {`name = "` + strings.Repeat("p", 41) + `"`, `Attribute name string length must be between 3 and 40, got: 41`},
 		"no name":           {``, `The argument "name" is required, but no definition was found`},
-		"read-only table":   {"name = \"ok\"\n  table_name = \"ok\"", `(?s)Invalid Configuration for Read-Only Attribute.*table_name = "ok"`},
+		"read-only table":   {"name = \"okay\"\n  table_name = \"okay\"", `(?s)Invalid Configuration for Read-Only Attribute.*table_name = "okay"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			expectPlanError(t, "data \"ec2runners_pool\" \"test\" {\n  "+tc.args+"\n}", tc.want)

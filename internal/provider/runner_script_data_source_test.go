@@ -76,7 +76,7 @@ const testRunnerSHA256 = "0123456789abcdef0123456789abcdef0123456789abcdef012345
 func TestAccRunnerScriptDataSource_sensitive(t *testing.T) {
 	const script = `
 data "ec2runners_runner_script" "test" {
-  pool              = "ci"
+  pool              = "ci-runners"
   github_owner      = "octo"
   pre_runner_script = "echo secret-token"
 }
@@ -128,7 +128,7 @@ func TestAccRunnerScriptDataSource_invalidInput(t *testing.T) {
 		"bad user":             {`runner_user = "Runner"`, `Attribute runner_user must be a user name`},
 		"heartbeat too slow":   {`heartbeat_interval = "30s"`, `Attribute heartbeat_interval must be a duration such as .90s., .7m. or .1h30m., from 1s to 10s`},
 
-		"empty pool":                 {`pool = ""`, `Attribute pool string length must be between 1 and 40, got: 0`},
+		"empty pool":                 {`pool = ""`, `Attribute pool string length must be between 3 and 40, got: 0`},
 		"empty region":               {`region = ""`, `Attribute region must be an AWS region such as eu-west-1, got: `},
 		"region with a zone":         {`region = "eu-west-1a"`, `Attribute region must be an AWS region such as eu-west-1, got: eu-west-1a`},
 		"URL without host":           {`github_url = "https://"`, `Attribute github_url: "https://" is not a URL`},
@@ -146,7 +146,7 @@ func TestAccRunnerScriptDataSource_invalidInput(t *testing.T) {
 		"read-only content":          {`content = "#!/bin/bash"`, `(?s)Invalid Configuration for Read-Only Attribute.*content = "#!/bin/bash"`},
 	} {
 		t.Run(name, func(t *testing.T) {
-			args := map[string]string{"pool": `pool = "ci"`, "github_owner": `github_owner = "octo"`}
+			args := map[string]string{"pool": `pool = "ci-runners"`, "github_owner": `github_owner = "octo"`}
 			key, _, _ := strings.Cut(tc.args, " ")
 			args[key] = tc.args
 			var body []string
@@ -164,7 +164,7 @@ func TestAccRunnerScriptDataSource_invalidInput(t *testing.T) {
 func TestAccRunnerScriptDataSource_userDataLimit(t *testing.T) {
 	expectPlanError(t, `
 data "ec2runners_runner_script" "test" {
-  pool              = "ci"
+  pool              = "ci-runners"
   github_owner      = "octo"
   pre_runner_script = "`+strings.Repeat(`echo too long\n`, 1200)+`"
 }`, `(?s)with data.ec2runners_runner_script.test.*pre_runner_script: the user data would be [0-9]+ bytes, and EC2 takes at most 16384`)

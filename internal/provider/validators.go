@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -26,7 +27,7 @@ var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 // poolNameValidators check a pool name wherever one is given.
 func poolNameValidators() []validator.String {
 	return []validator.String{
-		stringvalidator.LengthBetween(1, protocol.MaxPoolNameLength),
+		stringvalidator.LengthBetween(protocol.MinPoolNameLength, protocol.MaxPoolNameLength),
 		stringvalidator.RegexMatches(namePattern, "may contain only letters, digits, '_' and '-'"),
 	}
 }
@@ -75,6 +76,16 @@ func runnerVersionValidator() validator.String {
 			}
 			return nil
 		}}
+}
+
+// logGroupNameValidator: a CloudWatch Logs log group's name.
+func logGroupNameValidator() validator.String {
+	return ruleValidator{summary: "Invalid log group name", description: "must be 1 to 512 letters, digits, `.`, `-`, `_`, `/` and `#`", check: protocol.ValidateLogGroupName}
+}
+
+// metricsNamespaceValidator: a CloudWatch namespace of custom metrics.
+func metricsNamespaceValidator() validator.String {
+	return ruleValidator{summary: "Invalid CloudWatch namespace", description: "must be 1 to 255 printable ASCII characters, not starting with `:` nor `AWS/`", check: protocol.ValidateMetricsNamespace}
 }
 
 // classNameValidator: resource class names have no '-' (protocol.ClassNameRule).
@@ -231,8 +242,14 @@ func (v uniqueStrings) ValidateList(ctx context.Context, req validator.ListReque
 var tagCharPattern = regexp.MustCompile(`^[\p{L}\p{Z}\p{N}_.:/=+\-@]*$`)
 
 const (
-	maxTagKeyLength   = 128
-	maxTagValueLength = 256
+	maxTagKeyLength   = awslimits.MaxTagKeyLength
+	maxTagValueLength = awslimits.MaxTagValueLength
+	// maxPoolTags: a pool's queues take its tags (default tags included)
+	// and the provider's ec2runners:pool and ec2runners:class.
+	maxPoolTags = awslimits.MaxTagsPerResource - 2
+	// maxDefaultTags: the instances claims launch take the default tags
+	// and the claim's own three (fleet.go's instanceTags).
+	maxDefaultTags = awslimits.MaxTagsPerResource - 3
 )
 
 // tagsValidator checks tags against AWS's rules, which DynamoDB and SQS

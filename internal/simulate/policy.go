@@ -67,7 +67,7 @@ func (p Policy) windowOpenings(from, to time.Time) []time.Time {
 // minutes.
 func SeedsPolicy() Policy {
 	p := HotPolicy(seedsIdle)
-	p.Name += " (seeds')"
+	p.Name += " (ec2-runner-pool-manager's)"
 	return p
 }
 

@@ -1,6 +1,8 @@
-# The runners of ONE workflow run: the claim job applies this root module,
-# the build jobs run on the label it outputs, and the release job destroys it
-# (../workflow.yml). Only the ec2runners provider is needed: everything about
+# The runners of ONE workflow run, for workflows that apply claims with plain
+# Terraform or Terragrunt: the claim job applies this root module, the build
+# jobs run on the label it outputs, and the release job destroys it.
+# (../workflow.yml uses the claim and release actions instead, which need
+# none of this.) Only the ec2runners provider is needed: everything about
 # the pool is read from the pool's table, by its name.
 terraform {
   required_version = ">= 1.11"
@@ -12,10 +14,12 @@ terraform {
   }
 
   # The claim job creates the claim and the release job, on another machine,
-  # destroys it: the state must survive in between, in a backend both jobs
-  # reach. The workflow gives each run its own state with
+  # destroys it. Either the release job adopts it first from the pool's
+  # table, by its identity:
+  #   terraform import ec2runners_claim.this <pool>/<run id>
+  # or the state survives in between, in a backend both jobs reach, one
+  # state per run and attempt:
   #   terraform init -backend-config="key=ec2runners/claims/<run id>/terraform.tfstate"
-  # (concurrent runs must never share one).
   # backend "s3" {
   #   bucket       = "acme-terraform-state"
   #   region       = "eu-west-1"

@@ -11,11 +11,15 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -23,9 +27,14 @@ import (
 // removal tokens (for the provider) and lists the runner's releases with
 // their digests, the release archives of the runner and of the agent, and
 // the service the stub runner's config.sh registers with and its run.sh
-// takes jobs from (jobs.go), for the test's assertions. Registration checks
-// the token as GitHub would: issued here, for that repository or
-// organization, of the right kind, not expired. It enforces GitHub's
+// takes jobs from (jobs.go), for the test's assertions. It enforces
+// GitHub's rules (internal/github's limits.go): registration checks the
+// token as GitHub would (issued here, for that repository or organization,
+// of the right kind, not past its hour) and the runner's name (at most 64
+// characters) and labels (not empty); labels match case-insensitively; a
+// job no runner takes within 24 hours fails (jobs.go); the REST API counts
+// each credential's requests against its hourly rate limit and answers as
+// GitHub does once it is spent. It enforces GitHub's
 // runner version policy (protocol.RunnerPolicyAt): a runner older than
 // protocol.MinimumRunnerVersion cannot register, and one older than the
 // policy accepts at the moment it asks for a job is refused, as GitHub
@@ -35,17 +44,26 @@ type GitHub struct {
 	URL    string
 	APIKey string // the credential the REST API accepts as Bearer token
 
-	mu       sync.Mutex
-	issued   map[string]issuedToken
-	runners  map[string]*Runner // by name
-	events   []string
-	apiCalls []string
-	refuse   bool
-	jobs     jobQueue
-	releases []*runnerRelease
-	agents   map[string][]byte // agent release assets, by path below /ec2runners/releases/download/
-	tamper   bool              // serve runner archives that are not what their digest says
-	required string            // the oldest runner accepted whatever the releases' dates ("": none)
+	mu        sync.Mutex
+	issued    map[string]issuedToken
+	runners   map[string]*Runner // by name
+	events    []string
+	apiCalls  []string
+	refuse    bool
+	jobs      jobQueue
+	releases  []*runnerRelease
+	agents    map[string][]byte // agent release assets, by path below /ec2runners/releases/download/
+	tamper    bool              // serve runner archives that are not what their digest says
+	required  string            // the oldest runner accepted whatever the releases' dates ("": none)
+	rateLimit int               // REST requests per credential and hour
+	rate      map[string]*rateWindow
+	now       func() time.Time
+}
+
+// rateWindow counts one credential's REST requests in the current hour.
+type rateWindow struct {
+	used  int
+	reset time.Time
 }
 
 // runnerRelease is one release of the stub runner.
@@ -78,7 +96,7 @@ var (
 // NewGitHub starts the stub.
 func NewGitHub(t testing.TB) *GitHub {
 	g := &GitHub{APIKey: "ghp_stub" + randomHex(8), issued: map[string]issuedToken{}, runners: map[string]*Runner{}, jobs: newJobQueue(),
-		agents: map[string][]byte{}}
+		agents: map[string][]byte{}, rateLimit: github.TokenRateLimit, rate: map[string]*rateWindow{}, now: time.Now}
 	g.PublishRunner(OlderRunnerVersion, time.Now().Add(-40*24*time.Hour))
 	g.PublishRunner(RunnerVersion, time.Now().Add(-5*24*time.Hour))
 	mux := http.NewServeMux()
@@ -148,9 +166,51 @@ func (g *GitHub) IssuedTokens() []string {
 	return out
 }
 
+// SetRateLimit sets how many REST requests a credential may make per hour
+// (GitHub's primary rate limit; github.TokenRateLimit by default).
+func (g *GitHub) SetRateLimit(perHour int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.rateLimit = perHour
+}
+
+// rateLimited counts a REST request of the credential in authorization
+// and, as GitHub does, tells the client where it stands in x-ratelimit-*
+// headers; once the hour's requests are spent it answers 403 with
+// x-ratelimit-remaining 0 and GitHub's message, and reports true.
+func (g *GitHub) rateLimited(w http.ResponseWriter, authorization string) bool {
+	g.mu.Lock()
+	now := g.now()
+	win := g.rate[authorization]
+	if win == nil || !now.Before(win.reset) {
+		win = &rateWindow{reset: now.Add(time.Hour).Truncate(time.Second)}
+		g.rate[authorization] = win
+	}
+	spent := win.used >= g.rateLimit
+	if !spent {
+		win.used++
+	}
+	limit, used, reset := g.rateLimit, win.used, win.reset
+	g.mu.Unlock()
+	h := w.Header()
+	h.Set("X-RateLimit-Limit", strconv.Itoa(limit))
+	h.Set("X-RateLimit-Remaining", strconv.Itoa(limit-used))
+	h.Set("X-RateLimit-Used", strconv.Itoa(used))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(reset.Unix(), 10))
+	h.Set("X-RateLimit-Resource", "core")
+	if spent {
+		writeJSON(w, http.StatusForbidden, map[string]string{"message": "API rate limit exceeded for user ID 1.",
+			"documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"})
+	}
+	return spent
+}
+
 func (g *GitHub) issue(w http.ResponseWriter, r *http.Request, target, kind string) {
 	if r.Header.Get("Authorization") != "Bearer "+g.APIKey {
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "Bad credentials"})
+		return
+	}
+	if g.rateLimited(w, r.Header.Get("Authorization")) {
 		return
 	}
 	if kind != "registration-token" && kind != "remove-token" {
@@ -158,7 +218,7 @@ func (g *GitHub) issue(w http.ResponseWriter, r *http.Request, target, kind stri
 		return
 	}
 	prefix := map[string]string{"registration-token": "AREG", "remove-token": "AREM"}[kind]
-	tok := issuedToken{kind: kind, target: target, expires: time.Now().Add(time.Hour).Truncate(time.Second)}
+	tok := issuedToken{kind: kind, target: target, expires: g.now().Add(github.TokenLifetime).Truncate(time.Second)}
 	value := prefix + strings.ToUpper(randomHex(12))
 	g.mu.Lock()
 	g.issued[value] = tok
@@ -181,6 +241,10 @@ func (g *GitHub) register(w http.ResponseWriter, r *http.Request) {
 		err = fmt.Errorf("registrations refused by the test")
 	case protocol.CompareRunnerVersions(version, protocol.MinimumRunnerVersion) < 0:
 		err = fmt.Errorf("runner version %q is older than %s, the oldest that may register", version, protocol.MinimumRunnerVersion)
+	case name == "" || utf8.RuneCountInString(name) > github.MaxRunnerNameLength:
+		err = fmt.Errorf("runner name %q must be 1 to %d characters", name, github.MaxRunnerNameLength)
+	case slices.ContainsFunc(strings.Split(labels, ","), func(l string) bool { return strings.TrimSpace(l) == "" }):
+		err = fmt.Errorf("labels %q hold an empty label", labels)
 	}
 	if err != nil {
 		g.events = append(g.events, "refused register "+name+": "+err.Error())
@@ -228,7 +292,7 @@ func (g *GitHub) checkToken(value, kind, target string) error {
 		return fmt.Errorf("a %s where a %s is needed", tok.kind, kind)
 	case tok.target != target:
 		return fmt.Errorf("token issued for %s, not %s", tok.target, target)
-	case time.Now().After(tok.expires):
+	case g.now().After(tok.expires):
 		return fmt.Errorf("token expired")
 	}
 	return nil
@@ -238,9 +302,9 @@ func (g *GitHub) checkToken(value, kind, target string) error {
 // its tokens themselves instead of through the provider.
 func (g *GitHub) IssueToken(kind, target string) (string, time.Time) {
 	value := "ATEST" + strings.ToUpper(randomHex(12))
-	expires := time.Now().Add(time.Hour).Truncate(time.Second)
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	expires := g.now().Add(github.TokenLifetime).Truncate(time.Second)
 	g.issued[value] = issuedToken{kind: kind, target: target, expires: expires}
 	return value, expires
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 )
 
 // Jobs, as a workflow's runs-on would queue them: a test queues a shell
@@ -16,10 +18,14 @@ import (
 // Job is a queued job and, once a runner has run it, its result.
 type Job struct {
 	ID, Label, Script string
+	QueuedAt          time.Time
 	Runner            string // the runner that took it; "" while queued
 	Output            string // stdout and stderr, as the job wrote them
 	ExitCode          int
 	Done              bool
+	// Canceled: no runner took the job within github.MaxJobQueueTime, so
+	// GitHub cancels it (Done, never run; GitHub may take up to 48 hours to).
+	Canceled bool
 }
 
 type jobQueue struct {
@@ -38,9 +44,15 @@ const jobPollWait = 5 * time.Second
 // QueueJob queues script for the next runner with label, and returns the
 // job's id for JobResult.
 func (g *GitHub) QueueJob(label, script string) string {
+	return g.QueueJobAt(label, script, time.Now())
+}
+
+// QueueJobAt queues a job as if queued at at: one queued more than
+// github.MaxJobQueueTime ago is canceled, as GitHub cancels it.
+func (g *GitHub) QueueJobAt(label, script string, at time.Time) string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	job := &Job{ID: "job-" + randomHex(6), Label: label, Script: script}
+	job := &Job{ID: "job-" + randomHex(6), Label: label, Script: script, QueuedAt: at}
 	g.jobs.list = append(g.jobs.list, job)
 	close(g.jobs.queued)
 	g.jobs.queued = make(chan struct{})
@@ -52,12 +64,23 @@ func (g *GitHub) QueueJob(label, script string) string {
 func (g *GitHub) JobResult(id string) Job {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.expireJobs()
 	for _, job := range g.jobs.list {
 		if job.ID == id {
 			return *job
 		}
 	}
 	return Job{}
+}
+
+// expireJobs cancels the jobs no runner took within github.MaxJobQueueTime,
+// as GitHub does; the caller holds g.mu.
+func (g *GitHub) expireJobs() {
+	for _, job := range g.jobs.list {
+		if job.Runner == "" && !job.Done && g.now().Sub(job.QueuedAt) > github.MaxJobQueueTime {
+			job.Canceled, job.Done = true, true
+		}
+	}
 }
 
 // nextJob hands the runner ?name= the oldest queued job for one of its
@@ -104,13 +127,15 @@ func (g *GitHub) nextJob(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// takeJob assigns the oldest queued job for one of runner's labels to it;
-// the caller holds g.mu.
+// takeJob assigns the oldest queued job for one of runner's labels,
+// compared as GitHub compares them (case-insensitively), to it; the caller
+// holds g.mu.
 func (g *GitHub) takeJob(runner *Runner) *Job {
+	g.expireJobs()
 	labels := strings.Split(runner.Labels, ",")
 	for _, job := range g.jobs.list {
 		for _, l := range labels {
-			if job.Runner == "" && strings.TrimSpace(l) == job.Label {
+			if job.Runner == "" && !job.Done && github.SameLabel(l, job.Label) {
 				job.Runner = runner.Name
 				return job
 			}

@@ -1,0 +1,293 @@
+#!/usr/bin/env bash
+# The steps of the claim and release actions (.github/actions/claim and
+# .github/actions/release), which run Terraform (or OpenTofu) with
+# ec2runners_claim: the provider stays the one implementation.
+#
+#   ec2runners.sh prepare claim|release  can this run claim (credentials, forks,
+#                                        Dependabot)? what to install and cache
+#   ec2runners.sh claim                  apply the run's claim; its label for runs-on
+#   ec2runners.sh release                adopt the run's claims by identity and destroy them
+#
+# Settings come from the environment, as the actions' steps set them from
+# their inputs (EC2RUNNERS_*), and from what GitHub sets in every job
+# (GITHUB_*, RUNNER_*). Step outputs go to $GITHUB_OUTPUT.
+set -euo pipefail
+
+die() {
+  echo "::error title=ec2runners::$*" >&2
+  exit 1
+}
+notice() { echo "::notice title=ec2runners::$*"; }
+output() { echo "$1=$2" >>"${GITHUB_OUTPUT:?GITHUB_OUTPUT is not set: run as a step of the action}"; }
+summary() { if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then echo "$*" >>"$GITHUB_STEP_SUMMARY"; fi; }
+
+POOL=${EC2RUNNERS_POOL:-}
+CLI=${EC2RUNNERS_CLI:-terraform}
+CACHE_DIR=${EC2RUNNERS_CACHE_DIR:-${HOME:-/tmp}/.cache/ec2runners}
+RUN_ID_PATTERN='^[a-z0-9][a-z0-9_.-]{0,99}$'
+
+# The claim's run id, which is its label: the workflow run and its attempt
+# (each attempt claims anew, see the re-runs section of the adoption guide),
+# and the action's name input when a workflow has several claim jobs.
+default_run_id() {
+  local attempt=${1:-${GITHUB_RUN_ATTEMPT:-1}} id name
+  id="${GITHUB_RUN_ID:?GITHUB_RUN_ID is not set}-$attempt"
+  name=$(printf '%s' "${EC2RUNNERS_NAME:-}" | tr '[:upper:]' '[:lower:]')
+  if [ -n "$name" ]; then
+    [[ $name =~ ^[a-z0-9][a-z0-9_.-]*$ ]] || die "name '$EC2RUNNERS_NAME': use letters, digits, '_', '.' and '-' (it becomes part of the runners' label)"
+    id="$id-$name"
+  fi
+  printf '%s' "$id"
+}
+
+# A pull request from a fork, or a run Dependabot triggered: GitHub gives
+# such runs no secrets and no OIDC token. Prints why, or nothing.
+secretless_event() {
+  local event=${GITHUB_EVENT_NAME:-} head=${EC2RUNNERS_PR_HEAD_REPO:-}
+  if [ "${GITHUB_ACTOR:-}" = "dependabot[bot]" ] && [ "$event" != pull_request_target ]; then
+    echo "a run Dependabot triggered"
+  elif [[ $event == pull_request* && $event != pull_request_target && -n $head && $head != "${GITHUB_REPOSITORY:-}" ]]; then
+    echo "a pull request from the fork $head"
+  fi
+}
+
+# The provider version: the provider-version input, else the release of the
+# action's own tag (vX.Y.Z: a tag of the provider is a tag of the actions).
+provider_version() {
+  local ref=${EC2RUNNERS_ACTION_REF:-} path
+  if [ -n "${EC2RUNNERS_PROVIDER_VERSION:-}" ]; then
+    printf '%s' "$EC2RUNNERS_PROVIDER_VERSION"
+    return
+  fi
+  if [ -z "$ref" ] && [ -n "${GITHUB_ACTION_PATH:-}" ]; then
+    # <runner>/_actions/<owner>/<repo>/<ref>/.github/actions/<action>
+    path=${GITHUB_ACTION_PATH%/.github/actions/*}
+    ref=${path##*/}
+  fi
+  if [[ $ref =~ ^v([0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.-]+)?)$ ]]; then
+    printf '%s' "${BASH_REMATCH[1]}"
+  fi
+}
+
+cmd_prepare() {
+  local mode=${1:-} why version key region
+  [ "$mode" = claim ] || [ "$mode" = release ] || die "usage: ec2runners.sh prepare claim|release"
+  [ -n "$POOL" ] || die "the pool input is empty: set it to the pool's name (for example a repository or organization variable, vars.EC2RUNNERS_POOL)"
+  output attempt "${GITHUB_RUN_ATTEMPT:-1}"
+
+  why=$(secretless_event)
+  if [ -n "${EC2RUNNERS_ROLE_TO_ASSUME:-}" ] && [ -z "${ACTIONS_ID_TOKEN_REQUEST_URL:-}" ]; then
+    if [ -z "$why" ]; then
+      die "GitHub gave this job no OIDC token, so it cannot assume ${EC2RUNNERS_ROLE_TO_ASSUME}: give the job 'permissions: id-token: write'"
+    fi
+  elif [ -n "$why" ] && [ -n "${ACTIONS_ID_TOKEN_REQUEST_URL:-}${AWS_ACCESS_KEY_ID:-}" ]; then
+    why="" # credentials after all (an OIDC token, or keys the workflow set)
+  fi
+  if [ -n "$why" ]; then
+    output proceed false
+    if [ "$mode" = release ]; then
+      notice "nothing to release: this is $why, which gets no secrets and no OIDC token, so it claimed no runners"
+      return
+    fi
+    if [ -z "${EC2RUNNERS_FALLBACK_RUNS_ON:-}" ]; then
+      die "this is $why: GitHub gives it no secrets and no OIDC token, so it cannot claim runners from pool $POOL. Set the claim action's fallback-runs-on input (for example ubuntu-latest) to run its jobs there, or skip these jobs for such runs."
+    fi
+    notice "this is $why, which gets no secrets and no OIDC token: its jobs run on ${EC2RUNNERS_FALLBACK_RUNS_ON} (fallback-runs-on), not on runners of pool $POOL"
+    output runs-on "$EC2RUNNERS_FALLBACK_RUNS_ON"
+    output claimed false
+    output instance-ids "[]"
+    return
+  fi
+
+  case "$CLI" in
+  terraform | tofu) ;;
+  *) die "cli '$CLI': use terraform or tofu" ;;
+  esac
+  version=$(provider_version)
+  if [ -z "$version" ]; then
+    notice "the newest ec2runners provider is used: pin the action to a release tag (vX.Y.Z), or set provider-version, for the provider of that release"
+  fi
+  region=${EC2RUNNERS_AWS_REGION:-${AWS_REGION:-}}
+  if [ -n "${EC2RUNNERS_ROLE_TO_ASSUME:-}" ] && [ -z "$region" ]; then
+    die "role-to-assume needs the pool's region: set the aws-region input (or AWS_REGION)"
+  fi
+  # The providers and the lock file that selects them, cached per provider
+  # version: init downloads nothing once the cache is saved. Without a
+  # pinned version the cache is renewed monthly.
+  key="ec2runners-${RUNNER_OS:-$(uname -s)}-${RUNNER_ARCH:-$(uname -m)}-$CLI-${version:-newest-$(date -u +%Y-%m)}"
+  output proceed true
+  output aws-region "$region"
+  output cache-dir "$CACHE_DIR"
+  output cache-key "${key//[^A-Za-z0-9._-]/_}"
+  if [ -n "${EC2RUNNERS_CLI_VERSION:-}" ] || ! command -v "$CLI" >/dev/null; then
+    output "setup-$CLI" true
+  fi
+}
+
+# tf runs the CLI and passes an interrupt on to it (GitHub sends SIGINT to
+# the step's shell only when a run is cancelled), so that it stops
+# gracefully: a claim under way gives back what it took. (bash starts
+# background commands with SIGINT ignored; Go programs such as terraform
+# and tofu handle it all the same.)
+tf() {
+  local pid status
+  "$CLI" "$@" &
+  pid=$!
+  trap 'kill -INT "$pid" 2>/dev/null || true' INT TERM
+  status=0
+  wait "$pid" || status=$?
+  while kill -0 "$pid" 2>/dev/null; do # wait was interrupted by the signal
+    status=0
+    wait "$pid" || status=$?
+  done
+  trap - INT TERM
+  return "$status"
+}
+
+# workdir writes the configuration into a directory of its own and runs
+# init there, with the cached providers and lock file.
+workdir() {
+  local dir=$1 version source=${EC2RUNNERS_PROVIDER_SOURCE:-ec2runners/ec2runners} backend=${EC2RUNNERS_BACKEND:-}
+  local lock="$CACHE_DIR/$CLI.terraform.lock.hcl" args=() line
+  command -v "$CLI" >/dev/null || die "$CLI is not on PATH"
+  version=$(provider_version)
+  [[ $source =~ ^[A-Za-z0-9./_-]+$ ]] || die "provider-source '$source' is not a provider source address"
+  [[ $version =~ ^[0-9A-Za-z.,\<\>=~!\ +-]*$ ]] || die "provider-version '$version' is not a version constraint"
+  [[ $backend =~ ^[a-z0-9_]*$ ]] || die "backend '$backend' is not a backend type"
+  mkdir -p "$dir" "$CACHE_DIR/plugins"
+  cp "$(dirname "${BASH_SOURCE[0]}")/claim.tf" "$dir/claim.tf"
+  {
+    echo 'terraform {'
+    echo '  required_providers {'
+    echo '    ec2runners = {'
+    echo "      source = \"$source\""
+    if [ -n "$version" ]; then echo "      version = \"$version\""; fi
+    echo '    }'
+    echo '  }'
+    if [ -n "$backend" ]; then echo "  backend \"$backend\" {}"; fi
+    echo '}'
+  } >"$dir/versions.tf"
+  while IFS= read -r line; do
+    if [ -n "${line// /}" ]; then args+=("-backend-config=$line"); fi
+  done <<<"${EC2RUNNERS_BACKEND_CONFIG:-}"
+  export TF_PLUGIN_CACHE_DIR="$CACHE_DIR/plugins" TF_IN_AUTOMATION=1 TF_INPUT=0 CHECKPOINT_DISABLE=1
+  if [ -n "${EC2RUNNERS_AWS_REGION:-}" ]; then export AWS_REGION="$EC2RUNNERS_AWS_REGION"; fi
+  cd "$dir"
+  if [ -f "$lock" ]; then cp "$lock" .terraform.lock.hcl; fi
+  if ! tf init -input=false -no-color "${args[@]}" >init.log 2>&1; then
+    if [ -f "$lock" ]; then # a stale cache: resolve anew
+      rm -f .terraform.lock.hcl
+      tf init -input=false -no-color -upgrade "${args[@]}" >init.log 2>&1 || { cat init.log; die "$CLI init failed"; }
+    else
+      cat init.log
+      die "$CLI init failed"
+    fi
+  fi
+  cat init.log
+  cp .terraform.lock.hcl "$lock" 2>/dev/null || true
+}
+
+# claim_vars exports the claim's settings as variables; the provider checks
+# them.
+claim_vars() {
+  local types=() t
+  export TF_VAR_pool="$POOL"
+  if [ -n "${EC2RUNNERS_INSTANCE_COUNT:-}" ]; then
+    [[ $EC2RUNNERS_INSTANCE_COUNT =~ ^[0-9]+$ ]] || die "instance-count '$EC2RUNNERS_INSTANCE_COUNT' is not a number"
+    export TF_VAR_instance_count="$EC2RUNNERS_INSTANCE_COUNT"
+  fi
+  if [ -n "${EC2RUNNERS_RESOURCE_CLASS:-}" ]; then export TF_VAR_resource_class="$EC2RUNNERS_RESOURCE_CLASS"; fi
+  if [ -n "${EC2RUNNERS_USAGE_CLASS:-}" ]; then export TF_VAR_usage_class="$EC2RUNNERS_USAGE_CLASS"; fi
+  if [ -n "${EC2RUNNERS_MAX_RUNTIME:-}" ]; then export TF_VAR_max_runtime="$EC2RUNNERS_MAX_RUNTIME"; fi
+  if [ -n "${EC2RUNNERS_TIMEOUT:-}" ]; then export TF_VAR_create_timeout="$EC2RUNNERS_TIMEOUT"; fi
+  if [ -n "${EC2RUNNERS_ALLOWED_INSTANCE_TYPES:-}" ]; then
+    for t in ${EC2RUNNERS_ALLOWED_INSTANCE_TYPES//,/ }; do
+      [[ $t =~ ^[A-Za-z0-9.*-]+$ ]] || die "allowed-instance-types: '$t' is not an instance type pattern"
+      types+=("\"$t\"")
+    done
+    TF_VAR_allowed_instance_types="[$(
+      IFS=,
+      echo "${types[*]}"
+    )]"
+    export TF_VAR_allowed_instance_types
+  fi
+}
+
+cmd_claim() {
+  local run_id label ids started=$SECONDS
+  run_id=$(default_run_id)
+  [[ $run_id =~ $RUN_ID_PATTERN ]] || die "the run id '$run_id' is not a valid label (up to 100 of a-z 0-9 _ . -)"
+  claim_vars
+  export TF_VAR_run_ids="[\"$run_id\"]"
+  workdir "${RUNNER_TEMP:-/tmp}/ec2runners/claim-$run_id"
+  if ! tf apply -auto-approve -input=false -no-color; then
+    die "claiming runners from pool $POOL failed (see above); a failed claim holds nothing: what it took is back in the pool or terminated"
+  fi
+  label=$("$CLI" output -raw label)
+  ids=$("$CLI" output -raw instance_ids)
+  output runs-on "$label"
+  output label "$label"
+  output run-id "$run_id"
+  output instance-ids "$ids"
+  output claimed true
+  echo "Claimed runners from pool $POOL for runs-on: $label ($("$CLI" output -raw summary)) in $((SECONDS - started)) s: $ids"
+  summary "ec2runners: runners of pool \`$POOL\` for \`runs-on: $label\`: $ids ($("$CLI" output -raw summary))"
+}
+
+# release_ids: the claim to release (the claim job's run-id output, else this
+# attempt's) and, when it is the run's default one, those of the run's
+# earlier attempts, which a release that failed may have left.
+release_ids() {
+  local own=${EC2RUNNERS_RUN_ID:-} attempt=${GITHUB_RUN_ATTEMPT:-1} n id
+  [ -n "$own" ] || own=$(default_run_id)
+  echo "$own"
+  for ((n = 1; n <= attempt; n++)); do
+    id=$(default_run_id "$n")
+    if [ "$id" != "$own" ]; then echo "$id"; fi
+  done
+}
+
+cmd_release() {
+  local ids=() id list held=() state out
+  mapfile -t ids < <(release_ids)
+  for id in "${ids[@]}"; do
+    [[ $id =~ $RUN_ID_PATTERN ]] || die "run-id '$id' is not a claim's run id"
+  done
+  export TF_VAR_pool="$POOL"
+  list=$(printf '"%s",' "${ids[@]}")
+  export TF_VAR_run_ids="[${list%,}]"
+  workdir "${RUNNER_TEMP:-/tmp}/ec2runners/release-${ids[0]}"
+  # With a backend, the claim job's state may hold the claim; without one,
+  # it is adopted from the pool's table by its identity: pool and run id.
+  state=$("$CLI" state list 2>/dev/null || true)
+  for id in "${ids[@]}"; do
+    if grep -qxF "ec2runners_claim.this[\"$id\"]" <<<"$state"; then
+      held+=("$id")
+      continue
+    fi
+    if out=$(tf import -input=false -no-color "ec2runners_claim.this[\"$id\"]" "$POOL/$id" 2>&1); then
+      held+=("$id")
+    elif grep -q "non-existent remote object" <<<"$out"; then
+      echo "No claim $POOL/$id (never made, or released already)."
+    else
+      echo "$out"
+      die "cannot adopt claim $POOL/$id"
+    fi
+  done
+  if [ ${#held[@]} -eq 0 ]; then
+    echo "Nothing to release."
+    return
+  fi
+  if ! tf destroy -auto-approve -input=false -no-color -refresh=false; then
+    die "releasing ${held[*]} from pool $POOL failed (see above): run the release again; runners not released terminate when the claim's max_runtime ends"
+  fi
+  echo "Released ${held[*]}: its runners are back in pool $POOL, warm (those that could not go back are terminated)."
+  summary "ec2runners: released \`${held[*]}\` back to pool \`$POOL\`"
+}
+
+case "${1:-}" in
+prepare) cmd_prepare "${2:-}" ;;
+claim) cmd_claim ;;
+release) cmd_release ;;
+*) die "usage: ec2runners.sh prepare claim|release | claim | release" ;;
+esac

@@ -1,0 +1,8 @@
+// Package actions tests the GitHub Actions this repository ships
+// (.github/actions/claim and .github/actions/release) without GitHub:
+// actionlint over every shipped workflow and action, a model of GitHub's
+// re-run, needs and if: always() rules over the example workflow's job
+// graph, and the actions' script run with the real Terraform CLI and the
+// provider built from this checkout against the emulator, with simulated
+// agents for runners.
+package actions

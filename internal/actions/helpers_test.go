@@ -1,0 +1,232 @@
+package actions
+
+import (
+	"archive/zip"
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	// repoRoot is the repository's root relative to this package's
+	// directory, where `go test` runs the tests.
+	repoRoot = "../.."
+
+	providerAddress = "registry.terraform.io/ec2runners/ec2runners"
+	providerBinary  = "terraform-provider-ec2runners"
+	// mirrorVersion is the version the test's filesystem mirror offers.
+	mirrorVersion = "0.0.1"
+)
+
+// script is the actions' script, as their steps run it.
+var script = filepath.Join(repoRoot, ".github", "actions", "lib", "ec2runners.sh")
+
+// toolPath finds a tool on PATH. Outside CI a missing one skips the test,
+// saying why; CI (CI set, as .ci/run does) fails instead.
+func toolPath(t *testing.T, name, why string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err == nil {
+		return path
+	}
+	msg := name + " is not on PATH: " + why
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// terraformPath is TF_ACC_TERRAFORM_PATH when set (as in the acceptance
+// tests), else terraform on PATH.
+func terraformPath(t *testing.T) string {
+	t.Helper()
+	name := "terraform"
+	if p := os.Getenv("TF_ACC_TERRAFORM_PATH"); p != "" {
+		name = p
+	}
+	path, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("terraform is needed (PATH, or TF_ACC_TERRAFORM_PATH): %v", err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}
+
+// buildProvider builds the provider from this checkout into a filesystem
+// mirror, packed as the registry serves it (a zip of version
+// mirrorVersion), and returns the mirror's directory and the zip's path:
+// terraform init installs from it as from the registry, and fills the
+// plugin cache.
+func buildProvider(t *testing.T) (mirror, archive string) {
+	t.Helper()
+	dir := t.TempDir()
+	binary := filepath.Join(dir, providerBinary+"_v"+mirrorVersion)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-buildvcs=false", "-o", binary, repoRoot)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build of the provider: %v\n%s", err, out)
+	}
+	mirror = filepath.Join(dir, "mirror")
+	archive = filepath.Join(mirror, providerAddress, fmt.Sprintf("%s_%s_%s_%s.zip", providerBinary, mirrorVersion, runtime.GOOS, runtime.GOARCH))
+	if err := os.MkdirAll(filepath.Dir(archive), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := zip.NewWriter(f)
+	h := &zip.FileHeader{Name: filepath.Base(binary), Method: zip.Deflate}
+	h.SetMode(0o755)
+	w, err := zw.CreateHeader(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := os.Open(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if _, err := io.Copy(w, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return mirror, archive
+}
+
+// cliConfig writes a Terraform CLI configuration that installs the
+// provider from mirror and nothing from anywhere else.
+func cliConfig(t *testing.T, mirror string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "terraformrc")
+	writeFile(t, path, fmt.Sprintf(`provider_installation {
+  filesystem_mirror {
+    path    = %q
+    include = [%q]
+  }
+}
+`, filepath.ToSlash(mirror), providerAddress))
+	return path
+}
+
+// job is one job of a workflow run on a fresh runner: its own RUNNER_TEMP,
+// GITHUB_OUTPUT and step summary, as GitHub gives each job, and the
+// environment of the run.
+type job struct {
+	t   *testing.T
+	env map[string]string
+}
+
+func newJob(t *testing.T, env map[string]string) *job {
+	t.Helper()
+	dir := t.TempDir()
+	j := &job{t: t, env: map[string]string{
+		"RUNNER_TEMP": filepath.Join(dir, "temp"), "RUNNER_OS": "Linux", "RUNNER_ARCH": "X64",
+		"GITHUB_OUTPUT": filepath.Join(dir, "output"), "GITHUB_STEP_SUMMARY": filepath.Join(dir, "summary"),
+		"GITHUB_REPOSITORY": "acme/app", "GITHUB_EVENT_NAME": "push", "GITHUB_ACTOR": "octocat",
+		"GITHUB_RUN_ID": "4242", "GITHUB_RUN_ATTEMPT": "1",
+	}}
+	for k, v := range env {
+		j.env[k] = v
+	}
+	if err := os.MkdirAll(j.env["RUNNER_TEMP"], 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// command is the script with args, in the job's environment (and none of
+// the GitHub or ec2runners settings of the test's own).
+func (j *job) command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "bash", append([]string{script}, args...)...)
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "GITHUB_") || strings.HasPrefix(k, "RUNNER_") || strings.HasPrefix(k, "EC2RUNNERS_") || strings.HasPrefix(k, "ACTIONS_") || strings.HasPrefix(k, "TF_") {
+			continue
+		}
+		cmd.Env = append(cmd.Env, kv)
+	}
+	for k, v := range j.env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	return cmd
+}
+
+// run runs the script with args and returns its output and whether it
+// succeeded.
+func (j *job) run(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := j.command(ctx, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	j.t.Logf("ec2runners.sh %s (attempt %s):\n%s", strings.Join(args, " "), j.env["GITHUB_RUN_ATTEMPT"], indent(out.String()))
+	return out.String(), err
+}
+
+// must runs the script and fails the test when it fails.
+func (j *job) must(args ...string) string {
+	j.t.Helper()
+	out, err := j.run(args...)
+	if err != nil {
+		j.t.Fatalf("ec2runners.sh %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+// outputs are the step outputs the script wrote, the last value of each.
+func (j *job) outputs() map[string]string {
+	j.t.Helper()
+	f, err := os.Open(j.env["GITHUB_OUTPUT"])
+	if os.IsNotExist(err) {
+		return map[string]string{}
+	}
+	if err != nil {
+		j.t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]string{}
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		k, v, ok := strings.Cut(s.Text(), "=")
+		if !ok {
+			j.t.Fatalf("GITHUB_OUTPUT line %q is not name=value", s.Text())
+		}
+		out[k] = v
+	}
+	return out
+}
+
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ")
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

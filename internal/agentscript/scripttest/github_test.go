@@ -1,0 +1,166 @@
+package scripttest
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
+)
+
+// The stub GitHub enforces GitHub's rules (internal/github's limits.go),
+// answering over HTTP as config.sh, run.sh and the provider see it.
+
+// stubClock is a clock a test moves.
+type stubClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *stubClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *stubClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// withClock puts the stub on a clock the test moves.
+func withClock(g *GitHub) *stubClock {
+	c := &stubClock{now: time.Now()}
+	g.mu.Lock()
+	g.now = c.Now
+	g.mu.Unlock()
+	return c
+}
+
+// register posts what the stub config.sh posts; it returns the status.
+func register(t *testing.T, g *GitHub, token, name, labels string) int {
+	t.Helper()
+	resp, err := http.PostForm(g.URL+"/_stub/register", url.Values{"url": {g.URL + "/octo/app"}, "token": {token},
+		"name": {name}, "labels": {labels}, "version": {RunnerVersion}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// A runner registers with a name of at most 64 characters and no empty
+// label, with a registration token of its repository younger than an hour.
+func TestGitHub_registrationRules(t *testing.T) {
+	g := NewGitHub(t)
+	clock := withClock(g)
+	for _, tc := range []struct {
+		what, name, labels string
+		status             int
+	}{
+		{"a name of 65 characters", strings.Repeat("i", 65), "run-1", http.StatusForbidden},
+		{"an empty label", "i-1", "run-1,,run-2", http.StatusForbidden},
+		{"a name of 64 characters", strings.Repeat("i", 64), "run-1", http.StatusOK},
+	} {
+		tok, _ := g.IssueToken("registration-token", "octo/app")
+		if got := register(t, g, tok, tc.name, tc.labels); got != tc.status {
+			t.Errorf("%s: HTTP %d, want %d", tc.what, got, tc.status)
+		}
+	}
+	tok, expires := g.IssueToken("registration-token", "octo/app")
+	if want := clock.Now().Add(github.TokenLifetime).Truncate(time.Second); !expires.Equal(want) {
+		t.Errorf("token expires at %v, want an hour on, %v", expires, want)
+	}
+	clock.Add(github.TokenLifetime + time.Second)
+	if got := register(t, g, tok, "i-2", "run-1"); got != http.StatusForbidden {
+		t.Errorf("a registration token past its hour: HTTP %d, want 403", got)
+	}
+	events := strings.Join(g.Events(), "\n")
+	for _, want := range []string{"must be 1 to 64 characters", "hold an empty label", "token expired"} {
+		if !strings.Contains(events, want) {
+			t.Errorf("events %q: no refusal saying %q", events, want)
+		}
+	}
+}
+
+// nextJob polls for a job as run.sh does: the job's id, or "" on 204.
+func nextJob(t *testing.T, g *GitHub, runner string) string {
+	t.Helper()
+	resp, err := http.Get(g.URL + "/_stub/job?" + url.Values{"name": {runner}, "version": {RunnerVersion}}.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusNoContent {
+		return ""
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("job poll: HTTP %d: %s", resp.StatusCode, body)
+	}
+	id, _, _ := strings.Cut(string(body), " ")
+	return id
+}
+
+// GitHub matches labels case-insensitively, and ends a job no runner takes
+// within 24 hours: it is never run.
+func TestGitHub_jobsMatchAndExpire(t *testing.T) {
+	g := NewGitHub(t)
+	clock := withClock(g)
+	tok, _ := g.IssueToken("registration-token", "octo/app")
+	if got := register(t, g, tok, "i-1", "Run-1"); got != http.StatusOK {
+		t.Fatalf("registration: HTTP %d", got)
+	}
+	stale := g.QueueJobAt("run-1", "true", clock.Now().Add(-github.MaxJobQueueTime-time.Second))
+	fresh := g.QueueJobAt("RUN-1", "true", clock.Now().Add(-github.MaxJobQueueTime+time.Minute))
+	if got := nextJob(t, g, "i-1"); got != fresh {
+		t.Errorf("the runner labelled Run-1 took %q, want the job for RUN-1 queued under 24 hours ago, %q", got, fresh)
+	}
+	if job := g.JobResult(stale); !job.Canceled || !job.Done || job.Runner != "" {
+		t.Errorf("the job queued 24 hours and a second ago: %+v, want it expired, done and never taken", job)
+	}
+}
+
+// The REST API counts a credential's requests against its hourly limit,
+// says so in x-ratelimit-* headers, and once it is spent answers 403 with
+// x-ratelimit-remaining 0 and GitHub's message; the provider's client
+// reports the rate limit and the wait instead of waiting an hour.
+func TestGitHub_rateLimit(t *testing.T) {
+	g := NewGitHub(t)
+	withClock(g)
+	g.SetRateLimit(2)
+	issue := func() *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, g.URL+"/repos/octo/app/actions/runners/registration-token", nil)
+		req.Header.Set("Authorization", "Bearer "+g.APIKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	for i, want := range []string{"1", "0"} {
+		resp := issue()
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated || resp.Header.Get("X-RateLimit-Remaining") != want || resp.Header.Get("X-RateLimit-Limit") != "2" {
+			t.Errorf("request %d: HTTP %d, remaining %q of %q; want 201, %s of 2", i+1, resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"), resp.Header.Get("X-RateLimit-Limit"), want)
+		}
+	}
+	resp := issue()
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	reset, _ := strconv.ParseInt(resp.Header.Get("X-RateLimit-Reset"), 10, 64)
+	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-RateLimit-Remaining") != "0" || reset <= time.Now().Unix() ||
+		!strings.Contains(string(body), "API rate limit exceeded") {
+		t.Errorf("past the limit: HTTP %d, remaining %q, reset %d, %s; want 403, 0, a reset ahead, GitHub's message", resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"), reset, body)
+	}
+	c, err := github.New(github.Config{BaseURL: g.URL, Token: g.APIKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.RegistrationToken(context.Background(), github.Target{Owner: "octo", Repository: "app"})
+	if err == nil || !strings.Contains(err.Error(), "rate limited by GitHub; GitHub asks to wait") {
+		t.Errorf("the provider's client past the limit: %v, want it to report the rate limit and the wait", err)
+	}
+}
