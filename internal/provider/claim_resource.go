@@ -219,8 +219,6 @@ func (r *claimResource) Configure(_ context.Context, req resource.ConfigureReque
 	r.data = configuredData(req.ProviderData, &resp.Diagnostics)
 }
 
-func (r *claimResource) claimer(ctx context.Context) *claim.Claimer { return r.data.claimer(ctx) }
-
 // ModifyPlan checks the claim against its pool at plan time when the pool
 // exists, and replaces a claim that lost runners.
 func (r *claimResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {

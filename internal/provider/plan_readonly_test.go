@@ -214,10 +214,14 @@ func (f checkState) CheckPlan(_ context.Context, _ plancheck.CheckPlanRequest, r
 }
 
 // terraformBelow skips a step under a Terraform older than v (the tests'
-// Terraform, TF_ACC_TERRAFORM_PATH).
+// Terraform: TF_ACC_TERRAFORM_PATH, else terraform on PATH).
 func terraformBelow(v *version.Version) func() (bool, error) {
 	return func() (bool, error) {
-		out, err := exec.Command(os.Getenv("TF_ACC_TERRAFORM_PATH"), "version", "-json").Output()
+		bin := os.Getenv("TF_ACC_TERRAFORM_PATH")
+		if bin == "" {
+			bin = "terraform"
+		}
+		out, err := exec.Command(bin, "version", "-json").Output()
 		if err != nil {
 			return false, err
 		}

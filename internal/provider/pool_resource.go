@@ -97,9 +97,8 @@ func (r *poolResource) Metadata(_ context.Context, req resource.MetadataRequest,
 
 func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "A warm pool of self-hosted GitHub Actions runners: one SQS queue per resource class holding the idle runners, and a DynamoDB table holding instance records, agent heartbeats and signals, claim records and the pool's settings. " +
-			"An apply (create or update) reaps the pool when due and launches what its warm targets lack. A plan or refresh only reads: it writes nothing, and needs no write permission. " +
-			"The guide \"Scheduled reaping and warming\" says which operation can launch or terminate what.",
+		Description: "A warm pool of self-hosted GitHub Actions runners. It keeps its idle runners in one SQS queue per resource class, and their records, the claims and its settings in a DynamoDB table. " +
+			"An apply reaps the pool and fills its warm targets. A plan or refresh only reads.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed:      true,
@@ -113,10 +112,12 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 				Validators:    poolNameValidators(),
 			},
 			"resource_classes": schema.MapNestedAttribute{
-				Optional:    true,
-				Computed:    true,
-				Description: "Runner sizes by class name; one queue per class, named `<name>-<class>` and tagged `ec2runners:pool = <name>`, `ec2runners:class = <class>`. Class names are letters, digits and `_`, without `-`, so that the last `-` of a queue name separates pool and class (pool `a-b`'s class `c` and pool `a`'s class `b-c` would share the queue `a-b-c`); the pool refuses an existing queue of its name that another pool's tags claim. Default: `large` (2 vCPU, 4096 MiB), `xlarge` (4, 8192), `2xlarge` (8, 16384), `4xlarge` (16, 32768), `8xlarge` (32, 65536), `12xlarge` (48, 98304), `16xlarge` (64, 131072). cpu values must be unique and memory must strictly increase with cpu. A class can be removed only while it holds no runners, unless `force_destroy` is set.",
-				Default:     mapdefault.StaticValue(resourceClassesValue(protocol.DefaultResourceClasses())),
+				Optional: true,
+				Computed: true,
+				Description: "Runner sizes by class name. Each class has its own queue, `<name>-<class>`. " +
+					"Class names use letters, digits and `_`, never `-`. `cpu` values must be unique, and `memory_mib` must grow with `cpu`. " +
+					"A class that holds runners can be removed only with `force_destroy`. Default: seven classes, from `large` (2 vCPU) to `16xlarge` (64 vCPU). See the section \"Resource classes\".",
+				Default: mapdefault.StaticValue(resourceClassesValue(protocol.DefaultResourceClasses())),
 				Validators: []validator.Map{
 					mapvalidator.SizeAtLeast(1),
 					mapvalidator.KeysAre(classNameValidator()),
