@@ -76,7 +76,7 @@ func TestReadPathsWriteNothing(t *testing.T) {
 		t.Errorf("EC2 changed: %+v, was %+v", got, ec2Before)
 	}
 
-	// What the pool's refresh used to run: every part of the scene was due.
+	// Reaped afterwards, the same pool shows that all of it was due.
 	res, ran, err := e.c.ReapIfDue(ctx, testPool, DefaultReapInterval)
 	if err != nil || !ran {
 		t.Fatalf("ReapIfDue = %v, %v", ran, err)
