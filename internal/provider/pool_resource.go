@@ -148,7 +148,7 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 			},
 			"max_runner_age": schema.StringAttribute{
 				Optional: true, Computed: true,
-				Description: "A runner launched longer ago than this is not handed out again nor kept in the pool: claims and releases terminate it (and warm targets replace it), so no machine serves runs for ever. A runner launched from another launch template version than the pool launches now is retired the same way. Default `168h` (7 days).",
+				Description: "A runner launched longer ago than this is not handed out again nor kept in the pool: claims and releases terminate it (and warm targets replace it), so no machine serves runs for ever. A runner launched from another launch template than the pool launches now, or from another version of it, is retired the same way: a new default version of the template, or a new template (Terraform replacing the `aws_launch_template`), retires the runners of the old one. Default `168h` (7 days).",
 				Default:     stringdefault.StaticString(protocol.FormatDuration(defaultMaxRunnerAge)),
 				Validators:  []validator.String{durationBetween(time.Hour, 90*24*time.Hour)},
 			},
