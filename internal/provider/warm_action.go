@@ -27,7 +27,7 @@ func (a *warmAction) Metadata(_ context.Context, req action.MetadataRequest, res
 func (a *warmAction) Schema(_ context.Context, _ action.SchemaRequest, resp *action.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		Description: "Fills a pool's warm targets now, as the pool's apply does. " +
-			"It first terminates warm runners of an outdated launch template version or past `max_runner_age`. " +
+			"It first terminates warm runners of another launch template or version than the pool's, or past `max_runner_age`. " +
 			"Then it launches, on-demand from the pool's `fleet` settings, what each class's targets in force lack. " +
 			"It reports what it launched and terminated as progress messages. " +
 			"Invoke it with `terraform apply -invoke=action.ec2runners_warm.<name>`, or from an `action_trigger`. " +
