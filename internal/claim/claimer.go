@@ -42,8 +42,11 @@ type Claimer struct {
 	DynamoDB DynamoDBClient
 	SQS      SQSClient
 	EC2      EC2Client
-	GitHub   *GitHubAccess    // nil: no GitHub credentials
-	Now      func() time.Time // nil: time.Now
+	GitHub   *GitHubAccess // nil: no GitHub credentials of the provider's own
+	// StoredGitHub reads the credentials pools keep in their account,
+	// when GitHub is nil (nil: they are not read).
+	StoredGitHub *StoredGitHub
+	Now          func() time.Time // nil: time.Now
 	// Sleep waits d unless ctx ends first (nil: a timer); a simulation on
 	// a virtual clock sets it with Now.
 	Sleep func(ctx context.Context, d time.Duration) error

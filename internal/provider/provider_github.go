@@ -36,7 +36,8 @@ func githubBlock() schema.SingleNestedBlock {
 		Description: "GitHub credentials, and the owner they mint runner tokens for. " +
 			"In a pool with a `github_owner`, each claim mints a registration token for its runners, and each release a removal token. " +
 			"They serve only pools whose `github_owner` and `github_repository` match `owner` and `repository`: a target read from a pool's table is not trusted. " +
-			"Set either `token` or the three GitHub App settings. Tokens are never written to state or logs.",
+			"Set either `token` or the three GitHub App settings. Tokens are never written to state or logs. " +
+			"Without credentials here or in the environment, claims use the credential the pool keeps in its AWS account (its `github_credential`).",
 		Attributes: map[string]schema.Attribute{
 			"token": schema.StringAttribute{
 				Optional: true, Sensitive: true,
@@ -92,6 +93,16 @@ func (m *githubModel) access(version string) (*claim.GitHubAccess, diag.Diagnost
 		}
 	}
 	return &claim.GitHubAccess{Tokens: c, Releases: c, Owner: owner, Repository: m.Repository.ValueString()}, diags
+}
+
+// storedClient is the GitHub client's settings for a pool's stored
+// credential: the block's base_url, else the environment's.
+func (m *githubModel) storedClient(version string) github.Config {
+	var base string
+	if m != nil {
+		base = m.BaseURL.ValueString()
+	}
+	return github.Config{BaseURL: cmp.Or(base, os.Getenv("GITHUB_API_URL")), Version: version}
 }
 
 // client builds the GitHub client from the block and the environment; nil
