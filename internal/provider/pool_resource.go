@@ -200,9 +200,9 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 			},
 			"github_credential": schema.SingleNestedAttribute{
 				Optional: true,
-				Description: "Where the pool keeps the GitHub credential its claims and releases mint runner tokens with, in its AWS account, when their provider has no GitHub credentials of its own (no `github` block, no `GITHUB_TOKEN` nor `GITHUB_APP_ID`): then no repository needs a GitHub secret. " +
-					"The value is JSON: `{\"owner\": \"acme\", \"token\": \"...\"}`, or a GitHub App's `{\"owner\": \"acme\", \"app_id\": 1, \"installation_id\": 2, \"private_key\": \"-----BEGIN ...\"}`; an optional `repository` limits it to one repository of `owner`, which must match `github_owner` (and `github_repository`). " +
-					"Only the place is in the pool's table, never the credential. The claims' AWS role needs `ssm:GetParameter` or `secretsmanager:GetSecretValue` on it (and `kms:Decrypt` on a customer managed key). Set exactly one of the two.",
+				Description: "Where the pool keeps, in its AWS account, the GitHub credential that claims and releases mint runner tokens with. " +
+					"They use it when their provider has no GitHub credentials of its own: then no repository needs a GitHub secret. " +
+					"Only the place is in the pool's table, never the credential. Set exactly one of the two. See the section \"GitHub credential\".",
 				Attributes: map[string]schema.Attribute{
 					"ssm_parameter": schema.StringAttribute{
 						Optional:    true,
