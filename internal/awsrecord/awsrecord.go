@@ -5,7 +5,8 @@
 // Tests put a recording reverse proxy in front of the emulator (Start) and
 // give each role its own test access key: the provider's pool management
 // configuration PoolManagementKey, the claims-only configuration ClaimsKey,
-// and each instance stand-in's role credentials AgentKey(instance id). The
+// the read-only configuration of plans ReadOnlyKey, and each instance
+// stand-in's role credentials AgentKey(instance id). The
 // proxy attributes every request by the access key id of its SigV4
 // credential, turns it into the IAM authorizations AWS would evaluate for it
 // (a TransactWriteItems into one PutItem, UpdateItem, DeleteItem or
@@ -41,16 +42,18 @@ const (
 	RolePoolManagement = "pool-management" // applies ec2runners_pool, reads its data sources
 	RoleClaims         = "claims"          // applies ec2runners_claim only
 	RoleAgent          = "agent"           // the runner instances' role
+	RoleReadOnly       = "read-only"       // plans, refreshes, data sources and queries: no writes
 )
 
 // Roles lists every role, in the order reports show them.
-var Roles = []string{RolePoolManagement, RoleClaims, RoleAgent}
+var Roles = []string{RolePoolManagement, RoleClaims, RoleAgent, RoleReadOnly}
 
 // Test access keys, one per role. Any secret signs (the emulator checks
 // none); TestSecret is the conventional one.
 const (
 	PoolManagementKey = "AKIATESTPOOLMANAGER1"
 	ClaimsKey         = "AKIATESTCLAIMSONLY01"
+	ReadOnlyKey       = "AKIATESTREADONLY0001"
 	TestSecret        = "test"
 	agentKeyPrefix    = "ASIATESTAGENT"
 )
@@ -69,6 +72,8 @@ func role(accessKeyID string) (role, instanceID string) {
 		return RolePoolManagement, ""
 	case accessKeyID == ClaimsKey:
 		return RoleClaims, ""
+	case accessKeyID == ReadOnlyKey:
+		return RoleReadOnly, ""
 	case strings.HasPrefix(accessKeyID, agentKeyPrefix) && len(accessKeyID) > len(agentKeyPrefix):
 		return RoleAgent, "i-" + strings.ToLower(strings.TrimPrefix(accessKeyID, agentKeyPrefix))
 	}

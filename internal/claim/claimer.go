@@ -170,7 +170,11 @@ func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
 // that waits for it and then, when the reap was due (at most once per reap
 // interval), tops the pool's stopped tier up: a claim may just have started
 // stopped runners, and a stopped runner launched now costs no waiting (it
-// stops itself once prepared). Both are bounded; failures are only logged.
+// stops itself once prepared). Releases top up too, on purpose: between
+// bursts only releases run, and the tier they refill is what the next burst
+// starts (replayed without them, the simulation guide's office-hours
+// policies serve the p95 job in their window cold). Both are bounded;
+// failures are only logged. Reads never call this.
 // cfg is the pool's config when the caller read it already (the reap's
 // metrics need it), else nil.
 func (c *Claimer) maintainAlongside(ctx context.Context, poolName string, cfg *protocol.PoolConfig) (finish func()) {

@@ -20,7 +20,7 @@ import (
 
 const (
 	// DefaultReapInterval: a pool is reaped at most this often, by whichever
-	// claim, release or pool read comes first.
+	// claim, release or apply of the pool comes first (never by a read).
 	DefaultReapInterval = time.Minute
 	// reapBudget bounds one opportunistic reap.
 	reapBudget = 20 * time.Second

@@ -101,6 +101,17 @@ func TestDocumentedPoliciesPinTheirRoles(t *testing.T) {
 		{"claim reads another parameter", call(awsrecord.RoleClaims, "ssm:GetParameter", "arn:aws:ssm:us-east-1:"+account+":parameter/ec2runners/pool1/other", nil), false},
 		{"pool management reads its pool's GitHub credential", call(awsrecord.RolePoolManagement, "ssm:GetParameter", credential, nil), true},
 		{"agent reads the GitHub credential", call(awsrecord.RoleAgent, "ssm:GetParameter", credential, nil), false},
+		{"a plan reads the pool's config", call(awsrecord.RoleReadOnly, "dynamodb:GetItem", table, leading("TYPE#METADATA")), true},
+		{"a plan reads instance records", call(awsrecord.RoleReadOnly, "dynamodb:BatchGetItem", table, leading("TYPE#INSTANCE")), true},
+		{"a plan lists claims", call(awsrecord.RoleReadOnly, "dynamodb:Query", table, leading("TYPE#CLAIM")), true},
+		{"a plan counts a queue's messages", call(awsrecord.RoleReadOnly, "sqs:GetQueueAttributes", queue, nil), true},
+		{"a plan reads a runner's tokens", call(awsrecord.RoleReadOnly, "dynamodb:GetItem", table, leading("AGENT#"+self)), false},
+		{"a plan takes the reaper's lease", call(awsrecord.RoleReadOnly, "dynamodb:UpdateItem", table, leading("TYPE#LEASE")), false},
+		{"a plan writes an instance record", call(awsrecord.RoleReadOnly, "dynamodb:PutItem", table, leading("TYPE#INSTANCE")), false},
+		{"a plan deletes a claim record", call(awsrecord.RoleReadOnly, "dynamodb:DeleteItem", table, leading("TYPE#CLAIM")), false},
+		{"a plan receives a message", call(awsrecord.RoleReadOnly, "sqs:ReceiveMessage", queue, nil), false},
+		{"a plan terminates a pool instance", call(awsrecord.RoleReadOnly, "ec2:TerminateInstances", other, tagged(poolName)), false},
+		{"a plan launches", call(awsrecord.RoleReadOnly, "ec2:CreateFleet", "arn:aws:ec2:us-east-1:"+account+":launch-template/lt-1", tagged(poolName)), false},
 	}
 	for _, p := range documents(t) {
 		for _, tc := range cases {
@@ -127,6 +138,7 @@ func TestCheckFailsOnACallNotGranted(t *testing.T) {
 		call(awsrecord.RolePoolManagement, "dynamodb:CreateTable", table, nil),
 		call(awsrecord.RoleClaims, "sqs:ReceiveMessage", queue, nil),
 		call(awsrecord.RoleAgent, "dynamodb:PutItem", table, leading("AGENT#"+self)),
+		call(awsrecord.RoleReadOnly, "dynamodb:DescribeTable", table, nil),
 	}
 	report, err := Check(documents(t), calls)
 	if err != nil || !report.OK() {
@@ -183,6 +195,7 @@ func TestUnknownTagIsUnverifiedNotMissing(t *testing.T) {
 	base := []awsrecord.Call{
 		call(awsrecord.RolePoolManagement, "dynamodb:CreateTable", table, nil),
 		call(awsrecord.RoleClaims, "sqs:ReceiveMessage", queue, nil),
+		call(awsrecord.RoleReadOnly, "dynamodb:DescribeTable", table, nil),
 	}
 	unknown := call(awsrecord.RoleAgent, "ec2:TerminateInstances", self, nil)
 	unknown.Unknown = []string{awsrecord.KeyPoolTag}

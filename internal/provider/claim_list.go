@@ -39,7 +39,7 @@ func (l *claimList) Metadata(_ context.Context, req resource.MetadataRequest, re
 
 func (l *claimList) ListResourceConfigSchema(_ context.Context, _ list.ListResourceSchemaRequest, resp *list.ListResourceSchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "Lists the claims of a pool, by run id, each with its identity and a display name telling what it holds: with `terraform query -generate-config-out`, the configuration that adopts claims whose state was lost.",
+		Description: "Lists the claims of a pool, by run id, each with its identity and a display name telling what it holds: with `terraform query -generate-config-out`, the configuration that adopts claims whose state was lost. It writes nothing.",
 		Attributes: map[string]schema.Attribute{
 			"pool": schema.StringAttribute{
 				Required: true, Description: "Name of the pool.",
@@ -73,7 +73,7 @@ func (l *claimList) List(ctx context.Context, req list.ListRequest, stream *list
 	}
 	filter := claim.ListFilter{State: cfg.State.ValueString(), RunIDPrefix: cfg.RunIDPrefix.ValueString()}
 	filter.MinAge, _ = time.ParseDuration(cfg.MinAge.ValueString()) // validated; "" is 0
-	claims, corrupt, err := l.data.claimer(ctx).List(ctx, cfg.Pool.ValueString(), filter)
+	claims, corrupt, err := l.data.reader(ctx).List(ctx, cfg.Pool.ValueString(), filter)
 	if err != nil {
 		diags.AddError(fmt.Sprintf("Cannot list the claims of pool %s", cfg.Pool.ValueString()), err.Error())
 		stream.Results = list.ListResultsStreamDiagnostics(diags)

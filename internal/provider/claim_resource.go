@@ -118,7 +118,7 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 	}
 	d := claim.DefaultTimings()
 	resp.Schema = schema.Schema{
-		Description: "Claims `instance_count` healthy runners registered under the label `run_id` for one workflow run: warm ones from the pool first, new ones from EC2 CreateFleet for the rest, all or nothing. Destroying the claim releases the runners back to the pool.",
+		Description: "Claims `instance_count` healthy runners registered under the label `run_id` for one workflow run: warm ones from the pool first, new ones from EC2 CreateFleet for the rest, all or nothing. Destroying the claim releases the runners back to the pool; like a claim, it may then top the pool's stopped tier up (at most 2 runners per class a minute). A refresh only reads, and writes nothing.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed: true, Description: "`<pool>/<run_id>`.",
@@ -228,8 +228,6 @@ func (r *claimResource) Configure(_ context.Context, req resource.ConfigureReque
 	r.data = configuredData(req.ProviderData, &resp.Diagnostics)
 }
 
-func (r *claimResource) claimer(ctx context.Context) *claim.Claimer { return r.data.claimer(ctx) }
-
 // ValidateConfig refuses a spot fallback on a claim that is not spot: it
 // would never apply.
 func (r *claimResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
@@ -282,7 +280,7 @@ func (r *claimResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	if plan.Pool.IsUnknown() || plan.ResourceClass.IsUnknown() {
 		return
 	}
-	cfg, err := pool.ReadConfig(ctx, r.data.clients.DynamoDB, plan.Pool.ValueString())
+	cfg, err := pool.ReadConfig(ctx, r.data.reader(ctx).DynamoDB, plan.Pool.ValueString())
 	if errors.Is(err, pool.ErrNotFound) {
 		return // created in the same apply
 	}
@@ -382,7 +380,7 @@ func (r *claimResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	// Before the read: the framework wants an identity also when the claim is
 	// gone, which Terraform before 1.12 never holds.
 	resp.Diagnostics.Append(resp.Identity.Set(ctx, claimIdentity{Pool: state.Pool, RunID: state.RunID})...)
-	rec, live, ok, err := r.claimer(ctx).Read(ctx, state.Pool.ValueString(), state.RunID.ValueString())
+	rec, live, ok, err := r.data.reader(ctx).Read(ctx, state.Pool.ValueString(), state.RunID.ValueString())
 	if err != nil {
 		resp.Diagnostics.AddError(fmt.Sprintf("Cannot read claim %s", state.ID.ValueString()), err.Error())
 		return

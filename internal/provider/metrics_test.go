@@ -220,16 +220,18 @@ data "ec2runners_pool" "test" {
 			},
 			{
 				// Destroying the claim releases both runners to the pool
-				// (no warm targets: idle until the idle timeout).
-				Config: e.poolConfig(),
+				// (no warm targets: idle until the idle timeout), and its
+				// reap, due, scans the pool.
+				PreConfig: e.dropReaperLease,
+				Config:    e.poolConfig(),
 				Check: resource.ComposeTestCheckFunc(
 					e.checkRecords(protocol.StateIdle, "", &claimed),
 					check(func(events []emfEvent) error {
 						if err := want(events, metrics.RunnersReleased, class(metrics.DimOutcome, "idle"), 2); err != nil {
 							return fmt.Errorf("%v; got %s", err, describe(events))
 						}
-						// A scan (the reap of the claim, the release or the
-						// pool's refresh) counted every state of the class.
+						// A scan (the release's reap) counted every state of
+						// the class.
 						for _, st := range metrics.States {
 							if _, n := sum(events, metrics.Runners, class(metrics.DimState, string(st))); n == 0 {
 								return fmt.Errorf("no Runners of state %s; got %s", st, describe(events))

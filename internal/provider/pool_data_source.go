@@ -51,7 +51,7 @@ func (d *poolDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 		return schema.StringAttribute{Computed: true, Description: desc}
 	}
 	resp.Schema = schema.Schema{
-		Description: "Reads a pool by name, for stacks that claim runners from a pool managed elsewhere, and reports how full it is.",
+		Description: "Reads a pool by name, for stacks that claim runners from a pool managed elsewhere, and reports how full it is. It writes nothing: no reap, no message received.",
 		Attributes: map[string]schema.Attribute{
 			"id": computedString("The pool's name."),
 			"name": schema.StringAttribute{
@@ -122,7 +122,7 @@ func (d *poolDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	mgr := poolManager(d.data.clients)
+	mgr := d.data.readManager()
 	name := m.Name.ValueString()
 	st, err := mgr.Read(ctx, name)
 	if err == nil && st != nil {
@@ -134,7 +134,7 @@ func (d *poolDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 	}
 	if err == nil {
 		var warm map[string]claim.TierCounts
-		if warm, err = d.data.claimer(ctx).WarmStatus(ctx, name); err == nil {
+		if warm, err = d.data.reader(ctx).WarmStatus(ctx, name); err == nil {
 			m.WarmStatus = warmStatusValue(warm)
 		}
 	}

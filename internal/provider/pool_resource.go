@@ -99,7 +99,8 @@ func (r *poolResource) Metadata(_ context.Context, req resource.MetadataRequest,
 
 func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "A warm pool of self-hosted GitHub Actions runners: one SQS queue per resource class holding the idle runners, and a DynamoDB table holding instance records, agent heartbeats and signals, claim records and the pool's settings.",
+		Description: "A warm pool of self-hosted GitHub Actions runners. It keeps its idle runners in one SQS queue per resource class, and their records, the claims and its settings in a DynamoDB table. " +
+			"An apply reaps the pool and fills its warm targets. A plan or refresh only reads.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed:      true,
@@ -113,10 +114,12 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 				Validators:    poolNameValidators(),
 			},
 			"resource_classes": schema.MapNestedAttribute{
-				Optional:    true,
-				Computed:    true,
-				Description: "Runner sizes by class name; one queue per class, named `<name>-<class>` and tagged `ec2runners:pool = <name>`, `ec2runners:class = <class>`. Class names are letters, digits and `_`, without `-`, so that the last `-` of a queue name separates pool and class (pool `a-b`'s class `c` and pool `a`'s class `b-c` would share the queue `a-b-c`); the pool refuses an existing queue of its name that another pool's tags claim. Default: `large` (2 vCPU, 4096 MiB), `xlarge` (4, 8192), `2xlarge` (8, 16384), `4xlarge` (16, 32768), `8xlarge` (32, 65536), `12xlarge` (48, 98304), `16xlarge` (64, 131072). cpu values must be unique and memory must strictly increase with cpu. A class can be removed only while it holds no runners, unless `force_destroy` is set.",
-				Default:     mapdefault.StaticValue(resourceClassesValue(protocol.DefaultResourceClasses())),
+				Optional: true,
+				Computed: true,
+				Description: "Runner sizes by class name. Each class has its own queue, `<name>-<class>`. " +
+					"Class names use letters, digits and `_`, never `-`. `cpu` values must be unique, and `memory_mib` must grow with `cpu`. " +
+					"A class that holds runners can be removed only with `force_destroy`. Default: seven classes, from `large` (2 vCPU) to `16xlarge` (64 vCPU). See the section \"Resource classes\".",
+				Default: mapdefault.StaticValue(resourceClassesValue(protocol.DefaultResourceClasses())),
 				Validators: []validator.Map{
 					mapvalidator.SizeAtLeast(1),
 					mapvalidator.KeysAre(classNameValidator()),
@@ -197,9 +200,9 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 			},
 			"github_credential": schema.SingleNestedAttribute{
 				Optional: true,
-				Description: "Where the pool keeps the GitHub credential its claims and releases mint runner tokens with, in its AWS account, when their provider has no GitHub credentials of its own (no `github` block, no `GITHUB_TOKEN` nor `GITHUB_APP_ID`): then no repository needs a GitHub secret. " +
-					"The value is JSON: `{\"owner\": \"acme\", \"token\": \"...\"}`, or a GitHub App's `{\"owner\": \"acme\", \"app_id\": 1, \"installation_id\": 2, \"private_key\": \"-----BEGIN ...\"}`; an optional `repository` limits it to one repository of `owner`, which must match `github_owner` (and `github_repository`). " +
-					"Only the place is in the pool's table, never the credential. The claims' AWS role needs `ssm:GetParameter` or `secretsmanager:GetSecretValue` on it (and `kms:Decrypt` on a customer managed key). Set exactly one of the two.",
+				Description: "Where the pool keeps, in its AWS account, the GitHub credential that claims and releases mint runner tokens with. " +
+					"They use it when their provider has no GitHub credentials of its own: then no repository needs a GitHub secret. " +
+					"Only the place is in the pool's table, never the credential. Set exactly one of the two. See the section \"GitHub credential\".",
 				Attributes: map[string]schema.Attribute{
 					"ssm_parameter": schema.StringAttribute{
 						Optional:    true,
@@ -438,6 +441,7 @@ func (r *poolResource) Create(ctx context.Context, req resource.CreateRequest, r
 	timeout, d := plan.Timeouts.Create(ctx, 20*time.Minute)
 	resp.Diagnostics.Append(d...)
 	r.applySpec(ctx, &plan, timeout, "create", r.manager().Create, &resp.Diagnostics)
+	r.reap(ctx, plan.Name.ValueString(), &resp.Diagnostics)
 	r.fill(ctx, &plan, timeout, &resp.Diagnostics)
 	if !resp.Diagnostics.HasError() {
 		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
@@ -514,7 +518,8 @@ func (r *poolResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 	// Before the read: the framework wants an identity also when the pool is
 	// gone, which Terraform before 1.12 never holds.
 	resp.Diagnostics.Append(resp.Identity.Set(ctx, poolIdentity{Name: state.ID})...)
-	st, err := r.manager().Read(ctx, state.ID.ValueString())
+	// A read: nothing here writes (readManager, reader), whatever is due.
+	st, err := r.data.readManager().Read(ctx, state.ID.ValueString())
 	if errors.Is(err, pool.ErrNotFound) {
 		resp.State.RemoveResource(ctx)
 		return
@@ -524,15 +529,19 @@ func (r *poolResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 		return
 	}
 	r.setStatus(&state, st)
-	r.setWarmStatus(ctx, r.data.claimer(ctx), &state, &resp.Diagnostics)
+	r.setWarmStatus(ctx, r.data.reader(ctx), &state, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
-	r.reap(ctx, st.Config.Name, &resp.Diagnostics)
 }
 
-// reap cleans the pool up while Terraform looks at it anyway: a pool in use
-// stays clean without a cron. Bounded; failures are only logged (metrics
-// not published are warnings).
+// reap cleans the pool up, when due (at most once a minute, as claims and
+// releases do), in an apply of the pool: before its fill, so that runners
+// past their deadline are gone when it counts what the targets lack.
+// Bounded; failures are only logged (metrics not published are warnings).
+// A read never reaps.
 func (r *poolResource) reap(ctx context.Context, name string, diags *diag.Diagnostics) {
+	if diags.HasError() {
+		return
+	}
 	c, warned := r.data.warnedClaimer(ctx)
 	defer warned.into(diags)
 	res, ran, err := c.ReapIfDue(ctx, name, claim.DefaultReapInterval)
@@ -550,6 +559,7 @@ func (r *poolResource) Update(ctx context.Context, req resource.UpdateRequest, r
 	timeout, d := plan.Timeouts.Update(ctx, 20*time.Minute)
 	resp.Diagnostics.Append(d...)
 	r.applySpec(ctx, &plan, timeout, "update", r.manager().Update, &resp.Diagnostics)
+	r.reap(ctx, plan.Name.ValueString(), &resp.Diagnostics)
 	r.fill(ctx, &plan, timeout, &resp.Diagnostics)
 	if !resp.Diagnostics.HasError() {
 		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)

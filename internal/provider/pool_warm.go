@@ -84,12 +84,11 @@ var clockPattern = regexp.MustCompile(`^([01][0-9]|2[0-3]):[0-5][0-9]$|^24:00$`)
 func warmAttribute() schema.MapNestedAttribute {
 	return schema.MapNestedAttribute{
 		Optional: true,
-		Description: "Warm capacity by resource class, in two tiers. **hot**: idle runners kept running, in the class's queue; a claim gets one in seconds. " +
-			"**stopped**: idle on-demand runners whose instance is stopped (only their volumes are paid); a claim starts one and gets it after its boot, in about the time of a start (tens of seconds), instead of a cold launch. " +
-			"A claim takes hot runners first, then starts stopped ones, then launches the rest. " +
-			"Releases keep the runners they give back hot while the hot target lacks, until the end of the target they fill (at most 24 h ahead, never less than `idle_timeout`); an on-demand runner not kept hot is kept for the stopped tier while it lacks: idle for `idle_timeout`, then it stops itself and waits, stopped, until the end of its target (at most 7 days, and `max_runner_age`). Spot instances cannot be stopped and are never kept stopped. " +
-			"Two releases never keep more than the targets between them. " +
-			"With `fleet` set, an apply of the pool launches what the targets lack (on-demand; stopped runners boot once, prepare, register nothing and stop), and warns, naming the class and why, when it cannot (the apply succeeds: the pool is in place); a plan shows the counts against the targets in `warm_status`; claims top the stopped tier up when they find it lacking (at most once a minute, 2 runners per class).",
+		Description: "Warm runners to keep, by resource class, in two tiers. " +
+			"Hot runners wait, running, in the class's queue: a claim gets one in seconds. " +
+			"Stopped runners are on-demand instances kept stopped: a claim starts one in tens of seconds. " +
+			"With `fleet` set, the pool's apply launches what the targets lack. " +
+			"When it cannot, it warns, naming the class and why; the apply still succeeds. See the section \"Warm capacity\".",
 		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 			"hot":     tierCount("Hot target outside the schedule's windows"),
 			"stopped": tierCount("Stopped target outside the schedule's windows"),

@@ -175,7 +175,9 @@ func (p *ec2runnersProvider) Schema(_ context.Context, _ provider.SchemaRequest,
 			},
 			"github": githubBlock(),
 			"default_tags": schema.SingleNestedBlock{
-				Description: "Tags applied to every taggable resource the provider creates: the pools' tables and queues (a pool's own `tags` win on conflicts) and the instances claims launch (after their own `ec2runners:pool`, `AllowSelfTermination` and `InitialRunId`, which they never replace). Their volumes take tags from the launch template's `tag_specifications`: an instant EC2 fleet tags only instances.",
+				Description: "Tags for every taggable resource the provider creates: the pools' tables and queues, and the instances that claims launch. " +
+					"A pool's own `tags` win on conflicts. They never replace the instances' own tags (`ec2runners:pool`, `AllowSelfTermination`, `InitialRunId`). " +
+					"Volumes take their tags from the launch template's `tag_specifications`.",
 				Attributes: map[string]schema.Attribute{
 					"tags": schema.MapAttribute{ElementType: types.StringType, Optional: true,
 						Description: "Tags to apply; at most 47, as EC2 allows 50 per instance and claims add 3.",

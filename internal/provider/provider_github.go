@@ -33,7 +33,11 @@ type githubModel struct {
 func githubBlock() schema.SingleNestedBlock {
 	app := func(name string) path.Expression { return path.MatchRelative().AtParent().AtName(name) }
 	return schema.SingleNestedBlock{
-		Description: "GitHub credentials, and the owner they mint runner tokens for: in a pool with a `github_owner`, each claim mints one registration token and each release one removal token, and hands it to each of its runners. Only for pools whose `github_owner` (and `github_repository`) match `owner` (and `repository`): the pool's settings live in its table, and its target is not trusted from there. Either `token` or the three GitHub App settings. Tokens are never written to state or logs. Without credentials here or in the environment, claims use the credential a pool keeps in its AWS account (the pool's `github_credential`), and no repository needs a GitHub secret.",
+		Description: "GitHub credentials, and the owner they mint runner tokens for. " +
+			"In a pool with a `github_owner`, each claim mints a registration token for its runners, and each release a removal token. " +
+			"They serve only pools whose `github_owner` and `github_repository` match `owner` and `repository`: a target read from a pool's table is not trusted. " +
+			"Set either `token` or the three GitHub App settings. Tokens are never written to state or logs. " +
+			"Without credentials here or in the environment, claims use the credential the pool keeps in its AWS account (its `github_credential`).",
 		Attributes: map[string]schema.Attribute{
 			"token": schema.StringAttribute{
 				Optional: true, Sensitive: true,

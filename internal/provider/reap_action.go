@@ -63,8 +63,11 @@ func (a *reapAction) Metadata(_ context.Context, req action.MetadataRequest, res
 
 func (a *reapAction) Schema(_ context.Context, _ action.SchemaRequest, resp *action.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "Reaps a pool now, by the rules and with the code of the reaper that claims, releases and pool reads run at most once a minute: runners past their deadline and instances without a live record are terminated, records of vanished instances are closed, and pending claim records of attempts that crashed long ago are deleted. Reports what it did as progress messages. Invoke it with `terraform apply -invoke=action.ec2runners_reap.<name>`, e.g. from a scheduled workflow, or from an `action_trigger`.",
-		Attributes:  poolActionAttributes(),
+		Description: "Reaps a pool now, as claims, releases and the pool's applies do at most once a minute. " +
+			"It terminates runners past their deadline and instances without a live record, closes the records of vanished instances, and deletes the records of claims whose apply crashed. " +
+			"It reports what it did as progress messages. " +
+			"Invoke it with `terraform apply -invoke=action.ec2runners_reap.<name>`, e.g. from a scheduled workflow, or from an `action_trigger`.",
+		Attributes: poolActionAttributes(),
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 // TestAccReapAction_invoke runs ec2runners_reap from an action_trigger and
 // with terraform apply -invoke: each time the runner past its deadline is
 // terminated, reported by id, and the warm one stays. The pool is made
-// outside Terraform: refreshing an ec2runners_pool reaps too, and would
+// outside Terraform: an apply of an ec2runners_pool reaps too, and would
 // do the action's work.
 func TestAccReapAction_invoke(t *testing.T) {
 	e := newClaimEnv(t, "acc-reap")

@@ -59,14 +59,11 @@ func (d *runnerScriptDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 		return []validator.String{stringvalidator.LengthAtMost(agentscript.MaxURLLength), secureURLValidator()}
 	}
 	resp.Schema = schema.Schema{
-		MarkdownDescription: "Renders the user data of the pool's launch template: a short bootstrap that installs the agent, `ec2runners-agent`, and hands over to it. " +
-			"The agent is released with the provider, one binary for `x86_64` and one for `arm64` instances. The bootstrap runs the agent baked into the image when it is the provider's version, " +
-			"and otherwise downloads the release's binary for the instance's architecture and checks it against the SHA-256 the user data pins (guide \"Baking the agent into an image\"). " +
-			"The agent installs itself as the systemd service `ec2runners-agent`. It heartbeats, registers a GitHub runner labelled with each claim's run id, deregisters it on release, " +
-			"keeps the runner on GitHub's newest release while it waits in the pool, and stops or terminates the instance when its record says so. " +
-			"It runs as root, as EC2 runs user data, and keeps jobs (the runner user) away from the pool (guide \"Runner security\"). " +
-			"It needs systemd, cgroup v2, iptables or nftables, IMDSv2 with instance tags in metadata, and an instance profile allowed what the README lists. " +
-			"EC2 takes at most 16 KB of user data: the bootstrap stays under 4 KB, and a longer `pre_runner_script` fails the plan. Nothing is read from AWS.",
+		MarkdownDescription: "Renders the user data of the pool's launch template. " +
+			"It is a short bootstrap that installs the agent, `ec2runners-agent`, and hands over to it. " +
+			"The agent registers a GitHub runner for each claim, and stops or terminates the instance when its record says so. " +
+			"It serves `x86_64` and `arm64` instances. " +
+			"The bootstrap stays under 4 KB; only `pre_runner_script` can bring the user data near EC2's 16 KB limit. Nothing is read from AWS.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, Description: "The pool's name."},
 			"pool": schema.StringAttribute{
@@ -91,11 +88,10 @@ func (d *runnerScriptDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 			},
 			"runner_version": schema.StringAttribute{
 				Optional: true,
-				MarkdownDescription: "Pins the actions/runner release to install, such as `" + protocol.MinimumRunnerVersion + "` or later. " +
-					"Without it, the agent installs GitHub's newest release and updates each runner to every new release while the runner waits in the pool, never while a claim waits for it. " +
-					"GitHub registers no runner older than " + protocol.MinimumRunnerVersion + ", and sends jobs only to the newest release or one whose successor came out less than 30 days ago: " +
-					"a pinned version stops getting jobs about 30 days after the next release, at once after a critical security release, and claims then retire such runners and fail. " +
-					"Pin only with a plan to move the pin; the plan warns when GitHub no longer accepts the pinned version.",
+				MarkdownDescription: "Pins the actions/runner release to install, `" + protocol.MinimumRunnerVersion + "` or later. " +
+					"Without it, the agent installs GitHub's newest release and keeps idle runners up to date. " +
+					"GitHub stops sending jobs to a pinned version about 30 days after the next release, so pin only with a plan to move the pin. " +
+					"See the section \"The GitHub runner and its version\".",
 				Validators: []validator.String{runnerVersionValidator()},
 			},
 			"runner_download_url": schema.StringAttribute{
@@ -115,9 +111,10 @@ func (d *runnerScriptDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 			},
 			"pre_runner_script": schema.StringAttribute{
 				Optional: true, Sensitive: true,
-				Description: "Script run once per instance, as root, after the runner is installed and before it serves a claim (install tools, warm caches). With a `#!` line it runs with that interpreter, otherwise with bash. Its failure signals `UD_FAILED` and the instance is given up. " +
-					"It counts against EC2's 16 KB of user data: a plan whose user data would be longer fails. Keep it short and fetch what it needs at boot (from S3, say), or bake it into the image. " +
-					"Sensitive, but not secret: it ends up in `content`, that is in the launch template's user data, which anyone allowed to read the launch template or the instance's attributes can read, and which any process on the instance can read from the instance metadata service, jobs included unless the agent's metadata firewall keeps the runner user from it. Fetch secrets at run time (e.g. from SSM Parameter Store with the instance profile) instead of writing them here.",
+				Description: "Script run once per instance, as root, after the runner is installed and before it serves a claim (install tools, warm caches). " +
+					"With a `#!` line it runs with that interpreter, otherwise with bash. If it fails, the instance is given up (`UD_FAILED`). " +
+					"It counts against EC2's 16 KB of user data. " +
+					"It is readable in the launch template and from the instance: keep secrets out of it. See the section \"Sensitive values\".",
 			},
 			"heartbeat_interval": schema.StringAttribute{
 				Optional: true, Computed: true, Description: "How often the agent writes its heartbeat, `1s` to `10s`; claims call a runner unhealthy after 15s without one. Default `5s`.",
@@ -125,7 +122,10 @@ func (d *runnerScriptDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 			},
 			"jobs_metadata_access": schema.BoolAttribute{
 				Optional: true, Computed: true,
-				Description: "Whether jobs may reach the instance metadata service (169.254.169.254, fd00:ec2::254). Default `false`: a firewall rule for the runner user keeps them from it, and so from the instance role's credentials, which can write this runner's heartbeats and signals and stop or terminate it. Set it only if jobs need something from the metadata service, knowing that they then hold the instance role; jobs that need AWS should assume a role of their own with GitHub's OIDC token instead.",
+				Description: "Whether jobs may reach the instance metadata service (169.254.169.254, fd00:ec2::254). " +
+					"Default `false`: a firewall rule keeps the runner user from it, and so from the instance role's credentials. " +
+					"Set it only if jobs need the metadata service: they then hold the instance role. " +
+					"Jobs that need AWS should assume a role of their own with GitHub's OIDC token.",
 			},
 			"agent_download_url": schema.StringAttribute{
 				Optional: true, MarkdownDescription: "URL of a directory holding the agent's release binaries, `ec2runners-agent_<version>_linux_amd64` and `ec2runners-agent_<version>_linux_arm64` (a mirror for instances without internet access). " +

@@ -46,7 +46,7 @@ func (d *runnersDataSource) Schema(_ context.Context, _ datasource.SchemaRequest
 	}
 	resp.Schema = schema.Schema{
 		Description: "Lists a pool's runners as its table records them: idle in the pool, stopped in its stopped tier, or claimed by a run. " +
-			"Runners terminated, or past their last deadline (the reaper ends those), are not listed.",
+			"Runners terminated, or past their last deadline (the reaper ends those), are not listed. It writes nothing.",
 		Attributes: map[string]schema.Attribute{
 			"pool": schema.StringAttribute{
 				Required: true, Description: "Name of the pool.",
@@ -81,7 +81,7 @@ func (d *runnersDataSource) Read(ctx context.Context, req datasource.ReadRequest
 		return
 	}
 	name := m.Pool.ValueString()
-	runners, corrupt, err := d.data.claimer(ctx).Runners(ctx, name)
+	runners, corrupt, err := d.data.reader(ctx).Runners(ctx, name)
 	if err != nil {
 		resp.Diagnostics.AddError(fmt.Sprintf("Cannot list the runners of pool %s", name), err.Error())
 		return

@@ -26,8 +26,13 @@ func (a *warmAction) Metadata(_ context.Context, req action.MetadataRequest, res
 
 func (a *warmAction) Schema(_ context.Context, _ action.SchemaRequest, resp *action.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "Fills a pool's warm targets now, as the pool's apply does: warm runners of an outdated launch template version or past `max_runner_age` are retired, then what each class's hot and stopped targets in force lack is launched (on-demand, from the pool's `fleet` settings): stopped runners boot once, prepare, register nothing and stop; hot runners join the queue once ready. Reports the counts before and after, and every runner launched or retired, as progress messages; a class it leaves below its targets is a warning that names the class and says why (the launch template not tagged for the pool, CreateFleet's errors, runners not ready in time). " +
-			"Invoke it with `terraform apply -invoke=action.ec2runners_warm.<name>`, e.g. from a workflow scheduled as a schedule window opens (it fills the targets in force when it runs: open the window a boot's time before the runs it is for), or from an `action_trigger`.",
+		Description: "Fills a pool's warm targets now, as the pool's apply does. " +
+			"It first terminates warm runners of another launch template or version than the pool's, or past `max_runner_age`. " +
+			"Then it launches, on-demand from the pool's `fleet` settings, what each class's targets in force lack. " +
+			"It reports what it launched and terminated as progress messages. " +
+			"A class it leaves below its targets is a warning that names the class and says why. " +
+			"Invoke it with `terraform apply -invoke=action.ec2runners_warm.<name>`, or from an `action_trigger`. " +
+			"Scheduled, run it a boot's time before a schedule window's runs: it fills the targets in force when it runs.",
 		Attributes: poolActionAttributes(),
 	}
 }

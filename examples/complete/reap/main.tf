@@ -1,7 +1,7 @@
 # Reaps the pool on demand (Terraform >= 1.14, which has actions):
 # ../reap-workflow.yml runs, on a schedule, with the CI role,
 #   terraform apply -invoke=action.ec2runners_reap.pool -auto-approve
-# Claims, releases and pool reads reap too, at most once a minute; this
+# Claims, releases and pool applies reap too, at most once a minute; this
 # cleans up after cancelled runs and lost claims while no one claims. An
 # action changes no state: no backend is needed.
 terraform {

@@ -1,0 +1,169 @@
+package claim
+
+import (
+	"context"
+	"maps"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsfake"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+// readOps are the only DynamoDB calls a read path makes.
+var readOps = []string{"GetItem", "BatchGetItem", "Query"}
+
+// What the provider's reads call (a claim's Read, List for the list
+// resource, Runners and WarmStatus for the data sources and the pool's
+// refresh, pool.ReadConfig for plans) writes nothing, on a pool where
+// everything is due for reaping: a runner past its deadline, an orphan
+// instance, a crashed attempt's claim record, warm slots, and no reaper
+// lease. The same pool reaped afterwards shows that all of it was due.
+func TestReadPathsWriteNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.c.ReapInterval = 0 // due, as far as ReapIfDue is concerned
+	e.cfg.Warm = map[string]protocol.WarmTarget{"large": {Hot: 1, Stopped: 1}}
+	e.writeConfig()
+	now := time.Now()
+	long := now.Add(-2 * time.Hour)
+	e.putRecord("i-expired", protocol.StateIdle, "", now.Add(-time.Minute), long)
+	e.ec2.Launch("i-expired", long)
+	e.ec2.Launch("i-orphan", long)
+	e.putRecord("i-held", protocol.StateRunning, testRun, now.Add(time.Hour), now)
+	e.ec2.Launch("i-held", now.Add(-time.Hour))
+	e.addSlot(protocol.TierHot, "large", warmSlot{ID: "i-expired", Until: protocol.FormatTime(now.Add(time.Hour)), Taken: protocol.FormatTime(long)})
+	held := []Instance{{ID: "i-held", InstanceType: "c6i.large", UsageClass: protocol.UsageOnDemand, Source: SourcePool}}
+	complete := Record{Request: e.request(1), State: recordComplete, Nonce: "n1", Instances: held, OwnedIDs: instanceIDs(held)}
+	e.db.Put(complete.item(protocol.FormatTime(now)))
+	crashed := Record{Request: Request{Pool: testPool, RunID: "run-crashed", InstanceCount: 1, ResourceClass: "large"}, State: recordPending, Nonce: "n2", OwnedIDs: []string{"i-gone"}}
+	e.db.Put(crashed.item(protocol.FormatTime(now.Add(-staleClaimAge - time.Minute))))
+
+	items := e.db.snapshot()
+	ec2Before := ec2Snapshot(e.ec2)
+	ctx := context.Background()
+	if _, live, ok, err := e.c.Read(ctx, testPool, testRun); err != nil || !ok || len(live) != 1 {
+		t.Fatalf("Read = %v, %v, %v", live, ok, err)
+	}
+	if claims, _, err := e.c.List(ctx, testPool, ListFilter{}); err != nil || len(claims) != 2 {
+		t.Fatalf("List = %d claims, %v", len(claims), err)
+	}
+	if runners, _, err := e.c.Runners(ctx, testPool); err != nil || len(runners) != 1 {
+		t.Fatalf("Runners = %v, %v", runners, err)
+	}
+	if counts, err := e.c.WarmStatus(ctx, testPool); err != nil || counts["large"].HotTarget != 1 {
+		t.Fatalf("WarmStatus = %v, %v", counts, err)
+	}
+	if _, err := pool.ReadConfig(ctx, e.db, testPool); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, c := range e.db.calls() {
+		if !slices.Contains(readOps, c) {
+			t.Errorf("a read path called DynamoDB %s", c)
+		}
+	}
+	if !reflect.DeepEqual(items, e.db.snapshot()) {
+		t.Error("the table changed")
+	}
+	if n := e.sqs.CallCount(); n != 0 {
+		t.Errorf("a read path made %d SQS calls (a receive hides messages)", n)
+	}
+	if got := ec2Snapshot(e.ec2); !reflect.DeepEqual(got, ec2Before) {
+		t.Errorf("EC2 changed: %+v, was %+v", got, ec2Before)
+	}
+
+	// Reaped afterwards, the same pool shows that all of it was due.
+	res, ran, err := e.c.ReapIfDue(ctx, testPool, DefaultReapInterval)
+	if err != nil || !ran {
+		t.Fatalf("ReapIfDue = %v, %v", ran, err)
+	}
+	if !slices.Equal(res.Expired, []string{"i-expired"}) || !slices.Equal(res.Orphans, []string{"i-orphan"}) || !slices.Equal(res.StaleClaims, []string{"run-crashed"}) {
+		t.Errorf("the reap after the reads: %+v; want i-expired expired, i-orphan an orphan, run-crashed stale", res)
+	}
+}
+
+// snapshot copies the table's items.
+func (f *fakeTable) snapshot() map[string]item {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	out := make(map[string]item, len(f.Items))
+	for k, it := range f.Items {
+		out[k] = awsfake.CopyItem(it)
+	}
+	return out
+}
+
+// calls names the table's calls, in order.
+func (f *fakeTable) calls() []string {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	out := make([]string, len(f.Calls))
+	for i, c := range f.Calls {
+		out[i] = c.Op
+	}
+	return out
+}
+
+// ec2State is what EC2 writes change.
+type ec2State struct {
+	Live       []string
+	Stopped    []string
+	Fleets     int
+	Runs       int
+	Terminated []string
+	TerminateN int
+	Started    []string
+}
+
+func ec2Snapshot(e *awsfake.EC2) ec2State {
+	e.Mu.Lock()
+	defer e.Mu.Unlock()
+	return ec2State{
+		Live: slices.Sorted(maps.Keys(e.Live)), Stopped: slices.Sorted(maps.Keys(e.Stopped)),
+		Fleets: len(e.Fleets), Runs: len(e.Runs), Terminated: slices.Clone(e.Terminated), TerminateN: e.TerminateN, Started: slices.Clone(e.StartedIDs),
+	}
+}
+
+// A release may launch, as the documents say, but only this: when its reap
+// was due, up to topUpMost stopped runners per class the stopped tier
+// lacks, which prepare and stop themselves; none when the reap was not
+// due.
+func TestReleaseLaunchesOnlyTheStoppedTopUp(t *testing.T) {
+	t.Parallel()
+	for _, due := range []bool{false, true} {
+		e := newEnv(t)
+		e.cfg.Warm = map[string]protocol.WarmTarget{"large": {Hot: 1, Stopped: 4}}
+		e.writeConfig()
+		e.claimed(t, map[string]behavior{"i-1": healthy}) // ReapInterval -1: no maintenance
+		e.c.ReapInterval = time.Hour
+		if !due {
+			if _, ran, err := e.c.ReapIfDue(context.Background(), testPool, e.c.ReapInterval); err != nil || !ran {
+				t.Fatalf("reaping ahead of the release: %v, %v", ran, err)
+			}
+		}
+		if _, err := e.release(); err != nil {
+			t.Fatal(err)
+		}
+		launched := map[string]protocol.Instance{}
+		for id, r := range e.instances() {
+			if id != "i-1" {
+				launched[id] = r
+			}
+		}
+		switch {
+		case !due && len(launched) != 0:
+			t.Errorf("a release whose reap was not due launched %v", slices.Sorted(maps.Keys(launched)))
+		case due && len(launched) != topUpMost:
+			t.Errorf("a release whose reap was due launched %v, want %d stopped runners", slices.Sorted(maps.Keys(launched)), topUpMost)
+		}
+		for id, r := range launched {
+			if r.StopUntil == "" || r.State != protocol.StateIdle || r.RunID != "" {
+				t.Errorf("%s, launched by the release: %+v; want a stopped-tier runner", id, r)
+			}
+		}
+	}
+}
