@@ -40,12 +40,14 @@ const (
 // Pickup is the Pickup Manager of one claim: it receives the pool's idle
 // runner messages ten at a time, classifies them, and hands the suitable ones
 // to the claim. Nothing it receives is deleted before its runner is claimed,
-// and mismatches are not deleted and sent again: every message stays in
-// flight, hidden from other claims, until Consume deletes it (its runner was
-// claimed, or the message is stale) or Close makes it visible again. So this
-// claim looks at each message once, other claims see the rest as soon as it
-// is done, and a crash loses none: SQS shows them again when their
-// visibility ends. Only messages that can never be valid are deleted at once.
+// and mismatches are not deleted and sent again: a message stays in flight,
+// hidden from other claims, while Take looks for runners; what Take does not
+// hand to the claim is made visible again as it returns, and a runner handed
+// over stays hidden until Consume deletes its message (claimed, or the
+// message is stale) or Close makes it visible again. So one Take looks at
+// each message once, other claims see the rest as soon as it is done, and a
+// crash loses none: SQS shows them again when their visibility ends. Only
+// messages that can never be valid are deleted at once.
 type Pickup struct {
 	sqs      SQSClient
 	queueURL string
@@ -103,7 +105,24 @@ func (p *Pickup) Take(ctx context.Context, n int) ([]protocol.Message, error) {
 	}
 	p.taken = append(p.taken, p.ready[:k]...)
 	p.ready = p.ready[k:]
+	p.handBack(ctx)
 	return out, nil
+}
+
+// handBack makes the messages this claim received but does not need
+// visible again at once: surplus candidates and mismatches. Held until
+// Close, they would hide runners from concurrent claims for as long as this
+// one waits for its agents, and in a burst those claims find the queue
+// empty and launch. A later Take (a runner that failed its checks) may
+// receive them again; that is rare, and cheaper than a launch.
+func (p *Pickup) handBack(ctx context.Context) {
+	var handles []*string
+	for _, c := range slices.Concat(p.ready, p.held) {
+		handles = append(handles, c.handle)
+	}
+	p.stats.Returned += len(p.ready)
+	p.ready, p.held = nil, nil
+	p.makeVisible(ctx, handles)
 }
 
 // fetch receives one batch and sorts it: discards are deleted, mismatches
@@ -116,7 +135,10 @@ func (p *Pickup) fetch(ctx context.Context, need int) error {
 	want := int32(min(batchSize, int(math.Ceil(float64(max(1, need))/fit))))
 	out, err := p.receive(ctx, want, 0)
 	if err == nil && len(out) == 0 {
-		out, err = p.receive(ctx, batchSize, confirmWait)
+		// No more than want either: a long poll answers with what it
+		// finds, and a claim that receives a batch it does not need hides
+		// it from the claims started with it.
+		out, err = p.receive(ctx, want, confirmWait)
 	}
 	if err != nil {
 		return err

@@ -135,7 +135,7 @@ func TestPickupConsumesDespiteCancellation(t *testing.T) {
 // A second message for a runner this claim holds and has not claimed yet
 // is not handed out twice, nor deleted: whether the runner is claimed or
 // given back, the claim cannot tell yet which message is stale, so it
-// holds the second one and gives it back at Close, for the pool to judge.
+// gives the second one back, for the pool to judge.
 func TestPickupHoldsASecondMessageOfARunnerItHolds(t *testing.T) {
 	s := newFakeSQS(largeURL)
 	m := idleMessage("i-1", "c6i.large", future())
@@ -178,9 +178,9 @@ func TestPickupJudgesALaterMessageAfresh(t *testing.T) {
 }
 
 // Mismatches are neither deleted nor sent again: they stay invisible while
-// the claim picks, then Close makes them visible; invalid messages are
+// Take picks, and are visible again when it returns; invalid messages are
 // deleted.
-func TestPickupHoldsMismatchesUntilClose(t *testing.T) {
+func TestPickupHoldsMismatchesWhileItPicks(t *testing.T) {
 	s := newFakeSQS(largeURL)
 	r1 := idleMessage("i-r1", "r6i.large", future())
 	spot := idleMessage("i-spot", "c6i.large", future())
@@ -194,23 +194,66 @@ func TestPickupHoldsMismatchesUntilClose(t *testing.T) {
 	if got := take(t, p, 1); !slices.Equal(got, []string{"i-ok"}) {
 		t.Fatalf("Take = %v, want i-ok", got)
 	}
+	if n := len(s.Received); n != 5 {
+		t.Errorf("received %d messages, want all 5 before i-ok: the mismatches stayed hidden while Take picked", n)
+	}
 	if len(s.Sends) != 0 {
 		t.Errorf("%d sends, want none: mismatches are not sent again", len(s.Sends))
 	}
-	if ids := s.VisibleIDs(largeURL); len(ids) != 0 {
-		t.Errorf("visible while picking: %v, want the mismatches hidden", ids)
+	if ids := s.VisibleIDs(largeURL); !slices.Equal(ids, []string{"i-r1", "i-spot"}) {
+		t.Errorf("visible after Take: %v, want the mismatches (garbage and stale deleted)", ids)
 	}
 	p.Consume(context.Background(), []string{"i-ok"})
 	p.consuming.Wait()
 	p.Close(context.Background())
-	if ids := s.VisibleIDs(largeURL); !slices.Equal(ids, []string{"i-r1", "i-spot"}) {
-		t.Errorf("visible after Close: %v, want the mismatches (garbage and stale deleted)", ids)
-	}
 	if ids := s.queuedIDs(t, largeURL); !slices.Equal(ids, []string{"i-r1", "i-spot"}) {
 		t.Errorf("queue holds %v", ids)
 	}
 	if st := p.Stats(); st != (PickupStats{Received: 5, Discarded: 2, Requeued: 2, Accepted: 1}) {
 		t.Errorf("stats %+v", st)
+	}
+}
+
+// Claims started together share a queue: a mismatch one of them received
+// is visible to the others as soon as its Take returns, not when it closes
+// (after its runners registered), so a claim the runner fits finds it
+// instead of launching.
+func TestPickupHandsBackMismatchesToConcurrentClaims(t *testing.T) {
+	s := newFakeSQS(largeURL)
+	s.Add(largeURL, idleMessage("i-r", "r6i.large", future()).Body())
+	s.Add(largeURL, idleMessage("i-c", "c6i.large", future()).Body())
+	wantsR := largeWants
+	wantsR.AllowedTypes = []string{"r*"}
+	first := newTestPickup(t, s) // allows c*
+	second := NewPickup(s, largeURL, wantsR, time.Now, nil)
+	if got := take(t, first, 1); !slices.Equal(got, []string{"i-c"}) {
+		t.Fatalf("first claim took %v, want i-c (after i-r, a mismatch for it)", got)
+	}
+	if got := take(t, second, 1); !slices.Equal(got, []string{"i-r"}) {
+		t.Errorf("second claim took %v while the first still holds its runner, want i-r", got)
+	}
+}
+
+// A long poll asks for no more runners than the claim needs: one of a
+// burst that found nothing on its short poll does not hide a batch of
+// runners from the others.
+func TestPickupLongPollTakesOnlyWhatItNeeds(t *testing.T) {
+	s := newFakeSQS(largeURL)
+	later := s.Clock.Add(500 * time.Millisecond) // missed by the short polls
+	for _, id := range []string{"i-1", "i-2", "i-3"} {
+		s.AddAt(largeURL, idleMessage(id, "c6i.large", future()).Body(), later)
+	}
+	first, second := newTestPickup(t, s), newTestPickup(t, s)
+	if got := take(t, first, 1); len(got) != 1 {
+		t.Fatalf("first claim took %v, want one runner", got)
+	}
+	if got := take(t, second, 1); len(got) != 1 {
+		t.Errorf("second claim took %v while the first still holds its runner, want one of the others", got)
+	}
+	for _, in := range s.ReceiveInputs() {
+		if in.WaitTimeSeconds > 0 && in.MaxNumberOfMessages != 1 {
+			t.Errorf("a long poll asked for %d messages, want 1 (one runner needed, runners fit so far)", in.MaxNumberOfMessages)
+		}
 	}
 }
 
