@@ -165,7 +165,7 @@ func actionAsWorkflow(t *testing.T, path string) []byte {
 	return out
 }
 
-func copyDir(t *testing.T, src, dst string) {
+func copyDir(t testing.TB, src, dst string) {
 	t.Helper()
 	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {

@@ -32,7 +32,7 @@ var script = filepath.Join(repoRoot, ".github", "actions", "lib", "ec2runners.sh
 
 // toolPath finds a tool on PATH. Outside CI a missing one skips the test,
 // saying why; CI (CI set, as .ci/run does) fails instead.
-func toolPath(t *testing.T, name, why string) string {
+func toolPath(t testing.TB, name, why string) string {
 	t.Helper()
 	path, err := exec.LookPath(name)
 	if err == nil {
@@ -48,7 +48,7 @@ func toolPath(t *testing.T, name, why string) string {
 
 // terraformPath is TF_ACC_TERRAFORM_PATH when set (as in the acceptance
 // tests), else terraform on PATH.
-func terraformPath(t *testing.T) string {
+func terraformPath(t testing.TB) string {
 	t.Helper()
 	name := "terraform"
 	if p := os.Getenv("TF_ACC_TERRAFORM_PATH"); p != "" {
@@ -70,7 +70,7 @@ func terraformPath(t *testing.T) string {
 // mirrorVersion), and returns the mirror's directory and the zip's path:
 // terraform init installs from it as from the registry, and fills the
 // plugin cache.
-func buildProvider(t *testing.T) (mirror, archive string) {
+func buildProvider(t testing.TB) (mirror, archive string) {
 	t.Helper()
 	dir := t.TempDir()
 	binary := filepath.Join(dir, providerBinary+"_v"+mirrorVersion)
@@ -115,7 +115,7 @@ func buildProvider(t *testing.T) (mirror, archive string) {
 
 // cliConfig writes a Terraform CLI configuration that installs the
 // provider from mirror and nothing from anywhere else.
-func cliConfig(t *testing.T, mirror string) string {
+func cliConfig(t testing.TB, mirror string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "terraformrc")
 	writeFile(t, path, fmt.Sprintf(`provider_installation {
@@ -132,11 +132,11 @@ func cliConfig(t *testing.T, mirror string) string {
 // GITHUB_OUTPUT and step summary, as GitHub gives each job, and the
 // environment of the run.
 type job struct {
-	t   *testing.T
+	t   testing.TB
 	env map[string]string
 }
 
-func newJob(t *testing.T, env map[string]string) *job {
+func newJob(t testing.TB, env map[string]string) *job {
 	t.Helper()
 	dir := t.TempDir()
 	j := &job{t: t, env: map[string]string{
@@ -221,7 +221,7 @@ func indent(s string) string {
 	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ")
 }
 
-func writeFile(t *testing.T, path, content string) {
+func writeFile(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)

@@ -311,7 +311,7 @@ func TestActions_claimAndRelease(t *testing.T) {
 }
 
 // applyPool creates the pool with Terraform, as the pool stack does.
-func applyPool(t *testing.T, tf string, env map[string]string, name, launchTemplate string, subnets []string) {
+func applyPool(t testing.TB, tf string, env map[string]string, name, launchTemplate string, subnets []string) {
 	t.Helper()
 	dir := t.TempDir()
 	quoted := make([]string, len(subnets))
@@ -354,7 +354,7 @@ resource "ec2runners_pool" "this" {
 
 // poolLaunchTemplate makes the pool's launch template, tagged for it, with
 // an image the emulator offers, and picks a subnet of the default VPC.
-func poolLaunchTemplate(t *testing.T, client *ec2.Client, name string) (string, []string) {
+func poolLaunchTemplate(t testing.TB, client *ec2.Client, name string) (string, []string) {
 	t.Helper()
 	ctx := context.Background()
 	image, err := emulator.Image(ctx, client)

@@ -20,13 +20,25 @@ const (
 	// boots nothing). Measure yours (a claim's create time when
 	// created_count > 0) and pass -cold-boot.
 	ColdBoot = 75 * time.Second
-	// HotClaim is a pool runner's time to runner: a whole `terraform
-	// apply` of a one-runner claim from a warm pool with agents polling
-	// every 250 ms, 480 ms (docs/guides/performance.md, "End to end").
-	// It leaves out the GitHub registration a warm runner makes for its
-	// new run (not measured here; a few seconds, which a cold runner pays
-	// inside ColdBoot too).
+	// HotClaim is the claim's own part of a pool runner's time to runner:
+	// a whole `terraform apply` of a one-runner claim from a warm pool
+	// with agents polling every 250 ms, 480 ms (docs/guides/performance.md,
+	// "End to end").
 	HotClaim = 480 * time.Millisecond
+	// RunnerRegistration is the rest of it: the GitHub runner's
+	// registration for the run, config.sh and then run.sh until its
+	// listener has a session (performance guide, "Runner registration").
+	// Estimated from the runner's source (actions/runner,
+	// ConfigurationManager.cs and MessageListener.cs): a 2048-bit RSA key,
+	// 0.2-0.4 s measured here with OpenSSL, which .NET uses on Linux; two
+	// starts of the .NET listener, 0.5 s each, and 12 sequential HTTPS
+	// requests to GitHub (9 in config.sh, 3 before the listener listens),
+	// 150 ms each, both assumed: GitHub publishes no figure, and this
+	// machine can run neither the runner nor reach GitHub. A cold or
+	// stopped runner pays it inside ColdBoot and StoppedStart.
+	RunnerRegistration = 3 * time.Second
+	// PoolClaim is a pool runner's time to runner.
+	PoolClaim = HotClaim + RunnerRegistration
 	// StoppedStart is a stopped runner's time to runner: StartInstances,
 	// EC2's pending to running, the OS booting from its prepared volume,
 	// the agent's service and the runner's registration for the run. AWS
@@ -81,7 +93,7 @@ var Sources = []string{SourcePool, SourceStopped, SourceFleet}
 // from. A launched instance's agent answers coldBoot after the launch, a
 // started one's stoppedStart after the start, on the replay's clock.
 func LatencyBySource(coldBoot, stoppedStart time.Duration) map[string]time.Duration {
-	return map[string]time.Duration{SourcePool: HotClaim, SourceStopped: stoppedStart, SourceFleet: coldBoot}
+	return map[string]time.Duration{SourcePool: PoolClaim, SourceStopped: stoppedStart, SourceFleet: coldBoot}
 }
 
 // Class is a resource class of the simulated pool and the instance type

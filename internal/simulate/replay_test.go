@@ -48,16 +48,16 @@ func TestReplayReusesRunnerWithinIdleTimeout(t *testing.T) {
 	if res.BySource[SourceFleet] != 1 || res.BySource[SourcePool] != 1 || res.Launched != 1 {
 		t.Fatalf("sources %v, launched %d: want the second run served from the pool", res.BySource, res.Launched)
 	}
-	if res.P50 != HotClaim || res.P99 != ColdBoot {
+	if res.P50 != PoolClaim || res.P99 != ColdBoot {
 		t.Errorf("time to runner p50 %s, p99 %s: want one hot claim and one cold boot", res.P50, res.P99)
 	}
 	// Launched at 0; released at 375 s and again at 420 + 0.48 + 300 s;
 	// idle 7 min from that second (thresholds are whole seconds);
 	// terminated 75 s past its deadline.
 	life := seconds(720 + 420 + 75)
-	if !near(res.InstanceHours, hours(life)) || !near(res.HeldHours, hours(seconds(375+HotClaim.Seconds()+300))) || !near(res.BusyHours, hours(10*time.Minute)) {
+	if !near(res.InstanceHours, hours(life)) || !near(res.HeldHours, hours(seconds(375+PoolClaim.Seconds()+300))) || !near(res.BusyHours, hours(10*time.Minute)) {
 		t.Errorf("instance %.6f h, held %.6f h, busy %.6f h; want %.6f, %.6f, %.6f", res.InstanceHours, res.HeldHours, res.BusyHours,
-			hours(life), hours(seconds(375+HotClaim.Seconds()+300)), hours(10*time.Minute))
+			hours(life), hours(seconds(375+PoolClaim.Seconds()+300)), hours(10*time.Minute))
 	}
 	if want := runningCost(Classes["large"], life) + volumeCost(life); !near(res.Cost, want) || !near(res.CostPer1000Jobs, want/2*1000) {
 		t.Errorf("cost %v, per 1000 jobs %v; want %v, %v", res.Cost, res.CostPer1000Jobs, want, want/2*1000)

@@ -129,7 +129,7 @@ func TestReplayFillsAWindowAsItOpens(t *testing.T) {
 			t.Errorf("a runner launched at %s, want the window's opening, %s", l.launched, day)
 		}
 	}
-	if res.InWindowJobs != 2 || res.InWindowP95 != HotClaim {
+	if res.InWindowJobs != 2 || res.InWindowP95 != PoolClaim {
 		t.Errorf("%d jobs in the window, p95 %s; want 2, a hot claim", res.InWindowJobs, res.InWindowP95)
 	}
 }

@@ -66,17 +66,15 @@ resource "ec2runners_claim" "this" {
   }
 }
 
-output "label" {
-  value = try(ec2runners_claim.this[var.run_ids[0]].label, "")
-}
-
-output "instance_ids" {
-  value = try(jsonencode(ec2runners_claim.this[var.run_ids[0]].instance_ids), "[]")
-}
-
-output "summary" {
-  value = try(format("%d reused, %d started from stopped, %d launched",
-    ec2runners_claim.this[var.run_ids[0]].reused_count,
-    ec2runners_claim.this[var.run_ids[0]].started_count,
-  ec2runners_claim.this[var.run_ids[0]].created_count), "")
+# Everything the claim step reports, one name=value a line: a single
+# `terraform output` call reads it (each call starts the CLI anew).
+output "claim" {
+  value = try(join("\n", [
+    "label=${ec2runners_claim.this[var.run_ids[0]].label}",
+    "instance_ids=${jsonencode(ec2runners_claim.this[var.run_ids[0]].instance_ids)}",
+    format("summary=%d reused, %d started from stopped, %d launched",
+      ec2runners_claim.this[var.run_ids[0]].reused_count,
+      ec2runners_claim.this[var.run_ids[0]].started_count,
+    ec2runners_claim.this[var.run_ids[0]].created_count),
+  ]), "")
 }

@@ -214,7 +214,7 @@ claim_vars() {
 }
 
 cmd_claim() {
-  local run_id label ids started=$SECONDS
+  local run_id result key value label="" ids="" counts="" started=$SECONDS
   run_id=$(default_run_id)
   [[ $run_id =~ $RUN_ID_PATTERN ]] || die "the run id '$run_id' is not a valid label (up to 100 of a-z 0-9 _ . -)"
   claim_vars
@@ -223,15 +223,21 @@ cmd_claim() {
   if ! tf apply -auto-approve -input=false -no-color; then
     die "claiming runners from pool $POOL failed (see above); a failed claim holds nothing: what it took is back in the pool or terminated"
   fi
-  label=$("$CLI" output -raw label)
-  ids=$("$CLI" output -raw instance_ids)
+  result=$("$CLI" output -raw claim)
+  while IFS='=' read -r key value; do
+    case $key in
+    label) label=$value ;;
+    instance_ids) ids=$value ;;
+    summary) counts=$value ;;
+    esac
+  done <<<"$result"
   output runs-on "$label"
   output label "$label"
   output run-id "$run_id"
   output instance-ids "$ids"
   output claimed true
-  echo "Claimed runners from pool $POOL for runs-on: $label ($("$CLI" output -raw summary)) in $((SECONDS - started)) s: $ids"
-  summary "ec2runners: runners of pool \`$POOL\` for \`runs-on: $label\`: $ids ($("$CLI" output -raw summary))"
+  echo "Claimed runners from pool $POOL for runs-on: $label ($counts) in $((SECONDS - started)) s: $ids"
+  summary "ec2runners: runners of pool \`$POOL\` for \`runs-on: $label\`: $ids ($counts)"
 }
 
 # release_ids: the claim to release (the claim job's run-id output, else this
