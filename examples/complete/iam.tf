@@ -291,6 +291,14 @@ data "aws_iam_policy_document" "ci" {
     }
   }
 
+  # The pool's metrics (metrics.tf): claims and releases write into the
+  # pool's log stream, and no other; the pool's apply creates the stream.
+  statement {
+    sid       = "PoolMetrics"
+    actions   = ["logs:PutLogEvents"]
+    resources = ["arn:${local.partition}:logs:${var.region}:${local.account_id}:log-group:${local.metrics_log_group}:log-stream:${local.pool}"]
+  }
+
   # The claims' Terraform state: the claim job writes it, the release job
   # reads it to destroy the claim. Terragrunt's claims unit also reads the
   # pool unit's outputs from its state.

@@ -178,6 +178,14 @@ resource "ec2runners_pool" "this" {
     instance_selection      = "attribute-based"
   }
 
+  # Claims, releases and scans publish how the pool serves its runs into
+  # the pool's log stream of this log group (metrics.tf). Without this
+  # block nothing is published.
+  metrics = {
+    log_group = aws_cloudwatch_log_group.metrics.name
+    namespace = local.metrics_namespace
+  }
+
   tags = var.tags
 
   # Without force_destroy, destroying the pool fails while runners are still

@@ -37,3 +37,8 @@ output "queue_urls" {
   description = "URL of each resource class's SQS queue."
   value       = ec2runners_pool.this.queue_urls
 }
+
+output "dashboard_name" {
+  description = "CloudWatch dashboard of the pool's metrics, per resource class."
+  value       = aws_cloudwatch_dashboard.pool.dashboard_name
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -39,6 +40,7 @@ type Endpoints struct {
 	DynamoDB string
 	EC2      string
 	STS      string
+	Logs     string
 }
 
 // Options are the provider's AWS settings; zero values mean "SDK default".
@@ -72,6 +74,9 @@ type Clients struct {
 	SQS      *sqs.Client
 	EC2      *ec2.Client
 	STS      *sts.Client // the caller's account, for the runners' ARNs
+	// Logs publishes the pools' metrics (CloudWatch Logs, embedded metric
+	// format).
+	Logs *cloudwatchlogs.Client
 }
 
 // DefaultMaxAttempts: enough to ride out throttling and 5xx bursts; the
@@ -107,9 +112,10 @@ func New(ctx context.Context, o Options) (*Clients, error) {
 		DynamoDB: dynamodb.NewFromConfig(cfg, func(opt *dynamodb.Options) {
 			setEndpoint(&opt.BaseEndpoint, o.Endpoints.DynamoDB)
 		}),
-		SQS: sqs.NewFromConfig(cfg, func(opt *sqs.Options) { setEndpoint(&opt.BaseEndpoint, o.Endpoints.SQS) }),
-		EC2: ec2.NewFromConfig(cfg, func(opt *ec2.Options) { setEndpoint(&opt.BaseEndpoint, o.Endpoints.EC2) }),
-		STS: sts.NewFromConfig(cfg, func(opt *sts.Options) { setEndpoint(&opt.BaseEndpoint, o.Endpoints.STS) }),
+		SQS:  sqs.NewFromConfig(cfg, func(opt *sqs.Options) { setEndpoint(&opt.BaseEndpoint, o.Endpoints.SQS) }),
+		EC2:  ec2.NewFromConfig(cfg, func(opt *ec2.Options) { setEndpoint(&opt.BaseEndpoint, o.Endpoints.EC2) }),
+		STS:  sts.NewFromConfig(cfg, func(opt *sts.Options) { setEndpoint(&opt.BaseEndpoint, o.Endpoints.STS) }),
+		Logs: cloudwatchlogs.NewFromConfig(cfg, func(opt *cloudwatchlogs.Options) { setEndpoint(&opt.BaseEndpoint, o.Endpoints.Logs) }),
 	}, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -35,7 +36,8 @@ import (
 // refused call changes nothing and is not recorded.
 
 // limits checks a call of service's action with input in; sdk makes the
-// same call with the checking clients (ec2Limits, sqsLimits, tableLimits).
+// same call with the checking clients (ec2Limits, sqsLimits, tableLimits,
+// logsLimits).
 func limits(ctx context.Context, service, action string, in any, sdk func(ctx context.Context) error) error {
 	if !awslimits.Watches(service, action) {
 		return nil
@@ -86,6 +88,7 @@ var (
 	ec2Limits   = ec2.New(ec2.Options{Region: "us-east-1", BaseEndpoint: nowhere, Credentials: aws.AnonymousCredentials{}, HTTPClient: limitsClient{"ec2"}, Retryer: aws.NopRetryer{}})
 	sqsLimits   = sqs.New(sqs.Options{Region: "us-east-1", BaseEndpoint: nowhere, Credentials: aws.AnonymousCredentials{}, HTTPClient: limitsClient{"sqs"}, Retryer: aws.NopRetryer{}})
 	tableLimits = dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: nowhere, Credentials: aws.AnonymousCredentials{}, HTTPClient: limitsClient{"dynamodb"}, Retryer: aws.NopRetryer{}})
+	logsLimits  = cloudwatchlogs.New(cloudwatchlogs.Options{Region: "us-east-1", BaseEndpoint: nowhere, Credentials: aws.AnonymousCredentials{}, HTTPClient: limitsClient{"logs"}, Retryer: aws.NopRetryer{}})
 )
 
 // ec2ListNames are the names EC2's query protocol gives the lists of the
@@ -99,7 +102,7 @@ var ec2ListNames = map[string]string{
 }
 
 // Document is an SDK input of service as internal/awslimits reads its wire
-// form. SQS's and DynamoDB's inputs serialize themselves through the SDK's
+// form. SQS's, DynamoDB's and CloudWatch Logs' inputs serialize themselves through the SDK's
 // own schema serializer (into a document rather than JSON); EC2's are read
 // by reflection as its query protocol writes them: the fields the SDK sends
 // (set pointers, non-zero values, non-nil lists), named as the protocol

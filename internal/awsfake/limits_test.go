@@ -10,12 +10,15 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
+	logstypes "github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -74,6 +77,10 @@ func sqsWith(hc aws.HTTPClient) *sqs.Client {
 
 func tableWith(hc aws.HTTPClient) *dynamodb.Client {
 	return dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: nowhere, Credentials: aws.AnonymousCredentials{}, HTTPClient: hc, Retryer: aws.NopRetryer{}})
+}
+
+func logsWith(hc aws.HTTPClient) *cloudwatchlogs.Client {
+	return cloudwatchlogs.New(cloudwatchlogs.Options{Region: "us-east-1", BaseEndpoint: nowhere, Credentials: aws.AnonymousCredentials{}, HTTPClient: hc, Retryer: aws.NopRetryer{}})
 }
 
 func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
@@ -144,6 +151,9 @@ func TestDocument_isTheSDKsWireForm(t *testing.T) {
 			{Update: &types.Update{TableName: aws.String("pool"), Key: cond.Key, UpdateExpression: cond.UpdateExpression, ConditionExpression: cond.ConditionExpression,
 				ExpressionAttributeNames: cond.ExpressionAttributeNames, ExpressionAttributeValues: cond.ExpressionAttributeValues}},
 		}}, nil},
+		{"logs", "CreateLogStream", &cloudwatchlogs.CreateLogStreamInput{LogGroupName: aws.String("/ec2runners/metrics"), LogStreamName: aws.String("pool")}, nil},
+		{"logs", "PutLogEvents", &cloudwatchlogs.PutLogEventsInput{LogGroupName: aws.String("/ec2runners/metrics"), LogStreamName: aws.String("pool"),
+			LogEvents: []logstypes.InputLogEvent{{Message: aws.String(`{"_aws":{}}`), Timestamp: aws.Int64(1700000000000)}, {Message: aws.String("x"), Timestamp: aws.Int64(1700000000001)}}}, nil},
 	} {
 		t.Run(tc.action, func(t *testing.T) {
 			sdk := tc.sdk
@@ -169,6 +179,8 @@ func sdkCall(service, action string, in any) func(ctx context.Context, hc aws.HT
 			client = ec2With(hc)
 		case "sqs":
 			client = sqsWith(hc)
+		case "logs":
+			client = logsWith(hc)
 		default:
 			client = tableWith(hc)
 		}
@@ -191,7 +203,16 @@ func TestFakes_refuse(t *testing.T) {
 	e := &EC2{Pool: "p"}
 	q := NewSQS("q")
 	tbl := NewTable("pool")
+	logs := NewLogs("/ec2runners/metrics")
 	ctx := context.Background()
+	put := func(events ...logstypes.InputLogEvent) func(context.Context) error {
+		return func(ctx context.Context) error {
+			return sdkErr(logs.PutLogEvents(ctx, &cloudwatchlogs.PutLogEventsInput{LogGroupName: aws.String("/ec2runners/metrics"), LogStreamName: aws.String("pool"), LogEvents: events}))
+		}
+	}
+	event := func(ms int64, msg string) logstypes.InputLogEvent {
+		return logstypes.InputLogEvent{Timestamp: aws.Int64(ms), Message: aws.String(msg)}
+	}
 	fleet := func(mod func(*ec2.CreateFleetInput)) func(context.Context) error {
 		return func(ctx context.Context) error {
 			in := &ec2.CreateFleetInput{Type: ec2types.FleetTypeInstant, ClientToken: aws.String("t"),
@@ -294,14 +315,22 @@ func TestFakes_refuse(t *testing.T) {
 			return sdkErr(tbl.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{"pool": {}}}))
 		}, "ValidationException", "1 validation error detected: Value '{pool=[]}' at 'requestItems' failed to satisfy constraint: Map value must satisfy constraint: " +
 			"[Member must have length less than or equal to 25, Member must have length greater than or equal to 1]"}},
+		"logs-names": {{func(ctx context.Context) error {
+			return sdkErr(logs.CreateLogStream(ctx, &cloudwatchlogs.CreateLogStreamInput{LogGroupName: aws.String("/ec2runners/metrics"), LogStreamName: aws.String("pool:a")}))
+		}, "InvalidParameterException", "1 validation error detected: Value 'pool:a' at 'logStreamName' failed to satisfy constraint: Member must satisfy regular expression pattern: [^:*]*"}},
+		"logs-batch-events": {{put(slices.Repeat([]logstypes.InputLogEvent{event(1, "x")}, 10001)...), "InvalidParameterException",
+			"1 validation error detected: Value at 'logEvents' failed to satisfy constraint: Member must have length less than or equal to 10000 (the test front's wording)"}},
+		"logs-batch-size": {{put(event(1, strings.Repeat("x", 600000)), event(2, strings.Repeat("x", 600000))), "InvalidParameterException",
+			"Upload too large: 1200052 bytes exceeds limit of 1048576"}},
+		"logs-event-order": {{put(event(2, "a"), event(1, "b")), "InvalidParameterException", "Log events in a single PutLogEvents request must be in chronological order."}},
 	}
-	fakes := []any{e, q, tbl}
+	fakes := []any{e, q, tbl, logs}
 	for _, rule := range awslimits.Rules {
 		implemented := false
 		for _, a := range rule.Actions {
 			for _, f := range fakes {
 				_, ok := reflect.TypeOf(f).MethodByName(a)
-				implemented = implemented || ok && strings.HasPrefix(reflect.TypeOf(f).Elem().Name(), map[string]string{"ec2": "EC2", "sqs": "SQS", "dynamodb": "Table"}[rule.Service])
+				implemented = implemented || ok && strings.HasPrefix(reflect.TypeOf(f).Elem().Name(), map[string]string{"ec2": "EC2", "sqs": "SQS", "dynamodb": "Table", "logs": "Logs"}[rule.Service])
 			}
 		}
 		tcs, ok := cases[rule.ID]
@@ -312,8 +341,9 @@ func TestFakes_refuse(t *testing.T) {
 			wantRefusal(t, fmt.Sprintf("%s case %d", rule.ID, i+1), tc.call(ctx), tc.code, tc.message)
 		}
 	}
-	if len(e.Fleets) != 0 || len(e.Runs) != 0 || len(e.Terminated) != 0 || len(q.Sends) != 0 || len(tbl.Calls) != 0 {
-		t.Errorf("refused calls were carried out or recorded: %d fleets, %d runs, %v terminated, %d sends, %d table calls", len(e.Fleets), len(e.Runs), e.Terminated, len(q.Sends), len(tbl.Calls))
+	if len(e.Fleets) != 0 || len(e.Runs) != 0 || len(e.Terminated) != 0 || len(q.Sends) != 0 || len(tbl.Calls) != 0 || logs.Calls("PutLogEvents")+logs.Calls("CreateLogStream") != 0 {
+		t.Errorf("refused calls were carried out or recorded: %d fleets, %d runs, %v terminated, %d sends, %d table calls, %d log calls",
+			len(e.Fleets), len(e.Runs), e.Terminated, len(q.Sends), len(tbl.Calls), logs.Calls("PutLogEvents")+logs.Calls("CreateLogStream"))
 	}
 }
 

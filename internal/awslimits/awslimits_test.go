@@ -1,6 +1,7 @@
 package awslimits_test
 
 import (
+	"fmt"
 	"net/url"
 	"os"
 	"reflect"
@@ -124,5 +125,43 @@ func TestItemBytes(t *testing.T) {
 	}
 	if got, want := awslimits.ItemBytes(item), 15+10+3+9+8; got != want {
 		t.Errorf("ItemBytes: %d, want %d", got, want)
+	}
+}
+
+// EMFProblem reads an event as CloudWatch's EMF extraction does: a
+// document it would take, and each way one breaks the specification.
+func TestEMFProblem(t *testing.T) {
+	valid := `{"_aws":{"Timestamp":1700000000000,"CloudWatchMetrics":[{"Namespace":"EC2Runners","Dimensions":[["Pool","Class"]],` +
+		`"Metrics":[{"Name":"Claims","Unit":"Count"},{"Name":"TimeToRunner","Unit":"Milliseconds"}]}]},"Pool":"ci","Class":"large","Claims":1,"TimeToRunner":[1200,800],"RunId":"r"}`
+	if problem := awslimits.EMFProblem(valid); problem != "" {
+		t.Fatalf("a valid document: %s", problem)
+	}
+	var dims, dimMembers, metrics, metricDefs []string
+	for i := range awslimits.MaxEMFDimensions + 1 {
+		dims = append(dims, fmt.Sprintf(`"d%d"`, i))
+		dimMembers = append(dimMembers, fmt.Sprintf(`"d%d":"v"`, i))
+	}
+	for i := range awslimits.MaxEMFMetrics + 1 {
+		metrics = append(metrics, fmt.Sprintf(`"m%d":1`, i))
+		metricDefs = append(metricDefs, fmt.Sprintf(`{"Name":"m%d"}`, i))
+	}
+	for name, doc := range map[string]string{
+		"not JSON":                 `Claims=1`,
+		"two documents":            valid + valid,
+		"no _aws":                  `{"Claims":1}`,
+		"no timestamp":             strings.Replace(valid, `"Timestamp":1700000000000,`, "", 1),
+		"a timestamp in seconds.5": strings.Replace(valid, `1700000000000`, `1700000000.5`, 1),
+		"no namespace":             strings.Replace(valid, `"Namespace":"EC2Runners",`, "", 1),
+		"AWS's namespace form":     strings.Replace(valid, `"EC2Runners"`, `":x"`, 1),
+		"a dimension not a string": strings.Replace(valid, `"Class":"large"`, `"Class":5`, 1),
+		"a missing dimension":      strings.Replace(valid, `"Class":"large",`, "", 1),
+		"a metric not a number":    strings.Replace(valid, `"Claims":1`, `"Claims":"1"`, 1),
+		"an unknown unit":          strings.Replace(valid, `"Unit":"Count"`, `"Unit":"Runners"`, 1),
+		"31 dimensions":            `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"n","Dimensions":[[` + strings.Join(dims, ",") + `]],"Metrics":[{"Name":"m0"}]}]},"m0":1,` + strings.Join(dimMembers, ",") + `}`,
+		"101 metrics":              `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"n","Dimensions":[[]],"Metrics":[` + strings.Join(metricDefs, ",") + `]}]},` + strings.Join(metrics, ",") + `}`,
+	} {
+		if awslimits.EMFProblem(doc) == "" {
+			t.Errorf("%s: taken", name)
+		}
 	}
 }

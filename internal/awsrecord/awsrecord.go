@@ -12,7 +12,8 @@
 // ConditionCheckItem per item, a TerminateInstances or StopInstances into
 // one per instance, with the condition keys the documents pin:
 // dynamodb:LeadingKeys, aws:ResourceTag/ec2runners:pool,
-// ec2:SourceInstanceARN, ec2:CreateAction), and appends each distinct one
+// ec2:SourceInstanceARN, ec2:CreateAction; a CloudWatch Logs write on its
+// log stream's ARN), and appends each distinct one
 // to a file. Requests with any other key (the
 // tests' own setup and checks) pass unrecorded.
 //

@@ -62,6 +62,8 @@ func (q request) calls(ctx context.Context, r *recorder) []Call {
 		return q.sqs(r)
 	case "ec2":
 		return q.ec2(ctx, r)
+	case "logs":
+		return q.logs(r)
 	case "":
 		return nil // not an AWS API request
 	}
@@ -173,6 +175,22 @@ func batchPartitions(raw json.RawMessage) []string {
 		}
 	}
 	return keys
+}
+
+// logs: CloudWatch Logs authorizes a log stream's writes (PutLogEvents)
+// on the stream's ARN, and the calls on a log group (CreateLogStream) on
+// the group's.
+func (q request) logs(r *recorder) []Call {
+	var in struct{ LogGroupName, LogStreamName string }
+	_ = json.Unmarshal(q.body, &in)
+	if in.LogGroupName == "" {
+		return []Call{q.call(q.action, "*", nil)}
+	}
+	group := "log-group:" + in.LogGroupName
+	if q.action == "PutLogEvents" || q.action == "GetLogEvents" {
+		return []Call{q.call(q.action, r.arn(q.base.Region, "logs", group+":log-stream:"+in.LogStreamName), nil)}
+	}
+	return []Call{q.call(q.action, r.arn(q.base.Region, "logs", group), nil)}
 }
 
 // sqs: the queue's ARN; batch calls are authorized as their single forms.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
@@ -21,6 +23,7 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsconfig"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/metrics"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -31,9 +34,13 @@ type benchPool struct {
 	name    string
 	claimer *claim.Claimer
 	calls   atomic.Int64
-	sim     *agentsim.Sim
-	queue   string
-	sqs     *sqs.Client
+	// logCalls counts the CloudWatch Logs calls among calls.
+	logCalls atomic.Int64
+	logs     *cloudwatchlogs.Client
+	mgr      *pool.Manager
+	sim      *agentsim.Sim
+	queue    string
+	sqs      *sqs.Client
 }
 
 func newBenchPool(b *testing.B) *benchPool {
@@ -58,6 +65,9 @@ func newBenchPool(b *testing.B) *benchPool {
 	counted.APIOptions = append(counted.APIOptions, func(s *middleware.Stack) error {
 		return s.Initialize.Add(middleware.InitializeMiddlewareFunc("countCalls", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 			p.calls.Add(1)
+			if awsmiddleware.GetServiceID(ctx) == "CloudWatch Logs" {
+				p.logCalls.Add(1)
+			}
 			return next.HandleInitialize(ctx, in)
 		}), middleware.Before)
 	})
@@ -70,6 +80,7 @@ func newBenchPool(b *testing.B) *benchPool {
 	cdb, cq, ce := at(counted)
 	p.sqs = q
 	p.claimer = &claim.Claimer{DynamoDB: cdb, SQS: cq, EC2: ce}
+	p.logs = cloudwatchlogs.NewFromConfig(counted, func(o *cloudwatchlogs.Options) { o.BaseEndpoint = aws.String(endpoint) })
 
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
@@ -105,6 +116,7 @@ func newBenchPool(b *testing.B) *benchPool {
 		b.Fatal(err)
 	}
 	p.queue = st.QueueURLs["large"]
+	p.mgr = mgr
 	p.sim = agentsim.New(agentsim.Clients{DynamoDB: db, EC2: e, SQS: q}, p.name, agentsim.Options{
 		HeartbeatInterval: time.Second, PollInterval: 250 * time.Millisecond, WaitInterval: 100 * time.Millisecond,
 	})
@@ -153,6 +165,49 @@ func BenchmarkClaimReuse(b *testing.B) {
 		}
 	}
 	p.report(b, start)
+}
+
+// BenchmarkClaimReuseMetrics is BenchmarkClaimReuse for a pool with
+// metrics settings: the claim and the release publish one PutLogEvents
+// each (and a reap, at most once a minute, one more).
+func BenchmarkClaimReuseMetrics(b *testing.B) {
+	p := newBenchPool(b)
+	ctx := context.Background()
+	group := "/ec2runners/" + p.name
+	if _, err := p.logs.CreateLogGroup(ctx, &cloudwatchlogs.CreateLogGroupInput{LogGroupName: aws.String(group)}); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_, _ = p.logs.DeleteLogGroup(context.Background(), &cloudwatchlogs.DeleteLogGroupInput{LogGroupName: aws.String(group)})
+	})
+	st, err := p.mgr.Read(ctx, p.name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.mgr.Logs = p.logs
+	spec := pool.Spec{Name: p.name, ResourceClasses: st.Config.ResourceClasses, IdleTimeout: time.Duration(st.Config.IdleTimeout), MaxRuntime: time.Duration(st.Config.MaxRuntime),
+		Fleet: st.Config.Fleet, Metrics: &protocol.MetricsConfig{Namespace: "EC2RunnersBench", LogGroup: group}}
+	if _, err := p.mgr.Update(ctx, spec); err != nil {
+		b.Fatal(err)
+	}
+	p.claimer.Metrics = &metrics.Publisher{Logs: p.logs}
+	p.claimer.Warn = func(summary, detail string) { b.Errorf("%s: %s", summary, detail) }
+	if _, err := p.sim.SeedIdle(ctx, 2, agentsim.SeedSpec{ResourceClass: "large"}); err != nil {
+		b.Fatal(err)
+	}
+	start, logStart := p.calls.Load(), p.logCalls.Load()
+	b.ResetTimer()
+	for range b.N {
+		req := p.request(2, false)
+		if _, err := p.claimer.Create(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := p.claimer.Release(ctx, p.name, req.RunID); err != nil {
+			b.Fatal(err)
+		}
+	}
+	p.report(b, start)
+	b.ReportMetric(float64(p.logCalls.Load()-logStart)/float64(b.N), "put-log-events/op")
 }
 
 // BenchmarkClaimFleet: claim two runners from an empty pool (CreateFleet and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/metrics"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -71,13 +72,15 @@ func registered(reg registration, wait time.Duration, healthyAtOnce bool, t Timi
 	return func(st agentState, v view) (bool, error) {
 		now, deadline := v.now, v.deadline
 		if policy != nil && st.runnerVersion != "" && !policy.Accepts(st.runnerVersion) {
-			return true, fmt.Errorf("its runner %s is older than GitHub accepts (%s and later): GitHub would send it no job", st.runnerVersion, policy.Minimum)
+			return true, failCheck(metrics.ReasonOutdatedRunner, "its runner %s is older than GitHub accepts (%s and later): GitHub would send it no job", st.runnerVersion, policy.Minimum)
 		}
 		healthy := v.healthy(st, t.HeartbeatMaxAge)
 		if sig := st.signal; sig.RunID == runID {
 			switch sig.State {
-			case protocol.SignalRegistrationFailed, protocol.SignalUserDataFailed:
-				return true, fmt.Errorf("the agent signalled %s", sig.State)
+			case protocol.SignalRegistrationFailed:
+				return true, failCheck(metrics.ReasonRegistrationFailed, "the agent signalled %s", sig.State)
+			case protocol.SignalUserDataFailed:
+				return true, failCheck(metrics.ReasonUserDataFailed, "the agent signalled %s", sig.State)
 			case protocol.SignalRegistered:
 				switch {
 				case reg.label != "" && sig.Label == "":
@@ -93,12 +96,12 @@ func registered(reg registration, wait time.Duration, healthyAtOnce bool, t Timi
 		silent := now.Sub(v.since) > t.HeartbeatMaxAge
 		if !healthy && ((healthyAtOnce && silent) || now.After(deadline)) {
 			if st.heartbeat.IsZero() {
-				return true, fmt.Errorf("unhealthy: no heartbeat")
+				return true, failCheck(metrics.ReasonNoHeartbeat, "unhealthy: no heartbeat")
 			}
-			return true, fmt.Errorf("unhealthy: no new heartbeat in %s (the last one stamped %s by its clock)", now.Sub(v.since).Truncate(time.Second), protocol.FormatTime(st.heartbeat))
+			return true, failCheck(metrics.ReasonStaleHeartbeat, "unhealthy: no new heartbeat in %s (the last one stamped %s by its clock)", now.Sub(v.since).Truncate(time.Second), protocol.FormatTime(st.heartbeat))
 		}
 		if now.After(deadline) {
-			return true, lateError{fmt.Errorf("no %s for run %s within %s (last signal: %s)", protocol.SignalRegistered, runID, wait, describeSignal(st.signal))}
+			return true, lateError{failCheck(metrics.ReasonRegistrationTimeout, "no %s for run %s within %s (last signal: %s)", protocol.SignalRegistered, runID, wait, describeSignal(st.signal))}
 		}
 		return false, nil
 	}
@@ -112,7 +115,7 @@ func prepared(fill string, wait time.Duration, t Timings) judge {
 		if sig := st.signal; sig.RunID == fill {
 			switch sig.State {
 			case protocol.SignalUserDataFailed:
-				return true, fmt.Errorf("the agent signalled %s", sig.State)
+				return true, failCheck(metrics.ReasonUserDataFailed, "the agent signalled %s", sig.State)
 			case protocol.SignalUserDataOK:
 				if healthy {
 					return true, nil
@@ -120,7 +123,7 @@ func prepared(fill string, wait time.Duration, t Timings) judge {
 			}
 		}
 		if v.now.After(v.deadline) {
-			return true, fmt.Errorf("no %s with a fresh heartbeat within %s (last signal: %s)", protocol.SignalUserDataOK, wait, describeSignal(st.signal))
+			return true, failCheck(metrics.ReasonNotPrepared, "no %s with a fresh heartbeat within %s (last signal: %s)", protocol.SignalUserDataOK, wait, describeSignal(st.signal))
 		}
 		return false, nil
 	}
@@ -148,11 +151,11 @@ func released(runID string, wait time.Duration) judge {
 			case protocol.SignalReleased:
 				return true, nil
 			case protocol.SignalDeregistrationFailed:
-				return true, fmt.Errorf("the agent signalled %s", sig.State)
+				return true, failCheck(metrics.ReasonDeregistrationFailed, "the agent signalled %s", sig.State)
 			}
 		}
 		if now.After(deadline) {
-			return true, fmt.Errorf("no %s for run %s within %s (last signal: %s)", protocol.SignalReleased, runID, wait, describeSignal(st.signal))
+			return true, failCheck(metrics.ReasonReleaseUnconfirmed, "no %s for run %s within %s (last signal: %s)", protocol.SignalReleased, runID, wait, describeSignal(st.signal))
 		}
 		return false, nil
 	}

@@ -17,6 +17,7 @@ import (
 	dyntypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/metrics"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -53,6 +54,13 @@ type Claimer struct {
 	// launches, after the pool's own.
 	DefaultTags map[string]string
 	Log         Logger // nil: no logging
+	// Metrics publishes what claims, releases and scans did, to the pools
+	// with metrics settings (nil: nothing is published).
+	Metrics *metrics.Publisher
+	// Warn reports what went wrong without failing the operation (metrics
+	// not published); nil: it is only logged. It may be called
+	// concurrently.
+	Warn func(summary, detail string)
 }
 
 func (c *Claimer) now() time.Time {
@@ -88,6 +96,7 @@ type Result struct {
 // back in the pool or terminated, its claim record is gone, and the error
 // says what happened to each instance.
 func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
+	started := c.now()
 	// The run id keys the claim record and begins the runners' label.
 	if err := protocol.ValidateNewRunID(req.RunID); err != nil {
 		return nil, fmt.Errorf("run id %q: %w", req.RunID, err)
@@ -131,9 +140,9 @@ func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
 	s := c.store(req.Pool)
 	// Reaping overlaps the claim's own waits, the top-up follows it; both
 	// are bounded, and their failures only logged.
-	defer c.maintainAlongside(ctx, req.Pool)()
+	defer c.maintainAlongside(ctx, req.Pool, &cfg)()
 	a := &attempt{c: c, s: s, req: req, cfg: cfg, wants: wants, regToken: regToken, held: map[string]*held{},
-		template: template, templateErr: templateErr}
+		template: template, templateErr: templateErr, started: started, checks: &checkLog{}}
 	a.rec = Record{Request: req, State: recordPending, Nonce: newNonce()}
 	if adopted, err := a.begin(ctx); err != nil || adopted != nil {
 		return adopted, err
@@ -153,6 +162,7 @@ func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
 	defer stopLease()
 	res, err := a.run(runCtx)
 	if err == nil {
+		a.publishClaim(ctx, res)
 		return res, nil
 	}
 	cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBudget)
@@ -164,7 +174,9 @@ func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
 		a.pickup.Close(cleanup)
 		return nil, fmt.Errorf("claim of run %s in pool %s stopped: %w; the attempt that took over settles the instances it held", a.req.RunID, a.req.Pool, errLeaseLost)
 	}
-	return nil, a.rollback(cleanup, err)
+	err = a.rollback(cleanup, err)
+	a.publishClaim(cleanup, nil)
+	return nil, err
 }
 
 // maintainAlongside starts an opportunistic reap, and returns the func
@@ -172,10 +184,12 @@ func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
 // interval), tops the pool's stopped tier up: a claim may just have started
 // stopped runners, and a stopped runner launched now costs no waiting (it
 // stops itself once prepared). Both are bounded; failures are only logged.
-func (c *Claimer) maintainAlongside(ctx context.Context, poolName string) (finish func()) {
+// cfg is the pool's config when the caller read it already (the reap's
+// metrics need it), else nil.
+func (c *Claimer) maintainAlongside(ctx context.Context, poolName string, cfg *protocol.PoolConfig) (finish func()) {
 	done := make(chan bool, 1)
 	go func() {
-		_, ran, err := c.ReapIfDue(context.WithoutCancel(ctx), poolName, c.ReapInterval)
+		_, ran, err := c.reapIfDue(context.WithoutCancel(ctx), poolName, c.ReapInterval, cfg)
 		if err != nil {
 			c.log("reaping failed", "pool", poolName, "error", err.Error())
 		}
@@ -227,6 +241,12 @@ type attempt struct {
 	// began, or why it could not be read (only a launch needs it).
 	template    ec2types.LaunchTemplate
 	templateErr error
+
+	// started: when Create began; registered: when every runner of the
+	// claim was registered for the run (its time to runner).
+	started, registered time.Time
+	// checks are the checks runners failed, for the metrics.
+	checks *checkLog
 
 	mu       sync.Mutex
 	held     map[string]*held
@@ -308,7 +328,7 @@ func (a *attempt) begin(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 		a.c.log("cleaning up a crashed claim attempt", "run", a.req.RunID, "instances", prev.OwnedIDs)
-		if _, err := a.c.releaseAll(ctx, a.s, a.cfg, prev.Request, a.rec.Nonce, prev.OwnedIDs); err != nil {
+		if _, err := a.c.releaseAll(ctx, a.s, a.cfg, prev.Request, a.rec.Nonce, prev.OwnedIDs, nil); err != nil {
 			return nil, fmt.Errorf("cleaning up the crashed earlier attempt of run %s: %w", a.req.RunID, err)
 		}
 		if _, err := a.c.terminateUnrecorded(ctx, a.s, a.req.Pool, a.req.RunID); err != nil {
@@ -384,6 +404,7 @@ func (a *attempt) run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	all := slices.Concat(reused, started, created)
+	a.registered = a.c.now()
 	if err := a.finish(ctx, all); err != nil {
 		return nil, err
 	}
@@ -421,6 +442,9 @@ func (a *attempt) fillMissing(ctx context.Context, missing int) (started, create
 	var late []Instance
 	for _, inst := range started {
 		why, bad := failed[inst.ID]
+		if bad {
+			a.checks.add(inst.ID, why)
+		}
 		switch {
 		case !bad:
 			healthy = append(healthy, inst)
@@ -538,6 +562,7 @@ func (a *attempt) selectWarm(ctx context.Context) (ready, late []Instance, err e
 				continue
 			}
 			a.c.log("claim: runner failed its checks", "instance", id, "reason", failure.Error())
+			a.checks.add(id, failure)
 			discarded++
 			if isLate(failure) {
 				// Alive, only slow: it goes back to the pool (still held
@@ -722,6 +747,7 @@ func (a *attempt) createMissing(ctx context.Context, missing int) ([]Instance, e
 	var errs []error
 	for _, inst := range created {
 		if err := decided[inst.ID]; err != nil {
+			a.checks.add(inst.ID, err)
 			errs = append(errs, fmt.Errorf("new instance %s: %w", inst.ID, err))
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/metrics"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -86,6 +87,8 @@ type WarmResult struct {
 	Launched      []string // instances launched
 	Retired       []string // warm runners of an outdated template or too old, terminated
 	Notes         []string // what did not go as planned, and why
+	// checks are the checks runners it launched failed, by class.
+	checks map[string][]metrics.Check
 }
 
 // WarmOptions bound a fill.
@@ -126,7 +129,27 @@ func (c *Claimer) Warm(ctx context.Context, poolName string, opts WarmOptions) (
 			errs = append(errs, fmt.Errorf("class %s: %w", class, err))
 		}
 	}
+	c.publishFill(ctx, s, cfg, res)
 	return res, errors.Join(errs...)
+}
+
+// publishFill reports the checks the fill's runners failed and, as it
+// scans the pool anyway, its runners by class and state.
+func (c *Claimer) publishFill(ctx context.Context, s *store, cfg protocol.PoolConfig, res WarmResult) {
+	if !metricsTarget(cfg).Enabled() {
+		return
+	}
+	now := c.now()
+	var events []metrics.Event
+	for _, class := range slices.Sorted(maps.Keys(res.checks)) {
+		events = append(events, metrics.CheckEvents(cfg.Name, class, res.checks[class], now)...)
+	}
+	if records, _, err := s.allInstances(ctx); err != nil {
+		c.log("counting the pool's runners for its metrics failed", "pool", cfg.Name, "error", err.Error())
+	} else {
+		events = append(events, runnerStates(cfg, records, nil, now).Events(now)...)
+	}
+	c.publish(ctx, cfg, events)
 }
 
 func (c *Claimer) warmClass(ctx context.Context, s *store, cfg protocol.PoolConfig, class string, opts WarmOptions, res *WarmResult) error {
@@ -274,6 +297,10 @@ func (c *Claimer) fillHot(ctx context.Context, s *store, cfg protocol.PoolConfig
 		if why == nil {
 			why = err
 		}
+		if res.checks == nil {
+			res.checks = map[string][]metrics.Check{}
+		}
+		res.checks[class] = append(res.checks[class], metrics.Check{Instance: inst.ID, Reason: checkReason(why)})
 		res.Notes = append(res.Notes, fmt.Sprintf("%s launched for the hot tier was not ready (%v), terminated", inst.ID, why))
 		if _, derr := c.discard(context.WithoutCancel(ctx), s, inst.ID, protocol.StateIdle, ""); derr != nil {
 			errs = append(errs, derr)

@@ -52,6 +52,12 @@ func (r ReapResult) Empty() bool {
 // (a lease item in the table decides), bounded by reapBudget. ran is false
 // when it was not due.
 func (c *Claimer) ReapIfDue(ctx context.Context, poolName string, interval time.Duration) (res ReapResult, ran bool, err error) {
+	return c.reapIfDue(ctx, poolName, interval, nil)
+}
+
+// reapIfDue is ReapIfDue with the pool's config when the caller read it
+// (for the reap's metrics), else nil.
+func (c *Claimer) reapIfDue(ctx context.Context, poolName string, interval time.Duration, cfg *protocol.PoolConfig) (res ReapResult, ran bool, err error) {
 	if interval < 0 {
 		return ReapResult{}, false, nil
 	}
@@ -65,7 +71,7 @@ func (c *Claimer) ReapIfDue(ctx context.Context, poolName string, interval time.
 	if err != nil || !due {
 		return ReapResult{}, false, ignoreMissingPool(err)
 	}
-	res, err = c.Reap(ctx, poolName)
+	res, err = c.reap(ctx, poolName, cfg)
 	return res, true, err
 }
 
@@ -94,8 +100,13 @@ func (s *store) takeReaperLease(ctx context.Context, interval time.Duration) (bo
 // record are terminated after a grace period; live records whose instance
 // EC2 no longer runs are expired and terminated; pending claim records of
 // attempts that crashed long ago are deleted once nothing they list is
-// alive. Corrupt items are skipped and reported.
+// alive. Corrupt items are skipped and reported. A pool with metrics
+// settings gets its runners by class and state, as the reap left them.
 func (c *Claimer) Reap(ctx context.Context, poolName string) (ReapResult, error) {
+	return c.reap(ctx, poolName, nil)
+}
+
+func (c *Claimer) reap(ctx context.Context, poolName string, cfg *protocol.PoolConfig) (ReapResult, error) {
 	s := c.store(poolName)
 	var res ReapResult
 	records, corrupt, err := s.allInstances(ctx)
@@ -154,6 +165,13 @@ func (c *Claimer) Reap(ctx context.Context, poolName string) (ReapResult, error)
 	}
 	sort.Strings(doomed)
 	res.TerminateFail = pool.TerminateInstances(ctx, c.EC2, doomed, false)
+	if cfg := c.scanConfig(ctx, poolName, cfg); cfg != nil {
+		gone := map[string]bool{}
+		for _, id := range slices.Concat(res.Expired, res.Vanished) {
+			gone[id] = true
+		}
+		c.publish(ctx, *cfg, runnerStates(*cfg, records, gone, now).Events(c.now()))
+	}
 	res.StaleClaims, err = c.reapStaleClaims(ctx, s, live, running, now)
 	if !res.Empty() {
 		c.log("reaped pool", "pool", poolName, "expired", res.Expired, "orphans", res.Orphans, "vanished", res.Vanished,

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/metrics"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -22,7 +23,7 @@ import (
 // happened to each instance.
 func (c *Claimer) Release(ctx context.Context, poolName, runID string) ([]string, error) {
 	s := c.store(poolName)
-	defer c.maintainAlongside(ctx, poolName)()
+	defer c.maintainAlongside(ctx, poolName, nil)()
 	rec, ok, err := s.readRecord(ctx, poolName, runID)
 	if !ok || err != nil {
 		return nil, ignoreMissingPool(err)
@@ -31,7 +32,9 @@ func (c *Claimer) Release(ctx context.Context, poolName, runID string) ([]string
 	if err != nil {
 		return nil, err
 	}
-	outcomes, err := c.releaseAll(ctx, s, cfg, rec.Request, rec.Nonce, rec.OwnedIDs)
+	tally := &releaseTally{}
+	outcomes, err := c.releaseAll(ctx, s, cfg, rec.Request, rec.Nonce, rec.OwnedIDs, tally)
+	c.publish(ctx, cfg, metrics.Release{Pool: poolName, Class: rec.Request.ResourceClass, RunID: runID, Outcomes: tally.outcomes, Checks: tally.list()}.Events(c.now()))
 	if err != nil {
 		return outcomes, err // the record stays: a retried destroy picks up the rest
 	}
@@ -76,8 +79,9 @@ type settleItem struct {
 // releaseAll settles the instances of ids still held by req's run, as their
 // records say: claimed or running ones go back to the pool, created ones
 // (launched by an attempt that never finished) are terminated. nonce is the
-// owner of the claim record that lists them.
-func (c *Claimer) releaseAll(ctx context.Context, s *store, cfg protocol.PoolConfig, req Request, nonce string, ids []string) ([]string, error) {
+// owner of the claim record that lists them. tally, when not nil, counts
+// what happened to each.
+func (c *Claimer) releaseAll(ctx context.Context, s *store, cfg protocol.PoolConfig, req Request, nonce string, ids []string, tally *releaseTally) ([]string, error) {
 	records, err := s.instances(ctx, ids)
 	if err != nil {
 		return nil, err
@@ -119,7 +123,7 @@ func (c *Claimer) releaseAll(ctx context.Context, s *store, cfg protocol.PoolCon
 			items = append(items, settleItem{inst: inst, state: r.State, discard: why})
 		}
 	}
-	settled, err := c.settleAll(ctx, s, cfg, req, nonce, items)
+	settled, err := c.settleAll(ctx, s, cfg, req, nonce, items, tally)
 	return append(outcomes, settled...), err
 }
 
@@ -134,7 +138,7 @@ func (c *Claimer) releaseHeld(ctx context.Context, s *store, cfg protocol.PoolCo
 		}
 		items = append(items, it)
 	}
-	return c.settleAll(ctx, s, cfg, req, nonce, items)
+	return c.settleAll(ctx, s, cfg, req, nonce, items, nil)
 }
 
 // settleAll settles instances and reports each outcome. Runners given back
@@ -145,7 +149,9 @@ func (c *Claimer) releaseHeld(ctx context.Context, s *store, cfg protocol.PoolCo
 // confirmed ones go back to the queue in batches, the others are
 // terminated; and every settled instance leaves the claim record in one
 // write, so that a release retried after a crash does not settle it twice.
-func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConfig, req Request, nonce string, items []settleItem) ([]string, error) {
+// tally, when not nil, counts what happened to each runner, and the
+// checks of their release they failed.
+func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConfig, req Request, nonce string, items []settleItem, tally *releaseTally) ([]string, error) {
 	var (
 		mu       sync.Mutex
 		outcomes = map[string]string{}
@@ -216,6 +222,9 @@ func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConf
 			settled(id, "no longer held by the run", nil)
 		default:
 			terminated, err := c.discard(ctx, s, id, r.State, req.RunID)
+			if terminated && err == nil {
+				tally.count(metrics.OutcomeTerminated)
+			}
 			settled(id, discardOutcome("its deadline had passed", terminated), err)
 		}
 	})
@@ -233,6 +242,7 @@ func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConf
 		case reason == nil:
 			confirmed = append(confirmed, id)
 		default:
+			tally.failed(id, reason)
 			discards[id] = fmt.Sprintf("did not confirm its release (%v)", reason)
 		}
 	}
@@ -244,6 +254,9 @@ func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConf
 			state, runID = protocol.StateIdle, ""
 		}
 		terminated, err := c.discard(ctx, s, id, state, runID)
+		if terminated && err == nil {
+			tally.count(metrics.OutcomeTerminated)
+		}
 		settled(id, discardOutcome(discards[id], terminated), err)
 	})
 	if len(confirmed) > 0 {
@@ -259,6 +272,9 @@ func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConf
 		}
 		err := sendAll(ctx, c.SQS, cfg.QueueURLs[req.ResourceClass], bodies, 0)
 		for _, id := range confirmed {
+			if err == nil {
+				tally.count(keptOutcome(plans[id]))
+			}
 			settled(id, plans[id].outcome(), err)
 		}
 	}

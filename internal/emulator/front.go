@@ -23,8 +23,9 @@ import (
 // BatchWriteItem, a table named "a"...), with AWS's own status, code and
 // message in the service's protocol, and forwards everything else
 // untouched. It reads only the requests a rule watches: EC2's (small
-// query-protocol forms, whose action is in the body), and the SQS and
-// DynamoDB actions some rule reads (told by X-Amz-Target, before the body);
+// query-protocol forms, whose action is in the body), and the SQS,
+// DynamoDB and CloudWatch Logs actions some rule reads (told by
+// X-Amz-Target, before the body);
 // the others stream through unread. It relies on nothing moto-only, so the
 // tests run the same against a LocalStack.
 type front struct {

@@ -9,10 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
+	logstypes "github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -36,9 +39,10 @@ import (
 
 // clients are SDK clients of the front.
 type clients struct {
-	ec2 *ec2.Client
-	sqs *sqs.Client
-	ddb *dynamodb.Client
+	ec2  *ec2.Client
+	sqs  *sqs.Client
+	ddb  *dynamodb.Client
+	logs *cloudwatchlogs.Client
 }
 
 // refusal is a rule's case: a call that breaks it and AWS's answer.
@@ -91,6 +95,22 @@ func entries(n int, body string) []sqstypes.SendMessageBatchRequestEntry {
 	var out []sqstypes.SendMessageBatchRequestEntry
 	for i := range n {
 		out = append(out, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(body)})
+	}
+	return out
+}
+
+func putLogs(events []logstypes.InputLogEvent) func(ctx context.Context, c clients) error {
+	return func(ctx context.Context, c clients) error {
+		_, err := c.logs.PutLogEvents(ctx, &cloudwatchlogs.PutLogEventsInput{LogGroupName: aws.String("/front-rules"), LogStreamName: aws.String("s"), LogEvents: events})
+		return err
+	}
+}
+
+func logEvents(n int, message string, step time.Duration) []logstypes.InputLogEvent {
+	start := time.Now().Add(-25 * time.Hour)
+	var out []logstypes.InputLogEvent
+	for i := range n {
+		out = append(out, logstypes.InputLogEvent{Message: aws.String(message), Timestamp: aws.Int64(start.Add(time.Duration(i) * step).UnixMilli())})
 	}
 	return out
 }
@@ -408,6 +428,44 @@ var frontRefusals = map[string][]refusal{
 	}},
 }
 
+func init() {
+	frontRefusals["logs-names"] = []refusal{{
+		call: func(ctx context.Context, c clients) error {
+			_, err := c.logs.CreateLogGroup(ctx, &cloudwatchlogs.CreateLogGroupInput{LogGroupName: aws.String("bad:name")})
+			return err
+		},
+		code: "InvalidParameterException", message: `1 validation error detected: Value 'bad:name' at 'logGroupName' failed to satisfy constraint: Member must satisfy regular expression pattern: [\.\-_/#A-Za-z0-9]+`,
+	}, {
+		call: func(ctx context.Context, c clients) error {
+			_, err := c.logs.CreateLogStream(ctx, &cloudwatchlogs.CreateLogStreamInput{LogGroupName: aws.String("/front-rules"), LogStreamName: aws.String(strings.Repeat("s", 513))})
+			return err
+		},
+		code: "InvalidParameterException", message: "1 validation error detected: Value '" + strings.Repeat("s", 513) + "' at 'logStreamName' failed to satisfy constraint: Member must have length less than or equal to 512",
+	}}
+	frontRefusals["logs-batch-events"] = []refusal{{
+		call: putLogs(logEvents(10001, "x", time.Millisecond)),
+		code: "InvalidParameterException", message: "1 validation error detected: Value at 'logEvents' failed to satisfy constraint: Member must have length less than or equal to 10000 (the test front's wording)",
+	}, {
+		call: putLogs([]logstypes.InputLogEvent{}),
+		code: "InvalidParameterException", message: "1 validation error detected: Value at 'logEvents' failed to satisfy constraint: Member must have length greater than or equal to 1 (the test front's wording)",
+	}}
+	frontRefusals["logs-batch-size"] = []refusal{{
+		call: putLogs(logEvents(1, strings.Repeat("x", 1<<20-25), time.Millisecond)),
+		code: "InvalidParameterException", message: "Log event too large: 1048577 bytes exceeds limit of 1048576",
+	}, {
+		call: putLogs(logEvents(2, strings.Repeat("x", 600000), time.Millisecond)),
+		code: "InvalidParameterException", message: "Upload too large: 1200052 bytes exceeds limit of 1048576",
+	}}
+	later, earlier := logEvents(2, "x", time.Second)[1], logEvents(1, "x", time.Second)[0]
+	frontRefusals["logs-event-order"] = []refusal{{
+		call: putLogs([]logstypes.InputLogEvent{later, earlier}),
+		code: "InvalidParameterException", message: "Log events in a single PutLogEvents request must be in chronological order.",
+	}, {
+		call: putLogs(logEvents(2, "x", 24*time.Hour+time.Millisecond)),
+		code: "InvalidParameterException", message: "The batch of log events in a single PutLogEvents request cannot span more than 24 hours.",
+	}}
+}
+
 // ownTests are the rules with tests of their own (front_test.go).
 var ownTests = map[string]string{"ec2-user-data": "TestFront_RunInstancesUserData", "ec2-launch-template-user-data": "TestFront_LaunchTemplateUserData"}
 
@@ -485,6 +543,24 @@ func TestFrontRules_limitsAccepted(t *testing.T) {
 			_, err := c.ddb.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]ddbtypes.WriteRequest{tbl: writes}})
 			return err
 		}},
+		{"a PutLogEvents of 10,000 events spanning 24 hours, a batch of 1,048,576 bytes", func() error {
+			group := "/" + name
+			if _, err := c.logs.CreateLogGroup(ctx, &cloudwatchlogs.CreateLogGroupInput{LogGroupName: aws.String(group)}); err != nil {
+				return err
+			}
+			defer c.logs.DeleteLogGroup(context.WithoutCancel(ctx), &cloudwatchlogs.DeleteLogGroupInput{LogGroupName: aws.String(group)})
+			if _, err := c.logs.CreateLogStream(ctx, &cloudwatchlogs.CreateLogStreamInput{LogGroupName: aws.String(group), LogStreamName: aws.String("s")}); err != nil {
+				return err
+			}
+			events := logEvents(10000, "x", 24*time.Hour/9999)
+			events[9999].Timestamp = aws.Int64(*events[0].Timestamp + (24 * time.Hour).Milliseconds())
+			if _, err := c.logs.PutLogEvents(ctx, &cloudwatchlogs.PutLogEventsInput{LogGroupName: aws.String(group), LogStreamName: aws.String("s"), LogEvents: events}); err != nil {
+				return err
+			}
+			_, err := c.logs.PutLogEvents(ctx, &cloudwatchlogs.PutLogEventsInput{LogGroupName: aws.String(group), LogStreamName: aws.String("s"),
+				LogEvents: logEvents(1, strings.Repeat("x", 1<<20-26), time.Millisecond)})
+			return err
+		}},
 		// Not an item of 409600 bytes, which AWS takes: moto refuses
 		// items over 400000.
 		{"keys at their limits", func() error {
@@ -512,9 +588,10 @@ func frontClients(t *testing.T) (context.Context, clients) {
 	t.Cleanup(stop)
 	creds := credentials.NewStaticCredentialsProvider("test", "test", "")
 	return t.Context(), clients{
-		ec2: ec2.New(ec2.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), Credentials: creds}),
-		sqs: sqs.New(sqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), Credentials: creds}),
-		ddb: dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), Credentials: creds}),
+		ec2:  ec2.New(ec2.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), Credentials: creds}),
+		sqs:  sqs.New(sqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), Credentials: creds}),
+		ddb:  dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), Credentials: creds}),
+		logs: cloudwatchlogs.New(cloudwatchlogs.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), Credentials: creds}),
 	}
 }
 

@@ -35,6 +35,7 @@ var readmePlaceholders = strings.NewReplacer(
 	"<region>", "${"+varRegion+"}",
 	"<account>", "${"+varAccount+"}",
 	"<runner-instance-role>", "${"+varRole+"}",
+	"<log-group>", "${"+varLogGroup+"}",
 )
 
 // ReadmePolicies reads the README's policies, one per role.

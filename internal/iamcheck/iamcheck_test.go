@@ -14,6 +14,10 @@ const (
 	table    = "arn:aws:dynamodb:us-east-1:" + account + ":table/pool1"
 	queue    = "arn:aws:sqs:us-east-1:" + account + ":pool1-large"
 	poolName = "pool1"
+	// The log group of pool1's metrics, as examples/complete names it, and
+	// pool1's stream in it.
+	logGroup  = "arn:aws:logs:us-east-1:" + account + ":log-group:/ec2runners/pool1"
+	logStream = logGroup + ":log-stream:pool1"
 )
 
 func call(role, action, resource string, ctx map[string][]string) awsrecord.Call {
@@ -82,6 +86,14 @@ func TestDocumentedPoliciesPinTheirRoles(t *testing.T) {
 		{"claim deletes a queue", call(awsrecord.RoleClaims, "sqs:DeleteQueue", queue, nil), false},
 		{"pool management describes instances", call(awsrecord.RolePoolManagement, "ec2:DescribeInstances", "*", nil), true},
 		{"pool management terminates an instance of no pool", call(awsrecord.RolePoolManagement, "ec2:TerminateInstances", other, nil), false},
+		{"pool management creates its pool's log stream", call(awsrecord.RolePoolManagement, "logs:CreateLogStream", logGroup, nil), true},
+		{"pool management publishes its pool's metrics", call(awsrecord.RolePoolManagement, "logs:PutLogEvents", logStream, nil), true},
+		{"pool management publishes into another pool's stream", call(awsrecord.RolePoolManagement, "logs:PutLogEvents", logGroup+":log-stream:pool2", nil), false},
+		{"claim publishes its pool's metrics", call(awsrecord.RoleClaims, "logs:PutLogEvents", logStream, nil), true},
+		{"claim publishes into another pool's stream", call(awsrecord.RoleClaims, "logs:PutLogEvents", logGroup+":log-stream:pool2", nil), false},
+		{"claim publishes into another log group", call(awsrecord.RoleClaims, "logs:PutLogEvents", "arn:aws:logs:us-east-1:"+account+":log-group:/other:log-stream:pool1", nil), false},
+		{"claim creates a log stream", call(awsrecord.RoleClaims, "logs:CreateLogStream", logGroup, nil), false},
+		{"agent publishes metrics", call(awsrecord.RoleAgent, "logs:PutLogEvents", logStream, nil), false},
 	}
 	for _, p := range documents(t) {
 		for _, tc := range cases {
@@ -90,7 +102,7 @@ func TestDocumentedPoliciesPinTheirRoles(t *testing.T) {
 			}
 			// The test's pool is poolName, whatever pool the call names.
 			got, _, err := p.evaluate(tc.call, []map[string]string{{
-				varPool: poolName, varRegion: "us-east-1", varAccount: account, varPartition: "aws", varClass: "large",
+				varPool: poolName, varRegion: "us-east-1", varAccount: account, varPartition: "aws", varClass: "large", varLogGroup: "/ec2runners/pool1",
 			}})
 			if err != nil {
 				t.Fatal(err)

@@ -59,6 +59,7 @@ const (
 	varPartition = "doc:partition"
 	varClass     = "doc:class" // a resource class of the pool: the suffix of its queue names
 	varRole      = "doc:runner-role"
+	varLogGroup  = "doc:log-group" // the log group of the pool's metrics
 )
 
 // Evaluate tells whether p grants c, and by which Allow statements (all of
@@ -220,6 +221,15 @@ func bindings(c awsrecord.Call) []map[string]string {
 		add(v, "")
 	}
 	parts := strings.SplitN(c.Resource, ":", 6)
+	if len(parts) == 6 && parts[2] == "logs" {
+		// log-group:<group>[:log-stream:<pool>]: the stream is named after
+		// the pool.
+		group, stream, _ := strings.Cut(strings.TrimPrefix(parts[5], "log-group:"), ":log-stream:")
+		base[varLogGroup] = group
+		if stream != "" {
+			add(stream, "")
+		}
+	}
 	if len(parts) == 6 {
 		switch parts[2] {
 		case "dynamodb":

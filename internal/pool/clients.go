@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/metrics"
 )
 
 // DynamoDBClient is the part of the DynamoDB API a pool uses.
@@ -56,5 +58,7 @@ type Manager struct {
 	SQS      SQSClient
 	EC2      EC2Client
 	STS      STSClient
-	Region   string // of the clients: the region in the runners' ARNs
+	// Logs creates the log stream of a pool with metrics settings.
+	Logs   metrics.StreamClient
+	Region string // of the clients: the region in the runners' ARNs
 }

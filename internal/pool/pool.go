@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/metrics"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -21,7 +22,8 @@ type Spec struct {
 	Fleet           *protocol.FleetConfig
 	GitHub          *protocol.GitHubTarget
 	Warm            map[string]protocol.WarmTarget
-	Tags            map[string]string // already merged with provider default tags
+	Metrics         *protocol.MetricsConfig // nil: no metrics
+	Tags            map[string]string       // already merged with provider default tags
 	ForceDestroy    bool
 }
 
@@ -37,6 +39,7 @@ func (s Spec) config(queueURLs map[string]string, instanceARNPrefix string) prot
 		GitHub:            s.GitHub,
 		Warm:              s.Warm,
 		InstanceARNPrefix: instanceARNPrefix,
+		Metrics:           s.Metrics,
 	}
 }
 
@@ -60,6 +63,9 @@ func (m *Manager) Create(ctx context.Context, spec Spec) (*Status, error) {
 	}
 	arnPrefix, err := m.instanceARNPrefix(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := m.ensureMetricsStream(ctx, spec); err != nil {
 		return nil, err
 	}
 	urls := map[string]string{}
@@ -138,6 +144,9 @@ func (m *Manager) Update(ctx context.Context, spec Spec) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := m.ensureMetricsStream(ctx, spec); err != nil {
+		return nil, err
+	}
 	removed := map[string]string{} // class -> queue URL ("" when the queue is gone already)
 	for class := range cur.Config.ResourceClasses {
 		if _, keep := spec.ResourceClasses[class]; !keep {
@@ -192,6 +201,19 @@ func (m *Manager) Update(ctx context.Context, spec Spec) (*Status, error) {
 		return nil, err
 	}
 	return m.Read(ctx, spec.Name)
+}
+
+// ensureMetricsStream creates the log stream of a pool with metrics
+// settings (its apply re-creates one deleted meanwhile), before anything
+// else changes: a log group that does not exist fails the apply.
+func (m *Manager) ensureMetricsStream(ctx context.Context, spec Spec) error {
+	if spec.Metrics == nil {
+		return nil
+	}
+	if m.Logs == nil {
+		return errors.New("no CloudWatch Logs client to create the pool's metrics log stream with")
+	}
+	return metrics.EnsureStream(ctx, m.Logs, metrics.Target{Namespace: spec.Metrics.Namespace, LogGroup: spec.Metrics.LogGroup, Stream: protocol.MetricsStream(spec.Name)})
 }
 
 // checkRemovable refuses to drop classes that still have runners, unless

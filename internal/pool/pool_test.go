@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/smithy-go"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsfake"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -447,5 +448,40 @@ func TestUpdateWithoutCallerIdentity(t *testing.T) {
 				t.Errorf("mutating calls %q", m)
 			}
 		})
+	}
+}
+
+// A pool with metrics settings gets its log stream at its apply, and the
+// settings in its config item; a log group that does not exist fails the
+// apply before anything changes.
+func TestUpdateCreatesTheMetricsStream(t *testing.T) {
+	f := newFixture(t, "cip", twoClasses)
+	logs := awsfake.NewLogs("/ec2runners/metrics")
+	f.m.Logs = logs
+	spec := Spec{Name: "cip", ResourceClasses: twoClasses, Metrics: &protocol.MetricsConfig{Namespace: "EC2Runners", LogGroup: "/ec2runners/metrics"}}
+	for i := range 2 {
+		st, err := f.m.Update(context.Background(), spec)
+		if err != nil {
+			t.Fatalf("Update %d: %v", i, err)
+		}
+		if !reflect.DeepEqual(st.Config.Metrics, spec.Metrics) {
+			t.Errorf("config's metrics %+v, want %+v", st.Config.Metrics, spec.Metrics)
+		}
+	}
+	if n := logs.Calls("CreateLogStream"); n != 2 {
+		t.Errorf("%d CreateLogStream calls, want one per apply", n)
+	}
+	if streams := logs.Streams("/ec2runners/metrics"); !slices.Equal(streams, []string{"cip"}) {
+		t.Errorf("log streams %v, want the pool's, cip", streams)
+	}
+
+	g := newFixture(t, "cip", twoClasses)
+	g.m.Logs = awsfake.NewLogs()
+	_, err := g.m.Update(context.Background(), spec)
+	if err == nil || !strings.Contains(err.Error(), "log group /ec2runners/metrics does not exist") {
+		t.Fatalf("Update into a missing log group: %v", err)
+	}
+	if m := g.log.mutating(); len(m) > 0 {
+		t.Errorf("mutating calls %q", m)
 	}
 }

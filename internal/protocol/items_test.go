@@ -321,6 +321,15 @@ func TestPoolConfigItemRoundTrip(t *testing.T) {
 			},
 			QueueURLs: map[string]string{},
 		}},
+		{name: "with metrics", cfg: PoolConfig{
+			Name:              "ci-runners",
+			InstanceARNPrefix: testPrefix,
+			ResourceClasses:   map[string]ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}},
+			IdleTimeout:       Duration(time.Hour),
+			MaxRuntime:        Duration(6 * time.Hour),
+			QueueURLs:         map[string]string{},
+			Metrics:           &MetricsConfig{Namespace: "EC2Runners", LogGroup: "/ec2runners/metrics"},
+		}},
 		// Written before '-' was refused in class names (ValidateClassName):
 		// still read, so that the pool can be refreshed and its class renamed.
 		{name: "class with a dash", cfg: PoolConfig{
@@ -384,6 +393,10 @@ func TestPoolConfigFromItemInvalid(t *testing.T) {
 		{name: "no instance ARN prefix", item: PoolConfig{Name: "ci", ResourceClasses: DefaultResourceClasses()}.Item("2026-06-01T12:00:00Z")},
 		{name: "instance ARN prefix of another service", item: PoolConfig{Name: "ci", ResourceClasses: DefaultResourceClasses(),
 			InstanceARNPrefix: "arn:aws:ecs:eu-west-1:123456789012:instance/"}.Item("2026-06-01T12:00:00Z")},
+		{name: "metrics in AWS's namespace", item: PoolConfig{Name: "ci", ResourceClasses: DefaultResourceClasses(), InstanceARNPrefix: testPrefix,
+			Metrics: &MetricsConfig{Namespace: "AWS/EC2", LogGroup: "g"}}.Item("2026-06-01T12:00:00Z")},
+		{name: "metrics in a log group of no valid name", item: PoolConfig{Name: "ci", ResourceClasses: DefaultResourceClasses(), InstanceARNPrefix: testPrefix,
+			Metrics: &MetricsConfig{Namespace: "EC2Runners", LogGroup: "a:b"}}.Item("2026-06-01T12:00:00Z")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

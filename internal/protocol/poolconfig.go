@@ -49,6 +49,8 @@ type PoolConfig struct {
 	// InstanceARNPrefix is arn:<partition>:ec2:<region>:<account>:instance/
 	// of the pool's runners, whose agent partitions are AGENT#<prefix><id>.
 	InstanceARNPrefix string `json:"instanceArnPrefix"`
+	// Metrics is where the pool's metrics go; nil: it publishes none.
+	Metrics *MetricsConfig `json:"metrics,omitempty"`
 }
 
 // GitHubTarget is where a pool's runners register: a repository, or an
@@ -96,7 +98,8 @@ func (c PoolConfig) Item(now string) map[string]types.AttributeValue {
 // PoolConfigFromItem reads the pool config item. A document that cannot be
 // a pool's settings is an error rather than a zero or half-read config: not
 // a JSON object, an invalid name, instance ARN prefix or resource classes,
-// a negative duration, an unusable fleet or GitHub target.
+// a negative duration, an unusable fleet, GitHub target or metrics
+// settings.
 func PoolConfigFromItem(item map[string]types.AttributeValue) (PoolConfig, error) {
 	value, ok := item[AttrValue].(*types.AttributeValueMemberS)
 	if !ok {
@@ -150,6 +153,14 @@ func (c PoolConfig) validate() error {
 			return fmt.Errorf("fleet needs non-empty subnetIds, got %q", f.SubnetIDs)
 		case f.InstanceSelection != SelectionAttributeBased && f.InstanceSelection != SelectionExplicit:
 			return fmt.Errorf("fleet instanceSelection %q is not %q or %q", f.InstanceSelection, SelectionAttributeBased, SelectionExplicit)
+		}
+	}
+	if m := c.Metrics; m != nil {
+		if err := ValidateMetricsNamespace(m.Namespace); err != nil {
+			return fmt.Errorf("metrics namespace %q %w", m.Namespace, err)
+		}
+		if err := ValidateLogGroupName(m.LogGroup); err != nil {
+			return fmt.Errorf("metrics logGroup %q %w", m.LogGroup, err)
 		}
 	}
 	if g := c.GitHub; g != nil {

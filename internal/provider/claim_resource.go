@@ -304,7 +304,9 @@ func (r *claimResource) Create(ctx context.Context, req resource.CreateRequest, 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	started := time.Now()
-	res, err := r.claimer(ctx).Create(ctx, creq)
+	c, warned := r.data.warnedClaimer(ctx)
+	res, err := c.Create(ctx, creq)
+	warned.into(&resp.Diagnostics)
 	if err != nil {
 		resp.Diagnostics.AddError(fmt.Sprintf("Cannot claim runners from pool %s", creq.Pool), err.Error())
 		return
@@ -364,7 +366,9 @@ func (r *claimResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	outcomes, err := r.claimer(ctx).Release(ctx, state.Pool.ValueString(), state.RunID.ValueString())
+	c, warned := r.data.warnedClaimer(ctx)
+	outcomes, err := c.Release(ctx, state.Pool.ValueString(), state.RunID.ValueString())
+	warned.into(&resp.Diagnostics)
 	tflog.Info(ctx, "released runners", map[string]any{"run_id": state.RunID.ValueString(), "outcomes": outcomes})
 	if err != nil {
 		resp.Diagnostics.AddError(fmt.Sprintf("Cannot release claim %s", state.ID.ValueString()), err.Error())

@@ -39,6 +39,7 @@ type poolDataSourceModel struct {
 	IdleMessages      types.Map    `tfsdk:"idle_messages"`
 	InstanceCounts    types.Map    `tfsdk:"instance_counts"`
 	WarmStatus        types.Map    `tfsdk:"warm_status"`
+	Metrics           types.Object `tfsdk:"metrics"`
 }
 
 func (d *poolDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
@@ -77,7 +78,14 @@ func (d *poolDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 					"instance_selection":      computedString("`attribute-based` or `explicit`."),
 				},
 			},
-			"github_owner":        computedString("GitHub user or organization the runners register with; null when the pool records none."),
+			"github_owner": computedString("GitHub user or organization the runners register with; null when the pool records none."),
+			"metrics": schema.SingleNestedAttribute{
+				Computed: true, Description: "Where the pool publishes its metrics (see the pool resource's `metrics`), for a dashboard in another stack; null when it publishes none.",
+				Attributes: map[string]schema.Attribute{
+					"log_group": computedString("Log group of the metrics' events; the pool's log stream in it is named after the pool."),
+					"namespace": computedString("CloudWatch namespace of the metrics."),
+				},
+			},
 			"github_repository":   computedString("Repository the runners register with; null for organization runners."),
 			"instance_arn_prefix": computedString("`arn:<partition>:ec2:<region>:<account>:instance/` of the pool's runners: each runner's agent partition in the table is `AGENT#<prefix><instance id>`, for IAM policies (`dynamodb:LeadingKeys`)."),
 			"table_name":          computedString("Name of the DynamoDB table."),
@@ -142,6 +150,7 @@ func (d *poolDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 	m.MaxRunnerAge = types.StringValue(protocol.FormatDuration(time.Duration(cfg.MaxRunnerAge)))
 	m.Fleet = fleetValue(cfg.Fleet)
 	m.GitHubOwner, m.GitHubRepo = githubTargetValues(cfg.GitHub)
+	m.Metrics = metricsValue(cfg.Metrics)
 	m.InstanceARNPrefix = types.StringValue(cfg.InstanceARNPrefix)
 	m.TableName = types.StringValue(protocol.TableName(name))
 	m.TableARN = types.StringValue(st.TableARN)

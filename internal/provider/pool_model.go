@@ -25,6 +25,35 @@ var fleetType = types.ObjectType{AttrTypes: map[string]attr.Type{
 	"instance_selection":      types.StringType,
 }}
 
+var metricsType = types.ObjectType{AttrTypes: map[string]attr.Type{
+	"log_group": types.StringType,
+	"namespace": types.StringType,
+}}
+
+type metricsModel struct {
+	LogGroup  types.String `tfsdk:"log_group"`
+	Namespace types.String `tfsdk:"namespace"`
+}
+
+func metricsValue(m *protocol.MetricsConfig) types.Object {
+	if m == nil {
+		return types.ObjectNull(metricsType.AttrTypes)
+	}
+	return types.ObjectValueMust(metricsType.AttrTypes, map[string]attr.Value{
+		"log_group": types.StringValue(m.LogGroup),
+		"namespace": types.StringValue(m.Namespace),
+	})
+}
+
+func metricsFromValue(ctx context.Context, v types.Object) (*protocol.MetricsConfig, diag.Diagnostics) {
+	if v.IsNull() || v.IsUnknown() {
+		return nil, nil
+	}
+	var m metricsModel
+	diags := v.As(ctx, &m, objectAsOptions)
+	return &protocol.MetricsConfig{LogGroup: m.LogGroup.ValueString(), Namespace: m.Namespace.ValueString()}, diags
+}
+
 type fleetModel struct {
 	LaunchTemplateID      types.String `tfsdk:"launch_template_id"`
 	LaunchTemplateName    types.String `tfsdk:"launch_template_name"`

@@ -31,6 +31,7 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsconfig"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/metrics"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -68,6 +69,7 @@ type poolResourceModel struct {
 	GitHubRepo      types.String   `tfsdk:"github_repository"`
 	Warm            types.Map      `tfsdk:"warm"`
 	WarmStatus      types.Map      `tfsdk:"warm_status"`
+	Metrics         types.Object   `tfsdk:"metrics"`
 	Tags            types.Map      `tfsdk:"tags"`
 	TagsAll         types.Map      `tfsdk:"tags_all"`
 	ForceDestroy    types.Bool     `tfsdk:"force_destroy"`
@@ -193,6 +195,25 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 			},
 			"warm":        warmAttribute(),
 			"warm_status": warmStatusAttribute(),
+			"metrics": schema.SingleNestedAttribute{
+				Optional: true,
+				Description: "Publishes how the pool serves its claims to CloudWatch, per resource class: see the metrics guide. " +
+					"The events go to a log stream named after the pool, which the apply creates. Claims read these settings from the pool. " +
+					"A metric that cannot be published is a warning, never a failed claim. Without this block nothing is published.",
+				Attributes: map[string]schema.Attribute{
+					"log_group": schema.StringAttribute{
+						Required:    true,
+						Description: "Name of an existing CloudWatch Logs log group, for example an `aws_cloudwatch_log_group`. Several pools may share one.",
+						Validators:  []validator.String{logGroupNameValidator()},
+					},
+					"namespace": schema.StringAttribute{
+						Optional: true, Computed: true,
+						Description: "CloudWatch namespace of the metrics. Default `" + metrics.DefaultNamespace + "`.",
+						Default:     stringdefault.StaticString(metrics.DefaultNamespace),
+						Validators:  []validator.String{metricsNamespaceValidator()},
+					},
+				},
+			},
 			"tags": schema.MapAttribute{
 				Optional: true, ElementType: types.StringType,
 				Description: "Tags of the table and the queues, over the provider's `default_tags`: at most 48 with them, as SQS allows 50 tags per queue and the provider adds 2. The keys `ec2runners:pool` and `ec2runners:class` are the provider's: it tags each queue with its pool and class.",
@@ -267,7 +288,7 @@ func (r *poolResource) manager() *pool.Manager { return poolManager(r.data.clien
 
 // poolManager manages pools with the provider's clients.
 func poolManager(c *awsconfig.Clients) *pool.Manager {
-	return &pool.Manager{DynamoDB: c.DynamoDB, SQS: c.SQS, EC2: c.EC2, STS: c.STS, Region: c.Region}
+	return &pool.Manager{DynamoDB: c.DynamoDB, SQS: c.SQS, EC2: c.EC2, STS: c.STS, Logs: c.Logs, Region: c.Region}
 }
 
 // ModifyPlan computes tags_all and plans queue changes: queue_urls and
@@ -354,6 +375,8 @@ func (r *poolResource) spec(ctx context.Context, m poolResourceModel) (pool.Spec
 	}
 	spec.Warm, d = warmFromValue(ctx, m.Warm)
 	diags.Append(d...)
+	spec.Metrics, d = metricsFromValue(ctx, m.Metrics)
+	diags.Append(d...)
 	return spec, diags
 }
 
@@ -370,6 +393,7 @@ func (r *poolResource) setStatus(m *poolResourceModel, st *pool.Status) {
 	m.Fleet = fleetValue(cfg.Fleet)
 	m.GitHubOwner, m.GitHubRepo = githubTargetValues(cfg.GitHub)
 	m.Warm = warmValue(cfg.Warm, m.Warm)
+	m.Metrics = metricsValue(cfg.Metrics)
 	m.TagsAll = stringMapValue(st.Tags)
 	m.Tags = ownTags(st.Tags, r.defaultTags(), m.Tags)
 	if m.ForceDestroy.IsNull() {
@@ -403,7 +427,8 @@ func (r *poolResource) fill(ctx context.Context, m *poolResourceModel, timeout t
 		return
 	}
 	name := m.Name.ValueString()
-	c := r.data.claimer(ctx)
+	c, warned := r.data.warnedClaimer(ctx)
+	defer warned.into(diags)
 	if m.Fleet.IsNull() || m.Warm.IsNull() {
 		r.setWarmStatus(ctx, c, m, diags)
 		return
@@ -476,13 +501,16 @@ func (r *poolResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 	r.setStatus(&state, st)
 	r.setWarmStatus(ctx, r.data.claimer(ctx), &state, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
-	r.reap(ctx, st.Config.Name)
+	r.reap(ctx, st.Config.Name, &resp.Diagnostics)
 }
 
 // reap cleans the pool up while Terraform looks at it anyway: a pool in use
-// stays clean without a cron. Bounded; failures are only logged.
-func (r *poolResource) reap(ctx context.Context, name string) {
-	res, ran, err := r.data.claimer(ctx).ReapIfDue(ctx, name, claim.DefaultReapInterval)
+// stays clean without a cron. Bounded; failures are only logged (metrics
+// not published are warnings).
+func (r *poolResource) reap(ctx context.Context, name string, diags *diag.Diagnostics) {
+	c, warned := r.data.warnedClaimer(ctx)
+	defer warned.into(diags)
+	res, ran, err := c.ReapIfDue(ctx, name, claim.DefaultReapInterval)
 	switch {
 	case err != nil:
 		tflog.Warn(ctx, "reaping the pool failed", map[string]any{"pool": name, "error": err.Error()})

@@ -394,6 +394,36 @@ name       = "okay"
 table_name = "other"`,
 			want: `(?s)Invalid Configuration for Read-Only Attribute.*table_name`,
 		},
+		"metrics log group with a colon": {
+			config: `
+name    = "okay"
+metrics = { log_group = "ci:metrics" }`,
+			want: `Attribute metrics.log_group: must be 1 to 512 letters, digits, '.', '-', '_', '/' and '#'`,
+		},
+		"metrics log group too long": {
+			config: `
+name    = "okay"
+metrics = { log_group = "` + strings.Repeat("g", 513) + `" }`,
+			want: `Attribute metrics.log_group: must be 1 to 512 letters`,
+		},
+		"metrics in AWS's namespace": {
+			config: `
+name    = "okay"
+metrics = { log_group = "/ec2runners/okay", namespace = "AWS/EC2" }`,
+			want: `Attribute metrics.namespace: must not start with AWS/, which AWS's own namespaces use`,
+		},
+		"metrics namespace too long": {
+			config: `
+name    = "okay"
+metrics = { log_group = "/ec2runners/okay", namespace = "` + strings.Repeat("n", 256) + `" }`,
+			want: `Attribute metrics.namespace: must be 1 to 255 characters`,
+		},
+		"metrics without a log group": {
+			config: `
+name    = "okay"
+metrics = { namespace = "CI" }`,
+			want: `Inappropriate value for attribute "metrics": attribute "log_group" is required`,
+		},
 		"repository without owner": {
 			config: `
 name              = "okay"

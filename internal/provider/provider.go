@@ -6,7 +6,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
@@ -70,6 +69,7 @@ type providerModel struct {
 		DynamoDB types.String `tfsdk:"dynamodb"`
 		EC2      types.String `tfsdk:"ec2"`
 		STS      types.String `tfsdk:"sts"`
+		Logs     types.String `tfsdk:"logs"`
 	} `tfsdk:"endpoints"`
 	DefaultTags *struct {
 		Tags types.Map `tfsdk:"tags"`
@@ -83,10 +83,10 @@ func (p *ec2runnersProvider) Metadata(_ context.Context, _ provider.MetadataRequ
 }
 
 func (p *ec2runnersProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
-	endpoint := func(service string) schema.StringAttribute {
+	endpoint := func(service, envSuffix string) schema.StringAttribute {
 		return schema.StringAttribute{
 			Optional:    true,
-			Description: "Endpoint URL of " + service + ", e.g. `http://localhost:4566` for LocalStack. Default: the SDK's, which honours `AWS_ENDPOINT_URL` and `AWS_ENDPOINT_URL_" + strings.ToUpper(service) + "`.",
+			Description: "Endpoint URL of " + service + ", e.g. `http://localhost:4566` for LocalStack. Default: the SDK's, which honours `AWS_ENDPOINT_URL` and `AWS_ENDPOINT_URL_" + envSuffix + "`.",
 			Validators:  []validator.String{stringvalidator.RegexMatches(urlPattern, "must be an http:// or https:// URL")},
 		}
 	}
@@ -159,10 +159,11 @@ func (p *ec2runnersProvider) Schema(_ context.Context, _ provider.SchemaRequest,
 			"endpoints": schema.SingleNestedBlock{
 				Description: "Custom service endpoints, e.g. for LocalStack.",
 				Attributes: map[string]schema.Attribute{
-					"sqs":      endpoint("SQS"),
-					"dynamodb": endpoint("DynamoDB"),
-					"ec2":      endpoint("EC2"),
-					"sts":      endpoint("STS"),
+					"sqs":      endpoint("SQS", "SQS"),
+					"dynamodb": endpoint("DynamoDB", "DYNAMODB"),
+					"ec2":      endpoint("EC2", "EC2"),
+					"sts":      endpoint("STS", "STS"),
+					"logs":     endpoint("CloudWatch Logs (the pools' metrics)", "CLOUDWATCH_LOGS"),
 				},
 			},
 			"github": githubBlock(),
@@ -216,7 +217,7 @@ func (p *ec2runnersProvider) Configure(ctx context.Context, req provider.Configu
 		opts.AssumeRole = &awsconfig.AssumeRole{RoleARN: ar.RoleARN.ValueString(), SessionName: ar.SessionName.ValueString(), ExternalID: ar.ExternalID.ValueString(), Duration: d}
 	}
 	if e := m.Endpoints; e != nil {
-		opts.Endpoints = awsconfig.Endpoints{SQS: e.SQS.ValueString(), DynamoDB: e.DynamoDB.ValueString(), EC2: e.EC2.ValueString(), STS: e.STS.ValueString()}
+		opts.Endpoints = awsconfig.Endpoints{SQS: e.SQS.ValueString(), DynamoDB: e.DynamoDB.ValueString(), EC2: e.EC2.ValueString(), STS: e.STS.ValueString(), Logs: e.Logs.ValueString()}
 	}
 	data := &providerData{defaultTags: map[string]string{}, version: p.version}
 	if m.DefaultTags != nil {

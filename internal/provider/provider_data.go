@@ -3,10 +3,12 @@ package provider
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/metrics"
 )
 
 // configuredData unpacks what Configure handed over; nil before configuration.
@@ -21,8 +23,49 @@ func configuredData(v any, diags *diag.Diagnostics) *providerData {
 	return data
 }
 
-// claimer runs the pool logic with the provider's clients, logging to ctx.
+// claimer runs the pool logic with the provider's clients, logging to ctx;
+// what goes wrong without failing the operation (metrics not published)
+// is only logged.
 func (d *providerData) claimer(ctx context.Context) *claim.Claimer {
 	c := d.clients
-	return &claim.Claimer{DynamoDB: c.DynamoDB, SQS: c.SQS, EC2: c.EC2, GitHub: d.github, DefaultTags: d.defaultTags, Log: tflogAdapter(ctx)}
+	return &claim.Claimer{DynamoDB: c.DynamoDB, SQS: c.SQS, EC2: c.EC2, GitHub: d.github, DefaultTags: d.defaultTags, Log: tflogAdapter(ctx),
+		Metrics: &metrics.Publisher{Logs: c.Logs}}
+}
+
+// warnedClaimer is claimer whose warnings are collected, for the
+// operation's diagnostics (warnings.into).
+func (d *providerData) warnedClaimer(ctx context.Context) (*claim.Claimer, *warnings) {
+	c := d.claimer(ctx)
+	w := &warnings{}
+	c.Warn = w.add
+	return c, w
+}
+
+// warnings are an operation's warnings from the pool logic, which may come
+// from its goroutines, each once.
+type warnings struct {
+	mu   sync.Mutex
+	seen map[string]bool
+	list [][2]string
+}
+
+func (w *warnings) add(summary, detail string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seen == nil {
+		w.seen = map[string]bool{}
+	}
+	if key := summary + "\x00" + detail; !w.seen[key] {
+		w.seen[key] = true
+		w.list = append(w.list, [2]string{summary, detail})
+	}
+}
+
+// into adds the warnings to diags.
+func (w *warnings) into(diags *diag.Diagnostics) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, x := range w.list {
+		diags.AddWarning(x[0], x[1])
+	}
 }

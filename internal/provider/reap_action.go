@@ -79,7 +79,9 @@ func (a *reapAction) Invoke(ctx context.Context, req action.InvokeRequest, resp 
 	}
 	name := cfg.Name
 	resp.SendProgress(action.InvokeProgressEvent{Message: fmt.Sprintf("Reaping pool %s", name)})
-	res, err := a.data.claimer(ctx).Reap(ctx, name)
+	c, warned := a.data.warnedClaimer(ctx)
+	res, err := c.Reap(ctx, name)
+	warned.into(&resp.Diagnostics)
 	for _, msg := range reapReport(name, res) {
 		resp.SendProgress(action.InvokeProgressEvent{Message: msg})
 	}

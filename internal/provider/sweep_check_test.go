@@ -7,10 +7,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
+	logstypes "github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -73,7 +76,7 @@ func TestSweepersTakeTheTestsNames(t *testing.T) {
 
 // What tests leave behind (a pool's table and queues, a queue of another
 // name tagged with the pool, launch templates named and tagged for it, an
-// instance tagged with it) is gone after the sweepers ran, as `make sweep`
+// instance tagged with it, the log group of its metrics) is gone after the sweepers ran, as `make sweep`
 // runs them: this test binary with -sweep, against the same emulator (or
 // AWS). EC2RUNNERS_SWEEP_POOL narrows them to this test's pool, so that
 // they leave alone the pools of the tests running meanwhile (shown by
@@ -133,6 +136,18 @@ func TestAccSweepers_removeLeftovers(t *testing.T) {
 	t.Cleanup(func() {
 		_, _ = testClients.EC2.TerminateInstances(context.Background(), &ec2.TerminateInstancesInput{InstanceIds: []string{instance}})
 	})
+	logGroup := func(group string) {
+		t.Helper()
+		if _, err := testClients.Logs.CreateLogGroup(ctx, &cloudwatchlogs.CreateLogGroupInput{LogGroupName: aws.String(group)}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_, _ = testClients.Logs.DeleteLogGroup(context.Background(), &cloudwatchlogs.DeleteLogGroupInput{LogGroupName: aws.String(group)})
+		})
+	}
+	sweptGroup, keptGroup := metricsLogGroupPrefix+name, metricsLogGroupPrefix+other
+	logGroup(sweptGroup)
+	logGroup(keptGroup)
 
 	exe, err := os.Executable()
 	if err != nil {
@@ -179,6 +194,12 @@ func TestAccSweepers_removeLeftovers(t *testing.T) {
 			return nil
 		}
 	}
+	gone["log group "+sweptGroup] = func() error {
+		if exists, err := logGroupExists(ctx, sweptGroup); err != nil || exists {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	}
 	for what, check := range gone {
 		if err := eventually(check); err != nil {
 			t.Errorf("after the sweep, %s: %v", what, err)
@@ -187,6 +208,18 @@ func TestAccSweepers_removeLeftovers(t *testing.T) {
 	if exists, err := launchTemplateExists(ctx, kept); err != nil || !exists {
 		t.Errorf("the sweep narrowed to %s removed the launch template of pool %s (%v)", name, other, err)
 	}
+	if exists, err := logGroupExists(ctx, keptGroup); err != nil || !exists {
+		t.Errorf("the sweep narrowed to %s removed the log group of pool %s (%v)", name, other, err)
+	}
+}
+
+// logGroupExists reports whether CloudWatch Logs knows the log group.
+func logGroupExists(ctx context.Context, group string) (bool, error) {
+	out, err := testClients.Logs.DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{LogGroupNamePrefix: aws.String(group)})
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(out.LogGroups, func(g logstypes.LogGroup) bool { return aws.ToString(g.LogGroupName) == group }), nil
 }
 
 // launchTemplateExists reports whether EC2 knows launch template id.

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -29,8 +30,8 @@ import (
 // what the acceptance tests named or tagged and left behind (a test killed
 // mid-run, a failed destroy): the EC2 instances tagged ec2runners:pool with
 // a test pool's name, the pools' DynamoDB tables and SQS queues (by name,
-// or a queue by its ec2runners:pool tag), and the launch templates the
-// tests made. Against real AWS with EC2RUNNERS_TESTACC_AWS=1, else in the
+// or a queue by its ec2runners:pool tag), the launch templates the tests
+// made, and the log groups of the pools' metrics (/ec2runners/<pool>). Against real AWS with EC2RUNNERS_TESTACC_AWS=1, else in the
 // emulator. A test pool is a name randomName makes: acc-<word>-<8 hex
 // digits>; EC2RUNNERS_SWEEP_POOL narrows a sweep to one of them.
 
@@ -68,6 +69,7 @@ func init() {
 		"ec2runners_queues":           sweepQueues,
 		"ec2runners_tables":           sweepTables,
 		"ec2runners_launch_templates": sweepLaunchTemplates,
+		"ec2runners_log_groups":       sweepLogGroups,
 	} {
 		resource.AddTestSweepers(name, &resource.Sweeper{Name: name, Dependencies: []string{"ec2runners_instances"}, F: f})
 	}
@@ -91,7 +93,7 @@ func sweepClients(region string) (c *awsconfig.Clients, done func(), err error) 
 	}
 	c, err = awsconfig.New(ctx, awsconfig.Options{
 		Region: region, AccessKey: "test", SecretKey: "test",
-		Endpoints: awsconfig.Endpoints{SQS: endpoint, DynamoDB: endpoint, EC2: endpoint, STS: endpoint},
+		Endpoints: awsconfig.Endpoints{SQS: endpoint, DynamoDB: endpoint, EC2: endpoint, STS: endpoint, Logs: endpoint},
 	})
 	if err != nil {
 		stop()
@@ -242,6 +244,40 @@ func sweepLaunchTemplates(region string) error {
 			_, err := c.EC2.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: aws.String(id)})
 			if err != nil && !isCode(err, "InvalidLaunchTemplateId.NotFound") {
 				errs = append(errs, fmt.Errorf("deleting launch template %s (%s): %w", name, id, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// metricsLogGroupPrefix is where the tests' pools publish their metrics:
+// /ec2runners/<pool>, as examples/complete names it.
+const metricsLogGroupPrefix = "/ec2runners/"
+
+// sweepLogGroups deletes the log groups of swept pools' metrics.
+func sweepLogGroups(region string) error {
+	c, done, err := sweepClients(region)
+	if err != nil {
+		return err
+	}
+	defer done()
+	ctx := context.Background()
+	var errs []error
+	p := cloudwatchlogs.NewDescribeLogGroupsPaginator(c.Logs, &cloudwatchlogs.DescribeLogGroupsInput{LogGroupNamePrefix: aws.String(metricsLogGroupPrefix + "acc-")})
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("listing log groups: %w", err)
+		}
+		for _, g := range out.LogGroups {
+			name := aws.ToString(g.LogGroupName)
+			if !sweeps(strings.TrimPrefix(name, metricsLogGroupPrefix)) {
+				continue
+			}
+			log.Printf("[INFO] sweeper: deleting log group %s", name)
+			_, err := c.Logs.DeleteLogGroup(ctx, &cloudwatchlogs.DeleteLogGroupInput{LogGroupName: aws.String(name)})
+			if err != nil && !isCode(err, "ResourceNotFoundException") {
+				errs = append(errs, fmt.Errorf("deleting log group %s: %w", name, err))
 			}
 		}
 	}

@@ -78,6 +78,16 @@ func runnerVersionValidator() validator.String {
 		}}
 }
 
+// logGroupNameValidator: a CloudWatch Logs log group's name.
+func logGroupNameValidator() validator.String {
+	return ruleValidator{summary: "Invalid log group name", description: "must be 1 to 512 letters, digits, `.`, `-`, `_`, `/` and `#`", check: protocol.ValidateLogGroupName}
+}
+
+// metricsNamespaceValidator: a CloudWatch namespace of custom metrics.
+func metricsNamespaceValidator() validator.String {
+	return ruleValidator{summary: "Invalid CloudWatch namespace", description: "must be 1 to 255 printable ASCII characters, not starting with `:` nor `AWS/`", check: protocol.ValidateMetricsNamespace}
+}
+
 // classNameValidator: resource class names have no '-' (protocol.ClassNameRule).
 func classNameValidator() validator.String {
 	return stringvalidator.RegexMatches(protocol.ClassNamePattern, protocol.ClassNameRule)

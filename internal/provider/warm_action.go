@@ -47,7 +47,9 @@ func (a *warmAction) Invoke(ctx context.Context, req action.InvokeRequest, resp 
 		return
 	}
 	resp.SendProgress(action.InvokeProgressEvent{Message: fmt.Sprintf("Warming pool %s", name)})
-	res, err := a.data.claimer(ctx).Warm(ctx, name, claim.WarmOptions{Timings: claim.DefaultTimings()})
+	c, warned := a.data.warnedClaimer(ctx)
+	res, err := c.Warm(ctx, name, claim.WarmOptions{Timings: claim.DefaultTimings()})
+	warned.into(&resp.Diagnostics)
 	for _, msg := range warmReport(name, res) {
 		resp.SendProgress(action.InvokeProgressEvent{Message: msg})
 	}

@@ -42,6 +42,12 @@ resource "ec2runners_pool" "ci" {
     }
   }
 
+  # Publish how the pool serves its claims to CloudWatch (the metrics
+  # guide), into an existing log group.
+  metrics = {
+    log_group = "/ec2runners/ci-runners"
+  }
+
   tags = {
     Team = "platform"
   }
