@@ -86,6 +86,9 @@ func ValidateLabel(runID, label string) error {
 // a name longer than this.
 const MaxRunnerGroupLength = 255
 
+// RunnerGroupRule says what a runner group's name may be.
+const RunnerGroupRule = "1-255 characters, no control characters, no blanks at either end"
+
 // DefaultRunnerGroup is the runner group every organization has, where
 // runners registered without a group go.
 const DefaultRunnerGroup = "Default"
