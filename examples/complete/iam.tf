@@ -299,6 +299,14 @@ data "aws_iam_policy_document" "ci" {
     resources = ["arn:${local.partition}:logs:${var.region}:${local.account_id}:log-group:${local.metrics_log_group}:log-stream:${local.pool}"]
   }
 
+  # The pool's GitHub credential (github.tf): claims and releases mint the
+  # runners' tokens with it, and no repository holds a GitHub secret.
+  statement {
+    sid       = "PoolGitHubCredential"
+    actions   = ["ssm:GetParameter"]
+    resources = ["arn:${local.partition}:ssm:${var.region}:${local.account_id}:parameter/ec2runners/${local.pool}/github"]
+  }
+
   # The claims' Terraform state: the claim job writes it, the release job
   # reads it to destroy the claim. Terragrunt's claims unit also reads the
   # pool unit's outputs from its state.

@@ -166,6 +166,11 @@ resource "ec2runners_pool" "this" {
   github_owner      = var.github_owner
   github_repository = var.github_repository
 
+  # Claims and releases without GitHub credentials of their own mint the
+  # runners' tokens with this one (github.tf): no repository needs a
+  # GitHub secret.
+  github_credential = var.github_token != null ? { ssm_parameter = aws_ssm_parameter.github[0].name } : null
+
   idle_timeout = var.idle_timeout
   max_runtime  = var.max_runtime
 

@@ -66,7 +66,7 @@ variable "github_repository" {
 }
 
 variable "github_token" {
-  description = "GitHub token that may create runner registration tokens (fine-grained: \"Administration: read and write\" on the repository, or \"Self-hosted runners: read and write\" on the organization). Null: the provider reads GITHUB_TOKEN from the environment."
+  description = "GitHub token that may create runner registration tokens (fine-grained: \"Administration: read and write\" on the repository, or \"Self-hosted runners: read and write\" on the organization). The stack keeps it in an SSM parameter for the workflows' claims (github.tf). Null: no parameter, and the provider reads GITHUB_TOKEN from the environment (then each workflow needs a GitHub credential of its own)."
   type        = string
   default     = null
   sensitive   = true

@@ -236,7 +236,7 @@ func (s *sim) contexts(jobID string, steps map[string]any) map[string]any {
 		"github":  map[string]any{"run_id": s.runID, "run_attempt": strconv.Itoa(s.attempt), "repository": "acme/app"},
 		"needs":   needs,
 		"vars":    map[string]any{"EC2RUNNERS_POOL": "ci-runners", "EC2RUNNERS_CI_ROLE_ARN": "arn:aws:iam::123456789012:role/ci", "AWS_REGION": "eu-west-1"},
-		"secrets": map[string]any{"EC2RUNNERS_GITHUB_TOKEN": map[bool]any{false: "ghp_x", true: nil}[s.secretless]},
+		"secrets": map[string]any{}, // the shipped workflows read none
 		"steps":   steps,
 		"env":     map[string]any{},
 	}

@@ -20,7 +20,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go/middleware"
 )
@@ -36,11 +38,13 @@ type AssumeRole struct {
 // Endpoints override the SDK's endpoint per service ("" keeps the default,
 // which honours AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<SERVICE>).
 type Endpoints struct {
-	SQS      string
-	DynamoDB string
-	EC2      string
-	STS      string
-	Logs     string
+	SQS            string
+	DynamoDB       string
+	EC2            string
+	STS            string
+	Logs           string
+	SSM            string
+	SecretsManager string
 }
 
 // Options are the provider's AWS settings; zero values mean "SDK default".
@@ -77,6 +81,10 @@ type Clients struct {
 	// Logs publishes the pools' metrics (CloudWatch Logs, embedded metric
 	// format).
 	Logs *cloudwatchlogs.Client
+	// SSM and SecretsManager read the GitHub credential a pool keeps in
+	// its account.
+	SSM            *ssm.Client
+	SecretsManager *secretsmanager.Client
 }
 
 // DefaultMaxAttempts: enough to ride out throttling and 5xx bursts; the
@@ -116,6 +124,10 @@ func New(ctx context.Context, o Options) (*Clients, error) {
 		EC2:  ec2.NewFromConfig(cfg, func(opt *ec2.Options) { setEndpoint(&opt.BaseEndpoint, o.Endpoints.EC2) }),
 		STS:  sts.NewFromConfig(cfg, func(opt *sts.Options) { setEndpoint(&opt.BaseEndpoint, o.Endpoints.STS) }),
 		Logs: cloudwatchlogs.NewFromConfig(cfg, func(opt *cloudwatchlogs.Options) { setEndpoint(&opt.BaseEndpoint, o.Endpoints.Logs) }),
+		SSM:  ssm.NewFromConfig(cfg, func(opt *ssm.Options) { setEndpoint(&opt.BaseEndpoint, o.Endpoints.SSM) }),
+		SecretsManager: secretsmanager.NewFromConfig(cfg, func(opt *secretsmanager.Options) {
+			setEndpoint(&opt.BaseEndpoint, o.Endpoints.SecretsManager)
+		}),
 	}, nil
 }
 

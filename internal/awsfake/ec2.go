@@ -42,6 +42,11 @@ type EC2 struct {
 	// LtVersion is the launch template's latest and default version
 	// number (0: 1).
 	LtVersion int64
+	// LtID is the launch template's id ("": lt-0123), and LtCreated when
+	// it was created (zero: 2020-01-01): a template replaced by another
+	// has a new id and creation time.
+	LtID      string
+	LtCreated time.Time
 
 	Fleets []*ec2.CreateFleetInput
 	// Runs are the RunInstances calls EC2 carried out.
@@ -53,10 +58,19 @@ type EC2 struct {
 	OnFleet func()
 	// ShortBy launches this many fewer instances than asked, with an
 	// InsufficientInstanceCapacity error entry.
-	ShortBy   int
-	FleetErr  error
-	nextID    int
-	GroupSize int // instance ids per CreateFleetInstance entry (AWS groups them)
+	ShortBy int
+	// Capacity, when it has a usage class ("spot", "on-demand"), is how
+	// many instances of that class one CreateFleet can launch: a fleet of
+	// that default capacity type asking for more launches that many and
+	// answers the rest with ShortError (as EC2 answers an instant fleet it
+	// cannot fill: the call succeeds).
+	Capacity map[string]int
+	// ShortError is the Errors[] entry of a fleet short of Capacity, by
+	// usage class (none: InsufficientInstanceCapacity).
+	ShortError map[string]ec2types.CreateFleetError
+	FleetErr   error
+	nextID     int
+	GroupSize  int // instance ids per CreateFleetInstance entry (AWS groups them)
 
 	Catalog       []ec2types.InstanceTypeInfo
 	PageSize      int
@@ -113,8 +127,18 @@ func (e *EC2) CreateFleet(ctx context.Context, in *ec2.CreateFleetInput, _ ...fu
 	if e.InitialRunIDs == nil {
 		e.InitialRunIDs = map[string]string{}
 	}
+	lifecycle := string(in.TargetCapacitySpecification.DefaultTargetCapacityType)
 	n := int(aws.ToInt32(in.TargetCapacitySpecification.TotalTargetCapacity)) - e.ShortBy
 	out := &ec2.CreateFleetOutput{FleetId: aws.String("fleet-1")}
+	if have, limited := e.Capacity[lifecycle]; limited && n > have {
+		n = max(0, have)
+		short, ok := e.ShortError[lifecycle]
+		if !ok {
+			short = ec2types.CreateFleetError{ErrorCode: aws.String("InsufficientInstanceCapacity"), ErrorMessage: aws.String("not enough capacity")}
+		}
+		short.Lifecycle = ec2types.InstanceLifecycle(lifecycle)
+		out.Errors = append(out.Errors, short)
+	}
 	group := max(1, e.GroupSize)
 	for i := 0; i < n; i++ {
 		e.nextID++
@@ -128,7 +152,7 @@ func (e *EC2) CreateFleet(ctx context.Context, in *ec2.CreateFleetInput, _ ...fu
 			e.Unseen[id] = e.UnseenCalls
 		}
 		if i%group == 0 {
-			out.Instances = append(out.Instances, ec2types.CreateFleetInstance{InstanceType: typ})
+			out.Instances = append(out.Instances, ec2types.CreateFleetInstance{InstanceType: typ, Lifecycle: ec2types.InstanceLifecycle(lifecycle)})
 		}
 		last := &out.Instances[len(out.Instances)-1]
 		last.InstanceIds = append(last.InstanceIds, id)
@@ -244,7 +268,14 @@ func (e *EC2) DescribeLaunchTemplates(ctx context.Context, in *ec2.DescribeLaunc
 		tags = map[string]string{protocol.TagPool: e.Pool}
 	}
 	version := max(1, e.LtVersion)
-	lt := ec2types.LaunchTemplate{LaunchTemplateId: aws.String("lt-0123"), LaunchTemplateName: aws.String("runners"),
+	id, created := e.LtID, e.LtCreated
+	if id == "" {
+		id = "lt-0123"
+	}
+	if created.IsZero() {
+		created = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	lt := ec2types.LaunchTemplate{LaunchTemplateId: aws.String(id), LaunchTemplateName: aws.String("runners"), CreateTime: aws.Time(created),
 		LatestVersionNumber: aws.Int64(version), DefaultVersionNumber: aws.Int64(version)}
 	for _, k := range slices.Sorted(maps.Keys(tags)) {
 		lt.Tags = append(lt.Tags, ec2types.Tag{Key: aws.String(k), Value: aws.String(tags[k])})

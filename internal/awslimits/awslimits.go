@@ -13,7 +13,8 @@
 // limit fails the tests as it would fail a user's apply.
 //
 // Adding a rule: one more Rule in the service's file (ec2.go, sqs.go,
-// dynamodb.go, logs.go), with its Source, a case for it in the front's test
+// dynamodb.go, logs.go, ssm.go,
+// secretsmanager.go), with its Source, a case for it in the front's test
 // (internal/emulator's front_rules_test.go, which fails without one), one in
 // awsfake's when it implements the action, and a row in the catalogue,
 // templates/guides/service-limits.md.tmpl (awslimits' test checks every rule
@@ -57,7 +58,7 @@ type Rule struct {
 	// ID names the rule in the catalogue and in the tests.
 	ID string
 	// Service is the SigV4 signing name of the service ("ec2", "sqs",
-	// "dynamodb", "logs").
+	// "dynamodb", "logs", "ssm", "secretsmanager").
 	Service string
 	// Actions are the API actions whose requests the rule reads.
 	Actions []string
@@ -75,7 +76,7 @@ type Rule struct {
 
 // Rules are the rules the front and the fakes enforce, in the catalogue's
 // order.
-var Rules = slices.Concat(ec2Rules, sqsRules, dynamodbRules, logsRules)
+var Rules = slices.Concat(ec2Rules, sqsRules, dynamodbRules, logsRules, ssmRules, secretsManagerRules)
 
 // watched are the actions some rule reads, by service.
 var watched = func() map[string]map[string]bool {

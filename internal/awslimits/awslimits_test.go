@@ -165,3 +165,35 @@ func TestEMFProblem(t *testing.T) {
 		}
 	}
 }
+
+// Where a pool's GitHub credential may live: the names a new parameter or
+// secret may have, or their ARNs.
+func TestCredentialPlaceProblems(t *testing.T) {
+	for _, tc := range []struct {
+		problem func(string) string
+		value   string
+		ok      bool
+	}{
+		{awslimits.ParameterNameProblem, "/ec2runners/ci/github", true},
+		{awslimits.ParameterNameProblem, "ci-github", true},
+		{awslimits.ParameterNameProblem, "arn:aws:ssm:eu-west-1:123456789012:parameter/ec2runners/ci/github", true},
+		{awslimits.ParameterNameProblem, "", false},
+		{awslimits.ParameterNameProblem, "ec2runners/ci/github", false},
+		{awslimits.ParameterNameProblem, "/ec2runners//github", false},
+		{awslimits.ParameterNameProblem, "/aws/ci", false},
+		{awslimits.ParameterNameProblem, "SSM-ci", false},
+		{awslimits.ParameterNameProblem, strings.Repeat("/p", 16), false},
+		{awslimits.ParameterNameProblem, "/" + strings.Repeat("p", 1011), false},
+		{awslimits.ParameterNameProblem, "arn:aws:s3:::bucket", false},
+		{awslimits.SecretIDProblem, "ec2runners/ci/github", true},
+		{awslimits.SecretIDProblem, "arn:aws:secretsmanager:eu-west-1:123456789012:secret:ec2runners/ci/github-AbCdEf", true},
+		{awslimits.SecretIDProblem, "", false},
+		{awslimits.SecretIDProblem, "ec2runners ci", false},
+		{awslimits.SecretIDProblem, strings.Repeat("s", 513), false},
+		{awslimits.SecretIDProblem, "arn:aws:ssm:eu-west-1:123456789012:parameter/x", false},
+	} {
+		if p := tc.problem(tc.value); (p == "") != tc.ok {
+			t.Errorf("%.60q: problem %q, want ok = %v", tc.value, p, tc.ok)
+		}
+	}
+}

@@ -16,14 +16,14 @@ import (
 // A request as the rules read it: its parameters decoded from the wire into
 // a document of map[string]any (structures and maps), []any (lists) and
 // leaves (string, json.Number, bool), named as the service's protocol names
-// them. For the JSON protocols (SQS, DynamoDB, CloudWatch Logs) that is the JSON body; for
+// them. For the JSON protocols (SQS, DynamoDB, CloudWatch Logs, SSM, Secrets Manager) that is the JSON body; for
 // EC2's query protocol, the form's flattened keys nested again
 // (TagSpecification.1.Tag.2.Key becomes TagSpecification[0].Tag[1].Key),
 // with every leaf a string.
 
 // targetPrefixes are the X-Amz-Target prefixes of the JSON services, by
 // SigV4 signing name.
-var targetPrefixes = map[string]string{"sqs": "AmazonSQS.", "dynamodb": "DynamoDB_20120810.", "logs": "Logs_20140328."}
+var targetPrefixes = map[string]string{"sqs": "AmazonSQS.", "dynamodb": "DynamoDB_20120810.", "logs": "Logs_20140328.", "ssm": "AmazonSSM.", "secretsmanager": "secretsmanager."}
 
 // Action is the action of a request to service: X-Amz-Target's for the JSON
 // protocols, "" for the query protocol (whose action is in the body).
@@ -182,13 +182,13 @@ func integer(v any) (int64, bool) {
 // or the JSON error of SQS, with the query-compatible code in
 // x-amzn-query-error, which the SDKs report
 // (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-json-api-responses.html),
-// of DynamoDB, and of CloudWatch Logs (JSON 1.1).
+// of DynamoDB, and of CloudWatch Logs, Systems Manager and Secrets Manager (JSON 1.1).
 func WriteRefusal(w http.ResponseWriter, service string, refusal *Refusal) {
 	id := requestID()
 	switch service {
-	case "sqs", "dynamodb", "logs":
+	case "sqs", "dynamodb", "logs", "ssm", "secretsmanager":
 		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-		if service == "logs" {
+		if service != "sqs" && service != "dynamodb" {
 			w.Header().Set("Content-Type", "application/x-amz-json-1.1")
 		}
 		w.Header().Set("X-Amzn-Requestid", id)

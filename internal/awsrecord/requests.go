@@ -64,6 +64,10 @@ func (q request) calls(ctx context.Context, r *recorder) []Call {
 		return q.ec2(ctx, r)
 	case "logs":
 		return q.logs(r)
+	case "ssm":
+		return q.ssm(r)
+	case "secretsmanager":
+		return q.secretsManager(r)
 	case "":
 		return nil // not an AWS API request
 	}
@@ -191,6 +195,36 @@ func (q request) logs(r *recorder) []Call {
 		return []Call{q.call(q.action, r.arn(q.base.Region, "logs", group+":log-stream:"+in.LogStreamName), nil)}
 	}
 	return []Call{q.call(q.action, r.arn(q.base.Region, "logs", group), nil)}
+}
+
+// ssm: a parameter's ARN, parameter/<name> without a path's leading '/'
+// (a version or label selector is not part of it).
+func (q request) ssm(r *recorder) []Call {
+	var in struct{ Name string }
+	_ = json.Unmarshal(q.body, &in)
+	if in.Name == "" {
+		return []Call{q.call(q.action, "*", nil)}
+	}
+	if strings.HasPrefix(in.Name, "arn:") {
+		return []Call{q.call(q.action, in.Name, nil)}
+	}
+	name, _, _ := strings.Cut(strings.TrimPrefix(in.Name, "/"), ":")
+	return []Call{q.call(q.action, r.arn(q.base.Region, "ssm", "parameter/"+name), nil)}
+}
+
+// secretsManager: a secret's ARN, which ends in '-' and six random
+// characters; a call naming the secret by name is recorded with "??????"
+// there, as AWS's documents write that suffix in policies.
+func (q request) secretsManager(r *recorder) []Call {
+	var in struct{ SecretId string }
+	_ = json.Unmarshal(q.body, &in)
+	switch {
+	case in.SecretId == "":
+		return []Call{q.call(q.action, "*", nil)}
+	case strings.HasPrefix(in.SecretId, "arn:"):
+		return []Call{q.call(q.action, in.SecretId, nil)}
+	}
+	return []Call{q.call(q.action, r.arn(q.base.Region, "secretsmanager", "secret:"+in.SecretId+"-??????"), nil)}
 }
 
 // sqs: the queue's ARN; batch calls are authorized as their single forms.

@@ -21,3 +21,24 @@ func TestLogsCalls(t *testing.T) {
 		}
 	}
 }
+
+// SSM and Secrets Manager authorize a read on the parameter's or the
+// secret's ARN, however the call names it.
+func TestCredentialReads(t *testing.T) {
+	r := &recorder{partition: "aws", account: "000000000000"}
+	for _, tc := range []struct{ service, action, body, want string }{
+		{"ssm", "GetParameter", `{"Name":"/ec2runners/ci/github","WithDecryption":true}`, "arn:aws:ssm:eu-west-1:000000000000:parameter/ec2runners/ci/github"},
+		{"ssm", "GetParameter", `{"Name":"/ec2runners/ci/github:3"}`, "arn:aws:ssm:eu-west-1:000000000000:parameter/ec2runners/ci/github"},
+		{"ssm", "GetParameter", `{"Name":"ci-github"}`, "arn:aws:ssm:eu-west-1:000000000000:parameter/ci-github"},
+		{"ssm", "GetParameter", `{"Name":"arn:aws:ssm:eu-west-1:000000000000:parameter/x"}`, "arn:aws:ssm:eu-west-1:000000000000:parameter/x"},
+		{"secretsmanager", "GetSecretValue", `{"SecretId":"ec2runners/ci/github"}`, "arn:aws:secretsmanager:eu-west-1:000000000000:secret:ec2runners/ci/github-??????"},
+		{"secretsmanager", "GetSecretValue", `{"SecretId":"arn:aws:secretsmanager:eu-west-1:000000000000:secret:x-AbCdEf"}`, "arn:aws:secretsmanager:eu-west-1:000000000000:secret:x-AbCdEf"},
+	} {
+		q := request{service: tc.service, action: tc.action, body: []byte(tc.body),
+			base: Call{Role: RoleClaims, Partition: "aws", Region: "eu-west-1", Account: "000000000000"}}
+		calls := q.calls(context.Background(), r)
+		if len(calls) != 1 || calls[0].Action != tc.service+":"+tc.action || calls[0].Resource != tc.want {
+			t.Errorf("%s: %v, want %s:%s on %s", tc.body, calls, tc.service, tc.action, tc.want)
+		}
+	}
+}

@@ -42,8 +42,11 @@ type Claimer struct {
 	DynamoDB DynamoDBClient
 	SQS      SQSClient
 	EC2      EC2Client
-	GitHub   *GitHubAccess    // nil: no GitHub credentials
-	Now      func() time.Time // nil: time.Now
+	GitHub   *GitHubAccess // nil: no GitHub credentials of the provider's own
+	// StoredGitHub reads the credentials pools keep in their account,
+	// when GitHub is nil (nil: they are not read).
+	StoredGitHub *StoredGitHub
+	Now          func() time.Time // nil: time.Now
 	// Sleep waits d unless ctx ends first (nil: a timer); a simulation on
 	// a virtual clock sets it with Now.
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -90,6 +93,9 @@ type Result struct {
 	Started int // from the stopped tier
 	Created int // launched
 	Pickup  PickupStats
+	// Warnings say what the claim did that its caller should know: the
+	// on-demand instances it launched for spot capacity EC2 did not have.
+	Warnings []string
 }
 
 // Create fulfils a claim, all or nothing: on failure every runner it took is
@@ -122,8 +128,8 @@ func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	template, version, templateErr := c.currentTemplate(ctx, cfg)
-	wants.TemplateVersion = version
+	template, current, templateErr := c.currentTemplate(ctx, cfg)
+	wants.Template = current
 	queueURL := cfg.QueueURLs[req.ResourceClass]
 	if queueURL == "" {
 		return nil, fmt.Errorf("pool %s has no queue for resource class %q; apply the pool to re-create it", req.Pool, req.ResourceClass)
@@ -252,6 +258,7 @@ type attempt struct {
 	held     map[string]*held
 	failures []string // runners tried and let go, and why
 	notes    []string // what else went wrong on the way
+	warnings []string // what a claim that succeeds says (Result.Warnings)
 	launched int      // instances CreateFleet started
 }
 
@@ -408,7 +415,10 @@ func (a *attempt) run(ctx context.Context) (*Result, error) {
 	if err := a.finish(ctx, all); err != nil {
 		return nil, err
 	}
-	return &Result{Instances: all, Label: a.req.Label, Reused: len(reused), Started: len(started), Created: len(created), Pickup: a.pickup.Stats()}, nil
+	a.mu.Lock()
+	warnings := slices.Clone(a.warnings)
+	a.mu.Unlock()
+	return &Result{Instances: all, Label: a.req.Label, Reused: len(reused), Started: len(started), Created: len(created), Pickup: a.pickup.Stats(), Warnings: warnings}, nil
 }
 
 // fillMissing gets the missing runners the pool's queue did not have: it
@@ -646,7 +656,8 @@ func (a *attempt) claimAll(ctx context.Context, msgs []protocol.Message) ([]Inst
 		failed  error
 	)
 	for i, m := range msgs {
-		inst := Instance{ID: m.ID, InstanceType: m.InstanceType, UsageClass: m.UsageClass, Source: SourcePool, LaunchedAt: m.LaunchedAt, TemplateVersion: m.TemplateVersion}
+		inst := Instance{ID: m.ID, InstanceType: m.InstanceType, UsageClass: m.UsageClass, Source: SourcePool, LaunchedAt: m.LaunchedAt,
+			TemplateID: m.TemplateID, TemplateVersion: m.TemplateVersion}
 		outcome, err := a.claimOutcome(ctx, m.ID, errs[i])
 		switch outcome {
 		case claimed:

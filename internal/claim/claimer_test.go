@@ -493,7 +493,7 @@ func TestCreateLaunchesFleetWhenPoolEmpty(t *testing.T) {
 	if !ok || rec.State != recordComplete {
 		t.Fatal("no complete claim record")
 	}
-	if got, want := aws.ToString(fleets[0].ClientToken), clientToken(e.request(2), rec.Nonce, 0, 2); got != want {
+	if got, want := aws.ToString(fleets[0].ClientToken), clientToken(e.request(2), rec.Nonce, protocol.UsageOnDemand, 0, 2); got != want {
 		t.Errorf("ClientToken %s, want %s (from the attempt's nonce)", got, want)
 	}
 	running := during(start, maxRunTime)
@@ -567,7 +567,7 @@ func TestCreateFleetShortfallRollsBack(t *testing.T) {
 	msg := err.Error()
 	for _, want := range []string{
 		"claim of 3 large runner(s) for run run-1 in pool testpool failed",
-		"CreateFleet launched 1 of 2 instance(s)", "InsufficientInstanceCapacity",
+		"CreateFleet launched 1 of 2 on-demand instance(s)", "InsufficientInstanceCapacity",
 		"reused 1, created 1, failed 1",
 		"i-f1: launched; terminated", "i-1: released to the pool",
 	} {

@@ -32,10 +32,10 @@ type Wants struct {
 	Class         protocol.ResourceClass
 	AllowedTypes  []string
 	UsageClass    string
-	// TemplateVersion is the launch template version the pool launches now
-	// ("" unknown: no runner is outdated); MaxRunnerAge the pool's (0: none).
-	TemplateVersion string
-	MaxRunnerAge    time.Duration
+	// Template is the launch template version the pool launches now (zero:
+	// unknown, no runner is outdated); MaxRunnerAge the pool's (0: none).
+	Template     TemplateRef
+	MaxRunnerAge time.Duration
 }
 
 // Classify decides a message's fate as the pool protocol says; reason explains
@@ -55,7 +55,7 @@ func Classify(body string, w Wants, now time.Time) (protocol.Message, Verdict, s
 	case m.Threshold <= protocol.FormatTime(now):
 		return m, Discard, fmt.Sprintf("idle deadline %s has passed", m.Threshold)
 	}
-	if why := retirement(m.LaunchedAt, m.TemplateVersion, w.TemplateVersion, w.MaxRunnerAge, now); why != "" {
+	if why := retirement(m.LaunchedAt, launchedFrom(m.TemplateID, m.TemplateVersion), w.Template, w.MaxRunnerAge, now); why != "" {
 		return m, Retire, why
 	}
 	switch {

@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/metrics"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
@@ -159,12 +156,12 @@ func (c *Claimer) warmClass(ctx context.Context, s *store, cfg protocol.PoolConf
 		return err
 	}
 	res.Before[class] = countTiers(target, held, c.now())
-	lt, version, templateErr := c.currentTemplate(ctx, cfg)
+	lt, current, templateErr := c.currentTemplate(ctx, cfg)
 	retired := map[string]string{}
 	for tier, insts := range held {
 		kept := insts[:0]
 		for _, r := range insts {
-			if why := retirement(r.LaunchedAt, r.TemplateVersion, version, time.Duration(cfg.MaxRunnerAge), c.now()); why != "" {
+			if why := retirement(r.LaunchedAt, launchedFrom(r.TemplateID, r.TemplateVersion), current, time.Duration(cfg.MaxRunnerAge), c.now()); why != "" {
 				retired[r.ID] = why
 			} else {
 				kept = append(kept, r)
@@ -193,7 +190,8 @@ func (c *Claimer) warmClass(ctx context.Context, s *store, cfg protocol.PoolConf
 	if templateErr != nil {
 		return templateErr
 	}
-	if version, err = checkTemplateTag(lt, cfg.Name, cfg.Fleet); err != nil {
+	template, err := checkTemplateTag(lt, cfg.Name, cfg.Fleet)
+	if err != nil {
 		return err
 	}
 	lack := func(have, want int) int {
@@ -205,12 +203,12 @@ func (c *Claimer) warmClass(ctx context.Context, s *store, cfg protocol.PoolConf
 	}
 	var errs []error
 	if n := lack(after.Stopped, after.StoppedTarget); n > 0 && opts.fills(protocol.TierStopped) {
-		kept, err := c.fillStopped(ctx, s, cfg, class, n, version, res)
+		kept, err := c.fillStopped(ctx, s, cfg, class, n, template, res)
 		after.Stopped += kept
 		errs = append(errs, err)
 	}
 	if n := lack(after.Hot, after.HotTarget); n > 0 && opts.fills(protocol.TierHot) {
-		kept, err := c.fillHot(ctx, s, cfg, class, n, version, opts.Timings, res)
+		kept, err := c.fillHot(ctx, s, cfg, class, n, template, opts.Timings, res)
 		after.Hot += kept
 		errs = append(errs, err)
 	}
@@ -219,9 +217,9 @@ func (c *Claimer) warmClass(ctx context.Context, s *store, cfg protocol.PoolConf
 
 // fillStopped launches n stopped runners of class and gives them stopped
 // slots; one that gets none (another fill was faster) is terminated.
-func (c *Claimer) fillStopped(ctx context.Context, s *store, cfg protocol.PoolConfig, class string, n int, version string, res *WarmResult) (int, error) {
+func (c *Claimer) fillStopped(ctx context.Context, s *store, cfg protocol.PoolConfig, class string, n int, template TemplateRef, res *WarmResult) (int, error) {
 	fill := "warm-" + newNonce()
-	launched, err := c.launchFill(ctx, s, cfg, class, n, fill, version, res)
+	launched, err := c.launchFill(ctx, s, cfg, class, n, fill, template, res)
 	if err != nil || len(launched) == 0 {
 		return 0, err
 	}
@@ -260,9 +258,9 @@ func (c *Claimer) fillStopped(ctx context.Context, s *store, cfg protocol.PoolCo
 // fillHot launches n hot runners of class, waits until they are ready, and
 // releases the ready ones into the pool as a release would (hot slots
 // first); the others are terminated.
-func (c *Claimer) fillHot(ctx context.Context, s *store, cfg protocol.PoolConfig, class string, n int, version string, t Timings, res *WarmResult) (int, error) {
+func (c *Claimer) fillHot(ctx context.Context, s *store, cfg protocol.PoolConfig, class string, n int, template TemplateRef, t Timings, res *WarmResult) (int, error) {
 	fill := "warm-" + newNonce()
-	launched, err := c.launchFill(ctx, s, cfg, class, n, fill, version, res)
+	launched, err := c.launchFill(ctx, s, cfg, class, n, fill, template, res)
 	if err != nil || len(launched) == 0 {
 		return 0, err
 	}
@@ -328,7 +326,8 @@ func (c *Claimer) fillHot(ctx context.Context, s *store, cfg protocol.PoolConfig
 		inst := byID[id]
 		bodies = append(bodies, protocol.Message{
 			ID: id, ResourceClass: class, InstanceType: inst.InstanceType, CPU: classCfg.CPU, MemoryMiB: classCfg.MemoryMiB,
-			UsageClass: inst.UsageClass, Threshold: protocol.FormatTime(plans[id].threshold), LaunchedAt: inst.LaunchedAt, TemplateVersion: inst.TemplateVersion,
+			UsageClass: inst.UsageClass, Threshold: protocol.FormatTime(plans[id].threshold), LaunchedAt: inst.LaunchedAt,
+			TemplateID: inst.TemplateID, TemplateVersion: inst.TemplateVersion,
 		}.Body())
 	}
 	if err := sendAll(ctx, c.SQS, cfg.QueueURLs[class], bodies, 0); err != nil {
@@ -343,16 +342,16 @@ func fillRecord(inst Instance, class string, now, threshold time.Time) protocol.
 	return protocol.Instance{
 		ID: inst.ID, State: protocol.StateIdle, Threshold: protocol.FormatTime(threshold), ResourceClass: class,
 		InstanceType: inst.InstanceType, UsageClass: inst.UsageClass, UpdatedAt: protocol.FormatTime(now),
-		LaunchedAt: inst.LaunchedAt, TemplateVersion: inst.TemplateVersion,
+		LaunchedAt: inst.LaunchedAt, TemplateID: inst.TemplateID, TemplateVersion: inst.TemplateVersion,
 	}
 }
 
 // launchFill launches up to n on-demand runners of class for fill (their
 // InitialRunId tag), with one instant fleet; they have no record yet. If
 // CreateFleet fails it may still have launched some: those are terminated.
-func (c *Claimer) launchFill(ctx context.Context, s *store, cfg protocol.PoolConfig, class string, n int, fill, version string, res *WarmResult) ([]Instance, error) {
+func (c *Claimer) launchFill(ctx context.Context, s *store, cfg protocol.PoolConfig, class string, n int, fill string, template TemplateRef, res *WarmResult) ([]Instance, error) {
 	req := Request{Pool: cfg.Name, RunID: fill, InstanceCount: n, ResourceClass: class, UsageClass: protocol.UsageOnDemand, AllowedTypes: []string{"*"}}
-	in, err := c.fleetRequest(ctx, req, cfg, cfg.ResourceClasses[class], n, clientToken(req, fill, 0, n))
+	in, err := c.fleetRequest(ctx, req, cfg, cfg.ResourceClasses[class], n, clientToken(req, fill, protocol.UsageOnDemand, 0, n))
 	if err != nil {
 		return nil, err
 	}
@@ -370,17 +369,13 @@ func (c *Claimer) launchFill(ctx context.Context, s *store, cfg protocol.PoolCon
 	for _, group := range out.Instances {
 		for _, id := range group.InstanceIds {
 			launched = append(launched, Instance{ID: id, InstanceType: string(group.InstanceType), UsageClass: protocol.UsageOnDemand,
-				Source: SourceFleet, LaunchedAt: launchedAt, TemplateVersion: version})
+				Source: SourceFleet, LaunchedAt: launchedAt, TemplateID: template.ID, TemplateVersion: template.Version})
 			res.Launched = append(res.Launched, id)
 		}
 	}
 	c.tellRunnerRelease(ctx, s, cfg, instanceIDs(launched))
 	if len(launched) < n {
-		var reasons []string
-		for _, e := range out.Errors {
-			reasons = append(reasons, fmt.Sprintf("%s: %s", aws.ToString(e.ErrorCode), aws.ToString(e.ErrorMessage)))
-		}
-		res.Notes = append(res.Notes, fmt.Sprintf("class %s: CreateFleet launched %d of %d (%s)", class, len(launched), n, strings.Join(reasons, "; ")))
+		res.Notes = append(res.Notes, fmt.Sprintf("class %s: CreateFleet launched %d of %d (%s)", class, len(launched), n, fleetErrors(out.Errors)))
 	}
 	return launched, nil
 }

@@ -31,22 +31,52 @@ const launchBudget = 2 * time.Minute
 // instant fleet keeps to the documented one.
 const maxOverrides = 300
 
-// launch starts n instances with one instant fleet, records them as created,
-// and returns them. Fewer than n: all are terminated and the claim fails.
+// launch starts n instances of the claim's usage class with an instant
+// fleet, records them as created, and returns them. A spot claim that
+// falls back (Request.SpotFallback) takes on-demand instances, with a
+// second fleet, for what EC2 had no spot capacity for. Fewer than n in the
+// end: all are terminated and the claim fails.
 func (a *attempt) launch(ctx context.Context, n int) ([]Instance, error) {
 	if a.templateErr != nil {
 		return nil, a.templateErr
 	}
-	version, err := checkTemplateTag(a.template, a.req.Pool, a.cfg.Fleet)
+	template, err := checkTemplateTag(a.template, a.req.Pool, a.cfg.Fleet)
 	if err != nil {
 		return nil, err
 	}
-	a.mu.Lock()
-	token := clientToken(a.req, a.rec.Nonce, a.launched, n)
-	a.mu.Unlock()
-	in, err := a.c.fleetRequest(ctx, a.req, a.cfg, a.wants.Class, n, token)
+	fallback := a.req.fallsBack()
+	launched, short, err := a.launchFleet(ctx, a.req.UsageClass, n, template, !fallback)
+	if err != nil || len(launched) == n {
+		return launched, err
+	}
+	// What EC2 had no spot capacity for, on-demand. The spot instances
+	// are recorded and held: a failure from here on is the rollback's.
+	rest := n - len(launched)
+	why := fmt.Sprintf("EC2 launched %d of %d spot instance(s) (%s)", len(launched), n, short)
+	a.c.log("claim: too little spot capacity; launching on-demand instances instead", "run", a.req.RunID, "on-demand", rest, "reason", why)
+	more, _, err := a.launchFleet(ctx, protocol.UsageOnDemand, rest, template, true)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s; launching %d on-demand instance(s) instead: %w", why, rest, err)
+	}
+	a.mu.Lock()
+	a.warnings = append(a.warnings, fmt.Sprintf("%s; launched %d on-demand instance(s) instead: %v", why, rest, instanceIDs(more)))
+	a.mu.Unlock()
+	return append(launched, more...), nil
+}
+
+// launchFleet starts n instances of a usage class with one instant fleet,
+// records them as created, and returns them, with why EC2 launched fewer
+// ("" when it launched all). Fewer than n: when final, all are terminated
+// and it fails; otherwise those launched are recorded and returned.
+func (a *attempt) launchFleet(ctx context.Context, usage string, n int, template TemplateRef, final bool) ([]Instance, string, error) {
+	a.mu.Lock()
+	token := clientToken(a.req, a.rec.Nonce, usage, a.launched, n)
+	a.mu.Unlock()
+	req := a.req
+	req.UsageClass = usage
+	in, err := a.c.fleetRequest(ctx, req, a.cfg, a.wants.Class, n, token)
+	if err != nil {
+		return nil, "", err
 	}
 	// Once asked for, instances are recorded whatever the caller does
 	// meanwhile (Ctrl-C): a cancelled CreateFleet would launch them unseen.
@@ -58,14 +88,14 @@ func (a *attempt) launch(ctx context.Context, n int) ([]Instance, error) {
 		if _, terr := a.c.terminateUnrecorded(ctx, a.s, a.req.Pool, a.req.RunID); terr != nil {
 			err = fmt.Errorf("%w; and: %v", err, terr)
 		}
-		return nil, fmt.Errorf("CreateFleet: %w", err)
+		return nil, "", fmt.Errorf("CreateFleet: %w", err)
 	}
-	usage, launchedAt := a.req.UsageClass, protocol.FormatTime(a.c.now())
+	launchedAt := protocol.FormatTime(a.c.now())
 	var launched []Instance
 	for _, group := range out.Instances {
 		for _, id := range group.InstanceIds { // AWS groups several ids per entry
 			launched = append(launched, Instance{ID: id, InstanceType: string(group.InstanceType), UsageClass: usage, Source: SourceFleet,
-				LaunchedAt: launchedAt, TemplateVersion: version})
+				LaunchedAt: launchedAt, TemplateID: template.ID, TemplateVersion: template.Version})
 		}
 	}
 	a.mu.Lock()
@@ -82,29 +112,32 @@ func (a *attempt) launch(ctx context.Context, n int) ([]Instance, error) {
 		}
 		return cause
 	}
+	short := ""
 	if len(launched) < n {
-		var reasons []string
-		for _, e := range out.Errors {
-			reasons = append(reasons, fmt.Sprintf("%s: %s", aws.ToString(e.ErrorCode), aws.ToString(e.ErrorMessage)))
+		short = fleetErrors(out.Errors)
+		if final {
+			return nil, short, abandon(launched, fmt.Errorf("CreateFleet launched %d of %d %s instance(s) (%s)", len(launched), n, usage, short))
 		}
-		return nil, abandon(launched, fmt.Errorf("CreateFleet launched %d of %d instance(s) (%s)", len(launched), n, strings.Join(reasons, "; ")))
+	}
+	if len(launched) == 0 {
+		return nil, short, nil
 	}
 	if err := a.s.addOwned(ctx, a.req.RunID, a.rec.Nonce, instanceIDs(launched)...); err != nil {
-		return nil, abandon(launched, err)
+		return nil, "", abandon(launched, err)
 	}
 	// The agent reads its token once its record names the run.
 	if err := a.s.handToken(ctx, a.cfg.InstanceARNPrefix, instanceIDs(launched), a.regToken); err != nil {
-		return nil, abandon(launched, err)
+		return nil, "", abandon(launched, err)
 	}
 	now := a.c.now()
 	for i, inst := range launched {
 		err := a.s.putCreated(ctx, protocol.Instance{
 			ID: inst.ID, State: protocol.StateCreated, RunID: a.req.RunID, Threshold: protocol.FormatTime(now.Add(createdLifetime)),
-			ResourceClass: a.req.ResourceClass, InstanceType: inst.InstanceType, UsageClass: usage, UpdatedAt: protocol.FormatTime(now),
-			LaunchedAt: inst.LaunchedAt, TemplateVersion: inst.TemplateVersion,
+			ResourceClass: a.req.ResourceClass, InstanceType: inst.InstanceType, UsageClass: inst.UsageClass, UpdatedAt: protocol.FormatTime(now),
+			LaunchedAt: inst.LaunchedAt, TemplateID: inst.TemplateID, TemplateVersion: inst.TemplateVersion,
 		})
 		if err != nil {
-			return nil, abandon(launched[i:], err)
+			return nil, "", abandon(launched[i:], err)
 		}
 		a.hold(inst, protocol.StateCreated)
 	}
@@ -116,14 +149,42 @@ func (a *attempt) launch(ctx context.Context, n int) ([]Instance, error) {
 	if _, err := a.c.terminateUnrecorded(ctx, a.s, a.req.Pool, a.req.RunID); err != nil {
 		a.c.log("looking for instances a retried CreateFleet launched twice failed", "run", a.req.RunID, "error", err.Error())
 	}
-	return launched, nil
+	return launched, short, nil
+}
+
+// maxFleetReasons bounds the reasons fleetErrors lists: an explicit fleet
+// has up to 300 overrides, and EC2 may answer an error for each.
+const maxFleetReasons = 5
+
+// fleetErrors says why a fleet launched fewer instances than asked: the
+// distinct codes and messages of its Errors[] (EC2 answers one per launch
+// template override it tried), in order, the first maxFleetReasons of them.
+func fleetErrors(errs []ec2types.CreateFleetError) string {
+	var reasons []string
+	for _, e := range errs {
+		r := fmt.Sprintf("%s: %s", aws.ToString(e.ErrorCode), aws.ToString(e.ErrorMessage))
+		if !slices.Contains(reasons, r) {
+			reasons = append(reasons, r)
+		}
+	}
+	switch {
+	case len(reasons) == 0:
+		return "EC2 gave no reason"
+	case len(reasons) > maxFleetReasons:
+		more := len(reasons) - maxFleetReasons
+		reasons = append(reasons[:maxFleetReasons], fmt.Sprintf("and %d other reason(s)", more))
+	}
+	return strings.Join(reasons, "; ")
 }
 
 // clientToken makes a retried CreateFleet of the same attempt idempotent,
-// while a new attempt (new nonce) of the same run, or the attempt's next
-// launch (after launched instances), launches anew.
-func clientToken(req Request, nonce string, launched, n int) string {
-	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%s/%s/%d/%d", req.Pool, req.RunID, nonce, launched, n)))
+// while a new attempt (new nonce) of the same run, the attempt's next
+// launch (after launched instances), or its on-demand fallback for spot
+// capacity EC2 lacked launches anew: EC2 answers a token used again with
+// other parameters IdempotentParameterMismatch, and one used again with the
+// same parameters with its first answer, launching nothing.
+func clientToken(req Request, nonce, usage string, launched, n int) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%s/%s/%s/%d/%d", req.Pool, req.RunID, nonce, usage, launched, n)))
 	return "ec2runners-" + hex.EncodeToString(sum[:16])
 }
 
@@ -263,18 +324,18 @@ func (c *Claimer) resolveInstanceTypes(ctx context.Context, f *protocol.FleetCon
 }
 
 // checkTemplateTag makes sure the pool's launch template lt is tagged for
-// the pool, and returns the version the fleet launches: the config item
+// the pool, and returns the template and version the fleet launches: the config item
 // names the template, and anyone who may write the table could change it;
 // the tag is set by whoever manages the template (and IAM pins CreateFleet
 // on it, aws:ResourceTag/ec2runners:pool).
-func checkTemplateTag(lt ec2types.LaunchTemplate, poolName string, f *protocol.FleetConfig) (version string, err error) {
+func checkTemplateTag(lt ec2types.LaunchTemplate, poolName string, f *protocol.FleetConfig) (TemplateRef, error) {
 	for _, tag := range lt.Tags {
 		if aws.ToString(tag.Key) == protocol.TagPool && aws.ToString(tag.Value) == poolName {
-			return templateVersion(lt, f), nil
+			return templateRef(lt, f), nil
 		}
 	}
 	ref := cmp.Or(f.LaunchTemplateID, f.LaunchTemplateName)
-	return "", fmt.Errorf("launch template %s does not carry the tag %s = %s: pool %s launches only templates tagged for it; add the tag to the launch template", ref, protocol.TagPool, poolName, poolName)
+	return TemplateRef{}, fmt.Errorf("launch template %s does not carry the tag %s = %s: pool %s launches only templates tagged for it; add the tag to the launch template", ref, protocol.TagPool, poolName, poolName)
 }
 
 // templateArchitecture is the architecture of the launch template's AMI.

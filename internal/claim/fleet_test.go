@@ -264,19 +264,23 @@ func TestFleetRequestExplicitCapsOverrides(t *testing.T) {
 
 func TestClientToken(t *testing.T) {
 	req := Request{Pool: "p", RunID: "r"}
-	base := clientToken(req, "nonce1", 0, 2)
+	od := protocol.UsageOnDemand
+	base := clientToken(req, "nonce1", od, 0, 2)
 	if !regexp.MustCompile(`^ec2runners-[0-9a-f]{32}$`).MatchString(base) || len(base) > 64 {
 		t.Errorf("token %q: want ec2runners- and 32 hex digits, at most 64 characters (EC2's limit)", base)
 	}
-	if again := clientToken(req, "nonce1", 0, 2); again != base {
+	if again := clientToken(req, "nonce1", od, 0, 2); again != base {
 		t.Errorf("same attempt gave %s then %s", base, again)
 	}
 	other := map[string]string{
-		"other nonce": clientToken(req, "nonce2", 0, 2),
-		"other count": clientToken(req, "nonce1", 0, 3),
-		"other run":   clientToken(Request{Pool: "p", RunID: "r2"}, "nonce1", 0, 2),
-		"other pool":  clientToken(Request{Pool: "p2", RunID: "r"}, "nonce1", 0, 2),
-		"next launch": clientToken(req, "nonce1", 2, 2),
+		"other nonce": clientToken(req, "nonce2", od, 0, 2),
+		"other count": clientToken(req, "nonce1", od, 0, 3),
+		"other run":   clientToken(Request{Pool: "p", RunID: "r2"}, "nonce1", od, 0, 2),
+		"other pool":  clientToken(Request{Pool: "p2", RunID: "r"}, "nonce1", od, 0, 2),
+		"next launch": clientToken(req, "nonce1", od, 2, 2),
+		// A spot fleet that launched nothing, then the on-demand fallback
+		// for as many: the same token would get the spot fleet's answer.
+		"other usage class": clientToken(req, "nonce1", protocol.UsageSpot, 0, 2),
 	}
 	for what, tok := range other {
 		if tok == base {

@@ -49,6 +49,7 @@ type recordDoc struct {
 	AllowedTypes        []string          `json:"allowedInstanceTypes"`
 	MaxRuntime          protocol.Duration `json:"maxRuntime"`
 	FleetFallback       bool              `json:"fleetFallback"`
+	SpotFallback        string            `json:"spotFallback,omitempty"` // absent in records before it: ""
 	HeartbeatMaxAge     protocol.Duration `json:"heartbeatMaxAge"`
 	RegistrationWait    protocol.Duration `json:"registrationWait"`
 	FleetValidationWait protocol.Duration `json:"fleetValidationWait"`
@@ -64,7 +65,7 @@ func (r Record) item(now string) map[string]types.AttributeValue {
 		Label: q.Label, RunnerGroup: q.RunnerGroup,
 		InstanceCount: q.InstanceCount, ResourceClass: q.ResourceClass, UsageClass: q.UsageClass,
 		AllowedTypes: q.AllowedTypes, MaxRuntime: protocol.Duration(q.MaxRuntime), FleetFallback: q.FleetFallback,
-		HeartbeatMaxAge: protocol.Duration(q.Timings.HeartbeatMaxAge), RegistrationWait: protocol.Duration(q.Timings.RegistrationWait),
+		SpotFallback: q.SpotFallback, HeartbeatMaxAge: protocol.Duration(q.Timings.HeartbeatMaxAge), RegistrationWait: protocol.Duration(q.Timings.RegistrationWait),
 		FleetValidationWait: protocol.Duration(q.Timings.FleetValidationWait), ReleaseWait: protocol.Duration(q.Timings.ReleaseWait),
 		State: r.State, Nonce: r.Nonce, Instances: r.Instances,
 	})
@@ -105,7 +106,7 @@ func recordFromItem(pool string, item map[string]types.AttributeValue) (Record, 
 		Request: Request{
 			Pool: pool, RunID: runID, Label: label, RunnerGroup: d.RunnerGroup, InstanceCount: d.InstanceCount, ResourceClass: d.ResourceClass,
 			UsageClass: d.UsageClass, AllowedTypes: d.AllowedTypes, MaxRuntime: time.Duration(d.MaxRuntime), FleetFallback: d.FleetFallback,
-			Timings: Timings{
+			SpotFallback: d.SpotFallback, Timings: Timings{
 				HeartbeatMaxAge: time.Duration(d.HeartbeatMaxAge), RegistrationWait: time.Duration(d.RegistrationWait),
 				FleetValidationWait: time.Duration(d.FleetValidationWait), ReleaseWait: time.Duration(d.ReleaseWait),
 				PollInterval: DefaultTimings().PollInterval,

@@ -98,13 +98,14 @@ func (c *Claimer) releaseAll(ctx context.Context, s *store, cfg protocol.PoolCon
 	}
 	var items []settleItem
 	var outcomes []string
-	current := ""
+	var current TemplateRef
 	if len(ids) > len(idle) {
 		_, current, _ = c.currentTemplate(ctx, cfg)
 	}
 	for _, id := range ids {
 		r, ok := records[id]
-		inst := Instance{ID: id, InstanceType: r.InstanceType, UsageClass: r.UsageClass, LaunchedAt: r.LaunchedAt, TemplateVersion: r.TemplateVersion}
+		inst := Instance{ID: id, InstanceType: r.InstanceType, UsageClass: r.UsageClass, LaunchedAt: r.LaunchedAt,
+			TemplateID: r.TemplateID, TemplateVersion: r.TemplateVersion}
 		switch {
 		case ok && r.State == protocol.StateIdle && r.RunID == "":
 			// Given back by an earlier release of this run that died before
@@ -119,7 +120,7 @@ func (c *Claimer) releaseAll(ctx context.Context, s *store, cfg protocol.PoolCon
 		case r.State == protocol.StateCreated:
 			items = append(items, settleItem{inst: inst, state: r.State, discard: "launched for the run"})
 		default:
-			why := retirement(r.LaunchedAt, r.TemplateVersion, current, time.Duration(cfg.MaxRunnerAge), c.now())
+			why := retirement(r.LaunchedAt, launchedFrom(r.TemplateID, r.TemplateVersion), current, time.Duration(cfg.MaxRunnerAge), c.now())
 			items = append(items, settleItem{inst: inst, state: r.State, discard: why})
 		}
 	}
@@ -267,7 +268,7 @@ func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConf
 			bodies[i] = protocol.Message{
 				ID: id, ResourceClass: req.ResourceClass, InstanceType: inst.InstanceType, CPU: class.CPU, MemoryMiB: class.MemoryMiB,
 				UsageClass: inst.UsageClass, Threshold: protocol.FormatTime(idleBy[id]), // the new idle deadline, not the old running one
-				LaunchedAt: inst.LaunchedAt, TemplateVersion: inst.TemplateVersion,
+				LaunchedAt: inst.LaunchedAt, TemplateID: inst.TemplateID, TemplateVersion: inst.TemplateVersion,
 			}.Body()
 		}
 		err := sendAll(ctx, c.SQS, cfg.QueueURLs[req.ResourceClass], bodies, 0)

@@ -44,7 +44,23 @@ type Request struct {
 	AllowedTypes  []string
 	MaxRuntime    time.Duration // 0: the pool's
 	FleetFallback bool
-	Timings       Timings
+	// SpotFallback is what a spot claim launches for the spot capacity
+	// EC2 does not have: SpotFallbackOnDemand, or nothing (the claim
+	// fails; SpotFallbackNone or "", as claims recorded before it).
+	SpotFallback string
+	Timings      Timings
+}
+
+// What a spot claim falls back to when EC2 has too little spot capacity.
+const (
+	SpotFallbackOnDemand = protocol.UsageOnDemand // on-demand instances for the rest
+	SpotFallbackNone     = "none"                 // none: the claim fails
+)
+
+// fallsBack tells whether the claim launches on-demand instances for the
+// spot capacity EC2 does not have.
+func (r Request) fallsBack() bool {
+	return r.UsageClass == protocol.UsageSpot && r.SpotFallback == SpotFallbackOnDemand
 }
 
 // Sources of a claimed instance.
@@ -60,8 +76,10 @@ type Instance struct {
 	InstanceType string `json:"instanceType"`
 	UsageClass   string `json:"usageClass"`
 	Source       string `json:"source"`
-	// When and from which launch template version it was launched ("" unknown).
+	// When, from which launch template and which of its versions it was
+	// launched ("" unknown).
 	LaunchedAt      string `json:"launchedAt,omitempty"`
+	TemplateID      string `json:"templateId,omitempty"`
 	TemplateVersion string `json:"templateVersion,omitempty"`
 }
 

@@ -110,7 +110,7 @@ func (a *attempt) stoppedCandidates(ctx context.Context, n int) ([]Instance, err
 		if !ok || !r.Stopped(now) || r.StopUntil != sl.Until || r.ResourceClass != a.req.ResourceClass {
 			continue
 		}
-		if why := retirement(r.LaunchedAt, r.TemplateVersion, a.wants.TemplateVersion, a.wants.MaxRunnerAge, now); why != "" {
+		if why := retirement(r.LaunchedAt, launchedFrom(r.TemplateID, r.TemplateVersion), a.wants.Template, a.wants.MaxRunnerAge, now); why != "" {
 			retired[r.ID] = why
 			continue
 		}
@@ -134,7 +134,7 @@ func (a *attempt) stoppedCandidates(ctx context.Context, n int) ([]Instance, err
 		}
 		if states[r.ID] == ec2types.InstanceStateNameStopped {
 			out = append(out, Instance{ID: r.ID, InstanceType: r.InstanceType, UsageClass: r.UsageClass, Source: SourceStopped,
-				LaunchedAt: r.LaunchedAt, TemplateVersion: r.TemplateVersion})
+				LaunchedAt: r.LaunchedAt, TemplateID: r.TemplateID, TemplateVersion: r.TemplateVersion})
 		}
 	}
 	return out, nil

@@ -22,7 +22,8 @@ type ReleaseSource interface {
 	RunnerReleases(context.Context) ([]protocol.RunnerRelease, error)
 }
 
-// GitHubAccess is what the provider's github block allows: tokens from
+// GitHubAccess is what the provider's github block (or a pool's stored
+// credential) allows: tokens from
 // Tokens, only for targets of Owner (and of Repository, when set). The
 // pool config item names the target, and anyone who may write the table
 // could change it: minting only for the configured owner keeps a changed
@@ -36,6 +37,9 @@ type GitHubAccess struct {
 	Releases   ReleaseSource
 	Owner      string // "": not configured, no token is minted
 	Repository string // "": any repository of Owner, and its organization runners
+	// From names a pool's stored credential the access comes from, for
+	// errors ("": the provider's github block).
+	From string
 }
 
 // tokenKind is one of the two tokens a runner gets: what it is for, its
@@ -65,19 +69,30 @@ type runnerToken struct {
 	policy      *protocol.RunnerPolicy
 }
 
+// githubAccess is what mints tokens for the runners of cfg: the provider's
+// own credentials, else the pool's stored one; nil when neither is there.
+func (c *Claimer) githubAccess(ctx context.Context, cfg protocol.PoolConfig) (*GitHubAccess, error) {
+	if c.GitHub != nil || cfg.GitHubCredential == nil || c.StoredGitHub == nil {
+		return c.GitHub, nil
+	}
+	return c.StoredGitHub.access(ctx, *cfg.GitHubCredential)
+}
+
 // mintToken mints the token of kind for the runners of cfg serving runID:
 // nil without error for a pool without a GitHub target (its runners get
-// no token), an error naming the provider's github block when the
-// provider has no credentials, or when they are not for the pool's target.
+// no token), an error naming the provider's github block when there are no
+// credentials, or when they are not for the pool's target.
 func (c *Claimer) mintToken(ctx context.Context, cfg protocol.PoolConfig, kind tokenKind, runID string) (*runnerToken, error) {
 	if cfg.GitHub == nil {
 		return nil, nil
 	}
 	target := *cfg.GitHub
-	g := c.GitHub
+	g, err := c.githubAccess(ctx, cfg)
 	switch {
+	case err != nil:
+		return nil, fmt.Errorf("pool %s registers its runners with GitHub %s, and no %s token can be minted for them: %w", cfg.Name, target, kind.purpose, err)
 	case g == nil:
-		return nil, fmt.Errorf("pool %s registers its runners with GitHub %s, and the provider has no GitHub credentials to mint their %s token: configure the provider's github block (token, or app_id, installation_id and private_key; and owner)",
+		return nil, fmt.Errorf("pool %s registers its runners with GitHub %s, and the provider has no GitHub credentials to mint their %s token: configure the provider's github block (token, or app_id, installation_id and private_key; and owner), or the pool's github_credential",
 			cfg.Name, target, kind.purpose)
 	case g.Owner == "":
 		return nil, fmt.Errorf("pool %s registers its runners with GitHub %s, but the provider's github.owner is not set (nor GITHUB_REPOSITORY_OWNER): set github.owner = %q to let it mint their %s token",
@@ -87,8 +102,11 @@ func (c *Claimer) mintToken(ctx context.Context, cfg protocol.PoolConfig, kind t
 		if g.Repository != "" {
 			allowed = fmt.Sprintf("%q", g.Repository)
 		}
-		return nil, fmt.Errorf("pool %s registers its runners with GitHub %s, but the provider's github block mints tokens only for github.owner = %q and github.repository = %s: no %s token is minted for another target",
-			cfg.Name, target, g.Owner, allowed, kind.purpose)
+		scope := fmt.Sprintf("the provider's github block mints tokens only for github.owner = %q and github.repository = %s", g.Owner, allowed)
+		if g.From != "" {
+			scope = fmt.Sprintf("%s mints tokens only for its owner %q and repository %s", g.From, g.Owner, allowed)
+		}
+		return nil, fmt.Errorf("pool %s registers its runners with GitHub %s, but %s: no %s token is minted for another target", cfg.Name, target, scope, kind.purpose)
 	}
 	// The releases are read while the token is minted: no wait of their own.
 	policy := make(chan *protocol.RunnerPolicy, 1)
@@ -166,10 +184,17 @@ func runnerReleaseItem(arn string, policy protocol.RunnerPolicy, now string) map
 // runner release to install, when the provider can read GitHub's releases:
 // otherwise their agents ask GitHub. A failure only costs them that.
 func (c *Claimer) tellRunnerRelease(ctx context.Context, s *store, cfg protocol.PoolConfig, ids []string) {
-	if c.GitHub == nil || len(ids) == 0 {
+	if len(ids) == 0 {
 		return
 	}
-	policy := c.runnerPolicy(ctx, c.GitHub.Releases)
+	g, err := c.githubAccess(ctx, cfg)
+	if err != nil {
+		c.log("cannot tell the launched runners the runner release to install (their agents ask GitHub)", "error", err.Error())
+	}
+	if g == nil {
+		return
+	}
+	policy := c.runnerPolicy(ctx, g.Releases)
 	if policy == nil {
 		return
 	}

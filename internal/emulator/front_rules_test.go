@@ -20,8 +20,10 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/smithy-go"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
@@ -43,6 +45,8 @@ type clients struct {
 	sqs  *sqs.Client
 	ddb  *dynamodb.Client
 	logs *cloudwatchlogs.Client
+	ssm  *ssm.Client
+	sm   *secretsmanager.Client
 }
 
 // refusal is a rule's case: a call that breaks it and AWS's answer.
@@ -464,6 +468,48 @@ func init() {
 		call: putLogs(logEvents(2, "x", 24*time.Hour+time.Millisecond)),
 		code: "InvalidParameterException", message: "The batch of log events in a single PutLogEvents request cannot span more than 24 hours.",
 	}}
+	frontRefusals["ssm-parameter-name"] = []refusal{{
+		call: getParameter("/ec2runners//github"),
+		code: "ValidationException", message: awsSSMNameMessage,
+	}, {
+		call: getParameter("ec2runners/pool/github"),
+		code: "ValidationException", message: awsSSMNameMessage,
+	}}
+	long := "/" + strings.Repeat("p", 2048)
+	frontRefusals["ssm-parameter-name-length"] = []refusal{{
+		call: getParameter(long),
+		code: "ValidationException", message: "1 validation error detected: Value '" + long + "' at 'name' failed to satisfy constraint: Member must have length less than or equal to 2048 (the test front's wording).",
+	}}
+	frontRefusals["secretsmanager-secret-id"] = []refusal{{
+		call: getSecretValue("ec2runners/pool#github"),
+		code: "ValidationException", message: "Invalid name. Must be a valid name containing alphanumeric characters, or any of the following: -/_+=.@!",
+	}}
+	longID := strings.Repeat("s", 2049)
+	frontRefusals["secretsmanager-secret-id-length"] = []refusal{{
+		call: getSecretValue(longID),
+		code: "ValidationException", message: "1 validation error detected: Value '" + longID + "' at 'secretId' failed to satisfy constraint: Member must have length less than or equal to 2048 (the test front's wording).",
+	}, {
+		call: getSecretValue(""),
+		code: "ValidationException", message: "1 validation error detected: Value '' at 'secretId' failed to satisfy constraint: Member must have length greater than or equal to 1 (the test front's wording).",
+	}}
+}
+
+// awsSSMNameMessage is SSM's answer to a malformed parameter name.
+const awsSSMNameMessage = `Parameter name: can't be prefixed with "ssm" (case-insensitive). If formed as a path, it can consist of sub-paths divided by slash symbol; ` +
+	`each sub-path can be formed as a mix of letters, numbers and the following 3 symbols .-_`
+
+func getParameter(name string) func(ctx context.Context, c clients) error {
+	return func(ctx context.Context, c clients) error {
+		_, err := c.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name), WithDecryption: aws.Bool(true)})
+		return err
+	}
+}
+
+func getSecretValue(id string) func(ctx context.Context, c clients) error {
+	return func(ctx context.Context, c clients) error {
+		_, err := c.sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(id)})
+		return err
+	}
 }
 
 // ownTests are the rules with tests of their own (front_test.go).
@@ -592,6 +638,8 @@ func frontClients(t *testing.T) (context.Context, clients) {
 		sqs:  sqs.New(sqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), Credentials: creds}),
 		ddb:  dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), Credentials: creds}),
 		logs: cloudwatchlogs.New(cloudwatchlogs.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), Credentials: creds}),
+		ssm:  ssm.New(ssm.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), Credentials: creds}),
+		sm:   secretsmanager.New(secretsmanager.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), Credentials: creds}),
 	}
 }
 

@@ -17,7 +17,8 @@
 // the same seed and the same sequence of requests injects the same faults.
 //
 // Realism switches on what AWS does and the emulator does not (see
-// SetRealism).
+// SetRealism); SetShortages makes EC2 short of capacity, which the emulator
+// never is.
 package faultproxy
 
 import (
@@ -125,8 +126,9 @@ type Stats struct {
 	// left out of DescribeInstances answers for it. VisibilityCut counts
 	// the receives whose visibility timeout SQSVisibilityExpiry cut,
 	// WriteConflicts the DynamoDB writes refused for DynamoDBConflicts.
+	// FleetsShort counts the CreateFleet requests a Shortage cut.
 	Redelivered, Sampled, StaleHandles, VisibilityCut, WriteConflicts int
-	InstancesNotFound, InstancesHidden                                int
+	InstancesNotFound, InstancesHidden, FleetsShort                   int
 	RealismErrors                                                     []string
 }
 
@@ -193,6 +195,8 @@ type Proxy struct {
 	// and the key attributes of each table written.
 	writing    map[string]*holders
 	keySchemas map[string][]string
+	// shortages: the capacity EC2 lacks (SetShortages)
+	shortages []Shortage
 }
 
 // Realism is what AWS does that the emulator does not; each is off until
@@ -200,8 +204,10 @@ type Proxy struct {
 type Realism struct {
 	// ClientTokens: an EC2 request that repeats the ClientToken of one EC2
 	// has already carried out (a retry, or another attempt with the same
-	// token) launches nothing and gets the first request's answer, as AWS
-	// documents for idempotent requests; moto carries out both.
+	// token) launches nothing and gets the first request's answer, or, when
+	// its parameters differ from the first's, fails with
+	// IdempotentParameterMismatch, as AWS documents for idempotent
+	// requests; moto carries out both.
 	ClientTokens bool
 	// SQSRedelivery: every message a ReceiveMessage returns is delivered
 	// once more, with a new receipt handle, right after (see
@@ -256,11 +262,22 @@ func WholeRealism() Realism {
 // tokenAnswer is the answer to the first request with a ClientToken; done
 // is closed once it is known (ok: the target answered).
 type tokenAnswer struct {
-	done   chan struct{}
-	ok     bool
-	status int
-	header http.Header
-	body   []byte
+	done    chan struct{}
+	request string // the first request's parameters (canonicalForm)
+	ok      bool
+	status  int
+	header  http.Header
+	body    []byte
+}
+
+// canonicalForm is a query-protocol request's parameters in a stable
+// order, to compare requests that carry the same ClientToken.
+func canonicalForm(body []byte) string {
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		return string(body)
+	}
+	return form.Encode()
 }
 
 // errDropAfter makes the DropAfter reverse proxy hand its response to the
@@ -384,7 +401,7 @@ func (p *Proxy) Stats() Stats {
 	defer p.mu.Unlock()
 	return Stats{Requests: maps.Clone(p.stats.Requests), Faults: maps.Clone(p.stats.Faults),
 		Redelivered: p.stats.Redelivered, Sampled: p.stats.Sampled, StaleHandles: p.stats.StaleHandles, VisibilityCut: p.stats.VisibilityCut, WriteConflicts: p.stats.WriteConflicts,
-		InstancesNotFound: p.stats.InstancesNotFound, InstancesHidden: p.stats.InstancesHidden,
+		InstancesNotFound: p.stats.InstancesNotFound, InstancesHidden: p.stats.InstancesHidden, FleetsShort: p.stats.FleetsShort,
 		RealismErrors: slices.Clone(p.stats.RealismErrors)}
 }
 
@@ -415,8 +432,30 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Detached from the client: see OnRequest.
 	r = r.WithContext(context.WithoutCancel(r.Context()))
-	if token := p.clientToken(service, body); token != "" && rule.Kind != Throttle && rule.Kind != ServerError && rule.Kind != DropBefore {
-		p.forwardOnce(w, r, token, rule)
+	// EC2 short of capacity: the emulator is asked for what EC2 has, and
+	// its answer gets the errors for the rest; when EC2 has nothing, the
+	// proxy answers (own).
+	var answer func([]byte) []byte
+	var own []byte
+	asked := body
+	if rule.Kind != Throttle && rule.Kind != ServerError && rule.Kind != DropBefore && rule.Kind != Conflict {
+		if short, ok := p.shortFleet(service, action, body); ok {
+			if short.forward == nil {
+				own = short.none()
+			} else {
+				body = short.forward
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				r.ContentLength = int64(len(body))
+				answer = short.withErrors
+			}
+		}
+	}
+	if token := p.clientToken(service, asked); token != "" && rule.Kind != Throttle && rule.Kind != ServerError && rule.Kind != DropBefore {
+		p.forwardOnce(w, r, token, asked, rule, answer, own)
+		return
+	}
+	if own != nil {
+		p.answerOwn(w, rule, own)
 		return
 	}
 	switch rule.Kind {
@@ -439,19 +478,54 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-t.C:
 		case <-p.done:
 		}
-		p.forwardRealistic(w, r, service, action, body)
+		p.forwardRealistic(w, r, service, action, body, answer)
 	default:
-		p.forwardRealistic(w, r, service, action, body)
+		p.forwardRealistic(w, r, service, action, body, answer)
 	}
 }
 
+// answerOwn answers, as rule has it, with the proxy's own EC2 answer (a
+// fleet EC2 launched nothing for).
+func (p *Proxy) answerOwn(w http.ResponseWriter, rule Rule, own []byte) {
+	switch rule.Kind {
+	case DropAfter:
+		hangUp(w)
+		return
+	case Latency:
+		t := time.NewTimer(rule.Delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-p.done:
+		}
+	}
+	writeEC2Answer(w, own)
+}
+
+// writeEC2Answer answers with a successful answer of EC2's query protocol.
+func writeEC2Answer(w http.ResponseWriter, body []byte) {
+	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
 // forwardRealistic forwards a request, and its answer, as AWS would carry
-// them out with the realism in force.
-func (p *Proxy) forwardRealistic(w http.ResponseWriter, r *http.Request, service, action string, body []byte) {
+// them out with the realism in force; answer (nil: none) rewrites a
+// successful answer first.
+func (p *Proxy) forwardRealistic(w http.ResponseWriter, r *http.Request, service, action string, body []byte, answer func([]byte) []byte) {
 	if p.expiresSooner(service, action) {
 		body = p.cutVisibility(r, body)
 	}
 	switch {
+	case answer != nil:
+		lagging := p.lagging(service, action)
+		p.forwardRewritten(w, r, func(a []byte) []byte {
+			a = answer(a)
+			if lagging {
+				p.noteLaunches(a)
+			}
+			return a
+		})
 	case p.reshapingReceives(service, action):
 		p.forwardReceive(w, r, body)
 	case p.checksHandles(service, action):
@@ -488,10 +562,14 @@ func (p *Proxy) clientToken(service string, body []byte) string {
 }
 
 // forwardOnce carries out the first request with token and answers every
-// later one with its answer (once it is known), as AWS does; rule's
-// DropAfter and Latency apply to each as usual. A first request that failed
-// leaves the token free for the next; those waiting on it get its answer.
-func (p *Proxy) forwardOnce(w http.ResponseWriter, r *http.Request, token string, rule Rule) {
+// later one asking the same (asked, the request as the client sent it)
+// with its answer, once it is known, as AWS does; a later one asking
+// otherwise fails with IdempotentParameterMismatch. The first request's
+// answer is the target's, rewritten by answer unless nil, or own when not
+// nil (the target is not asked). Rule's DropAfter and Latency apply to
+// each as usual. A first request that failed leaves the token free for the
+// next; those waiting on it get its answer.
+func (p *Proxy) forwardOnce(w http.ResponseWriter, r *http.Request, token string, asked []byte, rule Rule, answer func([]byte) []byte, own []byte) {
 	if rule.Kind == Latency {
 		t := time.NewTimer(rule.Delay)
 		defer t.Stop()
@@ -503,19 +581,29 @@ func (p *Proxy) forwardOnce(w http.ResponseWriter, r *http.Request, token string
 	p.mu.Lock()
 	ans, repeated := p.tokens[token]
 	if !repeated {
-		ans = &tokenAnswer{done: make(chan struct{})}
+		ans = &tokenAnswer{done: make(chan struct{}), request: canonicalForm(asked)}
 		p.tokens[token] = ans
 	}
 	p.mu.Unlock()
-	if repeated {
+	switch {
+	case repeated:
 		select {
 		case <-ans.done:
 		case <-p.done:
 			hangUp(w)
 			return
 		}
-	} else {
-		p.roundTrip(r, token, ans)
+		if ans.ok && ans.request != canonicalForm(asked) {
+			writeEC2Error(w, http.StatusBadRequest, "IdempotentParameterMismatch",
+				"Arguments on this idempotent request are inconsistent with arguments used in previous request(s).")
+			return
+		}
+	case own != nil:
+		ans.ok, ans.status, ans.body = true, http.StatusOK, own
+		ans.header = http.Header{"Content-Type": {"text/xml;charset=UTF-8"}}
+		close(ans.done)
+	default:
+		p.roundTrip(r, token, ans, answer)
 	}
 	if !ans.ok {
 		http.Error(w, "faultproxy: the target did not answer", http.StatusBadGateway)
@@ -531,8 +619,9 @@ func (p *Proxy) forwardOnce(w http.ResponseWriter, r *http.Request, token string
 }
 
 // roundTrip sends r, the first request with token, to the target and
-// records its answer in ans.
-func (p *Proxy) roundTrip(r *http.Request, token string, ans *tokenAnswer) {
+// records its answer in ans, rewritten by answer (nil: as it came) when
+// successful.
+func (p *Proxy) roundTrip(r *http.Request, token string, ans *tokenAnswer, answer func([]byte) []byte) {
 	defer close(ans.done)
 	out := r.Clone(r.Context())
 	out.URL.Scheme, out.URL.Host = p.target.Scheme, p.target.Host
@@ -545,6 +634,10 @@ func (p *Proxy) roundTrip(r *http.Request, token string, ans *tokenAnswer) {
 	ans.ok = err == nil
 	if ans.ok {
 		ans.status, ans.header = resp.StatusCode, resp.Header.Clone()
+		if answer != nil && ans.status/100 == 2 {
+			ans.body = answer(ans.body)
+			ans.header.Del("Content-Length")
+		}
 		p.noteLaunches(ans.body)
 	}
 	// Only a request that succeeded is remembered: AWS carries out again a

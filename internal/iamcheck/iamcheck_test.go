@@ -18,6 +18,8 @@ const (
 	// pool1's stream in it.
 	logGroup  = "arn:aws:logs:us-east-1:" + account + ":log-group:/ec2runners/pool1"
 	logStream = logGroup + ":log-stream:pool1"
+	// pool1's GitHub credential, as the documents name it.
+	credential = "arn:aws:ssm:us-east-1:" + account + ":parameter/ec2runners/pool1/github"
 )
 
 func call(role, action, resource string, ctx map[string][]string) awsrecord.Call {
@@ -94,6 +96,11 @@ func TestDocumentedPoliciesPinTheirRoles(t *testing.T) {
 		{"claim publishes into another log group", call(awsrecord.RoleClaims, "logs:PutLogEvents", "arn:aws:logs:us-east-1:"+account+":log-group:/other:log-stream:pool1", nil), false},
 		{"claim creates a log stream", call(awsrecord.RoleClaims, "logs:CreateLogStream", logGroup, nil), false},
 		{"agent publishes metrics", call(awsrecord.RoleAgent, "logs:PutLogEvents", logStream, nil), false},
+		{"claim reads its pool's GitHub credential", call(awsrecord.RoleClaims, "ssm:GetParameter", credential, nil), true},
+		{"claim reads another pool's GitHub credential", call(awsrecord.RoleClaims, "ssm:GetParameter", "arn:aws:ssm:us-east-1:"+account+":parameter/ec2runners/pool2/github", nil), false},
+		{"claim reads another parameter", call(awsrecord.RoleClaims, "ssm:GetParameter", "arn:aws:ssm:us-east-1:"+account+":parameter/ec2runners/pool1/other", nil), false},
+		{"pool management reads its pool's GitHub credential", call(awsrecord.RolePoolManagement, "ssm:GetParameter", credential, nil), true},
+		{"agent reads the GitHub credential", call(awsrecord.RoleAgent, "ssm:GetParameter", credential, nil), false},
 	}
 	for _, p := range documents(t) {
 		for _, tc := range cases {

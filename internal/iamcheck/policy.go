@@ -237,6 +237,14 @@ func bindings(c awsrecord.Call) []map[string]string {
 				name, _, _ = strings.Cut(name, "/")
 				add(name, "")
 			}
+		case "ssm", "secretsmanager":
+			// The pool's GitHub credential, as the documents name it:
+			// parameter/ec2runners/<pool>/github, secret:ec2runners/<pool>/github-??????.
+			rest := strings.TrimPrefix(strings.TrimPrefix(parts[5], "parameter/"), "secret:")
+			if rest, ok := strings.CutPrefix(rest, "ec2runners/"); ok {
+				name, _, _ := strings.Cut(rest, "/")
+				add(name, "")
+			}
 		case "sqs":
 			// <pool>-<class>, class names without '-'.
 			if i := strings.LastIndex(parts[5], "-"); i > 0 {

@@ -21,10 +21,13 @@ type Spec struct {
 	MaxRunnerAge    time.Duration
 	Fleet           *protocol.FleetConfig
 	GitHub          *protocol.GitHubTarget
-	Warm            map[string]protocol.WarmTarget
-	Metrics         *protocol.MetricsConfig // nil: no metrics
-	Tags            map[string]string       // already merged with provider default tags
-	ForceDestroy    bool
+	// GitHubCredential is where the pool keeps the GitHub credential of
+	// its claims (nil: they bring their own).
+	GitHubCredential *protocol.GitHubCredential
+	Warm             map[string]protocol.WarmTarget
+	Metrics          *protocol.MetricsConfig // nil: no metrics
+	Tags             map[string]string       // already merged with provider default tags
+	ForceDestroy     bool
 }
 
 func (s Spec) config(queueURLs map[string]string, instanceARNPrefix string) protocol.PoolConfig {
@@ -37,6 +40,7 @@ func (s Spec) config(queueURLs map[string]string, instanceARNPrefix string) prot
 		Fleet:             s.Fleet,
 		QueueURLs:         queueURLs,
 		GitHub:            s.GitHub,
+		GitHubCredential:  s.GitHubCredential,
 		Warm:              s.Warm,
 		InstanceARNPrefix: instanceARNPrefix,
 		Metrics:           s.Metrics,

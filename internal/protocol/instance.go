@@ -28,10 +28,13 @@ const (
 	// threshold passes, the runner stops (its agent stops its instance)
 	// instead of terminating, and waits in the pool, stopped, until then.
 	AttrStopUntil = "stopUntil"
-	// AttrLaunchedAt and AttrTemplateVersion: when the instance was
-	// launched, and from which launch template version (a number; "" when
-	// unknown), for the pool's maximum runner age and outdated runners.
+	// AttrLaunchedAt, AttrTemplateID and AttrTemplateVersion: when the
+	// instance was launched, and from which launch template (its id, as
+	// DescribeLaunchTemplates gives it) and version (a number); "" when
+	// unknown (records written before them), for the pool's maximum runner
+	// age and outdated runners.
 	AttrLaunchedAt      = "launchedAt"
+	AttrTemplateID      = "templateId"
 	AttrTemplateVersion = "templateVersion"
 )
 
@@ -51,10 +54,11 @@ type Instance struct {
 	InstanceType  string
 	UsageClass    string
 	UpdatedAt     string
-	// Optional: "" when not set (see AttrStopUntil, AttrLaunchedAt and
-	// AttrTemplateVersion).
+	// Optional: "" when not set (see AttrStopUntil, AttrLaunchedAt,
+	// AttrTemplateID and AttrTemplateVersion).
 	StopUntil       string
 	LaunchedAt      string
+	TemplateID      string
 	TemplateVersion string
 }
 
@@ -97,6 +101,7 @@ func (i Instance) Item() map[string]types.AttributeValue {
 	for name, v := range map[string]string{
 		AttrStopUntil:       i.StopUntil,
 		AttrLaunchedAt:      i.LaunchedAt,
+		AttrTemplateID:      i.TemplateID,
 		AttrTemplateVersion: i.TemplateVersion,
 	} {
 		if v != "" {
@@ -120,6 +125,7 @@ func InstanceFromItem(item map[string]types.AttributeValue) (Instance, error) {
 
 		StopUntil:       StringAttr(item, AttrStopUntil),
 		LaunchedAt:      StringAttr(item, AttrLaunchedAt),
+		TemplateID:      StringAttr(item, AttrTemplateID),
 		TemplateVersion: StringAttr(item, AttrTemplateVersion),
 	}
 	// The sort key must be ID#<id>: a record under another key is not the

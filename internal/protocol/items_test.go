@@ -330,6 +330,16 @@ func TestPoolConfigItemRoundTrip(t *testing.T) {
 			QueueURLs:         map[string]string{},
 			Metrics:           &MetricsConfig{Namespace: "EC2Runners", LogGroup: "/ec2runners/metrics"},
 		}},
+		{name: "with a GitHub credential", cfg: PoolConfig{
+			Name:              "ci-runners",
+			InstanceARNPrefix: testPrefix,
+			ResourceClasses:   map[string]ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}},
+			IdleTimeout:       Duration(time.Hour),
+			MaxRuntime:        Duration(6 * time.Hour),
+			QueueURLs:         map[string]string{},
+			GitHub:            &GitHubTarget{Owner: "octo", Repository: "app"},
+			GitHubCredential:  &GitHubCredential{SSMParameter: "/ec2runners/ci-runners/github"},
+		}},
 		// Written before '-' was refused in class names (ValidateClassName):
 		// still read, so that the pool can be refreshed and its class renamed.
 		{name: "class with a dash", cfg: PoolConfig{
@@ -395,6 +405,14 @@ func TestPoolConfigFromItemInvalid(t *testing.T) {
 			InstanceARNPrefix: "arn:aws:ecs:eu-west-1:123456789012:instance/"}.Item("2026-06-01T12:00:00Z")},
 		{name: "metrics in AWS's namespace", item: PoolConfig{Name: "ci", ResourceClasses: DefaultResourceClasses(), InstanceARNPrefix: testPrefix,
 			Metrics: &MetricsConfig{Namespace: "AWS/EC2", LogGroup: "g"}}.Item("2026-06-01T12:00:00Z")},
+		{name: "GitHub credential without a GitHub target", item: PoolConfig{Name: "ci", ResourceClasses: DefaultResourceClasses(), InstanceARNPrefix: testPrefix,
+			GitHubCredential: &GitHubCredential{SSMParameter: "/ec2runners/ci/github"}}.Item("2026-06-01T12:00:00Z")},
+		{name: "GitHub credential in two places", item: PoolConfig{Name: "ci", ResourceClasses: DefaultResourceClasses(), InstanceARNPrefix: testPrefix,
+			GitHub:           &GitHubTarget{Owner: "octo"},
+			GitHubCredential: &GitHubCredential{SSMParameter: "/ec2runners/ci/github", SecretsManagerSecret: "ec2runners/ci/github"}}.Item("2026-06-01T12:00:00Z")},
+		{name: "GitHub credential in a parameter of no valid name", item: PoolConfig{Name: "ci", ResourceClasses: DefaultResourceClasses(), InstanceARNPrefix: testPrefix,
+			GitHub:           &GitHubTarget{Owner: "octo"},
+			GitHubCredential: &GitHubCredential{SSMParameter: "ec2runners//github"}}.Item("2026-06-01T12:00:00Z")},
 		{name: "metrics in a log group of no valid name", item: PoolConfig{Name: "ci", ResourceClasses: DefaultResourceClasses(), InstanceARNPrefix: testPrefix,
 			Metrics: &MetricsConfig{Namespace: "EC2Runners", LogGroup: "a:b"}}.Item("2026-06-01T12:00:00Z")},
 	}

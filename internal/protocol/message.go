@@ -20,6 +20,7 @@ type Message struct {
 	// Optional facts of the instance, copied from its record: they never
 	// change, so a stale message still tells them right.
 	LaunchedAt      string `json:"launchedAt,omitempty"`
+	TemplateID      string `json:"templateId,omitempty"`
 	TemplateVersion string `json:"templateVersion,omitempty"`
 }
 

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
 )
 
 // ResourceClass is the size of the runners of one class.
@@ -44,6 +46,10 @@ type PoolConfig struct {
 	Fleet        *FleetConfig      `json:"fleet,omitempty"`
 	QueueURLs    map[string]string `json:"queueUrls"`
 	GitHub       *GitHubTarget     `json:"github,omitempty"`
+	// GitHubCredential is where the pool keeps the GitHub credential its
+	// claims mint runner tokens with, when their provider has none of its
+	// own (nil: nowhere).
+	GitHubCredential *GitHubCredential `json:"githubCredential,omitempty"`
 	// Warm are the hot targets by resource class (see WarmTarget).
 	Warm map[string]WarmTarget `json:"warm,omitempty"`
 	// InstanceARNPrefix is arn:<partition>:ec2:<region>:<account>:instance/
@@ -66,6 +72,42 @@ func (t GitHubTarget) String() string {
 		return t.Owner
 	}
 	return t.Owner + "/" + t.Repository
+}
+
+// GitHubCredential is where a pool's GitHub credential lives, in the
+// pool's account: exactly one of a Systems Manager parameter (a
+// SecureString) and a Secrets Manager secret, each by name or ARN. Only
+// the place is in the pool's table, never the credential.
+type GitHubCredential struct {
+	SSMParameter         string `json:"ssmParameter,omitempty"`
+	SecretsManagerSecret string `json:"secretsManagerSecret,omitempty"`
+}
+
+// String names the place: "SSM parameter <name>" or "Secrets Manager
+// secret <id>".
+func (c GitHubCredential) String() string {
+	if c.SSMParameter != "" {
+		return "SSM parameter " + c.SSMParameter
+	}
+	return "Secrets Manager secret " + c.SecretsManagerSecret
+}
+
+// Validate checks that exactly one place is named, and that AWS would take
+// its name.
+func (c GitHubCredential) Validate() error {
+	switch {
+	case (c.SSMParameter == "") == (c.SecretsManagerSecret == ""):
+		return fmt.Errorf("needs exactly one of ssmParameter and secretsManagerSecret, got %q and %q", c.SSMParameter, c.SecretsManagerSecret)
+	case c.SSMParameter != "":
+		if p := awslimits.ParameterNameProblem(c.SSMParameter); p != "" {
+			return fmt.Errorf("the SSM parameter %q %s", c.SSMParameter, p)
+		}
+	default:
+		if p := awslimits.SecretIDProblem(c.SecretsManagerSecret); p != "" {
+			return fmt.Errorf("the Secrets Manager secret %q %s", c.SecretsManagerSecret, p)
+		}
+	}
+	return nil
 }
 
 // Duration is a time.Duration written as Go duration text ("7m0s") in JSON.
@@ -166,6 +208,14 @@ func (c PoolConfig) validate() error {
 	if g := c.GitHub; g != nil {
 		if !GitHubOwnerPattern.MatchString(g.Owner) || (g.Repository != "" && !GitHubRepositoryPattern.MatchString(g.Repository)) {
 			return fmt.Errorf("github target %q is not a GitHub owner or owner/repository", g.String())
+		}
+	}
+	if cred := c.GitHubCredential; cred != nil {
+		if c.GitHub == nil {
+			return fmt.Errorf("githubCredential names %s, but the pool has no github target to mint runner tokens for", cred)
+		}
+		if err := cred.Validate(); err != nil {
+			return fmt.Errorf("githubCredential: %w", err)
 		}
 	}
 	return nil

@@ -39,10 +39,11 @@ import (
 )
 
 var (
-	_ resource.ResourceWithConfigure   = (*claimResource)(nil)
-	_ resource.ResourceWithImportState = (*claimResource)(nil)
-	_ resource.ResourceWithIdentity    = (*claimResource)(nil)
-	_ resource.ResourceWithModifyPlan  = (*claimResource)(nil)
+	_ resource.ResourceWithConfigure      = (*claimResource)(nil)
+	_ resource.ResourceWithImportState    = (*claimResource)(nil)
+	_ resource.ResourceWithIdentity       = (*claimResource)(nil)
+	_ resource.ResourceWithModifyPlan     = (*claimResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*claimResource)(nil)
 )
 
 var (
@@ -70,6 +71,7 @@ type claimResourceModel struct {
 	InstanceCount        types.Int64    `tfsdk:"instance_count"`
 	ResourceClass        types.String   `tfsdk:"resource_class"`
 	UsageClass           types.String   `tfsdk:"usage_class"`
+	SpotFallback         types.String   `tfsdk:"spot_fallback"`
 	AllowedInstanceTypes types.List     `tfsdk:"allowed_instance_types"`
 	MaxRuntime           types.String   `tfsdk:"max_runtime"`
 	FleetFallback        types.Bool     `tfsdk:"fleet_fallback"`
@@ -153,10 +155,17 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 				PlanModifiers: replace,
 			},
 			"usage_class": schema.StringAttribute{
-				Optional: true, Computed: true, Description: "`on-demand` (default) or `spot`.",
+				Optional: true, Computed: true, Description: "`on-demand` (default) or `spot`: the runners the claim takes from the pool are of this usage class, and so are those it launches (but see `spot_fallback`).",
 				Default:       stringdefault.StaticString(protocol.UsageOnDemand),
 				Validators:    []validator.String{stringvalidator.OneOf(protocol.UsageOnDemand, protocol.UsageSpot)},
 				PlanModifiers: replace,
+			},
+			"spot_fallback": schema.StringAttribute{
+				Optional: true, Computed: true,
+				Description: "What a spot claim launches when EC2 has too little spot capacity: `on-demand` (the default for a spot claim) launches on-demand instances for what the spot fleet did not fill, and the claim warns; `none` fails the claim. `instances[*].usage_class` says which runners are which; on release each goes back to the pool as what it is, and a later spot claim takes only spot runners from the pool. Only for `usage_class = \"spot\"`; null for other claims.",
+				Validators:  []validator.String{stringvalidator.OneOf(claim.SpotFallbackOnDemand, claim.SpotFallbackNone)},
+				// Planned by ModifyPlan when not set: it depends on usage_class.
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown(), stringplanmodifier.RequiresReplace()},
 			},
 			"allowed_instance_types": schema.ListAttribute{
 				Optional: true, Computed: true, ElementType: types.StringType,
@@ -199,7 +208,7 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"id":            schema.StringAttribute{Computed: true, Description: "Instance ID."},
 					"instance_type": schema.StringAttribute{Computed: true, Description: "Instance type."},
-					"usage_class":   schema.StringAttribute{Computed: true, Description: "`on-demand` or `spot`."},
+					"usage_class":   schema.StringAttribute{Computed: true, Description: "`on-demand` or `spot`: a spot claim's runner launched on-demand by `spot_fallback` says `on-demand`."},
 					"source":        schema.StringAttribute{Computed: true, Description: "`pool` (a hot runner reused from the queue), `stopped` (a stopped runner started) or `fleet` (launched for this claim)."},
 				}},
 			},
@@ -228,15 +237,41 @@ func (r *claimResource) Configure(_ context.Context, req resource.ConfigureReque
 
 func (r *claimResource) claimer(ctx context.Context) *claim.Claimer { return r.data.claimer(ctx) }
 
-// ModifyPlan checks the claim against its pool at plan time when the pool
-// exists, and replaces a claim that lost runners.
+// ValidateConfig refuses a spot fallback on a claim that is not spot: it
+// would never apply.
+func (r *claimResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var usage, fallback types.String
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("usage_class"), &usage)...)
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("spot_fallback"), &fallback)...)
+	if resp.Diagnostics.HasError() || fallback.IsNull() || fallback.IsUnknown() || usage.IsUnknown() {
+		return
+	}
+	if u := usage.ValueString(); u != protocol.UsageSpot {
+		if usage.IsNull() {
+			u = protocol.UsageOnDemand
+		}
+		resp.Diagnostics.AddAttributeError(path.Root("spot_fallback"), "Spot fallback on a claim that is not spot",
+			fmt.Sprintf("Attribute spot_fallback applies only to claims with usage_class = %q; this claim's usage_class is %q. Remove spot_fallback (or set it to null).", protocol.UsageSpot, u))
+	}
+}
+
+// ModifyPlan plans a new claim's spot fallback, checks the claim against
+// its pool at plan time when the pool exists, and replaces a claim that
+// lost runners.
 func (r *claimResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	if req.Plan.Raw.IsNull() || r.data == nil {
+	if req.Plan.Raw.IsNull() {
 		return
 	}
 	var plan claimResourceModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
+		return
+	}
+	if req.State.Raw.IsNull() && plan.SpotFallback.IsUnknown() && !plan.UsageClass.IsUnknown() {
+		plan.SpotFallback = defaultSpotFallback(plan.UsageClass)
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("spot_fallback"), plan.SpotFallback)...)
+	}
+	if r.data == nil {
 		return
 	}
 	if !req.State.Raw.IsNull() {
@@ -277,11 +312,20 @@ func (r *claimResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	}
 }
 
+// defaultSpotFallback is the spot fallback of a claim that sets none:
+// on-demand for a spot claim, none (null) for the others.
+func defaultSpotFallback(usageClass types.String) types.String {
+	if usageClass.ValueString() == protocol.UsageSpot {
+		return types.StringValue(claim.SpotFallbackOnDemand)
+	}
+	return types.StringNull()
+}
+
 func (r *claimResource) request(ctx context.Context, m claimResourceModel) (claim.Request, error) {
 	req := claim.Request{
 		Pool: m.Pool.ValueString(), RunID: m.RunID.ValueString(), RunnerGroup: m.RunnerGroup.ValueString(), InstanceCount: int(m.InstanceCount.ValueInt64()),
 		ResourceClass: m.ResourceClass.ValueString(), UsageClass: m.UsageClass.ValueString(), FleetFallback: m.FleetFallback.ValueBool(),
-		Timings: claim.DefaultTimings(),
+		SpotFallback: m.SpotFallback.ValueString(), Timings: claim.DefaultTimings(),
 	}
 	if diags := m.AllowedInstanceTypes.ElementsAs(ctx, &req.AllowedTypes, false); diags.HasError() {
 		return req, fmt.Errorf("allowed_instance_types: %v", diags)
@@ -306,6 +350,9 @@ func (r *claimResource) Create(ctx context.Context, req resource.CreateRequest, 
 	if plan.RunID.IsUnknown() || plan.RunID.IsNull() {
 		plan.RunID = types.StringValue(newRunID())
 	}
+	if plan.SpotFallback.IsUnknown() {
+		plan.SpotFallback = defaultSpotFallback(plan.UsageClass)
+	}
 	creq, err := r.request(ctx, plan)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid claim", err.Error())
@@ -327,6 +374,9 @@ func (r *claimResource) Create(ctx context.Context, req resource.CreateRequest, 
 		"run_id": creq.RunID, "reused": res.Reused, "started": res.Started, "created": res.Created, "seconds": time.Since(started).Seconds(),
 		"received": res.Pickup.Received, "requeued": res.Pickup.Requeued, "discarded": res.Pickup.Discarded,
 	})
+	for _, w := range res.Warnings {
+		resp.Diagnostics.AddWarning("Spot capacity short: on-demand runners launched", fmt.Sprintf("Claim %s/%s: %s.", creq.Pool, creq.RunID, w))
+	}
 	plan.ID = types.StringValue(creq.Pool + "/" + creq.RunID)
 	plan.Label = types.StringValue(res.Label)
 	setCounts(&plan, res.Instances)
@@ -430,6 +480,12 @@ func setRecord(m *claimResourceModel, rec claim.Record, live []claim.Instance) {
 	m.UsageClass = types.StringValue(q.UsageClass)
 	m.AllowedInstanceTypes = stringListValue(q.AllowedTypes)
 	m.FleetFallback = types.BoolValue(q.FleetFallback)
+	// None (null): a claim that is not spot, or a spot claim recorded
+	// before spot fallbacks, which did not fall back.
+	m.SpotFallback = types.StringNull()
+	if q.SpotFallback != "" {
+		m.SpotFallback = types.StringValue(q.SpotFallback)
+	}
 	if q.MaxRuntime > 0 {
 		m.MaxRuntime = durationValue(m.MaxRuntime, q.MaxRuntime)
 	} else {

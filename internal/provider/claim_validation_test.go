@@ -59,7 +59,12 @@ func TestAccClaim_invalidInput(t *testing.T) {
 		"release wait too long":            {`release_wait = "1h"`, `Attribute release_wait must be a duration such as .90s., .7m. or .1h30m., from 1s to 10m, got "1h"`},
 		"bad delete timeout": {"timeouts {\n    delete = \"later\"\n  }",
 			`(?s)Invalid Attribute Value Time Duration.*delete = "later".*"later" must be a string containing a sequence of decimal numbers, each with optional fraction and a unit suffix`},
-		"read-only label": {`label = "run-1"`, `(?s)Invalid Configuration for Read-Only Attribute.*label = "run-1"`},
+		"read-only label":       {`label = "run-1"`, `(?s)Invalid Configuration for Read-Only Attribute.*label = "run-1"`},
+		"unknown spot fallback": {"usage_class = \"spot\"\n  spot_fallback = \"spot\"", `Attribute spot_fallback value must be one of: \["on-demand" "none"\], got: "spot"`},
+		"spot fallback of an on-demand claim": {`spot_fallback = "none"`,
+			`Attribute spot_fallback applies only to claims with usage_class = "spot"; this claim's usage_class is "on-demand". Remove spot_fallback \(or set it to null\).`},
+		"spot fallback of an explicit on-demand claim": {"usage_class = \"on-demand\"\n  spot_fallback = \"on-demand\"",
+			`Attribute spot_fallback applies only to claims with usage_class = "spot"; this claim's usage_class is "on-demand"`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -54,6 +54,35 @@ func metricsFromValue(ctx context.Context, v types.Object) (*protocol.MetricsCon
 	return &protocol.MetricsConfig{LogGroup: m.LogGroup.ValueString(), Namespace: m.Namespace.ValueString()}, diags
 }
 
+var githubCredentialType = types.ObjectType{AttrTypes: map[string]attr.Type{
+	"ssm_parameter":          types.StringType,
+	"secrets_manager_secret": types.StringType,
+}}
+
+type githubCredentialModel struct {
+	SSMParameter         types.String `tfsdk:"ssm_parameter"`
+	SecretsManagerSecret types.String `tfsdk:"secrets_manager_secret"`
+}
+
+func githubCredentialValue(c *protocol.GitHubCredential) types.Object {
+	if c == nil {
+		return types.ObjectNull(githubCredentialType.AttrTypes)
+	}
+	return types.ObjectValueMust(githubCredentialType.AttrTypes, map[string]attr.Value{
+		"ssm_parameter":          optionalString(c.SSMParameter),
+		"secrets_manager_secret": optionalString(c.SecretsManagerSecret),
+	})
+}
+
+func githubCredentialFromValue(ctx context.Context, v types.Object) (*protocol.GitHubCredential, diag.Diagnostics) {
+	if v.IsNull() || v.IsUnknown() {
+		return nil, nil
+	}
+	var m githubCredentialModel
+	diags := v.As(ctx, &m, objectAsOptions)
+	return &protocol.GitHubCredential{SSMParameter: m.SSMParameter.ValueString(), SecretsManagerSecret: m.SecretsManagerSecret.ValueString()}, diags
+}
+
 type fleetModel struct {
 	LaunchTemplateID      types.String `tfsdk:"launch_template_id"`
 	LaunchTemplateName    types.String `tfsdk:"launch_template_name"`

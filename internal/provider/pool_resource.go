@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/objectvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -70,6 +71,7 @@ type poolResourceModel struct {
 	Warm            types.Map      `tfsdk:"warm"`
 	WarmStatus      types.Map      `tfsdk:"warm_status"`
 	Metrics         types.Object   `tfsdk:"metrics"`
+	GitHubCred      types.Object   `tfsdk:"github_credential"`
 	Tags            types.Map      `tfsdk:"tags"`
 	TagsAll         types.Map      `tfsdk:"tags_all"`
 	ForceDestroy    types.Bool     `tfsdk:"force_destroy"`
@@ -145,7 +147,7 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 			},
 			"max_runner_age": schema.StringAttribute{
 				Optional: true, Computed: true,
-				Description: "A runner launched longer ago than this is not handed out again nor kept in the pool: claims and releases terminate it (and warm targets replace it), so no machine serves runs for ever. A runner launched from another launch template version than the pool launches now is retired the same way. Default `168h` (7 days).",
+				Description: "A runner launched longer ago than this is not handed out again nor kept in the pool: claims and releases terminate it (and warm targets replace it), so no machine serves runs for ever. A runner launched from another launch template than the pool launches now, or from another version of it, is retired the same way: a new default version of the template, or a new template (Terraform replacing the `aws_launch_template`), retires the runners of the old one. Default `168h` (7 days).",
 				Default:     stringdefault.StaticString(protocol.FormatDuration(defaultMaxRunnerAge)),
 				Validators:  []validator.String{durationBetween(time.Hour, 90*24*time.Hour)},
 			},
@@ -182,7 +184,7 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 			},
 			"github_owner": schema.StringAttribute{
 				Optional:    true,
-				Description: "GitHub user or organization the pool's runners register with. With it, every claim hands each of its runners a registration token, and every release a removal token, minted with the provider's `github` block, whose `owner` must match. Without it, claims hand the runners no tokens.",
+				Description: "GitHub user or organization the pool's runners register with. With it, every claim hands each of its runners a registration token, and every release a removal token, minted with the provider's `github` block, whose `owner` must match, or with `github_credential`. Without it, claims hand the runners no tokens.",
 				Validators:  []validator.String{githubOwnerValidator()},
 			},
 			"github_repository": schema.StringAttribute{
@@ -192,6 +194,28 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 					githubRepositoryValidator(),
 					stringvalidator.AlsoRequires(path.MatchRoot("github_owner")),
 				},
+			},
+			"github_credential": schema.SingleNestedAttribute{
+				Optional: true,
+				Description: "Where the pool keeps the GitHub credential its claims and releases mint runner tokens with, in its AWS account, when their provider has no GitHub credentials of its own (no `github` block, no `GITHUB_TOKEN` nor `GITHUB_APP_ID`): then no repository needs a GitHub secret. " +
+					"The value is JSON: `{\"owner\": \"acme\", \"token\": \"...\"}`, or a GitHub App's `{\"owner\": \"acme\", \"app_id\": 1, \"installation_id\": 2, \"private_key\": \"-----BEGIN ...\"}`; an optional `repository` limits it to one repository of `owner`, which must match `github_owner` (and `github_repository`). " +
+					"Only the place is in the pool's table, never the credential. The claims' AWS role needs `ssm:GetParameter` or `secretsmanager:GetSecretValue` on it (and `kms:Decrypt` on a customer managed key). Set exactly one of the two.",
+				Attributes: map[string]schema.Attribute{
+					"ssm_parameter": schema.StringAttribute{
+						Optional:    true,
+						Description: "Name or ARN of an SSM parameter, a `SecureString`.",
+						Validators: []validator.String{
+							parameterNameValidator(),
+							stringvalidator.ExactlyOneOf(path.MatchRelative().AtParent().AtName("secrets_manager_secret")),
+						},
+					},
+					"secrets_manager_secret": schema.StringAttribute{
+						Optional:    true,
+						Description: "Name or ARN of a Secrets Manager secret, its value text (`SecretString`).",
+						Validators:  []validator.String{secretIDValidator()},
+					},
+				},
+				Validators: []validator.Object{objectvalidator.AlsoRequires(path.MatchRoot("github_owner"))},
 			},
 			"warm":        warmAttribute(),
 			"warm_status": warmStatusAttribute(),
@@ -373,6 +397,8 @@ func (r *poolResource) spec(ctx context.Context, m poolResourceModel) (pool.Spec
 	if owner := m.GitHubOwner.ValueString(); owner != "" {
 		spec.GitHub = &protocol.GitHubTarget{Owner: owner, Repository: m.GitHubRepo.ValueString()}
 	}
+	spec.GitHubCredential, d = githubCredentialFromValue(ctx, m.GitHubCred)
+	diags.Append(d...)
 	spec.Warm, d = warmFromValue(ctx, m.Warm)
 	diags.Append(d...)
 	spec.Metrics, d = metricsFromValue(ctx, m.Metrics)
@@ -394,6 +420,7 @@ func (r *poolResource) setStatus(m *poolResourceModel, st *pool.Status) {
 	m.GitHubOwner, m.GitHubRepo = githubTargetValues(cfg.GitHub)
 	m.Warm = warmValue(cfg.Warm, m.Warm)
 	m.Metrics = metricsValue(cfg.Metrics)
+	m.GitHubCred = githubCredentialValue(cfg.GitHubCredential)
 	m.TagsAll = stringMapValue(st.Tags)
 	m.Tags = ownTags(st.Tags, r.defaultTags(), m.Tags)
 	if m.ForceDestroy.IsNull() {

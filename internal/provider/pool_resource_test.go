@@ -455,8 +455,8 @@ func checkInstancesTerminated(ids ...string) error {
 	return nil
 }
 
-// The GitHub target is recorded in the pool config, where claims find it,
-// and changes in place.
+// The GitHub target, and where the pool keeps its GitHub credential, are
+// recorded in the pool config, where claims find them, and change in place.
 func TestAccPool_githubTarget(t *testing.T) {
 	name := randomName("acc-github")
 	config := func(target string) string {
@@ -471,10 +471,13 @@ data "ec2runners_pool" "test" {
   name = ec2runners_pool.test.name
 }`, name, target)
 	}
-	target := func(want *protocol.GitHubTarget) resource.TestCheckFunc {
+	target := func(want *protocol.GitHubTarget, wantCred ...protocol.GitHubCredential) resource.TestCheckFunc {
 		return checkPoolConfig(name, func(cfg protocol.PoolConfig) error {
 			if (cfg.GitHub == nil) != (want == nil) || (want != nil && *cfg.GitHub != *want) {
 				return fmt.Errorf("pool config GitHub target %+v, want %+v", cfg.GitHub, want)
+			}
+			if (cfg.GitHubCredential == nil) != (len(wantCred) == 0) || (len(wantCred) > 0 && *cfg.GitHubCredential != wantCred[0]) {
+				return fmt.Errorf("pool config GitHub credential %+v, want %+v", cfg.GitHubCredential, wantCred)
 			}
 			return nil
 		})
@@ -493,14 +496,29 @@ data "ec2runners_pool" "test" {
 				Check: target(&protocol.GitHubTarget{Owner: "octo", Repository: "app"}),
 			},
 			{
-				Config: config(`github_owner = "octo-org"`),
+				Config: config(`github_owner = "octo"
+  github_repository = "app"
+  github_credential = { ssm_parameter = "/ec2runners/app/github" }`),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("ec2runners_pool.test", plancheck.ResourceActionUpdate),
+				}},
+				Check: target(&protocol.GitHubTarget{Owner: "octo", Repository: "app"}, protocol.GitHubCredential{SSMParameter: "/ec2runners/app/github"}),
+			},
+			{
+				Config: config(`github_owner = "octo-org"
+  github_credential = { secrets_manager_secret = "ec2runners/octo-org/github" }`),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("ec2runners_pool.test", plancheck.ResourceActionUpdate),
 				}},
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue("ec2runners_pool.test", tfjsonpath.New("github_repository"), knownvalue.Null()),
+					statecheck.ExpectKnownValue("ec2runners_pool.test", tfjsonpath.New("github_credential").AtMapKey("ssm_parameter"), knownvalue.Null()),
 				},
-				Check: target(&protocol.GitHubTarget{Owner: "octo-org"}),
+				Check: target(&protocol.GitHubTarget{Owner: "octo-org"}, protocol.GitHubCredential{SecretsManagerSecret: "ec2runners/octo-org/github"}),
+			},
+			{
+				ResourceName: "ec2runners_pool.test", ImportState: true, ImportStateId: name, ImportStateVerify: true,
+				ImportStateVerifyIgnore: []string{"force_destroy"},
 			},
 			{
 				Config: config(""),

@@ -394,6 +394,40 @@ name       = "okay"
 table_name = "other"`,
 			want: `(?s)Invalid Configuration for Read-Only Attribute.*table_name`,
 		},
+		"credential parameter not a path": {
+			config: `
+name              = "okay"
+github_owner      = "octo"
+github_credential = { ssm_parameter = "ec2runners/okay/github" }`,
+			want: `Attribute github_credential.ssm_parameter: "ec2runners/okay/github" may hold only letters, digits, '_', '.', '-' and '/', and a path`,
+		},
+		"credential secret with a space": {
+			config: `
+name              = "okay"
+github_owner      = "octo"
+github_credential = { secrets_manager_secret = "ec2runners okay" }`,
+			want: `Attribute github_credential.secrets_manager_secret: "ec2runners okay" may hold only letters, digits and`,
+		},
+		"credential in two places": {
+			config: `
+name              = "okay"
+github_owner      = "octo"
+github_credential = { ssm_parameter = "/ec2runners/okay/github", secrets_manager_secret = "ec2runners/okay" }`,
+			want: `(?s)2 attributes specified when one \(and only one\) of.*secrets_manager_secret`,
+		},
+		"credential in no place": {
+			config: `
+name              = "okay"
+github_owner      = "octo"
+github_credential = {}`,
+			want: `(?s)No attribute specified when one \(and only one\) of.*secrets_manager_secret`,
+		},
+		"credential without a GitHub owner": {
+			config: `
+name              = "okay"
+github_credential = { ssm_parameter = "/ec2runners/okay/github" }`,
+			want: `(?s)Attribute "github_owner" must be specified when "github_credential" is\s+specified`,
+		},
 		"metrics log group with a colon": {
 			config: `
 name    = "okay"

@@ -46,7 +46,10 @@ type providerData struct {
 	clients     *awsconfig.Clients
 	defaultTags map[string]string
 	github      *claim.GitHubAccess // nil: no GitHub credentials
-	version     string              // the provider's, and so the agent's the user data installs
+	// storedGitHub reads the pools' own GitHub credentials when github is
+	// nil, once per provider configuration.
+	storedGitHub *claim.StoredGitHub
+	version      string // the provider's, and so the agent's the user data installs
 }
 
 type providerModel struct {
@@ -65,11 +68,13 @@ type providerModel struct {
 		Duration    types.String `tfsdk:"duration"`
 	} `tfsdk:"assume_role"`
 	Endpoints *struct {
-		SQS      types.String `tfsdk:"sqs"`
-		DynamoDB types.String `tfsdk:"dynamodb"`
-		EC2      types.String `tfsdk:"ec2"`
-		STS      types.String `tfsdk:"sts"`
-		Logs     types.String `tfsdk:"logs"`
+		SQS            types.String `tfsdk:"sqs"`
+		DynamoDB       types.String `tfsdk:"dynamodb"`
+		EC2            types.String `tfsdk:"ec2"`
+		STS            types.String `tfsdk:"sts"`
+		Logs           types.String `tfsdk:"logs"`
+		SSM            types.String `tfsdk:"ssm"`
+		SecretsManager types.String `tfsdk:"secretsmanager"`
 	} `tfsdk:"endpoints"`
 	DefaultTags *struct {
 		Tags types.Map `tfsdk:"tags"`
@@ -159,11 +164,13 @@ func (p *ec2runnersProvider) Schema(_ context.Context, _ provider.SchemaRequest,
 			"endpoints": schema.SingleNestedBlock{
 				Description: "Custom service endpoints, e.g. for LocalStack.",
 				Attributes: map[string]schema.Attribute{
-					"sqs":      endpoint("SQS", "SQS"),
-					"dynamodb": endpoint("DynamoDB", "DYNAMODB"),
-					"ec2":      endpoint("EC2", "EC2"),
-					"sts":      endpoint("STS", "STS"),
-					"logs":     endpoint("CloudWatch Logs (the pools' metrics)", "CLOUDWATCH_LOGS"),
+					"sqs":            endpoint("SQS", "SQS"),
+					"dynamodb":       endpoint("DynamoDB", "DYNAMODB"),
+					"ec2":            endpoint("EC2", "EC2"),
+					"sts":            endpoint("STS", "STS"),
+					"logs":           endpoint("CloudWatch Logs (the pools' metrics)", "CLOUDWATCH_LOGS"),
+					"ssm":            endpoint("SSM (a pool's GitHub credential)", "SSM"),
+					"secretsmanager": endpoint("Secrets Manager (a pool's GitHub credential)", "SECRETS_MANAGER"),
 				},
 			},
 			"github": githubBlock(),
@@ -217,7 +224,8 @@ func (p *ec2runnersProvider) Configure(ctx context.Context, req provider.Configu
 		opts.AssumeRole = &awsconfig.AssumeRole{RoleARN: ar.RoleARN.ValueString(), SessionName: ar.SessionName.ValueString(), ExternalID: ar.ExternalID.ValueString(), Duration: d}
 	}
 	if e := m.Endpoints; e != nil {
-		opts.Endpoints = awsconfig.Endpoints{SQS: e.SQS.ValueString(), DynamoDB: e.DynamoDB.ValueString(), EC2: e.EC2.ValueString(), STS: e.STS.ValueString(), Logs: e.Logs.ValueString()}
+		opts.Endpoints = awsconfig.Endpoints{SQS: e.SQS.ValueString(), DynamoDB: e.DynamoDB.ValueString(), EC2: e.EC2.ValueString(), STS: e.STS.ValueString(), Logs: e.Logs.ValueString(),
+			SSM: e.SSM.ValueString(), SecretsManager: e.SecretsManager.ValueString()}
 	}
 	data := &providerData{defaultTags: map[string]string{}, version: p.version}
 	if m.DefaultTags != nil {
@@ -238,6 +246,7 @@ func (p *ec2runnersProvider) Configure(ctx context.Context, req provider.Configu
 		return
 	}
 	data.clients = clients
+	data.storedGitHub = &claim.StoredGitHub{SSM: clients.SSM, SecretsManager: clients.SecretsManager, Client: m.GitHub.storedClient(p.version)}
 	resp.ResourceData = data
 	resp.DataSourceData = data
 	resp.ListResourceData = data

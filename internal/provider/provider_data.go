@@ -28,7 +28,7 @@ func configuredData(v any, diags *diag.Diagnostics) *providerData {
 // is only logged.
 func (d *providerData) claimer(ctx context.Context) *claim.Claimer {
 	c := d.clients
-	return &claim.Claimer{DynamoDB: c.DynamoDB, SQS: c.SQS, EC2: c.EC2, GitHub: d.github, DefaultTags: d.defaultTags, Log: tflogAdapter(ctx),
+	return &claim.Claimer{DynamoDB: c.DynamoDB, SQS: c.SQS, EC2: c.EC2, GitHub: d.github, StoredGitHub: d.storedGitHub, DefaultTags: d.defaultTags, Log: tflogAdapter(ctx),
 		Metrics: &metrics.Publisher{Logs: c.Logs}}
 }
 

@@ -33,7 +33,7 @@ type githubModel struct {
 func githubBlock() schema.SingleNestedBlock {
 	app := func(name string) path.Expression { return path.MatchRelative().AtParent().AtName(name) }
 	return schema.SingleNestedBlock{
-		Description: "GitHub credentials, and the owner they mint runner tokens for: in a pool with a `github_owner`, each claim mints one registration token and each release one removal token, and hands it to each of its runners. Only for pools whose `github_owner` (and `github_repository`) match `owner` (and `repository`): the pool's settings live in its table, and its target is not trusted from there. Either `token` or the three GitHub App settings. Tokens are never written to state or logs.",
+		Description: "GitHub credentials, and the owner they mint runner tokens for: in a pool with a `github_owner`, each claim mints one registration token and each release one removal token, and hands it to each of its runners. Only for pools whose `github_owner` (and `github_repository`) match `owner` (and `repository`): the pool's settings live in its table, and its target is not trusted from there. Either `token` or the three GitHub App settings. Tokens are never written to state or logs. Without credentials here or in the environment, claims use the credential a pool keeps in its AWS account (the pool's `github_credential`), and no repository needs a GitHub secret.",
 		Attributes: map[string]schema.Attribute{
 			"token": schema.StringAttribute{
 				Optional: true, Sensitive: true,
@@ -89,6 +89,16 @@ func (m *githubModel) access(version string) (*claim.GitHubAccess, diag.Diagnost
 		}
 	}
 	return &claim.GitHubAccess{Tokens: c, Releases: c, Owner: owner, Repository: m.Repository.ValueString()}, diags
+}
+
+// storedClient is the GitHub client's settings for a pool's stored
+// credential: the block's base_url, else the environment's.
+func (m *githubModel) storedClient(version string) github.Config {
+	var base string
+	if m != nil {
+		base = m.BaseURL.ValueString()
+	}
+	return github.Config{BaseURL: cmp.Or(base, os.Getenv("GITHUB_API_URL")), Version: version}
 }
 
 // client builds the GitHub client from the block and the environment; nil

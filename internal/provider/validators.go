@@ -95,6 +95,26 @@ func metricsNamespaceValidator() validator.String {
 	return ruleValidator{summary: "Invalid CloudWatch namespace", description: "must be 1 to 255 printable ASCII characters, not starting with `:` nor `AWS/`", check: protocol.ValidateMetricsNamespace}
 }
 
+// parameterNameValidator and secretIDValidator: where a pool's GitHub
+// credential may live.
+func parameterNameValidator() validator.String {
+	return ruleValidator{summary: "Invalid SSM parameter name", description: "must be a parameter's name or ARN", check: problemCheck(awslimits.ParameterNameProblem)}
+}
+
+func secretIDValidator() validator.String {
+	return ruleValidator{summary: "Invalid Secrets Manager secret", description: "must be a secret's name or ARN", check: problemCheck(awslimits.SecretIDProblem)}
+}
+
+// problemCheck turns an awslimits problem ("is empty") into a check.
+func problemCheck(problem func(string) string) func(string) error {
+	return func(v string) error {
+		if p := problem(v); p != "" {
+			return fmt.Errorf("%q %s", v, p)
+		}
+		return nil
+	}
+}
+
 // classNameValidator: resource class names have no '-' (protocol.ClassNameRule).
 func classNameValidator() validator.String {
 	return stringvalidator.RegexMatches(protocol.ClassNamePattern, protocol.ClassNameRule)

@@ -32,18 +32,14 @@ terraform {
 # keys).
 provider "ec2runners" {
   # Each claim mints a GitHub registration token for its runners, and each
-  # release a removal token, so they need credentials that may create them,
-  # as the pool stack does; only for pools of the owner, which defaults to
-  # GITHUB_REPOSITORY_OWNER (set in GitHub Actions jobs).
-  github {
-    # Null falls back to the GITHUB_TOKEN environment variable.
-    token = var.github_token
-
-    # Or a GitHub App installed on the owner:
-    # app_id          = 123456
-    # installation_id = 45678901
-    # private_key     = var.github_app_private_key
-  }
+  # release a removal token. Without a github block (nor GITHUB_TOKEN or
+  # GITHUB_APP_ID in the environment) they use the credential the pool
+  # keeps in its account (the pool stack's github.tf), read with the CI
+  # role. Or bring one, only for pools of the owner, which defaults to
+  # GITHUB_REPOSITORY_OWNER (set in GitHub Actions jobs):
+  # github {
+  #   token = "..." # or GITHUB_TOKEN in the environment
+  # }
 }
 
 variable "pool" {
@@ -81,13 +77,6 @@ variable "resource_class" {
   description = "Size of the runners: a resource class of the pool (by default large, xlarge, 2xlarge, ... 16xlarge)."
   type        = string
   default     = "large"
-}
-
-variable "github_token" {
-  description = "GitHub token that may create runner registration tokens for the pool's repository or organization (not the workflow's own GITHUB_TOKEN, which may not). Null: the GITHUB_TOKEN environment variable."
-  type        = string
-  default     = null
-  sensitive   = true
 }
 
 resource "ec2runners_claim" "this" {

@@ -9,9 +9,12 @@ resource "ec2runners_pool" "ci" {
   }
 
   # Where the runners register; claims and releases mint their tokens with
-  # the provider's github credentials, whose owner must match.
+  # the provider's github credentials, whose owner must match, or else with
+  # the credential the pool keeps in an SSM SecureString (JSON: owner, and
+  # token or app_id, installation_id and private_key).
   github_owner      = "octo-org"
   github_repository = "app"
+  github_credential = { ssm_parameter = "/ec2runners/ci-runners/github" }
 
   idle_timeout = "10m"
   max_runtime  = "45m"

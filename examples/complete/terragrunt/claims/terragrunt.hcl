@@ -2,8 +2,8 @@
 # its release job (-auto-approve: CI has no terminal to answer a prompt):
 #   CLAIM_RUN_ID="$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT" terragrunt apply -auto-approve
 #   CLAIM_RUN_ID="$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT" terragrunt destroy -auto-approve
-# with the AWS credentials of the CI role, and GitHub credentials in
-# TF_VAR_github_token (claims and releases mint the runners' tokens).
+# with the AWS credentials of the CI role; the runners' tokens are minted
+# with the GitHub credential the pool keeps in its account.
 include "root" {
   path   = find_in_parent_folders("root.hcl")
   expose = true
