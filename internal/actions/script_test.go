@@ -163,11 +163,12 @@ func TestActions_claimAndRelease(t *testing.T) {
 		return j.must("release")
 	}
 
-	// The claim job: the label is the run id and attempt; the instance ids
-	// a JSON array.
+	// The claim job: the label is the run id (the run and attempt) and a
+	// random part; the instance ids a JSON array.
 	_, out := claim("1", nil)
-	if out["runs-on"] != "4242-1" || out["label"] != "4242-1" || out["run-id"] != "4242-1" || out["claimed"] != "true" || out["attempt"] != "1" {
-		t.Fatalf("claim outputs %v, want runs-on, label and run-id 4242-1, claimed true, attempt 1", out)
+	if err := protocol.ValidateLabel("4242-1", out["label"]); err != nil || out["label"] == "4242-1" || out["runs-on"] != out["label"] ||
+		out["run-id"] != "4242-1" || out["claimed"] != "true" || out["attempt"] != "1" {
+		t.Fatalf("claim outputs %v, want label and runs-on 4242-1-<random part> (%v), run-id 4242-1, claimed true, attempt 1", out, err)
 	}
 	var ids []string
 	if err := json.Unmarshal([]byte(out["instance-ids"]), &ids); err != nil {

@@ -113,10 +113,15 @@ type Archive struct {
 
 // Registration is what a runner registers with.
 type Registration struct {
-	URL   string // GitHub's web URL of the target: https://github.com/owner[/repository]
-	Name  string // the instance id
-	Label string // the run id: the runner's only label
-	Token string
+	URL  string // GitHub's web URL of the target: https://github.com/owner[/repository]
+	Name string // the instance id
+	// Label is the runner's only label: the claim's, the run id and a
+	// secret (the run id alone for a claim made before labels had one).
+	Label string
+	// RunnerGroup is the organization's runner group to join ("": the
+	// default group).
+	RunnerGroup string
+	Token       string
 }
 
 // Releases tells the newest runner release: asked only when the pool told
@@ -253,10 +258,16 @@ func (a *Agent) Heartbeat(ctx context.Context) error {
 // signal writes a worker signal, again and again until it is written: the
 // claim or release waiting for it has no other way to learn it.
 func (a *Agent) signal(ctx context.Context, state, runID string) error {
+	return a.signalLabel(ctx, state, runID, "")
+}
+
+// signalLabel is signal with the label the runner registered with (for
+// UD_REG_OK: the claim checks it).
+func (a *Agent) signalLabel(ctx context.Context, state, runID, label string) error {
 	a.logf("signal %s for run %s", state, runID)
 	for {
 		_, err := a.d.Table.PutItem(ctx, &dynamodb.PutItemInput{TableName: a.table(), Item: protocol.Signal{
-			InstanceARN: a.id.InstanceARN, State: state, RunID: runID, UpdatedAt: protocol.FormatTime(a.d.Clock.Now()),
+			InstanceARN: a.id.InstanceARN, State: state, RunID: runID, Label: label, UpdatedAt: protocol.FormatTime(a.d.Clock.Now()),
 		}.Item()})
 		if err == nil {
 			return nil
@@ -305,10 +316,11 @@ var errNoToken = errors.New("no usable token")
 // for another minute, waiting for it up to the token wait: a token for
 // another run or target, planted or stale, is none. It gives up early, with
 // errRunChanged, when still reports that the run is no longer the one to
-// wait for. Without a GitHub target there is no token to wait for.
-func (a *Agent) token(ctx context.Context, sk, runID string, still func(context.Context) bool) (string, error) {
+// wait for. Without a GitHub target there is no token to wait for (the
+// zero token: no label, the run id's).
+func (a *Agent) token(ctx context.Context, sk, runID string, still func(context.Context) bool) (protocol.RunnerToken, error) {
 	if a.cfg.GitHubTarget == "" {
-		return "", nil // a pool without a GitHub target hands out no token
+		return protocol.RunnerToken{RunID: runID}, nil // a pool without a GitHub target hands out no token
 	}
 	deadline := a.d.Clock.Now().Add(a.interval(a.cfg.Intervals.TokenWait))
 	for {
@@ -317,19 +329,19 @@ func (a *Agent) token(ctx context.Context, sk, runID string, still func(context.
 			a.logf("%v", err)
 		} else if tok, err := protocol.RunnerTokenFromItem(item); err == nil && tok.RunID == runID && tok.Target == a.cfg.GitHubTarget {
 			if tok.ExpiresAt.After(a.d.Clock.Now().Add(time.Minute)) {
-				return tok.Token, nil
+				return tok, nil
 			}
 			a.logf("the %s token for run %s expired at %s", sk, runID, protocol.FormatTime(tok.ExpiresAt))
 		}
 		if !a.d.Clock.Now().Before(deadline) {
-			return "", fmt.Errorf("%w: no %s token for run %s and %s within %s: configure the provider's github block",
+			return protocol.RunnerToken{}, fmt.Errorf("%w: no %s token for run %s and %s within %s: configure the provider's github block",
 				errNoToken, sk, runID, a.cfg.GitHubTarget, protocol.FormatDuration(a.interval(a.cfg.Intervals.TokenWait)))
 		}
 		if still != nil && !still(ctx) {
-			return "", errRunChanged
+			return protocol.RunnerToken{}, errRunChanged
 		}
 		if err := a.d.Clock.Sleep(ctx, time.Second); err != nil {
-			return "", err
+			return protocol.RunnerToken{}, err
 		}
 	}
 }

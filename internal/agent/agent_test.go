@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -360,5 +361,36 @@ func TestRefusedRunnerIsReplacedAtOnce(t *testing.T) {
 		if got := w.runner.Installed(); got != want || w.runner.Refused() != refused {
 			t.Errorf("pinned %v: installed %s (refused %v), want %s (refused %v)", pinned, got, w.runner.Refused(), want, refused)
 		}
+	}
+}
+
+// An organization's runner registers with the label and in the runner
+// group its registration token names, signals UD_REG_OK with that label
+// (the claim checks it), and never logs the label: the instance's console
+// output may show the log.
+func TestRegistersWithTheTokensLabelAndGroup(t *testing.T) {
+	w := newWorld(t)
+	w.cfg.GitHubTarget = "octo"
+	var logs []string
+	w.deps.Logf = func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) }
+	w.runner.Install(context.Background(), agent.Archive{Version: "2.331.0"})
+	a := w.agent("")
+	if err := a.Boot(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	const label = "run-1-abcdefgh23456"
+	w.record(protocol.StateClaimed, "run-1", w.clock.Now().Add(5*time.Minute))
+	w.table.Put(protocol.RunnerToken{InstanceARN: arn, SortKey: protocol.SortKeyRegistrationToken, Token: "T-run-1", ExpiresAt: w.clock.Now().Add(time.Hour),
+		RunID: "run-1", Target: "octo", Label: label, RunnerGroup: "Trusted builds", UpdatedAt: protocol.FormatTime(w.clock.Now())}.Item())
+	a.Poll(context.Background())
+	w.wantSignal(protocol.SignalRegistered, "run-1")
+	if s := w.signal(); s.Label != label {
+		t.Errorf("UD_REG_OK names label %q, want %q", s.Label, label)
+	}
+	if reg := w.runner.Registered(); reg == nil || reg.Label != label || reg.RunnerGroup != "Trusted builds" || reg.URL != "https://github.com/octo" {
+		t.Fatalf("registration %+v, want label %s in Trusted builds at https://github.com/octo", reg, label)
+	}
+	if all := strings.Join(logs, "\n"); strings.Contains(all, "abcdefgh23456") || !strings.Contains(all, "Trusted builds") {
+		t.Errorf("the agent's log shows the label's secret, or not the group:\n%s", all)
 	}
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,7 +70,7 @@ func (a *Agent) register(ctx context.Context, runID string) {
 	a.mu.Lock()
 	a.serving, a.registered = runID, false
 	a.mu.Unlock()
-	err := a.registerRun(ctx, runID)
+	label, err := a.registerRun(ctx, runID)
 	switch {
 	case ctx.Err() != nil:
 		return
@@ -86,32 +87,41 @@ func (a *Agent) register(ctx context.Context, runID string) {
 	a.mu.Lock()
 	a.registered = true
 	a.mu.Unlock()
-	if a.signal(ctx, protocol.SignalRegistered, runID) == nil {
+	// The claim checks the label: a runner registered with another would
+	// get none of the run's jobs.
+	if a.signalLabel(ctx, protocol.SignalRegistered, runID, label) == nil {
 		a.emit(EventRegistered, runID, "")
 	}
 }
 
-func (a *Agent) registerRun(ctx context.Context, runID string) error {
+// registerRun registers the runner for runID with the label and in the
+// runner group its registration token names, and returns the label.
+func (a *Agent) registerRun(ctx context.Context, runID string) (string, error) {
 	token, err := a.token(ctx, protocol.SortKeyRegistrationToken, runID, func(ctx context.Context) bool {
 		rec, found, err := a.record(ctx)
 		return err != nil || (found && rec.RunID == runID)
 	})
 	if err != nil {
-		return err
+		return "", err
 	}
 	if err := a.checkRunnerAccepted(ctx); err != nil {
-		return err
+		return "", err
 	}
 	if err := a.d.Runner.Check(ctx); err != nil {
-		return err
+		return "", err
 	}
 	// No process of the runner user may be left to read the token.
 	if err := a.d.Host.EndJobs(ctx); err != nil {
-		return err
+		return "", err
 	}
 	url := strings.TrimRight(a.cfg.GitHubURL, "/") + "/" + a.cfg.GitHubTarget
-	a.logf("registering runner %s with label %s at %s", a.id.InstanceID, runID, url)
-	return a.d.Runner.Register(ctx, Registration{URL: url, Name: a.id.InstanceID, Label: runID, Token: token})
+	label := token.RunnerLabel()
+	// The label's secret stays out of the log, which the instance's
+	// console output may show.
+	group := cmp.Or(token.RunnerGroup, "the default group")
+	a.logf("registering runner %s for run %s in %s at %s", a.id.InstanceID, runID, group, url)
+	reg := Registration{URL: url, Name: a.id.InstanceID, Label: label, RunnerGroup: token.RunnerGroup, Token: token.Token}
+	return label, a.d.Runner.Register(ctx, reg)
 }
 
 // leave releases the runner from runID and signals how it went, in the
@@ -156,7 +166,7 @@ func (a *Agent) releaseRun(ctx context.Context, runID string) error {
 		if err != nil {
 			return err
 		}
-		if err := a.d.Runner.Remove(ctx, token); err != nil {
+		if err := a.d.Runner.Remove(ctx, token.Token); err != nil {
 			return err
 		}
 	}

@@ -94,6 +94,9 @@ type fixture struct {
 	claimer    *claim.Claimer
 	inst       *scripttest.Instance
 	image      scripttest.InstanceConfig // what the instance's image holds and reaches beside its id and tags
+	// runnerGroup is the runner group its claims ask for ("": the default).
+	runnerGroup string
+	labels      map[string]string // the label of each run's runners, by run id
 }
 
 // newFixture makes a pool registering runners with owner/repository (with
@@ -106,7 +109,8 @@ func newFixture(t *testing.T, repository string, tags map[string]string) *fixtur
 func newFixtureOf(t *testing.T, usageClass, repository string, tags map[string]string) *fixture {
 	t.Parallel()
 	ctx := context.Background()
-	f := &fixture{t: t, env: scripttest.NewEnv(t, endpoint, region), pool: "agent-" + randomHex(4), repository: repository, usageClass: usageClass}
+	f := &fixture{t: t, env: scripttest.NewEnv(t, endpoint, region), pool: "agent-" + randomHex(4), repository: repository, usageClass: usageClass,
+		labels: map[string]string{}}
 	m := &pool.Manager{DynamoDB: clients.DynamoDB, SQS: clients.SQS, EC2: clients.EC2, STS: stsClient, Region: region}
 	st, err := m.Create(ctx, pool.Spec{
 		Name:            f.pool,
@@ -170,15 +174,28 @@ func (f *fixture) awaitServing() {
 func (f *fixture) arn() string { return protocol.InstanceARN(f.arnPrefix, f.instanceID) }
 
 // putToken hands the instance a registration token for runID and target,
-// as a claim would, issued by the stub GitHub.
-func (f *fixture) putToken(target, runID string) {
+// with a new label for the run and runner group (""; the default), as a
+// claim would, issued by the stub GitHub.
+func (f *fixture) putToken(target, runID, group string) {
 	value, expires := f.env.GitHub.IssueToken("registration-token", target)
+	f.labels[runID] = protocol.NewLabel(runID)
 	item := protocol.RunnerToken{
-		InstanceARN: f.arn(), SortKey: protocol.SortKeyRegistrationToken, Token: value, ExpiresAt: expires, RunID: runID, Target: target, UpdatedAt: protocol.FormatTime(time.Now()),
+		InstanceARN: f.arn(), SortKey: protocol.SortKeyRegistrationToken, Token: value, ExpiresAt: expires, RunID: runID, Target: target,
+		Label: f.labels[runID], RunnerGroup: group, UpdatedAt: protocol.FormatTime(time.Now()),
 	}.Item()
 	if _, err := clients.DynamoDB.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(f.pool), Item: item}); err != nil {
 		f.t.Fatal(err)
 	}
+}
+
+// label is the label of runID's runners, which its claim or token made.
+func (f *fixture) label(runID string) string {
+	f.t.Helper()
+	label, ok := f.labels[runID]
+	if !ok {
+		f.t.Fatalf("no claim or token made a label for run %s", runID)
+	}
+	return label
 }
 
 func (f *fixture) putRecord(state, runID string, threshold time.Time) {
@@ -274,9 +291,13 @@ func (f *fixture) checkSignatures(calls ...string) {
 func (f *fixture) claim(runID string) (*claim.Result, error) {
 	timings := claim.DefaultTimings()
 	timings.RegistrationWait = await.Patience
-	return f.claimer.Create(context.Background(), claim.Request{
-		Pool: f.pool, RunID: runID, InstanceCount: 1, ResourceClass: class, UsageClass: protocol.UsageOnDemand, AllowedTypes: []string{"*"}, Timings: timings,
+	res, err := f.claimer.Create(context.Background(), claim.Request{
+		Pool: f.pool, RunID: runID, RunnerGroup: f.runnerGroup, InstanceCount: 1, ResourceClass: class, UsageClass: protocol.UsageOnDemand, AllowedTypes: []string{"*"}, Timings: timings,
 	})
+	if err == nil {
+		f.labels[runID] = res.Label
+	}
+	return res, err
 }
 
 // The agent as EC2 runs it, in the instance stand-in: the user data, run as
@@ -324,8 +345,8 @@ func TestInstance_servesClaimsAsEC2RunsIt(t *testing.T) {
 			t.Fatalf("claim %s = %+v, want the warm instance %s", runID, res, f.instanceID)
 		}
 		f.waitSignal(protocol.SignalRegistered, runID)
-		await.True(t, "the runner online with label "+runID, func() error {
-			if r, ok := f.env.GitHub.Runners()[f.instanceID]; !ok || r.Labels != runID || r.Target != owner+"/"+repo || !r.Running {
+		await.True(t, "the runner online with the label of "+runID, func() error {
+			if r, ok := f.env.GitHub.Runners()[f.instanceID]; !ok || r.Labels != f.label(runID) || r.Target != owner+"/"+repo || !r.Running {
 				return fmt.Errorf("runner %+v (registered: %t)", r, ok)
 			}
 			return nil
@@ -338,7 +359,7 @@ func TestInstance_servesClaimsAsEC2RunsIt(t *testing.T) {
 	}
 	want := []string{"download agent " + agentscript.AssetName(scripttest.AgentVersion, runtime.GOARCH), "download runner " + scripttest.RunnerVersion}
 	for _, runID := range []string{"run-1", "run-2"} {
-		want = append(want, "register "+f.instanceID+" "+runID, "run "+f.instanceID, "stop "+f.instanceID, "remove "+f.instanceID)
+		want = append(want, "register "+f.instanceID+" "+f.label(runID), "run "+f.instanceID, "stop "+f.instanceID, "remove "+f.instanceID)
 	}
 	if got := f.env.GitHub.Events(); !slices.Equal(got, want) {
 		t.Errorf("GitHub saw:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -446,15 +467,16 @@ func checkInstanceGone(t *testing.T, inst *scripttest.Instance) {
 func TestInstance_fleetInstanceRegistersForInitialRun(t *testing.T) {
 	tags := map[string]string{protocol.TagInitialRunID: "run-0"}
 	f := newFixture(t, "", tags)
-	f.putToken(owner, "run-0")
+	f.env.GitHub.AddRunnerGroup(owner, "Trusted builds")
+	f.putToken(owner, "run-0", "Trusted builds")
 	f.putRecord(protocol.StateCreated, "run-0", time.Now().Add(10*time.Minute))
 	o := f.options()
 	marker := filepath.Join(markerDir(t), "pre-runner-ran") // /tmp is the instance's own
 	o.PreRunnerScript = "id -un >> " + marker
 	inst := f.start(o, tags)
 	f.waitSignal(protocol.SignalRegistered, "run-0")
-	if r := f.env.GitHub.Runners()[f.instanceID]; r.Target != owner || r.Labels != "run-0" {
-		t.Errorf("runner = %+v, want organization %s with label run-0", r, owner)
+	if r := f.env.GitHub.Runners()[f.instanceID]; r.Target != owner || r.Labels != f.label("run-0") || r.Group != "Trusted builds" {
+		t.Errorf("runner = %+v, want organization %s with label %s in Trusted builds", r, owner, f.label("run-0"))
 	}
 	if b, err := os.ReadFile(marker); err != nil || string(b) != "root\n" {
 		t.Errorf("pre-runner script output %q, %v; want it run once, as root", b, err)
@@ -480,7 +502,7 @@ func markerDir(t *testing.T) string {
 func TestInstance_preRunnerFailureSignalsUDFailed(t *testing.T) {
 	tags := map[string]string{protocol.TagInitialRunID: "run-0"}
 	f := newFixture(t, repo, tags)
-	f.putToken(owner+"/"+repo, "run-0")
+	f.putToken(owner+"/"+repo, "run-0", "")
 	f.putRecord(protocol.StateCreated, "run-0", time.Now().Add(10*time.Minute))
 	o := f.options()
 	o.PreRunnerScript = "echo provisioning failed >&2; exit 3"
@@ -542,24 +564,32 @@ func TestInstance_terminatesItselfPastThreshold(t *testing.T) {
 	}
 }
 
-// A registration GitHub refuses, or one without a token handed for the run
+// A registration GitHub refuses (as it refuses a runner group the
+// organization does not have), or one without a token handed for the run
 // and the agent's own target, signals UD_REG_FAILED, which fails the claim
 // at once.
 func TestInstance_registrationFailureSignalsUDRegFailed(t *testing.T) {
 	for _, tc := range []struct {
 		name, log      string
-		poolRepository string
+		poolRepository string // "": the organization's runners
 		refuse         bool
+		runnerGroup    string
 	}{
-		{"refused", "config.sh failed", repo, true},
+		{"refused", "config.sh failed", repo, true, ""},
 		// The pool registers with another repository than the agent's: the
 		// claim hands it a token for that one, which it must not use.
-		{"tokenOfAnotherTarget", "no TOKEN#REGISTER token for run run-1 and octo/app", "other", false},
+		{"tokenOfAnotherTarget", "no TOKEN#REGISTER token for run run-1 and octo/app", "other", false, ""},
+		{"missingRunnerGroup", `could not find any self-hosted runner group named "Untrusted"`, "", false, "Untrusted"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, tc.poolRepository, nil)
 			f.env.GitHub.RefuseRegistrations(tc.refuse)
-			o := f.env.Options(f.pool, owner, repo)
+			f.runnerGroup = tc.runnerGroup
+			agentRepository := repo
+			if tc.poolRepository == "" {
+				agentRepository = ""
+			}
+			o := f.env.Options(f.pool, owner, agentRepository)
 			o.Intervals.TokenWait = protocol.Duration(2 * time.Second) // the claim writes it first: none later
 			f.putRecord(protocol.StateIdle, "", time.Now().Add(10*time.Minute))
 			inst := f.start(o, nil)

@@ -98,7 +98,7 @@ func TestInstance_hostileJobGetsNothing(t *testing.T) {
 	if second.ExitCode != 0 || strings.Contains(second.Output, "LEFT") || !strings.Contains(second.Output, "clean") {
 		t.Errorf("the next run's job found what the first left (exit code %d):\n%s", second.ExitCode, second.Output)
 	}
-	if r := f.env.GitHub.Runners()[f.instanceID]; r.Labels != "run-2" {
+	if r := f.env.GitHub.Runners()[f.instanceID]; r.Labels != f.label("run-2") {
 		t.Errorf("the second run's runner = %+v: the first job's change to its runner copy outlived the run", r)
 	}
 	if strings.Contains(inst.Output(), "differs from what was installed") {
@@ -229,8 +229,8 @@ func claimAgain(t *testing.T, f *fixture, runID string) {
 	if len(res.Instances) != 1 || res.Instances[0].ID != f.instanceID {
 		t.Fatalf("claim %s = %+v, want the instance %s", runID, res, f.instanceID)
 	}
-	await.True(t, "the runner online with label "+runID, func() error {
-		if r, ok := f.env.GitHub.Runners()[f.instanceID]; !ok || r.Labels != runID || !r.Running {
+	await.True(t, "the runner online with the label of "+runID, func() error {
+		if r, ok := f.env.GitHub.Runners()[f.instanceID]; !ok || r.Labels != f.label(runID) || !r.Running {
 			return fmt.Errorf("runner %+v (registered: %t)", r, ok)
 		}
 		return nil
@@ -245,10 +245,11 @@ func release(t *testing.T, f *fixture, runID string) {
 	f.waitSignal(protocol.SignalReleased, runID)
 }
 
-func runJob(t *testing.T, f *fixture, label, script string) scripttest.Job {
+// runJob runs script as a job for the runners of runID, by their label.
+func runJob(t *testing.T, f *fixture, runID, script string) scripttest.Job {
 	t.Helper()
-	id := f.env.GitHub.QueueJob(label, script)
-	await.True(t, "the job of "+label, func() error { return await.Bool(f.env.GitHub.JobResult(id).Done) })
+	id := f.env.GitHub.QueueJob(f.label(runID), script)
+	await.True(t, "the job of "+runID, func() error { return await.Bool(f.env.GitHub.JobResult(id).Done) })
 	return f.env.GitHub.JobResult(id)
 }
 

@@ -75,7 +75,7 @@ func TestInstance_idleRunnerUpdatedInThePool(t *testing.T) {
 	}
 	checkJob(t, f, "run-2")
 	events := f.env.GitHub.Events()
-	download, register := slices.Index(events, "download runner "+newer), slices.Index(events, "register "+f.instanceID+" run-2")
+	download, register := slices.Index(events, "download runner "+newer), slices.Index(events, "register "+f.instanceID+" "+f.label("run-2"))
 	if download < 0 || register < download {
 		t.Errorf("GitHub saw %v; want the download of %s before run-2's registration", events, newer)
 	}

@@ -41,13 +41,13 @@ func TestInstance_stoppedTierStopsThenResumesForAClaim(t *testing.T) {
 	}
 	f.checkNotTerminated()
 
-	f.putToken(owner+"/"+repo, "run-1")
+	f.putToken(owner+"/"+repo, "run-1", "")
 	if err := scripttest.PutInstance(context.Background(), clients, f.pool, scripttest.Record(f.instanceID, protocol.StateClaimed, "run-1", time.Now().Add(5*time.Minute))); err != nil {
 		t.Fatal(err)
 	}
 	f.startAgain()
 	f.waitSignal(protocol.SignalRegistered, "run-1")
-	if r := f.env.GitHub.Runners()[f.instanceID]; r.Labels != "run-1" || r.Target != owner+"/"+repo {
+	if r := f.env.GitHub.Runners()[f.instanceID]; r.Labels != f.label("run-1") || r.Target != owner+"/"+repo {
 		t.Errorf("runner = %+v, want one for run-1 at %s/%s", r, owner, repo)
 	}
 	checkHostileJob(t, f, "run-1")

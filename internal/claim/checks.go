@@ -31,10 +31,31 @@ func (v view) healthy(st agentState, maxAge time.Duration) bool {
 	return v.beating || (!st.heartbeat.IsZero() && v.now.Sub(st.heartbeat) <= maxAge)
 }
 
-// registered judges a runner that must register for runID and be healthy:
-// UD_REG_OK for the run with a fresh heartbeat, or a failure signal for the
-// run. healthyAtOnce: a warm runner must heartbeat from the start; a booting
-// one only by the end of the wait.
+// registration is what a runner must register for: the run, and the label
+// the claim handed it with its registration token ("" when it handed none,
+// in a pool without a GitHub target: the runner registers nowhere).
+type registration struct {
+	runID, label string
+}
+
+// registration is what the attempt's runners must register for.
+func (a *attempt) registration() registration {
+	r := registration{runID: a.req.RunID}
+	if a.regToken != nil {
+		r.label = a.regToken.label
+	}
+	return r
+}
+
+// registered judges a runner that must register for the run and be healthy:
+// UD_REG_OK for the run, with the claim's label, and a fresh heartbeat, or
+// a failure signal for the run. healthyAtOnce: a warm runner must heartbeat
+// from the start; a booting one only by the end of the wait.
+//
+// A runner that registered with another label fails at once: no job that
+// asks for the claim's label would reach it. An agent that names no label
+// is older than labels with a secret, and registered with the run id alone,
+// the label every job can guess.
 //
 // The agent's clock is not the provider's: a heartbeat that changed between
 // two reads is fresh, and one whose own timestamp is recent enough is taken
@@ -46,7 +67,8 @@ func (v view) healthy(st agentState, maxAge time.Duration) bool {
 // its heartbeat tells it is older than GitHub accepts) fails at once: its
 // agent keeps it on the newest release while it waits in the pool, and one
 // that could not is retired rather than handed out.
-func registered(runID string, wait time.Duration, healthyAtOnce bool, t Timings, policy *protocol.RunnerPolicy) judge {
+func registered(reg registration, wait time.Duration, healthyAtOnce bool, t Timings, policy *protocol.RunnerPolicy) judge {
+	runID := reg.runID
 	return func(st agentState, v view) (bool, error) {
 		now, deadline := v.now, v.deadline
 		if policy != nil && st.runnerVersion != "" && !policy.Accepts(st.runnerVersion) {
@@ -60,7 +82,13 @@ func registered(runID string, wait time.Duration, healthyAtOnce bool, t Timings,
 			case protocol.SignalUserDataFailed:
 				return true, failCheck(metrics.ReasonUserDataFailed, "the agent signalled %s", sig.State)
 			case protocol.SignalRegistered:
-				if healthy {
+				switch {
+				case reg.label != "" && sig.Label == "":
+					return true, errors.New("its agent registered the runner with the run id alone, not the claim's label: " +
+						"the agent is older than this provider; render the pool's user data with this provider's ec2runners_runner_script")
+				case reg.label != "" && sig.Label != reg.label:
+					return true, errors.New("its agent registered the runner with another label than the claim's")
+				case healthy:
 					return true, nil
 				}
 			}

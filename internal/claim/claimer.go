@@ -86,10 +86,13 @@ func (c *Claimer) store(poolName string) *store {
 // Result is a fulfilled claim.
 type Result struct {
 	Instances []Instance
-	Reused    int // from the pool's queue (hot)
-	Started   int // from the stopped tier
-	Created   int // launched
-	Pickup    PickupStats
+	// Label is the runners' label: the request's, or the one of the
+	// complete claim of an earlier apply it adopted.
+	Label   string
+	Reused  int // from the pool's queue (hot)
+	Started int // from the stopped tier
+	Created int // launched
+	Pickup  PickupStats
 	// Warnings say what the claim did that its caller should know: the
 	// on-demand instances it launched for spot capacity EC2 did not have.
 	Warnings []string
@@ -100,12 +103,25 @@ type Result struct {
 // says what happened to each instance.
 func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
 	started := c.now()
-	// The run id becomes a GitHub label and keys the claim record.
-	if err := protocol.ValidateRunID(req.RunID); err != nil {
+	// The run id keys the claim record and begins the runners' label.
+	if err := protocol.ValidateNewRunID(req.RunID); err != nil {
 		return nil, fmt.Errorf("run id %q: %w", req.RunID, err)
+	}
+	if req.Label == "" {
+		req.Label = protocol.NewLabel(req.RunID)
+	} else if err := protocol.ValidateLabel(req.RunID, req.Label); err != nil {
+		return nil, err
+	}
+	if req.RunnerGroup != "" {
+		if err := protocol.ValidateRunnerGroup(req.RunnerGroup); err != nil {
+			return nil, err
+		}
 	}
 	cfg, err := pool.ReadConfig(ctx, c.DynamoDB, req.Pool)
 	if err != nil {
+		return nil, err
+	}
+	if err := CheckRunnerGroup(cfg, req.RunnerGroup); err != nil {
 		return nil, err
 	}
 	wants, err := req.wants(cfg)
@@ -123,6 +139,9 @@ func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
 	regToken, err := c.mintToken(ctx, cfg, registrationToken, req.RunID)
 	if err != nil {
 		return nil, err
+	}
+	if regToken != nil {
+		regToken.label, regToken.runnerGroup = req.Label, req.RunnerGroup
 	}
 	s := c.store(req.Pool)
 	// Reaping overlaps the claim's own waits, the top-up follows it; both
@@ -286,7 +305,7 @@ func (a *attempt) begin(ctx context.Context) (*Result, error) {
 		case prev.State == recordComplete && sameClaim(prev.Request, a.req) && a.stillHeld(ctx, prev):
 			// An apply that crashed after the claim was complete: adopt it.
 			a.c.log("adopting the complete claim of an earlier apply", "run", a.req.RunID, "instances", prev.OwnedIDs)
-			res := &Result{Instances: prev.Instances}
+			res := &Result{Instances: prev.Instances, Label: prev.Request.Label}
 			res.Reused, res.Started, res.Created = CountSources(prev.Instances)
 			return res, nil
 		case prev.State == recordComplete && sameClaim(prev.Request, a.req):
@@ -345,10 +364,12 @@ func (a *attempt) stillHeld(ctx context.Context, rec Record) bool {
 	return len(rec.OwnedIDs) > 0
 }
 
-// sameClaim tells whether a recorded claim asked for what req asks.
+// sameClaim tells whether a recorded claim asked for what req asks. The
+// label is not compared: each apply makes a new one, and an adopted claim
+// keeps its own.
 func sameClaim(a, b Request) bool {
 	return a.InstanceCount == b.InstanceCount && a.ResourceClass == b.ResourceClass && a.UsageClass == b.UsageClass &&
-		slices.Equal(a.AllowedTypes, b.AllowedTypes)
+		slices.Equal(a.AllowedTypes, b.AllowedTypes) && a.RunnerGroup == b.RunnerGroup
 }
 
 // keepLease refreshes the pending claim record until the returned stop is
@@ -401,7 +422,7 @@ func (a *attempt) run(ctx context.Context) (*Result, error) {
 	a.mu.Lock()
 	warnings := slices.Clone(a.warnings)
 	a.mu.Unlock()
-	return &Result{Instances: all, Reused: len(reused), Started: len(started), Created: len(created), Pickup: a.pickup.Stats(), Warnings: warnings}, nil
+	return &Result{Instances: all, Label: a.req.Label, Reused: len(reused), Started: len(started), Created: len(created), Pickup: a.pickup.Stats(), Warnings: warnings}, nil
 }
 
 // fillMissing gets the missing runners the pool's queue did not have: it
@@ -530,7 +551,7 @@ func (a *attempt) selectWarm(ctx context.Context) (ready, late []Instance, err e
 			}
 			for _, inst := range insts {
 				claimed[inst.ID] = inst
-				watch.add(inst.ID, a.req.Timings.RegistrationWait, registered(a.req.RunID, a.req.Timings.RegistrationWait, true, a.req.Timings, a.regToken.runnerPolicy()))
+				watch.add(inst.ID, a.req.Timings.RegistrationWait, registered(a.registration(), a.req.Timings.RegistrationWait, true, a.req.Timings, a.regToken.runnerPolicy()))
 			}
 			if len(insts) < len(msgs) && more {
 				continue // replace the ones lost at once
@@ -732,7 +753,7 @@ func (a *attempt) createMissing(ctx context.Context, missing int) ([]Instance, e
 	watch := newAgentWatch(a.s, a.cfg.InstanceARNPrefix)
 	wait := a.req.Timings.FleetValidationWait
 	for _, inst := range created {
-		watch.add(inst.ID, wait, registered(a.req.RunID, wait, false, a.req.Timings, a.regToken.runnerPolicy()))
+		watch.add(inst.ID, wait, registered(a.registration(), wait, false, a.req.Timings, a.regToken.runnerPolicy()))
 	}
 	decided, err := watch.wait(ctx, a.req.Timings.PollInterval)
 	if err != nil {

@@ -1,6 +1,7 @@
 package claim
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,6 +39,10 @@ type Record struct {
 }
 
 type recordDoc struct {
+	// Label is absent in the records of claims made before labels carried
+	// a secret: their label is the run id.
+	Label               string            `json:"label,omitempty"`
+	RunnerGroup         string            `json:"runnerGroup,omitempty"`
 	InstanceCount       int               `json:"instanceCount"`
 	ResourceClass       string            `json:"resourceClass"`
 	UsageClass          string            `json:"usageClass"`
@@ -57,6 +62,7 @@ type recordDoc struct {
 func (r Record) item(now string) map[string]types.AttributeValue {
 	q := r.Request
 	doc, _ := json.Marshal(recordDoc{ // cannot fail: plain data
+		Label: q.Label, RunnerGroup: q.RunnerGroup,
 		InstanceCount: q.InstanceCount, ResourceClass: q.ResourceClass, UsageClass: q.UsageClass,
 		AllowedTypes: q.AllowedTypes, MaxRuntime: protocol.Duration(q.MaxRuntime), FleetFallback: q.FleetFallback,
 		SpotFallback: q.SpotFallback, HeartbeatMaxAge: protocol.Duration(q.Timings.HeartbeatMaxAge), RegistrationWait: protocol.Duration(q.Timings.RegistrationWait),
@@ -84,6 +90,13 @@ func recordFromItem(pool string, item map[string]types.AttributeValue) (Record, 
 	if d.ResourceClass == "" || d.InstanceCount < 1 {
 		return invalid(fmt.Errorf("its document names no resource class or instance count"))
 	}
+	runID := protocol.IdentifierOf(item)
+	if d.Label != "" {
+		if err := protocol.ValidateLabel(runID, d.Label); err != nil {
+			return invalid(err)
+		}
+	}
+	label := cmp.Or(d.Label, runID) // a record older than labels with a secret
 	ids, isSet := item[attrInstanceIDs].(*types.AttributeValueMemberSS)
 	if item[attrInstanceIDs] != nil && !isSet {
 		// What it owns is unknown: releasing it as empty would leak runners.
@@ -91,7 +104,7 @@ func recordFromItem(pool string, item map[string]types.AttributeValue) (Record, 
 	}
 	r := Record{
 		Request: Request{
-			Pool: pool, RunID: protocol.IdentifierOf(item), InstanceCount: d.InstanceCount, ResourceClass: d.ResourceClass,
+			Pool: pool, RunID: runID, Label: label, RunnerGroup: d.RunnerGroup, InstanceCount: d.InstanceCount, ResourceClass: d.ResourceClass,
 			UsageClass: d.UsageClass, AllowedTypes: d.AllowedTypes, MaxRuntime: time.Duration(d.MaxRuntime), FleetFallback: d.FleetFallback,
 			SpotFallback: d.SpotFallback, Timings: Timings{
 				HeartbeatMaxAge: time.Duration(d.HeartbeatMaxAge), RegistrationWait: time.Duration(d.RegistrationWait),

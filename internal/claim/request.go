@@ -29,8 +29,15 @@ func DefaultTimings() Timings {
 
 // Request is one claim: InstanceCount runners of a class for a run.
 type Request struct {
-	Pool          string
-	RunID         string
+	Pool  string
+	RunID string
+	// Label is the one label the runners register with: the run id and a
+	// secret (protocol.NewLabel). "" in a Request to Create: it makes one.
+	// A claim recorded before labels carried a secret has the run id.
+	Label string
+	// RunnerGroup is the organization's runner group the runners register
+	// in ("": the default group). Only organization runners have groups.
+	RunnerGroup   string
 	InstanceCount int
 	ResourceClass string
 	UsageClass    string

@@ -186,7 +186,7 @@ func (a *attempt) waitStarted(ctx context.Context, started []Instance) (map[stri
 	watch := newAgentWatch(a.s, a.cfg.InstanceARNPrefix)
 	wait := a.req.Timings.FleetValidationWait
 	for _, inst := range started {
-		watch.add(inst.ID, wait, registered(a.req.RunID, wait, false, a.req.Timings, a.regToken.runnerPolicy()))
+		watch.add(inst.ID, wait, registered(a.registration(), wait, false, a.req.Timings, a.regToken.runnerPolicy()))
 	}
 	decided, err := watch.wait(ctx, a.req.Timings.PollInterval)
 	failed := map[string]error{}

@@ -56,13 +56,17 @@ var (
 )
 
 // runnerToken is a token minted for one run, ready to hand to its runners,
-// with the runner version policy of GitHub at the time (nil: unknown).
+// with the runner version policy of GitHub at the time (nil: unknown). A
+// registration token also tells the runners the claim's label and runner
+// group: their agent partitions are the one place no other runner reads.
 type runnerToken struct {
-	kind   tokenKind
-	token  github.Token
-	runID  string
-	target string
-	policy *protocol.RunnerPolicy
+	kind        tokenKind
+	token       github.Token
+	runID       string
+	target      string
+	label       string // registration: the claim's label
+	runnerGroup string // registration: the claim's runner group ("": the default)
+	policy      *protocol.RunnerPolicy
 }
 
 // githubAccess is what mints tokens for the runners of cfg: the provider's
@@ -148,7 +152,8 @@ func (s *store) handToken(ctx context.Context, arnPrefix string, ids []string, t
 		arn := protocol.InstanceARN(arnPrefix, id)
 		items = append(items, protocol.RunnerToken{
 			InstanceARN: arn, SortKey: t.kind.sortKey, Token: t.token.Value,
-			ExpiresAt: t.token.ExpiresAt, RunID: t.runID, Target: t.target, UpdatedAt: now,
+			ExpiresAt: t.token.ExpiresAt, RunID: t.runID, Target: t.target,
+			Label: t.label, RunnerGroup: t.runnerGroup, UpdatedAt: now,
 		}.Item())
 		if t.policy != nil {
 			items = append(items, runnerReleaseItem(arn, *t.policy, now))
@@ -157,8 +162,8 @@ func (s *store) handToken(ctx context.Context, arnPrefix string, ids []string, t
 	if err := s.putAll(ctx, items); err != nil {
 		return fmt.Errorf("handing the %s token of run %s to its runners: %w", t.kind.purpose, t.runID, err)
 	}
-	s.log("handed GitHub runner tokens", "token", t.kind.purpose, "run", t.runID, "target", t.target, "runners", len(ids),
-		"expires_at", protocol.FormatTime(t.token.ExpiresAt))
+	s.log("handed GitHub runner tokens", "token", t.kind.purpose, "run", t.runID, "target", t.target, "runner_group", t.runnerGroup,
+		"runners", len(ids), "expires_at", protocol.FormatTime(t.token.ExpiresAt))
 	return nil
 }
 
@@ -201,4 +206,20 @@ func (c *Claimer) tellRunnerRelease(ctx context.Context, s *store, cfg protocol.
 	if err := s.putAll(ctx, items); err != nil {
 		c.log("cannot tell the launched runners the runner release to install (their agents ask GitHub)", "error", err.Error())
 	}
+}
+
+// CheckRunnerGroup reports why a claim of the pool of cfg cannot ask for
+// runner group, or nil: runner groups are an organization's, and only the
+// runners of a pool whose GitHub target is an organization join one.
+func CheckRunnerGroup(cfg protocol.PoolConfig, group string) error {
+	switch {
+	case group == "":
+		return nil
+	case cfg.GitHub == nil:
+		return fmt.Errorf("runner group %q: pool %s registers its runners with no GitHub owner (its github_owner is not set), so they join no runner group", group, cfg.Name)
+	case cfg.GitHub.Repository != "":
+		return fmt.Errorf("runner group %q: pool %s registers its runners with the repository %s, and only organization runners join runner groups (a pool with github_repository = null registers them with the organization)",
+			group, cfg.Name, cfg.GitHub)
+	}
+	return nil
 }

@@ -326,3 +326,102 @@ func TestReleaseWithoutRemovalTokenTerminates(t *testing.T) {
 		})
 	}
 }
+
+// Each claim's runners register with a label of its own, the run id and a
+// secret, handed only with their registration token: two claims of one run
+// id (one released, the next made) share no label, and the runners of an
+// organization's pool join the claim's runner group.
+func TestClaimLabelAndRunnerGroupHandedWithTheToken(t *testing.T) {
+	t.Parallel()
+	e := tokenEnv(t, &fakeTokens{})
+	e.cfg.GitHub = &protocol.GitHubTarget{Owner: "octo"}
+	e.writeConfig()
+	e.agents.target = "octo"
+	e.seedMany(2)
+	var labels []string
+	for range 2 {
+		res, err := e.create(2, func(r *Request) { r.RunnerGroup = "Trusted builds" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := protocol.ValidateLabel(testRun, res.Label); err != nil || res.Label == testRun {
+			t.Fatalf("label %q: %v, want %s-<secret>", res.Label, err, testRun)
+		}
+		for _, id := range ids(res.Instances) {
+			tok, _ := e.token(id, protocol.SortKeyRegistrationToken)
+			if tok.Label != res.Label || tok.RunnerGroup != "Trusted builds" {
+				t.Errorf("%s's registration token carries label %q, group %q; want %q, Trusted builds", id, tok.Label, tok.RunnerGroup, res.Label)
+			}
+			if reg := e.agents.machine(id, false).runner.Registered(); reg == nil || reg.Label != res.Label || reg.RunnerGroup != "Trusted builds" {
+				t.Errorf("%s registered with %+v, want label %q in Trusted builds", id, reg, res.Label)
+			}
+		}
+		rec, _, ok, err := e.c.Read(context.Background(), testPool, testRun)
+		if err != nil || !ok || rec.Request.Label != res.Label || rec.Request.RunnerGroup != "Trusted builds" {
+			t.Errorf("claim record %+v (%v, found %v), want label %q and group Trusted builds", rec.Request, err, ok, res.Label)
+		}
+		labels = append(labels, res.Label)
+		if _, err := e.release(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if labels[0] == labels[1] {
+		t.Errorf("two claims of run %s took one label, %q", testRun, labels[0])
+	}
+}
+
+// A runner group for a pool whose runners register with a repository, or
+// with no GitHub at all, is refused before any runner is touched.
+func TestRunnerGroupRefusedWithoutOrganization(t *testing.T) {
+	t.Parallel()
+	for name, target := range map[string]*protocol.GitHubTarget{
+		"repository": {Owner: "octo", Repository: "app"},
+		"no GitHub":  nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := tokenEnv(t, &fakeTokens{})
+			e.cfg.GitHub = target
+			e.writeConfig()
+			e.seedIdle("i-1", healthy)
+			_, err := e.create(1, func(r *Request) { r.RunnerGroup = "Trusted" })
+			if err == nil || !strings.Contains(err.Error(), `runner group "Trusted"`) {
+				t.Fatalf("claim error = %v, want the runner group refused", err)
+			}
+			if r := e.db.instance(t, "i-1"); r.State != protocol.StateIdle || r.RunID != "" {
+				t.Errorf("i-1 is %s for %q, want untouched", r.State, r.RunID)
+			}
+		})
+	}
+}
+
+// A runner that registered with another label than its claim's, or with
+// the run id alone (an agent older than labels with a secret), would get
+// none of the claim's jobs, or those of any job that names the run id: it
+// fails at once.
+func TestRegisteredRequiresTheClaimsLabel(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	reg := registration{runID: testRun, label: testRun + "-abcdefgh23456"}
+	for _, tc := range []struct {
+		name, label, wantErr string
+	}{
+		{"claim's label", reg.label, ""},
+		{"another label", testRun + "-bbbbbbbb23456", "another label than the claim's"},
+		{"run id alone", "", "older than this provider"},
+	} {
+		st := agentState{heartbeat: now, signal: protocol.Signal{State: protocol.SignalRegistered, RunID: testRun, Label: tc.label}}
+		done, err := registered(reg, time.Minute, true, testTimings(), nil)(st, view{now: now, deadline: now.Add(time.Minute), since: now})
+		switch {
+		case !done:
+			t.Errorf("%s: undecided, want decided at once", tc.name)
+		case tc.wantErr == "" && err != nil, tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.wantErr)
+		}
+	}
+	// A pool without a GitHub target hands no label: the run's signal is enough.
+	st := agentState{heartbeat: now, signal: protocol.Signal{State: protocol.SignalRegistered, RunID: testRun}}
+	if done, err := registered(registration{runID: testRun}, time.Minute, true, testTimings(), nil)(st, view{now: now, deadline: now.Add(time.Minute), since: now}); !done || err != nil {
+		t.Errorf("no label handed: %v, %v; want registered", done, err)
+	}
+}

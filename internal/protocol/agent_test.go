@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"cmp"
 	"reflect"
 	"strings"
 	"testing"
@@ -66,25 +67,34 @@ func TestRunnerTokenRoundTrip(t *testing.T) {
 	for _, in := range []RunnerToken{
 		{InstanceARN: testARN("i-0abc"), SortKey: SortKeyRegistrationToken, Token: "AABBCC", ExpiresAt: expires, RunID: "run-1", Target: "octo/app", UpdatedAt: "2026-06-01T12:00:00Z"},
 		{InstanceARN: testARN("i-2"), SortKey: SortKeyRemovalToken, Token: "RRMM", ExpiresAt: expires, RunID: "run-2", Target: "octo", UpdatedAt: "2026-06-01T12:00:00Z"},
+		{InstanceARN: testARN("i-3"), SortKey: SortKeyRegistrationToken, Token: "AABBCC", ExpiresAt: expires, RunID: "run-3", Target: "octo",
+			Label: "run-3-abcdefgh23456", RunnerGroup: "Trusted builds", UpdatedAt: "2026-06-01T12:00:00Z"},
 	} {
 		item := in.Item()
 		if ttl, ok := item[AttrExpiresAt].(*types.AttributeValueMemberN); !ok || ttl.Value != "1780318800" {
 			t.Errorf("%s: expiresAt = %v, want the token's expiry N 1780318800", in.SortKey, item[AttrExpiresAt])
 		}
 		value := sAttrs(t, item[AttrValue].(*types.AttributeValueMemberM).Value)
-		if want := map[string]string{"token": in.Token, "expires_at": "2026-06-01T13:00:00Z", "runId": in.RunID, "target": in.Target}; !reflect.DeepEqual(value, want) {
+		want := map[string]string{"token": in.Token, "expires_at": "2026-06-01T13:00:00Z", "runId": in.RunID, "target": in.Target}
+		if in.Label != "" {
+			want["label"], want["runnerGroup"] = in.Label, in.RunnerGroup
+		}
+		if !reflect.DeepEqual(value, want) {
 			t.Errorf("%s: value = %v, want %v", in.SortKey, value, want)
 		}
 		delete(item, AttrExpiresAt)
 		delete(item, AttrValue)
 		_, id, _ := SplitInstanceARN(in.InstanceARN)
-		want := map[string]string{"PK": "AGENT#" + in.InstanceARN, "SK": in.SortKey, "entityType": "TOKEN", "identifier": id, "updatedAt": in.UpdatedAt}
+		want = map[string]string{"PK": "AGENT#" + in.InstanceARN, "SK": in.SortKey, "entityType": "TOKEN", "identifier": id, "updatedAt": in.UpdatedAt}
 		if got := sAttrs(t, item); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: item = %v, want %v", in.SortKey, got, want)
 		}
 		back, err := RunnerTokenFromItem(in.Item())
 		if err != nil || !reflect.DeepEqual(back, in) {
 			t.Errorf("RunnerTokenFromItem(%+v.Item()) = %+v, %v", in, back, err)
+		}
+		if want := cmp.Or(in.Label, in.RunID); back.RunnerLabel() != want {
+			t.Errorf("%+v: RunnerLabel() = %q, want %q", in, back.RunnerLabel(), want)
 		}
 	}
 }
@@ -103,19 +113,25 @@ func TestRunnerTokenFromItemRejects(t *testing.T) {
 		return item
 	}
 	for name, item := range map[string]map[string]types.AttributeValue{
-		"nil":                   nil,
-		"signal":                Signal{InstanceARN: testARN("i-1"), State: SignalRegistered, RunID: "run-1"}.Item(),
-		"old shared item":       with(AttrPK, s(TypeMetadata)),
-		"other sort key":        with(AttrSK, s("TOKEN#OTHER")),
-		"identifier mismatch":   with(AttrIdentifier, s("i-2")),
-		"value a string":        with(AttrValue, s("AABB")),
-		"no token":              withValue("token", ""),
-		"no run id":             withValue("runId", ""),
-		"no target":             withValue("target", ""),
-		"target not GitHub's":   withValue("target", "octo/app/extra"),
-		"owner starts with '-'": withValue("target", "-octo"),
-		"expiry not wire time":  withValue("expires_at", "2026-06-01T13:00:00.5Z"),
-		"expiry missing":        withValue("expires_at", ""),
+		"nil":                                 nil,
+		"signal":                              Signal{InstanceARN: testARN("i-1"), State: SignalRegistered, RunID: "run-1"}.Item(),
+		"old shared item":                     with(AttrPK, s(TypeMetadata)),
+		"other sort key":                      with(AttrSK, s("TOKEN#OTHER")),
+		"identifier mismatch":                 with(AttrIdentifier, s("i-2")),
+		"value a string":                      with(AttrValue, s("AABB")),
+		"no token":                            withValue("token", ""),
+		"no run id":                           withValue("runId", ""),
+		"no target":                           withValue("target", ""),
+		"target not GitHub's":                 withValue("target", "octo/app/extra"),
+		"owner starts with '-'":               withValue("target", "-octo"),
+		"expiry not wire time":                withValue("expires_at", "2026-06-01T13:00:00.5Z"),
+		"expiry missing":                      withValue("expires_at", ""),
+		"label of another run":                withValue("label", "run-2-abcdefgh23456"),
+		"label without secret":                withValue("label", "run-1-"),
+		"label secret too long":               withValue("label", "run-1-abcdefgh234567"),
+		"label in capitals":                   withValue("label", "run-1-ABCDEFGH23456"),
+		"runner group blank":                  withValue("runnerGroup", " "),
+		"runner group of a repository runner": withValue("runnerGroup", "Trusted"),
 	} {
 		got, err := RunnerTokenFromItem(item)
 		if err == nil || !strings.HasPrefix(err.Error(), "runner token item") || !reflect.DeepEqual(got, RunnerToken{}) {

@@ -168,13 +168,18 @@ func TestSignalItemRoundTrip(t *testing.T) {
 		{InstanceARN: testARN("i-0abc"), State: SignalRegistered, RunID: "run-1", UpdatedAt: "2026-06-01T12:00:00Z"},
 		{InstanceARN: testARN("i-0abc"), State: SignalUserDataOK, RunID: "", UpdatedAt: "2026-06-01T12:00:00Z"},
 		{InstanceARN: "arn:aws-cn:ec2:cn-north-1:210987654321:instance/i-2", State: SignalReleased, RunID: "run-9", UpdatedAt: "2026-06-01T12:00:00Z"},
+		{InstanceARN: testARN("i-3"), State: SignalRegistered, RunID: "run-1", Label: "run-1-abcdefgh23456", UpdatedAt: "2026-06-01T12:00:00Z"},
 	} {
 		item := in.Item()
 		value, ok := item["value"].(*types.AttributeValueMemberM)
 		if !ok {
 			t.Fatalf("%+v: value is %T, want a map", in, item["value"])
 		}
-		if got, want := sAttrs(t, value.Value), map[string]string{"state": in.State, "runId": in.RunID}; !reflect.DeepEqual(got, want) {
+		want := map[string]string{"state": in.State, "runId": in.RunID}
+		if in.Label != "" {
+			want["label"] = in.Label
+		}
+		if got := sAttrs(t, value.Value); !reflect.DeepEqual(got, want) {
 			t.Errorf("%+v: value = %v, want %v", in, got, want)
 		}
 		delete(item, "value")
@@ -183,7 +188,7 @@ func TestSignalItemRoundTrip(t *testing.T) {
 		}
 		delete(item, AttrExpiresAt)
 		_, id, _ := SplitInstanceARN(in.InstanceARN)
-		want := map[string]string{"PK": "AGENT#" + in.InstanceARN, "SK": "SIGNAL", "entityType": "WS", "identifier": id, "updatedAt": in.UpdatedAt}
+		want = map[string]string{"PK": "AGENT#" + in.InstanceARN, "SK": "SIGNAL", "entityType": "WS", "identifier": id, "updatedAt": in.UpdatedAt}
 		if got := sAttrs(t, item); !reflect.DeepEqual(got, want) {
 			t.Errorf("%+v: item = %v, want %v", in, got, want)
 		}

@@ -34,8 +34,8 @@ const ClassNameRule = "may contain only letters, digits and '_', not '-': the cl
 // still works, so that the pool can be refreshed and its classes renamed.
 var legacyClassPattern = namePattern
 
-// runIDPattern is the rule for a claim's run id, the only label its runners
-// register with: lower case, because GitHub matches labels
+// runIDPattern is the rule for a claim's run id, which begins its runners'
+// only label (labels.go): lower case, because GitHub matches labels
 // case-insensitively.
 var runIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,99}$`)
 
@@ -88,8 +88,9 @@ func validateQueueName(pool, class string) error {
 
 // ValidateRunID reports why id cannot be a claim's run id, or nil: no
 // runner should register with a label that matches another run's. The
-// provider refuses other run ids before a claim starts; simulated agents
-// ignore a record naming one.
+// provider refuses other run ids before a claim starts (and, for a new
+// claim, longer ones than ValidateNewRunID allows); agents ignore a record
+// naming one.
 func ValidateRunID(id string) error {
 	if lower := strings.ToLower(id); lower != id && runIDPattern.MatchString(lower) {
 		return fmt.Errorf("run id %q must be lower case: GitHub matches labels case-insensitively, so %q and %q would share one label", id, id, lower)

@@ -17,6 +17,7 @@ const (
 	SignalReleased             = "UD_REMOVE_REG_REMOVE_RUN_OK"
 	signalValueState           = "state"
 	signalValueRunID           = "runId"
+	signalValueLabel           = "label"
 	HeartbeatValue             = "PING"
 )
 
@@ -25,7 +26,11 @@ type Signal struct {
 	InstanceARN string
 	State       string
 	RunID       string
-	UpdatedAt   string
+	// Label, with UD_REG_OK: the label the runner registered with. An
+	// agent older than labels with a secret writes none (it registered
+	// with the run id).
+	Label     string
+	UpdatedAt string
 }
 
 // Item renders the signal as the SIGNAL item of the instance's agent partition.
@@ -38,6 +43,9 @@ func (s Signal) Item() map[string]types.AttributeValue {
 		signalValueState: &types.AttributeValueMemberS{Value: s.State},
 		signalValueRunID: &types.AttributeValueMemberS{Value: s.RunID},
 	}}
+	if s.Label != "" {
+		item[AttrValue].(*types.AttributeValueMemberM).Value[signalValueLabel] = &types.AttributeValueMemberS{Value: s.Label}
+	}
 	return item
 }
 
@@ -53,6 +61,7 @@ func SignalFromItem(item map[string]types.AttributeValue) (s Signal, ok bool) {
 		InstanceARN: arn,
 		State:       StringAttr(value.Value, signalValueState),
 		RunID:       StringAttr(value.Value, signalValueRunID),
+		Label:       StringAttr(value.Value, signalValueLabel),
 		UpdatedAt:   StringAttr(item, AttrUpdatedAt),
 	}
 	if s.State == "" {

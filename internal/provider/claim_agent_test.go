@@ -47,6 +47,7 @@ func TestAccClaim_realAgent(t *testing.T) {
 	poolConfig := strings.Replace(e.poolConfig(), "force_destroy", "github_owner      = \"octo\"\n  github_repository = \"app\"\n  force_destroy", 1)
 	var instanceID string
 	var ids []string // instanceID, for the shared checks
+	var label string // the claim's
 	startAgent := func(*terraform.State) error {
 		ctx := context.Background()
 		id, err := scripttest.LaunchInstance(ctx, clients, e.pool, nil)
@@ -99,9 +100,16 @@ func TestAccClaim_realAgent(t *testing.T) {
 				Check: resource.ComposeTestCheckFunc(
 					resource.TestCheckResourceAttrPtr("ec2runners_claim.test", "instance_ids.0", &instanceID),
 					e.checkRecords(protocol.StateRunning, "run-agent", &ids),
+					func(s *terraform.State) error {
+						label = s.RootModule().Resources["ec2runners_claim.test"].Primary.Attributes["label"]
+						if !strings.HasPrefix(label, "run-agent-") {
+							return fmt.Errorf("claim label %q, want run-agent-<secret>", label)
+						}
+						return nil
+					},
 					runner(func(r scripttest.Runner, registered bool) error {
-						if !registered || r.Labels != "run-agent" || r.Target != "octo/app" {
-							return fmt.Errorf("GitHub runner %+v (registered %v), want octo/app labelled run-agent", r, registered)
+						if !registered || r.Labels != label || r.Target != "octo/app" {
+							return fmt.Errorf("GitHub runner %+v (registered %v), want octo/app labelled %s", r, registered, label)
 						}
 						return nil
 					}),
@@ -122,7 +130,7 @@ func TestAccClaim_realAgent(t *testing.T) {
 						return nil
 					}),
 					func(*terraform.State) error {
-						want := []string{"register " + instanceID + " run-agent", "run " + instanceID, "stop " + instanceID, "remove " + instanceID}
+						want := []string{"register " + instanceID + " " + label, "run " + instanceID, "stop " + instanceID, "remove " + instanceID}
 						got := slices.DeleteFunc(gh.GitHub.Events(), func(e string) bool { return strings.HasPrefix(e, "download ") })
 						if !slices.Equal(got, want) {
 							return fmt.Errorf("GitHub saw %v, want %v", got, want)

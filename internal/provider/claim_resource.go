@@ -67,6 +67,7 @@ type claimResourceModel struct {
 	ID                   types.String   `tfsdk:"id"`
 	Pool                 types.String   `tfsdk:"pool"`
 	RunID                types.String   `tfsdk:"run_id"`
+	RunnerGroup          types.String   `tfsdk:"runner_group"`
 	InstanceCount        types.Int64    `tfsdk:"instance_count"`
 	ResourceClass        types.String   `tfsdk:"resource_class"`
 	UsageClass           types.String   `tfsdk:"usage_class"`
@@ -118,7 +119,7 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 	}
 	d := claim.DefaultTimings()
 	resp.Schema = schema.Schema{
-		Description: "Claims `instance_count` healthy runners registered under the label `run_id` for one workflow run: warm ones from the pool first, new ones from EC2 CreateFleet for the rest, all or nothing. Destroying the claim releases the runners back to the pool; like a claim, it may then top the pool's stopped tier up (at most 2 runners per class a minute). A refresh only reads, and writes nothing.",
+		Description: "Claims `instance_count` healthy runners registered under the claim's own `label` for one workflow run: warm ones from the pool first, new ones from EC2 CreateFleet for the rest, all or nothing. Destroying the claim releases the runners back to the pool; like a claim, it may then top the pool's stopped tier up (at most 2 runners per class a minute). A refresh only reads, and writes nothing.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed: true, Description: "`<pool>/<run_id>`.",
@@ -131,9 +132,15 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 			},
 			"run_id": schema.StringAttribute{
 				Optional: true, Computed: true,
-				Description:   "The runners' label: jobs use `runs-on: <run_id>`. Up to 100 characters of `a-z 0-9 _ . -`, starting with a letter or digit; lower case only, as GitHub matches labels case-insensitively (`Run-1` would be `run-1`'s label too). Default: a unique generated id.",
+				Description:   fmt.Sprintf("The claim's run id, which names its claim record and begins its runners' `label`. Up to %d characters of `a-z 0-9 _ . -`, starting with a letter or digit; lower case only, as GitHub matches labels case-insensitively (`Run-1` would be `run-1`'s label too). Default: a unique generated id.", protocol.MaxNewRunIDLength),
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown(), stringplanmodifier.RequiresReplace()},
 				Validators:    []validator.String{runIDValidator()},
+			},
+			"runner_group": schema.StringAttribute{
+				Optional:      true,
+				Description:   "The organization's runner group the runners join, such as a group only some repositories may use. Only for a pool whose runners register with an organization (`github_repository` not set); the group must exist, or the runners cannot register. Default: the organization's default group.",
+				PlanModifiers: replace,
+				Validators:    []validator.String{runnerGroupValidator()},
 			},
 			"instance_count": schema.Int64Attribute{
 				Optional: true, Computed: true, Description: "How many runners, 1-100. Default 1.",
@@ -188,8 +195,8 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 			"fleet_validation_wait": wait("How long new instances have to boot, register and heartbeat; at most `4m`, as warm runners claimed meanwhile must reach `running` within their 5 minute claimed lifetime.", d.FleetValidationWait, time.Second, 4*time.Minute),
 			"release_wait":          wait("How long a runner has to confirm its release before it is terminated instead: on destroy, and when a claim gives back a warm runner that is alive but did not register in time; at most `10m`.", d.ReleaseWait, time.Second, 10*time.Minute),
 			"label": schema.StringAttribute{
-				Computed: true, Description: "The runners' label, for `runs-on`: the run id, known at plan time when `run_id` is set.",
-				PlanModifiers: []planmodifier.String{labelIsRunID{}},
+				Computed: true, Description: fmt.Sprintf("The runners' label, for `runs-on`: the run id, `-` and %d random characters, so that no job that does not read it from the claim can name the runners. New with each claim; known after apply.", protocol.LabelSecretLength),
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
 			"instance_ids": schema.ListAttribute{
 				Computed: true, ElementType: types.StringType, Description: "IDs of the instances the claim holds.",
@@ -292,6 +299,11 @@ func (r *claimResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 		resp.Diagnostics.AddAttributeError(path.Root("resource_class"), "Unknown resource class",
 			fmt.Sprintf("Attribute resource_class: pool %s has no resource class %q; it has %s.", cfg.Name, plan.ResourceClass.ValueString(), strings.Join(protocol.SortedClassNames(cfg.ResourceClasses), ", ")))
 	}
+	if !plan.RunnerGroup.IsUnknown() {
+		if err := claim.CheckRunnerGroup(cfg, plan.RunnerGroup.ValueString()); err != nil {
+			resp.Diagnostics.AddAttributeError(path.Root("runner_group"), "Runner group for runners of no organization", "Attribute runner_group: "+err.Error()+".")
+		}
+	}
 	if cfg.Fleet == nil && plan.FleetFallback.ValueBool() {
 		resp.Diagnostics.AddAttributeWarning(path.Root("fleet_fallback"), "The pool cannot launch runners",
 			fmt.Sprintf("Pool %s has no fleet settings: this claim can only reuse runners already in the pool.", cfg.Name))
@@ -309,7 +321,7 @@ func defaultSpotFallback(usageClass types.String) types.String {
 
 func (r *claimResource) request(ctx context.Context, m claimResourceModel) (claim.Request, error) {
 	req := claim.Request{
-		Pool: m.Pool.ValueString(), RunID: m.RunID.ValueString(), InstanceCount: int(m.InstanceCount.ValueInt64()),
+		Pool: m.Pool.ValueString(), RunID: m.RunID.ValueString(), RunnerGroup: m.RunnerGroup.ValueString(), InstanceCount: int(m.InstanceCount.ValueInt64()),
 		ResourceClass: m.ResourceClass.ValueString(), UsageClass: m.UsageClass.ValueString(), FleetFallback: m.FleetFallback.ValueBool(),
 		SpotFallback: m.SpotFallback.ValueString(), Timings: claim.DefaultTimings(),
 	}
@@ -364,7 +376,7 @@ func (r *claimResource) Create(ctx context.Context, req resource.CreateRequest, 
 		resp.Diagnostics.AddWarning("Spot capacity short: on-demand runners launched", fmt.Sprintf("Claim %s/%s: %s.", creq.Pool, creq.RunID, w))
 	}
 	plan.ID = types.StringValue(creq.Pool + "/" + creq.RunID)
-	plan.Label = plan.RunID
+	plan.Label = types.StringValue(res.Label)
 	setCounts(&plan, res.Instances)
 	setInstances(&plan, res.Instances)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
@@ -455,7 +467,12 @@ func (r *claimResource) ImportState(ctx context.Context, req resource.ImportStat
 func setRecord(m *claimResourceModel, rec claim.Record, live []claim.Instance) {
 	q := rec.Request
 	m.ID = types.StringValue(q.Pool + "/" + q.RunID)
-	m.Pool, m.RunID, m.Label = types.StringValue(q.Pool), types.StringValue(q.RunID), types.StringValue(q.RunID)
+	m.Pool, m.RunID, m.Label = types.StringValue(q.Pool), types.StringValue(q.RunID), types.StringValue(q.Label)
+	if q.RunnerGroup != "" {
+		m.RunnerGroup = types.StringValue(q.RunnerGroup)
+	} else {
+		m.RunnerGroup = types.StringNull()
+	}
 	m.InstanceCount = types.Int64Value(int64(q.InstanceCount))
 	m.ResourceClass = types.StringValue(q.ResourceClass)
 	m.UsageClass = types.StringValue(q.UsageClass)
@@ -508,7 +525,7 @@ func stringListValue(values []string) types.List {
 	return types.ListValueMust(types.StringType, elems)
 }
 
-// newRunID is a unique runner label for a claim that names none.
+// newRunID is a unique run id for a claim that names none.
 func newRunID() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b) // never fails

@@ -47,7 +47,7 @@ func TestAccClaim_reuse(t *testing.T) {
   instance_count = 2
   fleet_fallback = false`),
 				ConfigStateChecks: append(counts("ec2runners_claim.test", 2, 0),
-					statecheck.ExpectKnownValue("ec2runners_claim.test", tfjsonpath.New("label"), knownvalue.StringExact("run-reuse")),
+					statecheck.ExpectKnownValue("ec2runners_claim.test", tfjsonpath.New("label"), knownvalue.StringRegexp(regexp.MustCompile(`^run-reuse-[a-z2-7]{13}$`))),
 					statecheck.ExpectKnownValue("ec2runners_claim.test", tfjsonpath.New("id"), knownvalue.StringExact(e.pool+"/run-reuse")),
 					statecheck.ExpectKnownValue("ec2runners_claim.test", tfjsonpath.New("instances").AtSliceIndex(0).AtMapKey("source"), knownvalue.StringExact("pool")),
 				),

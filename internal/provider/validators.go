@@ -53,9 +53,16 @@ func (v ruleValidator) ValidateString(ctx context.Context, req validator.StringR
 	}
 }
 
-// runIDValidator: a claim's run id is its runners' only GitHub label.
+// runIDValidator: a claim's run id begins its runners' only GitHub label,
+// which must leave room for the label's secret.
 func runIDValidator() validator.String {
-	return ruleValidator{summary: "Invalid run id", description: "must be " + protocol.RunIDRule, check: protocol.ValidateRunID}
+	return ruleValidator{summary: "Invalid run id", description: "must be " + protocol.RunIDRule + fmt.Sprintf(", at most %d for a new claim", protocol.MaxNewRunIDLength),
+		check: protocol.ValidateNewRunID}
+}
+
+// runnerGroupValidator: the name of an organization's runner group.
+func runnerGroupValidator() validator.String {
+	return ruleValidator{summary: "Invalid runner group", description: "must name a runner group: " + protocol.RunnerGroupRule, check: protocol.ValidateRunnerGroup}
 }
 
 // secureURLValidator: for the URLs that GitHub tokens, registration tokens

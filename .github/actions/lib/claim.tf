@@ -40,6 +40,11 @@ variable "max_runtime" {
   default = null
 }
 
+variable "runner_group" {
+  type    = string
+  default = null
+}
+
 variable "create_timeout" {
   type    = string
   default = "10m"
@@ -59,6 +64,7 @@ resource "ec2runners_claim" "this" {
   usage_class            = var.usage_class
   allowed_instance_types = var.allowed_instance_types
   max_runtime            = var.max_runtime
+  runner_group           = var.runner_group
 
   timeouts {
     create = var.create_timeout

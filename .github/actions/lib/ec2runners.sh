@@ -25,8 +25,10 @@ POOL=${EC2RUNNERS_POOL:-}
 CLI=${EC2RUNNERS_CLI:-terraform}
 CACHE_DIR=${EC2RUNNERS_CACHE_DIR:-${HOME:-/tmp}/.cache/ec2runners}
 RUN_ID_PATTERN='^[a-z0-9][a-z0-9_.-]{0,99}$'
+# A new claim's run id leaves room in its label for '-' and the random part.
+MAX_NEW_RUN_ID_LENGTH=86
 
-# The claim's run id, which is its label: the workflow run and its attempt
+# The claim's run id, which begins its label: the workflow run and its attempt
 # (each attempt claims anew, see the re-runs section of the adoption guide),
 # and the action's name input when a workflow has several claim jobs.
 default_run_id() {
@@ -200,6 +202,7 @@ claim_vars() {
   if [ -n "${EC2RUNNERS_USAGE_CLASS:-}" ]; then export TF_VAR_usage_class="$EC2RUNNERS_USAGE_CLASS"; fi
   if [ -n "${EC2RUNNERS_MAX_RUNTIME:-}" ]; then export TF_VAR_max_runtime="$EC2RUNNERS_MAX_RUNTIME"; fi
   if [ -n "${EC2RUNNERS_TIMEOUT:-}" ]; then export TF_VAR_create_timeout="$EC2RUNNERS_TIMEOUT"; fi
+  if [ -n "${EC2RUNNERS_RUNNER_GROUP:-}" ]; then export TF_VAR_runner_group="$EC2RUNNERS_RUNNER_GROUP"; fi
   if [ -n "${EC2RUNNERS_ALLOWED_INSTANCE_TYPES:-}" ]; then
     for t in ${EC2RUNNERS_ALLOWED_INSTANCE_TYPES//,/ }; do
       [[ $t =~ ^[A-Za-z0-9.*-]+$ ]] || die "allowed-instance-types: '$t' is not an instance type pattern"
@@ -216,7 +219,8 @@ claim_vars() {
 cmd_claim() {
   local run_id result key value label="" ids="" counts="" started=$SECONDS
   run_id=$(default_run_id)
-  [[ $run_id =~ $RUN_ID_PATTERN ]] || die "the run id '$run_id' is not a valid label (up to 100 of a-z 0-9 _ . -)"
+  [[ $run_id =~ $RUN_ID_PATTERN && ${#run_id} -le $MAX_NEW_RUN_ID_LENGTH ]] ||
+    die "the run id '$run_id' cannot begin a label (up to $MAX_NEW_RUN_ID_LENGTH of a-z 0-9 _ . -): shorten the name input"
   claim_vars
   export TF_VAR_run_ids="[\"$run_id\"]"
   workdir "${RUNNER_TEMP:-/tmp}/ec2runners/claim-$run_id"

@@ -53,12 +53,12 @@ variable "pool" {
 }
 
 variable "run_id" {
-  description = "The runners' label, unique per workflow run and attempt, e.g. \"<github.run_id>-<github.run_attempt>\"."
+  description = "The claim's run id, unique per workflow run and attempt, e.g. \"<github.run_id>-<github.run_attempt>\"; it begins the runners' label."
   type        = string
 
   validation {
-    condition     = can(regex("^[a-z0-9][a-z0-9_.-]{0,99}$", var.run_id))
-    error_message = "The run ID must be 1-100 characters of lower-case letters, digits, '_', '.' and '-', starting with a letter or digit (lower case: GitHub matches labels case-insensitively)."
+    condition     = can(regex("^[a-z0-9][a-z0-9_.-]{0,85}$", var.run_id))
+    error_message = "The run ID must be 1-86 characters of lower-case letters, digits, '_', '.' and '-', starting with a letter or digit (lower case: GitHub matches labels case-insensitively)."
   }
 }
 

@@ -10,6 +10,7 @@ resource "ec2runners_claim" "build" {
   allowed_instance_types = ["c6*", "m6*"]
   usage_class            = "spot"
   max_runtime            = "45m"
+  # runner_group         = "Trusted builds" # organization runners only
 
   timeouts {
     create = "10m"

@@ -156,9 +156,12 @@ func (r *Runner) Register(ctx context.Context, reg agent.Registration) error {
 	if err := linkTree(install, regDir, nil); err != nil {
 		return fmt.Errorf("preparing the registration: %w", err)
 	}
-	err = r.configure(ctx, regDir, reg.Token, "--unattended", "--url", reg.URL, "--name", reg.Name, "--labels", reg.Label,
-		"--no-default-labels", "--replace", "--disableupdate", "--work", "_work")
-	if err != nil {
+	args := []string{"--unattended", "--url", reg.URL, "--name", reg.Name, "--labels", reg.Label,
+		"--no-default-labels", "--replace", "--disableupdate", "--work", "_work"}
+	if reg.RunnerGroup != "" {
+		args = append(args, "--runnergroup", reg.RunnerGroup)
+	}
+	if err := r.configure(ctx, regDir, reg.Token, args...); err != nil {
 		return err
 	}
 	runDir := filepath.Join(acct.home, "runner")

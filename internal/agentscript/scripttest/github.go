@@ -31,7 +31,9 @@ import (
 // GitHub's rules (internal/github's limits.go): registration checks the
 // token as GitHub would (issued here, for that repository or organization,
 // of the right kind, not past its hour) and the runner's name (at most 64
-// characters) and labels (not empty); labels match case-insensitively; a
+// characters) and labels (not empty) and the runner group (one the
+// organization has, see AddRunnerGroup, matched case-insensitively; a
+// repository has only the default group); labels match case-insensitively; a
 // job no runner takes within 24 hours fails (jobs.go); the REST API counts
 // each credential's requests against its hourly rate limit and answers as
 // GitHub does once it is spent. It enforces GitHub's
@@ -57,6 +59,7 @@ type GitHub struct {
 	required  string            // the oldest runner accepted whatever the releases' dates ("": none)
 	rateLimit int               // REST requests per credential and hour
 	rate      map[string]*rateWindow
+	groups    map[string][]string // runner groups by organization, besides the default group
 	now       func() time.Time
 }
 
@@ -82,6 +85,7 @@ type issuedToken struct {
 // Runner is a runner registered with the stub.
 type Runner struct {
 	Name, Target, Labels string
+	Group                string // the runner group it joined
 	Version              string // the runner's, as it registered
 	Running              bool   // its run.sh is running
 }
@@ -96,7 +100,7 @@ var (
 // NewGitHub starts the stub.
 func NewGitHub(t testing.TB) *GitHub {
 	g := &GitHub{APIKey: "ghp_stub" + randomHex(8), issued: map[string]issuedToken{}, runners: map[string]*Runner{}, jobs: newJobQueue(),
-		agents: map[string][]byte{}, rateLimit: github.TokenRateLimit, rate: map[string]*rateWindow{}, now: time.Now}
+		agents: map[string][]byte{}, rateLimit: github.TokenRateLimit, rate: map[string]*rateWindow{}, groups: map[string][]string{}, now: time.Now}
 	g.PublishRunner(OlderRunnerVersion, time.Now().Add(-40*24*time.Hour))
 	g.PublishRunner(RunnerVersion, time.Now().Add(-5*24*time.Hour))
 	mux := http.NewServeMux()
@@ -127,6 +131,32 @@ func (g *GitHub) RefuseRegistrations(refuse bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.refuse = refuse
+}
+
+// AddRunnerGroup makes a runner group of the organization, which runners
+// may then join; every organization has the default group.
+func (g *GitHub) AddRunnerGroup(org, name string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.groups[org] = append(g.groups[org], name)
+}
+
+// runnerGroup is the name of target's runner group that name (config.sh's
+// --runnergroup, "" for the default group) names, as config.sh looks it
+// up: case-insensitively, among the organization's groups; a repository's
+// runners have the default group alone.
+func (g *GitHub) runnerGroup(target, name string) (string, error) {
+	if name == "" || protocol.SameRunnerGroup(name, protocol.DefaultRunnerGroup) {
+		return protocol.DefaultRunnerGroup, nil
+	}
+	if !strings.Contains(target, "/") {
+		for _, group := range g.groups[target] {
+			if protocol.SameRunnerGroup(group, name) {
+				return group, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("could not find any self-hosted runner group named %q", name)
 }
 
 // Runners are the registered runners.
@@ -235,6 +265,7 @@ func (g *GitHub) register(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	err := g.checkToken(r.FormValue("token"), "registration-token", target)
+	var group string
 	switch {
 	case err != nil:
 	case g.refuse:
@@ -245,13 +276,15 @@ func (g *GitHub) register(w http.ResponseWriter, r *http.Request) {
 		err = fmt.Errorf("runner name %q must be 1 to %d characters", name, github.MaxRunnerNameLength)
 	case slices.ContainsFunc(strings.Split(labels, ","), func(l string) bool { return strings.TrimSpace(l) == "" }):
 		err = fmt.Errorf("labels %q hold an empty label", labels)
+	default:
+		group, err = g.runnerGroup(target, r.FormValue("runnergroup"))
 	}
 	if err != nil {
 		g.events = append(g.events, "refused register "+name+": "+err.Error())
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return
 	}
-	g.runners[name] = &Runner{Name: name, Target: target, Labels: labels, Version: version}
+	g.runners[name] = &Runner{Name: name, Target: target, Labels: labels, Group: group, Version: version}
 	g.events = append(g.events, "register "+name+" "+labels)
 }
 

@@ -107,3 +107,44 @@ func TestGitHub_refusesJobsToOutdatedRunners(t *testing.T) {
 		t.Errorf("events = %v, want the refusal", g.Events())
 	}
 }
+
+// As GitHub does, the stub config.sh registers an organization's runner in
+// the runner group --runnergroup names, looked up case-insensitively, and
+// fails for a group the organization does not have; a repository's runners
+// have only the default group.
+func TestStubRunner_runnerGroups(t *testing.T) {
+	g := NewGitHub(t)
+	g.AddRunnerGroup("octo", "Trusted builds")
+	for _, tc := range []struct {
+		target, group, want string // want "": refused
+	}{
+		{"octo", "trusted BUILDS", "Trusted builds"},
+		{"octo", "", "Default"},
+		{"octo", "Default", "Default"},
+		{"octo", "Untrusted", ""},
+		{"other", "Trusted builds", ""},
+		{"octo/app", "Trusted builds", ""},
+		{"octo/app", "default", "Default"},
+	} {
+		dir := unpackRunner(t, g, RunnerVersion)
+		reg, _ := g.IssueToken("registration-token", tc.target)
+		args := []string{"--unattended", "--url", g.URL + "/" + tc.target, "--name", "i-1", "--labels", "run-1-abcdefgh23456", "--no-default-labels"}
+		if tc.group != "" {
+			args = append(args, "--runnergroup", tc.group)
+		}
+		out, err := runConfigSh(dir, reg, args...)
+		r, registered := g.Runners()["i-1"]
+		switch {
+		case tc.want == "" && (err == nil || registered):
+			t.Errorf("%s in group %q: registered %+v, want refused", tc.target, tc.group, r)
+		case tc.want != "" && (err != nil || r.Group != tc.want || r.Labels != "run-1-abcdefgh23456"):
+			t.Errorf("%s in group %q: %+v, %v (%s); want registered in %s", tc.target, tc.group, r, err, out, tc.want)
+		}
+		g.mu.Lock()
+		delete(g.runners, "i-1")
+		g.mu.Unlock()
+	}
+	if events := strings.Join(g.Events(), "\n"); !strings.Contains(events, `could not find any self-hosted runner group named "Untrusted"`) {
+		t.Errorf("events %q: no refusal naming the missing group", events)
+	}
+}

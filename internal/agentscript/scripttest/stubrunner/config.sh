@@ -4,7 +4,8 @@
 # root unless RUNNER_ALLOW_RUNASROOT is set, takes any argument also from
 # the environment as ACTIONS_RUNNER_INPUT_<NAME> (the command line wins),
 # so a token need not show in process arguments, registers with the
-# GitHub at --url, and keeps its settings in .runner (JSON, with the
+# GitHub at --url (in the runner group --runnergroup names, which must
+# exist), and keeps its settings in .runner (JSON, with the
 # gitHubUrl that "remove" sends the removal to).
 set -eu
 cd "$(dirname "$0")"
@@ -18,7 +19,8 @@ url=${ACTIONS_RUNNER_INPUT_URL:-}
 name=${ACTIONS_RUNNER_INPUT_NAME:-}
 labels=${ACTIONS_RUNNER_INPUT_LABELS:-}
 work=${ACTIONS_RUNNER_INPUT_WORK:-_work}
-unset ACTIONS_RUNNER_INPUT_TOKEN ACTIONS_RUNNER_INPUT_URL ACTIONS_RUNNER_INPUT_NAME ACTIONS_RUNNER_INPUT_LABELS ACTIONS_RUNNER_INPUT_WORK
+group=${ACTIONS_RUNNER_INPUT_RUNNERGROUP:-}
+unset ACTIONS_RUNNER_INPUT_TOKEN ACTIONS_RUNNER_INPUT_URL ACTIONS_RUNNER_INPUT_NAME ACTIONS_RUNNER_INPUT_LABELS ACTIONS_RUNNER_INPUT_WORK ACTIONS_RUNNER_INPUT_RUNNERGROUP
 
 # setting NAME: a string field of .runner.
 setting() { sed -n 's/.*"'"$1"'": *"\([^"]*\)".*/\1/p' .runner; }
@@ -52,6 +54,7 @@ while [ $# -gt 0 ]; do
 	--name) name=$2; shift ;;
 	--labels) labels=$2; shift ;;
 	--work) work=$2; shift ;;
+	--runnergroup) group=$2; shift ;;
 	--unattended) unattended=1 ;;
 	--no-default-labels) nodefault=1 ;;
 	--replace | --disableupdate) ;;
@@ -62,8 +65,8 @@ done
 { [ "$unattended" = 1 ] && [ "$nodefault" = 1 ]; } || { echo "expected --unattended --no-default-labels" >&2; exit 2; }
 [ -n "$token" ] || { echo "no token: pass --token or ACTIONS_RUNNER_INPUT_TOKEN" >&2; exit 2; }
 server=$(origin "$url")
-curl -sSf -X POST "$server/_stub/register" --data-urlencode "url=$url" --data-urlencode "token=$token" \
-	--data-urlencode "name=$name" --data-urlencode "labels=$labels" --data-urlencode "version=$VERSION"
+curl -sS --fail-with-body -X POST "$server/_stub/register" --data-urlencode "url=$url" --data-urlencode "token=$token" \
+	--data-urlencode "name=$name" --data-urlencode "labels=$labels" --data-urlencode "runnergroup=$group" --data-urlencode "version=$VERSION"
 printf '{"agentName": "%s", "gitHubUrl": "%s", "serverUrl": "%s", "workFolder": "%s"}\n' "$name" "$url" "$server" "$work" >.runner
 printf '{"scheme": "OAuth", "data": {"clientId": "%s"}}\n' "$name" >.credentials
 printf 'LANG=C.UTF-8\n' >.env
