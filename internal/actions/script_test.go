@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -61,7 +62,15 @@ func TestActions_claimAndRelease(t *testing.T) {
 		HeartbeatInterval: time.Second, PollInterval: 250 * time.Millisecond, Logf: t.Logf,
 	})
 	defer sim.Stop()
-	sim.WatchFleet(ctx, nil)
+	// Runners the fleet launches register, except while a test below needs
+	// a claim that is still waiting for them when it is interrupted.
+	var fleetNeverRegisters atomic.Bool
+	sim.WatchFleet(ctx, func(string, int) agentsim.Behavior {
+		if fleetNeverRegisters.Load() {
+			return agentsim.NeverRegisters
+		}
+		return agentsim.Healthy
+	})
 	t.Cleanup(func() {
 		_ = (&pool.Manager{DynamoDB: clients.DynamoDB, SQS: clients.SQS, EC2: clients.EC2}).Delete(context.Background(), name, true)
 	})
@@ -254,7 +263,10 @@ func TestActions_claimAndRelease(t *testing.T) {
 	// 2.5 s after that; then it runs the release job (if: always()), which
 	// adopts what the claim record lists. And a claim job whose runner was
 	// lost: its process tree dies at once, the claim record stays pending,
-	// and the release adopts it. Either way nothing stays claimed.
+	// and the release adopts it. Either way nothing stays claimed. The
+	// launched runners never register, so that each claim is still under
+	// way when it is interrupted, however fast this machine.
+	fleetNeverRegisters.Store(true)
 	for _, c := range []struct {
 		run  string
 		kill bool

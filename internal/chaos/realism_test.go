@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -127,42 +128,44 @@ func queued(t *testing.T, url string) int {
 	return n
 }
 
-// A visibility timeout can run out while a claim holds a message: here the
-// mismatches claim A holds while its runners register (3 s) come again,
-// after a second, to claim B, which wants them. B takes those runners; A
-// gives back what it held with handles superseded meanwhile. Each claim
-// gets its own runners, none twice, and every runner given back is idle
-// with its message.
+// A visibility timeout can run out while a claim holds a message: here
+// claim A receives its c6i runners and is slow to claim them (its writes
+// wait until claim B has received), so their visibility, cut to a second,
+// runs out and B, which wants m6i runners, receives them first as
+// mismatches and gives them back. A then claims its runners and consumes
+// their messages with handles superseded meanwhile. Each claim gets its
+// own runners, none twice, and every runner given back is idle with its
+// message.
 func TestRealism_visibilityExpiresMidClaim(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "chaos-expiry", 4)
 	w.proxy.SetRealism(faultproxy.Realism{SQSStaleHandles: true, SQSVisibilityExpiry: time.Second})
 	ctx := context.Background()
-	// The m6i messages first: A receives them (mismatches, held) before
-	// its own c6i runners.
-	for _, typ := range []string{"m6i.large", "c6i.large"} {
+	// The c6i messages first: A's first receive and B's both get them.
+	for _, typ := range []string{"c6i.large", "m6i.large"} {
 		if _, err := w.sim.SeedIdle(ctx, 2, agentsim.SeedSpec{ResourceClass: "large", InstanceType: typ, IdleTimeout: 30 * time.Minute, Behavior: agentsim.SlowRegister}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c := w.claimer()
-	claimOf := func(runID, types string) (*claim.Result, error) {
+	claimOf := func(c *claim.Claimer, runID, types string) (*claim.Result, error) {
 		req := request(w.pool, runID, 2)
 		req.AllowedTypes, req.FleetFallback = []string{types}, false
 		return c.Create(ctx, req)
 	}
+	// One receive cut is A's: until B's receive, A's writes wait.
+	slowA := w.claimer()
+	slowA.DynamoDB = writesWaitFor(w.faulty.DynamoDB, func() bool { return w.proxy.Stats().VisibilityCut != 1 })
 	var resA *claim.Result
 	var errA error
 	doneA := make(chan struct{})
 	go func() {
 		defer close(doneA)
-		resA, errA = claimOf("run-a", "c*")
+		resA, errA = claimOf(slowA, "run-a", "c*")
 	}()
-	// A holds the m6i messages (its first receive), and then their
-	// visibility runs out, however long A took to get there.
-	await.Until(t, "claim A receiving the m6i messages", func() bool { return w.proxy.Stats().VisibilityCut > 0 })
-	time.Sleep(1500 * time.Millisecond)
-	resB, errB := claimOf("run-b", "m*")
+	await.Until(t, "claim A receiving its runners", func() bool { return w.proxy.Stats().VisibilityCut > 0 })
+	time.Sleep(1500 * time.Millisecond) // A's messages' visibility runs out
+	c := w.claimer()
+	resB, errB := claimOf(c, "run-b", "m*")
 	<-doneA
 	for _, r := range []struct {
 		run, prefix string
@@ -188,4 +191,31 @@ func TestRealism_visibilityExpiresMidClaim(t *testing.T) {
 		}
 	}
 	w.audit("after the releases")
+}
+
+// writesWaitFor holds a claim's DynamoDB writes until open says so (or a
+// minute has passed, so that a scenario gone wrong fails instead of hanging).
+func writesWaitFor(db claim.DynamoDBClient, open func() bool) claim.DynamoDBClient {
+	return gatedWrites{DynamoDBClient: db, open: open}
+}
+
+type gatedWrites struct {
+	claim.DynamoDBClient
+	open func() bool
+}
+
+func (g gatedWrites) wait() {
+	for deadline := time.Now().Add(time.Minute); !g.open() && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (g gatedWrites) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	g.wait()
+	return g.DynamoDBClient.UpdateItem(ctx, in, opts...)
+}
+
+func (g gatedWrites) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	g.wait()
+	return g.DynamoDBClient.TransactWriteItems(ctx, in, opts...)
 }
