@@ -12,7 +12,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/audit"
@@ -100,21 +99,7 @@ func newWorld(t *testing.T, prefix string, seed uint64) *world {
 	if w.faulty, err = clientsFor(ctx, w.proxy.URL, awsrecord.ClaimsKey); err != nil {
 		t.Fatal(err)
 	}
-	image, err := emulator.Image(ctx, direct.EC2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ltID, err := emulator.CreateLaunchTemplate(ctx, direct.EC2, &ec2.CreateLaunchTemplateInput{
-		LaunchTemplateName: aws.String(w.pool),
-		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(image)},
-		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: []ec2types.Tag{
-			{Key: aws.String(protocol.TagPool), Value: aws.String(w.pool)},
-		}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	subnets, err := emulator.DefaultSubnets(ctx, direct.EC2, 1)
+	ltID, subnets, err := emulator.PoolLaunchTemplate(ctx, direct.EC2, w.pool, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

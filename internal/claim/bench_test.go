@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go/middleware"
@@ -85,21 +84,7 @@ func newBenchPool(b *testing.B) *benchPool {
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
 	p.name = "bench-" + hex.EncodeToString(suffix)
-	image, err := emulator.Image(ctx, e)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ltID, err := emulator.CreateLaunchTemplate(ctx, e, &ec2.CreateLaunchTemplateInput{
-		LaunchTemplateName: aws.String(p.name),
-		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(image)},
-		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: []ec2types.Tag{
-			{Key: aws.String(protocol.TagPool), Value: aws.String(p.name)},
-		}}},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	subnets, err := emulator.DefaultSubnets(ctx, e, 1)
+	ltID, subnets, err := emulator.PoolLaunchTemplate(ctx, e, p.name, 1)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
 // What tests, the demo and the simulated agents launch: found in whatever
@@ -127,4 +129,37 @@ func CreateLaunchTemplate(ctx context.Context, c LaunchTemplateAPI, in *ec2.Crea
 		return "", fmt.Errorf("creating launch template %s: %w (and looking it up: %v)", aws.ToString(in.LaunchTemplateName), err, derr)
 	}
 	return aws.ToString(found.LaunchTemplates[0].LaunchTemplateId), nil
+}
+
+// PoolFixtureAPI is the part of EC2 that PoolLaunchTemplate uses.
+type PoolFixtureAPI interface {
+	ImageAPI
+	SubnetAPI
+	LaunchTemplateAPI
+}
+
+// PoolLaunchTemplate makes what a pool's fleet launches from, as a pool
+// stack would: a launch template named after the pool and tagged for it
+// (claims launch no other), with an image the emulator offers, and n
+// subnets of the default VPC. Deleting the template is the caller's.
+func PoolLaunchTemplate(ctx context.Context, c PoolFixtureAPI, pool string, n int) (string, []string, error) {
+	image, err := Image(ctx, c)
+	if err != nil {
+		return "", nil, err
+	}
+	id, err := CreateLaunchTemplate(ctx, c, &ec2.CreateLaunchTemplateInput{
+		LaunchTemplateName: aws.String(pool),
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(image)},
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: []ec2types.Tag{
+			{Key: aws.String(protocol.TagPool), Value: aws.String(pool)},
+		}}},
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	subnets, err := DefaultSubnets(ctx, c, n)
+	if err != nil {
+		return "", nil, err
+	}
+	return id, subnets, nil
 }

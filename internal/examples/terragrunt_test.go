@@ -18,7 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsconfig"
@@ -307,27 +306,13 @@ func hclList(values []string) string {
 // an image the emulator offers, and picks a subnet of the default VPC.
 func poolLaunchTemplate(t *testing.T, client *ec2.Client, name string) (string, []string) {
 	t.Helper()
-	ctx := context.Background()
-	image, err := emulator.Image(ctx, client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := emulator.CreateLaunchTemplate(ctx, client, &ec2.CreateLaunchTemplateInput{
-		LaunchTemplateName: aws.String(name), LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(image)},
-		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: []ec2types.Tag{
-			{Key: aws.String(protocol.TagPool), Value: aws.String(name)},
-		}}},
-	})
+	id, subnets, err := emulator.PoolLaunchTemplate(context.Background(), client, name, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_, _ = client.DeleteLaunchTemplate(context.Background(), &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: aws.String(id)})
 	})
-	subnets, err := emulator.DefaultSubnets(ctx, client, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
 	return id, subnets
 }
 
