@@ -340,3 +340,28 @@ func captureIDs(address string, into *[]string) func(*terraform.State) error {
 		return err
 	}
 }
+
+// poolAction is the configuration of the action kind (ec2runners_reap or
+// ec2runners_warm), named "now", on the test's pool; and the same with a
+// resource that triggers it when created.
+func (e *claimEnv) poolAction(kind string) (action, onCreate string) {
+	action = fmt.Sprintf(`
+%s
+action %q "now" {
+  provider = ec2runnersclaims
+  config {
+    pool = %q
+  }
+}
+`, e.claimsProvider(), kind, e.pool)
+	return action, action + fmt.Sprintf(`
+resource "terraform_data" "trigger" {
+  lifecycle {
+    action_trigger {
+      events  = [after_create]
+      actions = [action.%s.now]
+    }
+  }
+}
+`, kind)
+}

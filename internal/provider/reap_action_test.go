@@ -42,15 +42,7 @@ func TestAccReapAction_invoke(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	action := fmt.Sprintf(`
-%s
-action "ec2runners_reap" "now" {
-  provider = ec2runnersclaims
-  config {
-    pool = %q
-  }
-}
-`, e.claimsProvider(), e.pool)
+	action, onCreate := e.poolAction("ec2runners_reap")
 	resource.ParallelTest(t, resource.TestCase{
 		TerraformVersionChecks:   []tfversion.TerraformVersionCheck{tfversion.SkipBelow(tfversion.Version1_14_0)},
 		ProtoV6ProviderFactories: testProviders,
@@ -59,16 +51,7 @@ action "ec2runners_reap" "now" {
 				seed(1, -time.Second, &expired)
 				seed(1, 0, &warm)
 			},
-			Config: action + `
-resource "terraform_data" "trigger" {
-  lifecycle {
-    action_trigger {
-      events  = [after_create]
-      actions = [action.ec2runners_reap.now]
-    }
-  }
-}
-`,
+			Config: onCreate,
 			Check: resource.ComposeTestCheckFunc(
 				e.checkRecords(protocol.StateTerminated, "", &expired),
 				checkEC2Terminated(&expired),

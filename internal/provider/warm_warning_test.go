@@ -65,30 +65,13 @@ func TestAccWarmAction_cannotLaunchWarns(t *testing.T) {
 		}
 		return nil
 	}
-	action := fmt.Sprintf(`
-%s
-action "ec2runners_warm" "now" {
-  provider = ec2runnersclaims
-  config {
-    pool = %q
-  }
-}
-`, e.claimsProvider(), e.pool)
+	action, onCreate := e.poolAction("ec2runners_warm")
 	resource.ParallelTest(t, resource.TestCase{
 		TerraformVersionChecks:   []tfversion.TerraformVersionCheck{tfversion.SkipBelow(tfversion.Version1_14_0)},
 		ProtoV6ProviderFactories: testProviders,
 		Steps: []resource.TestStep{{
-			Config: action + `
-resource "terraform_data" "trigger" {
-  lifecycle {
-    action_trigger {
-      events  = [after_create]
-      actions = [action.ec2runners_warm.now]
-    }
-  }
-}
-`,
-			Check: empty,
+			Config: onCreate,
+			Check:  empty,
 		}},
 	})
 	dir := t.TempDir()
