@@ -254,7 +254,10 @@ func (t simTable) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts .
 	a := t.a
 	record := protocol.StringAttr(in.Key, protocol.AttrPK) == protocol.TypeInstance
 	a.mu.Lock()
+	// One read consumes the recheck: another read of the record running
+	// meanwhile, or one after this read failed, is not the stop's.
 	recheck := record && a.stopRecord
+	a.stopRecord = a.stopRecord && !recheck
 	a.mu.Unlock()
 	if recheck && a.sim.beforeStopRecheck != nil {
 		a.sim.beforeStopRecheck(a.id)
