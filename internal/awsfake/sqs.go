@@ -205,6 +205,35 @@ func (s *SQS) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMe
 	return out, nil
 }
 
+// GetQueueAttributes answers ApproximateNumberOfMessagesNotVisible, the
+// messages received and not visible again yet; other attributes are not
+// kept.
+func (s *SQS) GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, _ ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	if err := s.enter(ctx, "GetQueueAttributes"); err != nil {
+		return nil, err
+	}
+	q, err := s.queue(in.QueueUrl)
+	if err != nil {
+		return nil, err
+	}
+	out := &sqs.GetQueueAttributesOutput{Attributes: map[string]string{}}
+	for _, name := range in.AttributeNames {
+		if name != sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible {
+			return nil, fmt.Errorf("fake sqs: attribute %s is not kept", name)
+		}
+		inFlight := 0
+		for _, m := range q.messages {
+			if m.receipt != "" && m.visibleAt.After(s.Clock) {
+				inFlight++
+			}
+		}
+		out.Attributes[string(name)] = strconv.Itoa(inFlight)
+	}
+	return out, nil
+}
+
 func (s *SQS) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
 	if err := limits(ctx, "sqs", "DeleteMessageBatch", in, func(ctx context.Context) error { return sdkErr(sqsLimits.DeleteMessageBatch(ctx, in)) }); err != nil {
 		return nil, err

@@ -110,6 +110,11 @@ const (
 	// on a busy emulator, and a runner whose idle deadline passes is
 	// rightly not served.
 	burstIdle = 30 * time.Minute
+	// burstFleetWatch is how often the simulation looks for instances a
+	// claim launched, to boot their agents (200 ms by default): each look
+	// lists the pool's 100 instances, which the emulator serializes
+	// slowly, and EC2 itself knows a new instance only after 5 s here.
+	burstFleetWatch = time.Second
 	// burstLoneClaims: the lone claims before the burst, whose median is
 	// its baseline.
 	burstLoneClaims = 5
@@ -208,6 +213,7 @@ func newBurstWorld(b *testing.B, e *env, s burstScenario) *burstWorld {
 	}
 	w.sim = agentsim.New(agentsim.Clients{DynamoDB: e.db, EC2: e.ec2, SQS: e.sqs}, w.name, agentsim.Options{
 		HeartbeatInterval: 5 * time.Second, WaitInterval: burstAgentPoll, PollInterval: 5 * time.Second, SelfCheckInterval: time.Minute,
+		FleetWatchInterval: burstFleetWatch,
 	})
 	b.Cleanup(func() {
 		w.sim.Stop()
@@ -334,14 +340,51 @@ func (w *burstWorld) audit(b *testing.B, when string) []string {
 	return rep.Violations
 }
 
+// probeEmulator reads the pool's table description every 250 ms until
+// stop is closed, and returns the median time a read took: how long the
+// emulator keeps one cheap call waiting while it serves everything else.
+func (w *burstWorld) probeEmulator(stop <-chan struct{}) (median func() time.Duration) {
+	var (
+		mu    sync.Mutex
+		times []time.Duration
+		done  = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			began := time.Now()
+			if _, err := w.e.db.DescribeTable(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(w.name)}); err == nil {
+				mu.Lock()
+				times = append(times, time.Since(began))
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() time.Duration {
+		<-done
+		slices.Sort(times)
+		return percentile(times, 50)
+	}
+}
+
 // burstFigures summarize a burst.
 type burstFigures struct {
 	claims, warm, launched, failed int
 	violations                     int // the pool's invariants broken, after the burst and after the releases
 	p50, p95, lone                 time.Duration
-	calls                          Calls
-	pickup                         claim.PickupStats
-	proxy                          faultproxy.Stats
+	// The emulator's median answer to one cheap call during the lone
+	// claims and during the burst.
+	probeLone, probeBurst time.Duration
+	calls                 Calls
+	pickup                claim.PickupStats
+	proxy                 faultproxy.Stats
 }
 
 func (f burstFigures) ratio() float64 { return f.p95.Seconds() / f.lone.Seconds() }
@@ -386,6 +429,7 @@ func summarize(outcomes []burstOutcome) (f burstFigures, times []time.Duration) 
 		f.pickup.Requeued += p.Requeued
 		f.pickup.Returned += p.Returned
 		f.pickup.Discarded += p.Discarded
+		f.pickup.InFlightWaits += p.InFlightWaits
 	}
 	slices.Sort(times)
 	f.p50, f.p95 = percentile(times, 50), percentile(times, 95)
@@ -438,6 +482,8 @@ func runBurst(b *testing.B, e *env, s burstScenario) burstFigures {
 	// Lone claims, one at a time, each given back before the next.
 	var lone []time.Duration
 	first := s.claims[0]
+	stopProbe := make(chan struct{})
+	probe := w.probeEmulator(stopProbe)
 	for i := range burstLoneClaims {
 		req := burstRequest(w.name, first.class, first.allowed, fmt.Sprintf("lone-%s-%d", randomSuffix(), i))
 		o := w.claimAll([]claim.Request{req})[0]
@@ -450,6 +496,8 @@ func runBurst(b *testing.B, e *env, s burstScenario) burstFigures {
 		lone = append(lone, o.elapsed)
 		w.releaseAll(b, []burstOutcome{o})
 	}
+	close(stopProbe)
+	probeLone := probe()
 	slices.Sort(lone)
 	// The lone claims' messages are back once their releases returned;
 	// make sure nothing of theirs is still in flight before the burst.
@@ -458,9 +506,13 @@ func runBurst(b *testing.B, e *env, s burstScenario) burstFigures {
 	}
 	before := w.counter.Snapshot()
 	proxyBefore := w.proxy.Stats()
+	stopProbe = make(chan struct{})
+	probe = w.probeEmulator(stopProbe)
 	outcomes := w.claimAll(s.requests(w.name))
+	close(stopProbe)
 	f, _ := summarize(outcomes)
 	f.lone = percentile(lone, 50)
+	f.probeLone, f.probeBurst = probeLone, probe()
 	f.calls = w.counter.Snapshot().Sub(before)
 	proxyAfter := w.proxy.Stats()
 	f.proxy = faultproxy.Stats{
@@ -492,9 +544,13 @@ func reportBurst(b *testing.B, s burstScenario, f burstFigures) {
 	b.ReportMetric(f.lone.Seconds(), "lone-s")
 	b.ReportMetric(f.ratio(), "p95/lone")
 	b.ReportMetric(f.callsPerClaim(), "calls/claim")
+	b.ReportMetric(f.probeLone.Seconds()*1000, "emulator-lone-ms")
+	b.ReportMetric(f.probeBurst.Seconds()*1000, "emulator-burst-ms")
 	b.Logf("%s: %d claims: %d warm, %d launched, %d failed; p50 %s, p95 %s, lone %s (p95 ×%.2f); %.1f calls/claim: %s",
 		s.name, f.claims, f.warm, f.launched, f.failed, f.p50.Round(time.Millisecond), f.p95.Round(time.Millisecond), f.lone.Round(time.Millisecond),
 		f.ratio(), f.callsPerClaim(), f.calls.Per(float64(f.claims)))
+	b.Logf("the emulator's median answer to one cheap call: %s during the lone claims, %s during the burst",
+		f.probeLone.Round(time.Millisecond), f.probeBurst.Round(time.Millisecond))
 	b.Logf("pickup (claims that succeeded): %+v; realism: %d messages delivered twice, %d held back by sampling, %d receives' visibility cut, %d superseded handles used, %d DynamoDB conflicts",
 		f.pickup, f.proxy.Redelivered, f.proxy.Sampled, f.proxy.VisibilityCut, f.proxy.StaleHandles, f.proxy.WriteConflicts)
 	ok, missed := f.met()

@@ -19,9 +19,11 @@ import (
 )
 
 const (
-	// sightingLimit: an id seen this many times means the claim is cycling
-	// through runners it cannot use (the seeds' tolerance of 5). Mismatches
-	// stay hidden until Close, so only duplicate messages can trip it.
+	// sightingLimit: a runner, or one message, seen this many times means
+	// the claim is cycling through runners it cannot use (the original
+	// design's tolerance of 5): mismatches it handed back and received
+	// again at later Takes, several messages of one runner, or one message
+	// delivered again and again while the claim holds it.
 	sightingLimit = 5
 	// batchSize is SQS's most messages per receive, delete or send.
 	batchSize = awslimits.MaxBatchEntries
@@ -32,6 +34,12 @@ const (
 	// confirmWait is the long poll that confirms an empty queue: a short
 	// poll samples only some SQS servers and can miss a few messages.
 	confirmWait = 1
+	// inFlightPolls bounds the long polls of a claim that finds the queue
+	// empty while other claims hold messages in flight. In a burst, each
+	// claim hides the runners it received while it sorts them, and makes
+	// those it does not take visible again a moment later: a claim that
+	// launched instead would leave a warm runner idle.
+	inFlightPolls = 10
 	// consumeBudget bounds the deletes of claimed runners' messages, which
 	// outlive a cancelled claim.
 	consumeBudget = 30 * time.Second
@@ -74,9 +82,11 @@ type candidate struct {
 	handle    *string
 }
 
-// PickupStats count what the Pickup Manager did.
+// PickupStats count what the Pickup Manager did. InFlightWaits counts the
+// long polls it made, past the confirming one, for messages other claims
+// held.
 type PickupStats struct {
-	Received, Discarded, Requeued, Accepted, Returned, Retired int
+	Received, Discarded, Requeued, Accepted, Returned, Retired, InFlightWaits int
 }
 
 // NewPickup makes the Pickup Manager of one claim; log may be nil.
@@ -135,10 +145,7 @@ func (p *Pickup) fetch(ctx context.Context, need int) error {
 	want := int32(min(batchSize, int(math.Ceil(float64(max(1, need))/fit))))
 	out, err := p.receive(ctx, want, 0)
 	if err == nil && len(out) == 0 {
-		// No more than want either: a long poll answers with what it
-		// finds, and a claim that receives a batch it does not need hides
-		// it from the claims started with it.
-		out, err = p.receive(ctx, want, confirmWait)
+		out, err = p.awaitMessages(ctx, want)
 	}
 	if err != nil {
 		return err
@@ -151,18 +158,17 @@ func (p *Pickup) fetch(ctx context.Context, need int) error {
 	var discard []*string
 	for _, msg := range out {
 		m, verdict, reason := Classify(aws.ToString(msg.Body), p.wants, p.now())
-		if verdict != Discard && verdict != Retire {
-			p.sightings[m.ID]++
-			if p.sightings[m.ID] >= sightingLimit {
-				p.exhausted = true // cycling: stop after sorting this batch
-			}
-		}
 		// SQS delivers at least once: the same message again (a duplicate
 		// delivery, or its visibility ended while this claim held it) comes
 		// with a new receipt handle, the only one sure to work. It is the
-		// message this claim holds, not another one for its runner.
+		// message this claim holds, not another one for its runner: it
+		// counts as a sighting of the message, not of the runner.
 		if p.redelivered(aws.ToString(msg.MessageId), msg.ReceiptHandle) {
+			p.sighted("message " + aws.ToString(msg.MessageId))
 			continue
+		}
+		if verdict != Discard && verdict != Retire {
+			p.sighted(m.ID)
 		}
 		p.stats.Received++
 		if verdict == Accept && p.holdsRunner(m.ID) {
@@ -192,6 +198,15 @@ func (p *Pickup) fetch(ctx context.Context, need int) error {
 	}
 	_, err = p.deleteHandles(ctx, discard)
 	return err
+}
+
+// sighted counts a sighting of a runner, or of a message delivered again;
+// at sightingLimit the claim is cycling, and stops after sorting this batch.
+func (p *Pickup) sighted(key string) {
+	p.sightings[key]++
+	if p.sightings[key] >= sightingLimit {
+		p.exhausted = true
+	}
 }
 
 // Retired hands over the runners whose messages said they must leave the
@@ -229,6 +244,48 @@ func (p *Pickup) redelivered(messageID string, handle *string) bool {
 		}
 	}
 	return false
+}
+
+// awaitMessages long-polls a queue that looked empty: once to confirm it,
+// and again while other claims hold messages in flight, at most
+// inFlightPolls times. It asks for no more than want: a long poll answers
+// with what it finds, and a batch this claim does not need would be hidden
+// from the claims started with it.
+func (p *Pickup) awaitMessages(ctx context.Context, want int32) ([]sqstypes.Message, error) {
+	for polls := 1; ; polls++ {
+		out, err := p.receive(ctx, want, confirmWait)
+		if err != nil || len(out) > 0 || polls == inFlightPolls {
+			return out, err
+		}
+		others, err := p.othersInFlight(ctx)
+		if err != nil {
+			p.log("pickup: cannot tell whether other claims hold messages; taking the queue as empty", "error", err.Error())
+			return nil, nil
+		}
+		if others == 0 {
+			return nil, nil
+		}
+		p.stats.InFlightWaits++
+		p.log("pickup: queue empty while other claims hold messages; waiting for them", "in_flight", others)
+	}
+}
+
+// othersInFlight is the number of the queue's messages in flight that this
+// claim does not hold: SQS's approximate count less the messages held here.
+func (p *Pickup) othersInFlight(ctx context.Context) (int, error) {
+	out, err := p.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl:       aws.String(p.queueURL),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reading the in-flight count of %s: %w", p.queueURL, err)
+	}
+	raw := out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)]
+	n, err := strconv.Atoi(raw)
+	if err != nil {
+		return 0, fmt.Errorf("reading the in-flight count of %s: %q is not a number", p.queueURL, raw)
+	}
+	return max(0, n-len(p.ready)-len(p.taken)-len(p.held)), nil
 }
 
 func (p *Pickup) receive(ctx context.Context, n int32, wait int32) ([]sqstypes.Message, error) {

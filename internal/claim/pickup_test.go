@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -272,6 +273,78 @@ func TestPickupExhaustedWhenQueueEmpty(t *testing.T) {
 	}
 }
 
+// holdElsewhere receives every visible message of url as another claim
+// would, hiding them for two minutes, and returns their receipt handles.
+func holdElsewhere(t *testing.T, s *fakeSQS, url string) []*string {
+	t.Helper()
+	out, err := s.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: 120})
+	if err != nil || len(out.Messages) == 0 {
+		t.Fatalf("holding the queue's messages elsewhere: %v, %d messages", err, len(out.Messages))
+	}
+	var handles []*string
+	for _, m := range out.Messages {
+		handles = append(handles, m.ReceiptHandle)
+	}
+	return handles
+}
+
+// A claim that finds the queue empty while another claim holds messages
+// (sorting them, in a burst) waits for them rather than launch: here the
+// other claim hands its runner back during the wait.
+func TestPickupWaitsForMessagesOtherClaimsHold(t *testing.T) {
+	s := newFakeSQS(largeURL)
+	s.Add(largeURL, idleMessage("i-1", "c6i.large", future()).Body())
+	handles := holdElsewhere(t, s, largeURL)
+	s.ReceiveHook = func(n int, _ *sqs.ReceiveMessageInput) {
+		if n != 4 { // the other claim's receive, the pickup's short poll and confirming long poll, then one more
+			return
+		}
+		if _, err := s.ChangeMessageVisibilityBatch(context.Background(), &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(largeURL),
+			Entries: []sqstypes.ChangeMessageVisibilityBatchRequestEntry{{Id: aws.String("0"), ReceiptHandle: handles[0]}}}); err != nil {
+			t.Errorf("handing the runner back: %v", err)
+		}
+	}
+	p := newTestPickup(t, s)
+	if got := take(t, p, 1); !slices.Equal(got, []string{"i-1"}) {
+		t.Fatalf("Take = %v, want i-1, given back while the claim waited", got)
+	}
+	if n := s.Count("GetQueueAttributes"); n != 1 {
+		t.Errorf("%d in-flight counts read, want 1 (after the one empty long poll)", n)
+	}
+	if st := p.Stats(); st.InFlightWaits != 1 {
+		t.Errorf("stats %+v, want one long poll waited for the message held elsewhere", st)
+	}
+}
+
+// The wait is bounded: a message held elsewhere for good (a claim that
+// crashed holding it) leaves the pickup exhausted after inFlightPolls long
+// polls. The claim's own mismatches are not waited for.
+func TestPickupWaitForHeldMessagesIsBounded(t *testing.T) {
+	t.Run("held elsewhere", func(t *testing.T) {
+		s := newFakeSQS(largeURL)
+		s.Add(largeURL, idleMessage("i-1", "c6i.large", future()).Body())
+		holdElsewhere(t, s, largeURL)
+		p := newTestPickup(t, s)
+		if got := take(t, p, 1); len(got) != 0 {
+			t.Fatalf("Take = %v, want none", got)
+		}
+		if got := len(s.ReceiveInputs()) - 1; got != 1+inFlightPolls {
+			t.Errorf("%d receives, want a short poll and %d long polls", got, inFlightPolls)
+		}
+	})
+	t.Run("held by the claim itself", func(t *testing.T) {
+		s := newFakeSQS(largeURL)
+		s.Add(largeURL, idleMessage("i-r", "r6i.large", future()).Body()) // a mismatch for c*
+		p := newTestPickup(t, s)
+		if got := take(t, p, 1); len(got) != 0 {
+			t.Fatalf("Take = %v, want none", got)
+		}
+		if got := len(s.ReceiveInputs()); got != 3 {
+			t.Errorf("%d receives, want 3: the mismatch, then a short and a long poll, no wait for its own message", got)
+		}
+	})
+}
+
 // A short poll may miss a message; the confirming long poll finds it.
 func TestPickupLongPollFindsMessageShortPollMissed(t *testing.T) {
 	s := newFakeSQS(largeURL)
@@ -324,6 +397,30 @@ func TestPickupExhaustedAfterFiveSightings(t *testing.T) {
 	}
 	if got := take(t, p, 1); len(got) != 0 || len(s.ReceiveInputs()) != before {
 		t.Error("the pickup went on after exhaustion")
+	}
+}
+
+// A message delivered again while the claim holds it (SQS's duplicates, in
+// a burst) is a sighting of the message, not of its runner: four
+// redeliveries of a mismatch do not end the search, which finds the
+// runner that comes later. The fifth ends it (after its batch is sorted),
+// so a message that keeps coming back cannot keep the claim looping.
+func TestPickupDuplicateDeliveryIsNotASighting(t *testing.T) {
+	s := newFakeSQS(largeURL)
+	s.Add(largeURL, idleMessage("i-r", "r6i.large", future()).Body()) // a mismatch for c*
+	s.AddAt(largeURL, idleMessage("i-c", "c6i.large", future()).Body(), s.Clock.Add(700*time.Second))
+	// Past the 120 s visibility at every receive: the held mismatch comes
+	// again each time, and i-c with the sixth receive.
+	s.AdvancePerReceive = 121 * time.Second
+	p := newTestPickup(t, s)
+	if got := take(t, p, 1); !slices.Equal(got, []string{"i-c"}) {
+		t.Fatalf("Take = %v, want i-c, found after the mismatch came 5 more times", got)
+	}
+	if n := len(s.ReceiveInputs()); n != 6 {
+		t.Errorf("%d receives, want 6", n)
+	}
+	if got := take(t, p, 1); len(got) != 0 {
+		t.Errorf("second Take = %v, want none: the fifth redelivery ended the search", got)
 	}
 }
 

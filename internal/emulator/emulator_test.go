@@ -226,11 +226,7 @@ func TestTransactionRollsBack(t *testing.T) {
 // serialized_moto.py) still keeps messages past the queue's retention
 // period from being handed out.
 func TestRetentionCheck(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "serialized_moto.py"), serverScript, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	const check = `
+	got := runServerPython(t, `
 import serialized_moto
 serialized_moto.check_retention_directly()
 from moto.sqs.models import sqs_backends
@@ -241,17 +237,43 @@ old = backend.send_message("retention", "old")
 old.sent_timestamp -= 61 * 1000
 print(backend.is_message_valid_based_on_retention_period("retention", fresh),
       backend.is_message_valid_based_on_retention_period("retention", old))
-`
-	cmd := exec.Command(cmp.Or(os.Getenv("EC2RUNNERS_PYTHON"), "python3"), "-c", check)
+`)
+	if got != "True False" {
+		t.Errorf("valid (fresh, past retention) = %s, want True False", got)
+	}
+}
+
+// TestModuleListReadOnce: the module list the emulator reads once (see
+// serialized_moto.py) is the one moto would list at every request.
+func TestModuleListReadOnce(t *testing.T) {
+	got := runServerPython(t, `
+import serialized_moto
+from moto import backends
+listed = list(backends.list_of_moto_modules())
+serialized_moto.list_modules_once()
+print(len(listed) > 50 and "dynamodb" in listed and list(backends.list_of_moto_modules()) == listed)
+`)
+	if got != "True" {
+		t.Errorf("the module list read once differs from moto's own: %s", got)
+	}
+}
+
+// runServerPython runs code with the emulator's server script importable
+// and returns what it printed, trimmed.
+func runServerPython(t *testing.T, code string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "serialized_moto.py"), serverScript, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(cmp.Or(os.Getenv("EC2RUNNERS_PYTHON"), "python3"), "-c", code)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+dir, "MOTO_ACCOUNT_ID=000000000000")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if got := strings.TrimSpace(string(out)); got != "True False" {
-		t.Errorf("valid (fresh, past retention) = %s, want True False", got)
-	}
+	return strings.TrimSpace(string(out))
 }
 
 // emulatorDDB starts (or joins) the emulator for the test, until its end,
