@@ -271,8 +271,33 @@ func (p *Pickup) awaitMessages(ctx context.Context, want int32) ([]sqstypes.Mess
 }
 
 // othersInFlight is the number of the queue's messages in flight that this
-// claim does not hold: SQS's approximate count less the messages held here.
+// claim does not hold: SQS's approximate count less the messages hidden
+// for this claim. Those are hidden again first, since a visibility timeout
+// can run out while a claim holds a message (and another receive then
+// supersedes its handle): a mismatch whose handle SQS refuses is another
+// claim's now, and no longer held here.
 func (p *Pickup) othersInFlight(ctx context.Context) (int, error) {
+	own := 0
+	if held := slices.Concat(p.ready, p.taken, p.held); len(held) > 0 {
+		handles := make([]*string, len(held))
+		for i, c := range held {
+			handles[i] = c.handle
+		}
+		hidden, refused := p.setVisibility(ctx, handles, receiveVisibility, "pickup: runners received by another claim meanwhile")
+		for _, ok := range hidden {
+			if ok {
+				own++
+			}
+		}
+		refused = refused[len(p.ready)+len(p.taken):]
+		kept := p.held[:0]
+		for i, c := range p.held {
+			if !refused[i] {
+				kept = append(kept, c)
+			}
+		}
+		p.held = kept
+	}
 	out, err := p.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl:       aws.String(p.queueURL),
 		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible},
@@ -285,7 +310,7 @@ func (p *Pickup) othersInFlight(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("reading the in-flight count of %s: %q is not a number", p.queueURL, raw)
 	}
-	return max(0, n-len(p.ready)-len(p.taken)-len(p.held)), nil
+	return max(0, n-own), nil
 }
 
 func (p *Pickup) receive(ctx context.Context, n int32, wait int32) ([]sqstypes.Message, error) {
@@ -365,20 +390,39 @@ func (p *Pickup) deleteHandles(ctx context.Context, handles []*string) ([]bool, 
 // makeVisible ends the invisibility of held messages. A failure only logs:
 // their visibility timeout ends anyway.
 func (p *Pickup) makeVisible(ctx context.Context, handles []*string) {
+	_, _ = p.setVisibility(ctx, handles, 0, "pickup: runners stay hidden until their visibility timeout")
+}
+
+// setVisibility sets the visibility timeout of messages, in batches, and
+// reports which SQS changed and which it refused (a receipt handle
+// superseded by another receive). A batch that fails, or a refusal, is
+// logged with failLog.
+func (p *Pickup) setVisibility(ctx context.Context, handles []*string, timeout int32, failLog string) (changed, refused []bool) {
+	changed, refused = make([]bool, len(handles)), make([]bool, len(handles))
 	for start := 0; start < len(handles); start += batchSize {
 		chunk := handles[start:min(start+batchSize, len(handles))]
 		entries := make([]sqstypes.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
 		for i, h := range chunk {
-			entries[i] = sqstypes.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: h, VisibilityTimeout: 0}
+			entries[i] = sqstypes.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(start + i)), ReceiptHandle: h, VisibilityTimeout: timeout}
 		}
 		out, err := p.sqs.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(p.queueURL), Entries: entries})
-		if err == nil && len(out.Failed) > 0 {
-			err = errors.New(aws.ToString(out.Failed[0].Message))
-		}
 		if err != nil {
-			p.log("pickup: runners stay hidden until their visibility timeout", "count", len(chunk), "error", err.Error())
+			p.log(failLog, "count", len(chunk), "error", err.Error())
+			continue
+		}
+		for _, s := range out.Successful {
+			i, _ := strconv.Atoi(aws.ToString(s.Id))
+			changed[i] = true
+		}
+		for _, f := range out.Failed {
+			i, _ := strconv.Atoi(aws.ToString(f.Id))
+			refused[i] = true
+		}
+		if len(out.Failed) > 0 {
+			p.log(failLog, "count", len(out.Failed), "error", aws.ToString(out.Failed[0].Message))
 		}
 	}
+	return changed, refused
 }
 
 // Close waits for the deletes under way and makes every message still held

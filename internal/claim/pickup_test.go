@@ -332,6 +332,33 @@ func TestPickupWaitForHeldMessagesIsBounded(t *testing.T) {
 			t.Errorf("%d receives, want a short poll and %d long polls", got, inFlightPolls)
 		}
 	})
+	t.Run("held by another claim after the visibility ran out", func(t *testing.T) {
+		// The claim's mismatch became visible again while it held it, and
+		// another claim received it: hiding it again fails, so it is that
+		// claim's message in flight, not this one's, and worth waiting for.
+		s := newFakeSQS(largeURL)
+		s.Add(largeURL, idleMessage("i-r", "r6i.large", future()).Body()) // a mismatch for c*
+		p := newTestPickup(t, s)
+		ranOut := false
+		s.ReceiveHook = func(n int, _ *sqs.ReceiveMessageInput) {
+			if n == 2 && !ranOut { // after the pickup's first receive: its visibility runs out, another claim receives it
+				ranOut = true
+				s.Mu.Lock()
+				s.Clock = s.Clock.Add((receiveVisibility + 1) * time.Second)
+				s.Mu.Unlock()
+				holdElsewhere(t, s, largeURL)
+			}
+		}
+		if got := take(t, p, 1); len(got) != 0 {
+			t.Fatalf("Take = %v, want none", got)
+		}
+		if st := p.Stats(); st.InFlightWaits != inFlightPolls-1 {
+			t.Errorf("stats %+v, want %d in-flight waits for the message the other claim holds", st, inFlightPolls-1)
+		}
+		if len(p.held) != 0 {
+			t.Errorf("the pickup still holds %d messages, want none: the one it held is the other claim's", len(p.held))
+		}
+	})
 	t.Run("held by the claim itself", func(t *testing.T) {
 		s := newFakeSQS(largeURL)
 		s.Add(largeURL, idleMessage("i-r", "r6i.large", future()).Body()) // a mismatch for c*
