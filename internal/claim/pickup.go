@@ -272,32 +272,9 @@ func (p *Pickup) awaitMessages(ctx context.Context, want int32) ([]sqstypes.Mess
 
 // othersInFlight is the number of the queue's messages in flight that this
 // claim does not hold: SQS's approximate count less the messages hidden
-// for this claim. Those are hidden again first, since a visibility timeout
-// can run out while a claim holds a message (and another receive then
-// supersedes its handle): a mismatch whose handle SQS refuses is another
-// claim's now, and no longer held here.
+// for this claim.
 func (p *Pickup) othersInFlight(ctx context.Context) (int, error) {
-	own := 0
-	if held := slices.Concat(p.ready, p.taken, p.held); len(held) > 0 {
-		handles := make([]*string, len(held))
-		for i, c := range held {
-			handles[i] = c.handle
-		}
-		hidden, refused := p.setVisibility(ctx, handles, receiveVisibility, "pickup: runners received by another claim meanwhile")
-		for _, ok := range hidden {
-			if ok {
-				own++
-			}
-		}
-		refused = refused[len(p.ready)+len(p.taken):]
-		kept := p.held[:0]
-		for i, c := range p.held {
-			if !refused[i] {
-				kept = append(kept, c)
-			}
-		}
-		p.held = kept
-	}
+	own := p.hideOwnAgain(ctx)
 	out, err := p.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl:       aws.String(p.queueURL),
 		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible},
@@ -311,6 +288,37 @@ func (p *Pickup) othersInFlight(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("reading the in-flight count of %s: %q is not a number", p.queueURL, raw)
 	}
 	return max(0, n-own), nil
+}
+
+// hideOwnAgain hides the messages this claim holds for another visibility
+// timeout and returns how many SQS hid. A visibility timeout can run out
+// while a claim holds a message, and another receive then supersedes its
+// handle: a mismatch whose handle SQS refuses is another claim's now, and
+// no longer held here.
+func (p *Pickup) hideOwnAgain(ctx context.Context) (hidden int) {
+	held := slices.Concat(p.ready, p.taken, p.held)
+	if len(held) == 0 {
+		return 0
+	}
+	handles := make([]*string, len(held))
+	for i, c := range held {
+		handles[i] = c.handle
+	}
+	changed, refused := p.setVisibility(ctx, handles, receiveVisibility, "pickup: runners received by another claim meanwhile")
+	for _, ok := range changed {
+		if ok {
+			hidden++
+		}
+	}
+	refused = refused[len(p.ready)+len(p.taken):]
+	kept := p.held[:0]
+	for i, c := range p.held {
+		if !refused[i] {
+			kept = append(kept, c)
+		}
+	}
+	p.held = kept
+	return hidden
 }
 
 func (p *Pickup) receive(ctx context.Context, n int32, wait int32) ([]sqstypes.Message, error) {
