@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/audit"
@@ -272,6 +273,11 @@ func (w *burstWorld) claimAll(reqs []claim.Request) []burstOutcome {
 			)
 			c := *w.claimer
 			c.Log = func(msg string, kv ...any) {
+				if msg == "pickup: queue empty" {
+					// What the queue held then, read uncounted: what a claim
+					// that launches missed.
+					kv = append(kv, "queue", w.queueState(req.ResourceClass))
+				}
 				mu.Lock()
 				defer mu.Unlock()
 				log = append(log, fmt.Sprintf("%6d ms %s %v", time.Since(began).Milliseconds(), msg, kv))
@@ -286,6 +292,21 @@ func (w *burstWorld) claimAll(reqs []claim.Request) []burstOutcome {
 	close(start)
 	wg.Wait()
 	return out
+}
+
+// queueState is SQS's approximate count of a class's messages, visible, in
+// flight and delayed.
+func (w *burstWorld) queueState(class string) string {
+	ctx := context.Background()
+	url, err := w.e.sqs.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(protocol.QueueName(w.name, class))})
+	if err != nil {
+		return err.Error()
+	}
+	out, err := w.e.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: url.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{"All"}})
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("visible=%s in_flight=%s delayed=%s", out.Attributes["ApproximateNumberOfMessages"], out.Attributes["ApproximateNumberOfMessagesNotVisible"], out.Attributes["ApproximateNumberOfMessagesDelayed"])
 }
 
 // releaseAll gives back every successful claim (untimed), a few at a time,

@@ -70,6 +70,9 @@ type Pickup struct {
 	sightings map[string]int
 	retired   map[string]string // runners to end, and why, not yet handed to the claim
 	exhausted bool
+	// lookedAgain: the claim found the queue empty once after handing back
+	// its mismatches (see awaitMessages).
+	lookedAgain bool
 	stats     PickupStats
 	consuming sync.WaitGroup // deletes under way
 }
@@ -126,13 +129,19 @@ func (p *Pickup) Take(ctx context.Context, n int) ([]protocol.Message, error) {
 // empty and launch. A later Take (a runner that failed its checks) may
 // receive them again; that is rare, and cheaper than a launch.
 func (p *Pickup) handBack(ctx context.Context) {
-	var handles []*string
-	for _, c := range slices.Concat(p.ready, p.held) {
-		handles = append(handles, c.handle)
-	}
+	handles := handlesOf(slices.Concat(p.ready, p.held))
 	p.stats.Returned += len(p.ready)
 	p.ready, p.held = nil, nil
 	p.makeVisible(ctx, handles)
+}
+
+// handlesOf lists the receipt handles of received messages.
+func handlesOf(cs []candidate) []*string {
+	handles := make([]*string, len(cs))
+	for i, c := range cs {
+		handles[i] = c.handle
+	}
+	return handles
 }
 
 // fetch receives one batch and sorts it: discards are deleted, mismatches
@@ -156,6 +165,7 @@ func (p *Pickup) fetch(ctx context.Context, need int) error {
 		return nil
 	}
 	var discard []*string
+	fresh := false // a runner this claim had not seen
 	for _, msg := range out {
 		m, verdict, reason := Classify(aws.ToString(msg.Body), p.wants, p.now())
 		// SQS delivers at least once: the same message again (a duplicate
@@ -169,6 +179,7 @@ func (p *Pickup) fetch(ctx context.Context, need int) error {
 		}
 		if verdict != Discard && verdict != Retire {
 			p.sighted(m.ID)
+			fresh = fresh || p.sightings[m.ID] == 1
 		}
 		p.stats.Received++
 		if verdict == Accept && p.holdsRunner(m.ID) {
@@ -195,6 +206,11 @@ func (p *Pickup) fetch(ctx context.Context, need int) error {
 			p.stats.Accepted++
 			p.ready = append(p.ready, c)
 		}
+	}
+	if p.lookedAgain && !fresh {
+		// Looking once more after handing its mismatches back found
+		// nothing new: they are all there is.
+		p.exhausted = true
 	}
 	_, err = p.deleteHandles(ctx, discard)
 	return err
@@ -257,24 +273,33 @@ func (p *Pickup) awaitMessages(ctx context.Context, want int32) ([]sqstypes.Mess
 		if err != nil || len(out) > 0 || polls == inFlightPolls {
 			return out, err
 		}
+		// Claims that find the queue empty may each hold runners that
+		// another one waits for: each hands its mismatches back, and
+		// looks once more even when nobody else holds anything then.
+		mismatches := len(p.held)
+		p.makeVisible(ctx, handlesOf(p.held))
+		p.held = nil
 		others, err := p.othersInFlight(ctx)
 		if err != nil {
 			p.log("pickup: cannot tell whether other claims hold messages; taking the queue as empty", "error", err.Error())
 			return nil, nil
 		}
-		if others == 0 {
+		switch {
+		case others > 0:
+			p.log("pickup: queue empty while other claims hold messages; waiting for them", "in_flight", others)
+		case mismatches > 0 && !p.lookedAgain:
+			p.lookedAgain = true
+			p.log("pickup: queue empty; looking once more after handing back mismatches", "mismatches", mismatches)
+		default:
 			return nil, nil
 		}
 		p.stats.InFlightWaits++
-		p.log("pickup: queue empty while other claims hold messages; waiting for them", "in_flight", others)
 	}
 }
 
 // othersInFlight is the number of the queue's messages in flight that this
-// claim does not hold: SQS's approximate count less the messages hidden
-// for this claim.
+// claim does not hold: SQS's approximate count less its candidates.
 func (p *Pickup) othersInFlight(ctx context.Context) (int, error) {
-	own := p.hideOwnAgain(ctx)
 	out, err := p.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl:       aws.String(p.queueURL),
 		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible},
@@ -287,38 +312,7 @@ func (p *Pickup) othersInFlight(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("reading the in-flight count of %s: %q is not a number", p.queueURL, raw)
 	}
-	return max(0, n-own), nil
-}
-
-// hideOwnAgain hides the messages this claim holds for another visibility
-// timeout and returns how many SQS hid. A visibility timeout can run out
-// while a claim holds a message, and another receive then supersedes its
-// handle: a mismatch whose handle SQS refuses is another claim's now, and
-// no longer held here.
-func (p *Pickup) hideOwnAgain(ctx context.Context) (hidden int) {
-	held := slices.Concat(p.ready, p.taken, p.held)
-	if len(held) == 0 {
-		return 0
-	}
-	handles := make([]*string, len(held))
-	for i, c := range held {
-		handles[i] = c.handle
-	}
-	changed, refused := p.setVisibility(ctx, handles, receiveVisibility, "pickup: runners received by another claim meanwhile")
-	for _, ok := range changed {
-		if ok {
-			hidden++
-		}
-	}
-	refused = refused[len(p.ready)+len(p.taken):]
-	kept := p.held[:0]
-	for i, c := range p.held {
-		if !refused[i] {
-			kept = append(kept, c)
-		}
-	}
-	p.held = kept
-	return hidden
+	return max(0, n-len(p.ready)-len(p.taken)), nil
 }
 
 func (p *Pickup) receive(ctx context.Context, n int32, wait int32) ([]sqstypes.Message, error) {
@@ -398,39 +392,20 @@ func (p *Pickup) deleteHandles(ctx context.Context, handles []*string) ([]bool, 
 // makeVisible ends the invisibility of held messages. A failure only logs:
 // their visibility timeout ends anyway.
 func (p *Pickup) makeVisible(ctx context.Context, handles []*string) {
-	_, _ = p.setVisibility(ctx, handles, 0, "pickup: runners stay hidden until their visibility timeout")
-}
-
-// setVisibility sets the visibility timeout of messages, in batches, and
-// reports which SQS changed and which it refused (a receipt handle
-// superseded by another receive). A batch that fails, or a refusal, is
-// logged with failLog.
-func (p *Pickup) setVisibility(ctx context.Context, handles []*string, timeout int32, failLog string) (changed, refused []bool) {
-	changed, refused = make([]bool, len(handles)), make([]bool, len(handles))
 	for start := 0; start < len(handles); start += batchSize {
 		chunk := handles[start:min(start+batchSize, len(handles))]
 		entries := make([]sqstypes.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
 		for i, h := range chunk {
-			entries[i] = sqstypes.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(start + i)), ReceiptHandle: h, VisibilityTimeout: timeout}
+			entries[i] = sqstypes.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: h, VisibilityTimeout: 0}
 		}
 		out, err := p.sqs.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(p.queueURL), Entries: entries})
+		if err == nil && len(out.Failed) > 0 {
+			err = errors.New(aws.ToString(out.Failed[0].Message))
+		}
 		if err != nil {
-			p.log(failLog, "count", len(chunk), "error", err.Error())
-			continue
-		}
-		for _, s := range out.Successful {
-			i, _ := strconv.Atoi(aws.ToString(s.Id))
-			changed[i] = true
-		}
-		for _, f := range out.Failed {
-			i, _ := strconv.Atoi(aws.ToString(f.Id))
-			refused[i] = true
-		}
-		if len(out.Failed) > 0 {
-			p.log(failLog, "count", len(out.Failed), "error", aws.ToString(out.Failed[0].Message))
+			p.log("pickup: runners stay hidden until their visibility timeout", "count", len(chunk), "error", err.Error())
 		}
 	}
-	return changed, refused
 }
 
 // Close waits for the deletes under way and makes every message still held
@@ -439,14 +414,8 @@ func (p *Pickup) setVisibility(ctx context.Context, handles []*string, timeout i
 func (p *Pickup) Close(ctx context.Context) {
 	p.consuming.Wait()
 	p.mu.Lock()
-	var handles []*string
-	for _, c := range p.held {
-		handles = append(handles, c.handle)
-	}
-	for _, c := range slices.Concat(p.ready, p.taken) {
-		handles = append(handles, c.handle)
-		p.stats.Returned++
-	}
+	handles := handlesOf(slices.Concat(p.held, p.ready, p.taken))
+	p.stats.Returned += len(p.ready) + len(p.taken)
 	p.ready, p.taken, p.held, p.exhausted = nil, nil, nil, true
 	p.mu.Unlock()
 	p.makeVisible(ctx, handles)
