@@ -73,8 +73,8 @@ type Pickup struct {
 	// lookedAgain: the claim found the queue empty once after handing back
 	// its mismatches (see awaitMessages).
 	lookedAgain bool
-	stats     PickupStats
-	consuming sync.WaitGroup // deletes under way
+	stats       PickupStats
+	consuming   sync.WaitGroup // deletes under way
 }
 
 // candidate is a received message (a suitable runner's, or a mismatch), its
