@@ -262,7 +262,7 @@ func (c *Claimer) fillStopped(ctx context.Context, s *store, cfg protocol.PoolCo
 	now := c.now()
 	runners := make([]keepable, len(launched))
 	for i, inst := range launched {
-		runners[i] = keepable{id: inst.ID, usageClass: inst.UsageClass, ageEnd: ageEnd(inst.LaunchedAt, time.Duration(cfg.MaxRunnerAge))}
+		runners[i] = keepable{id: inst.ID, usageClass: inst.UsageClass, run: fill, ageEnd: ageEnd(inst.LaunchedAt, time.Duration(cfg.MaxRunnerAge))}
 	}
 	target := cfg.Warm[class]
 	kept := c.takeTier(ctx, s, protocol.TierStopped, class, target, runners, func(slot int, r keepable) time.Time {
@@ -325,7 +325,7 @@ func (c *Claimer) fillHot(ctx context.Context, s *store, cfg protocol.PoolConfig
 		byID[inst.ID] = inst
 		why, ok := decided[inst.ID]
 		if ok && why == nil {
-			ready = append(ready, keepable{id: inst.ID, usageClass: inst.UsageClass, ageEnd: ageEnd(inst.LaunchedAt, time.Duration(cfg.MaxRunnerAge))})
+			ready = append(ready, keepable{id: inst.ID, usageClass: inst.UsageClass, run: fill, ageEnd: ageEnd(inst.LaunchedAt, time.Duration(cfg.MaxRunnerAge))})
 			continue
 		}
 		if why == nil {

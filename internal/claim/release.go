@@ -192,7 +192,7 @@ func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConf
 	candidates := make([]keepable, len(toIdle))
 	for i, id := range toIdle {
 		inst := byID[id].inst
-		candidates[i] = keepable{id: id, usageClass: inst.UsageClass, ageEnd: ageEnd(inst.LaunchedAt, time.Duration(cfg.MaxRunnerAge))}
+		candidates[i] = keepable{id: id, usageClass: inst.UsageClass, run: req.RunID, ageEnd: ageEnd(inst.LaunchedAt, time.Duration(cfg.MaxRunnerAge))}
 	}
 	plans := c.keepWarm(ctx, s, cfg, req.ResourceClass, candidates)
 	var lapsed []string

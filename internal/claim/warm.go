@@ -21,6 +21,10 @@ type warmSlot struct {
 	ID    string `json:"id"`
 	Until string `json:"until"`
 	Taken string `json:"taken"`
+	// Run is the run the runner's record named when the slot was taken
+	// (the run releasing it, or the fill that launched it): until its
+	// keeper makes it idle, the record still names it.
+	Run string `json:"run"`
 }
 
 // slotSettling is how long a slot is held for a runner whose release took
@@ -73,6 +77,7 @@ func (p plan) outcome() string {
 // keepable is a runner about to go idle, as keepWarm needs to know it.
 type keepable struct {
 	id, usageClass string
+	run            string    // the run its record names while its keeper writes it
 	ageEnd         time.Time // when it reaches the pool's maximum runner age; zero: never
 }
 
@@ -183,7 +188,7 @@ func (s *store) takeSlots(ctx context.Context, tier protocol.Tier, class string,
 		}
 		r := runners[next]
 		deadline := until(i, r)
-		slots[key] = warmSlot{ID: r.id, Until: protocol.FormatTime(deadline), Taken: protocol.FormatTime(now)}
+		slots[key] = warmSlot{ID: r.id, Until: protocol.FormatTime(deadline), Taken: protocol.FormatTime(now), Run: r.run}
 		kept[r.id] = deadline
 		next++
 	}
@@ -229,8 +234,10 @@ func (s *store) readSlots(ctx context.Context, tier protocol.Tier, class string)
 
 // heldSlots tells which of slots are held at now: by a runner whose record
 // says it still holds it, or settling: taken less than slotSettling ago by
-// a writer that has not written the runner's record since (the record's
-// updatedAt is older than the slot: both stamped by that writer's clock).
+// a keeper that has not made the runner idle yet (its record, if any, still
+// names the run it named then). Times cannot tell: records and slots are
+// stamped to the second, and a claim can take the runner in the second its
+// keeper made it idle.
 func (s *store) heldSlots(ctx context.Context, tier protocol.Tier, slots map[string]warmSlot, now time.Time) (map[string]bool, error) {
 	var holders []string
 	for _, sl := range slots {
@@ -246,7 +253,7 @@ func (s *store) heldSlots(ctx context.Context, tier protocol.Tier, slots map[str
 			continue
 		}
 		r, ok := records[sl.ID]
-		settling := !protocol.IsPast(sl.Taken, now.Add(-slotSettling)) && (!ok || r.UpdatedAt < sl.Taken)
+		settling := !protocol.IsPast(sl.Taken, now.Add(-slotSettling)) && (!ok || (r.RunID == sl.Run && r.State != protocol.StateIdle && r.State != protocol.StateTerminated))
 		if settling || (ok && holds(tier, r, sl.Until)) {
 			held[key] = true
 		}

@@ -185,26 +185,37 @@ func (b *slotReadBarrier) GetItem(ctx context.Context, in *dynamodb.GetItemInput
 	return b.fakeTable.GetItem(ctx, in, opts...)
 }
 
-// A slot just taken by a release that has not yet written its runner's
-// record is held (settling); once that record is written, what it says
-// decides.
+// A slot just taken by a release that has not yet made its runner idle is
+// held (settling): the runner's record still names the releasing run. Once
+// the record changed, what it says decides, whatever the second it
+// changed in: records and slots are stamped to the second, and a claim can
+// take the runner in the second its release made it idle.
 func TestSlotSettlesUntilItsRecordIsWritten(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	now := time.Now()
 	s := e.c.store(testPool)
-	// Written by another runner's release a minute ago, its record not
-	// since: the slot's runner is idle with another deadline.
-	e.seedRecord(protocol.Instance{ID: "i-1", State: protocol.StateIdle, Threshold: protocol.FormatTime(now.Add(time.Hour))}, healthy)
-	e.db.setInstance(t, "i-1", func(r *protocol.Instance) { r.UpdatedAt = protocol.FormatTime(now.Add(-time.Minute)) })
-	slot := warmSlot{ID: "i-1", Until: protocol.FormatTime(now.Add(2 * time.Hour)), Taken: protocol.FormatTime(now)}
-	held, err := s.heldSlots(context.Background(), protocol.TierHot, map[string]warmSlot{"0": slot}, now)
-	if err != nil || !held["0"] {
-		t.Errorf("a slot whose record was not written since is free (%v): its release may not have written it yet", err)
-	}
-	e.db.setInstance(t, "i-1", func(r *protocol.Instance) { r.UpdatedAt = protocol.FormatTime(now) })
-	held, err = s.heldSlots(context.Background(), protocol.TierHot, map[string]warmSlot{"0": slot}, now)
-	if err != nil || held["0"] {
-		t.Errorf("a slot whose runner's record was written since, with another deadline, is held (%v)", err)
+	until := protocol.FormatTime(now.Add(2 * time.Hour))
+	slot := warmSlot{ID: "i-1", Until: until, Taken: protocol.FormatTime(now), Run: "run-a"}
+	e.seedRecord(protocol.Instance{ID: "i-1", State: protocol.StateRunning, RunID: "run-a"}, healthy)
+	for _, step := range []struct {
+		what   string
+		record func(*protocol.Instance)
+		at     time.Time
+		held   bool
+	}{
+		{"still running for the releasing run", func(*protocol.Instance) {}, now, true},
+		{"made idle with the slot's deadline", func(r *protocol.Instance) { r.State, r.RunID, r.Threshold = protocol.StateIdle, "", until }, now, true},
+		{"claimed by another run in the same second", func(r *protocol.Instance) { r.State, r.RunID = protocol.StateClaimed, "run-b" }, now, false},
+		{"idle again with another deadline", func(r *protocol.Instance) {
+			r.State, r.RunID, r.Threshold = protocol.StateIdle, "", protocol.FormatTime(now.Add(time.Hour))
+		}, now, false},
+		{"running for the releasing run past the settling time", func(r *protocol.Instance) { r.State, r.RunID = protocol.StateRunning, "run-a" }, now.Add(slotSettling + time.Second), false},
+	} {
+		e.db.setInstance(t, "i-1", step.record)
+		held, err := s.heldSlots(context.Background(), protocol.TierHot, map[string]warmSlot{"0": slot}, step.at)
+		if err != nil || held["0"] != step.held {
+			t.Errorf("%s: held %v (%v), want %v", step.what, held["0"], err, step.held)
+		}
 	}
 }
