@@ -160,6 +160,7 @@ func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
 		a.selectUntil = a.selectUntil.Add(-req.Timings.FleetValidationWait)
 	}
 	a.pickup = NewPickup(c.SQS, queueURL, wants, c.now, c.log)
+	a.pickup.Sleep = c.Sleep
 	// The lease outlives the caller's context: a rollback is still the
 	// attempt. Losing it stops the attempt.
 	runCtx, lost := context.WithCancelCause(ctx)

@@ -35,7 +35,8 @@ const (
 	// poll samples only some SQS servers and can miss a few messages.
 	confirmWait = 1
 	// inFlightPolls bounds the long polls of a claim that finds the queue
-	// empty while other claims hold messages in flight. In a burst, each
+	// empty while other claims hold messages in flight, counted from the
+	// last runner it accepted that it had not seen before. In a burst, each
 	// claim hides the runners it received while it sorts them, and makes
 	// those it does not take visible again a moment later: a claim that
 	// launched instead would leave a warm runner idle.
@@ -64,17 +65,24 @@ type Pickup struct {
 	log      Logger
 
 	mu        sync.Mutex
-	ready     []candidate // suitable, not yet taken
-	taken     []candidate // handed to the claim, not yet consumed
-	held      []candidate // mismatches
-	sightings map[string]int
+	ready     []candidate       // suitable, not yet taken
+	taken     []candidate       // handed to the claim, not yet consumed
+	held      []candidate       // mismatches
+	sightings map[string]int    // runners and messages, since the claim last handed them back
+	seen      map[string]bool   // runners ever received
 	retired   map[string]string // runners to end, and why, not yet handed to the claim
 	exhausted bool
-	// lookedAgain: the claim found the queue empty once after handing back
-	// its mismatches (see awaitMessages).
+	// lookedAgain: the claim found the queue empty, nobody else holding
+	// anything, and looked once more (see awaitMessages).
 	lookedAgain bool
-	stats       PickupStats
-	consuming   sync.WaitGroup // deletes under way
+	// waits counts the long polls for messages other claims hold since the
+	// claim last accepted a runner it had not seen (see inFlightPolls).
+	waits int
+	stats PickupStats
+	// Sleep waits d unless ctx ends first (nil: a timer); a simulation on
+	// a virtual clock sets it with now.
+	Sleep     func(ctx context.Context, d time.Duration) error
+	consuming sync.WaitGroup // deletes under way
 }
 
 // candidate is a received message (a suitable runner's, or a mismatch), its
@@ -97,7 +105,7 @@ func NewPickup(client SQSClient, queueURL string, w Wants, now func() time.Time,
 	if log == nil {
 		log = func(string, ...any) {}
 	}
-	return &Pickup{sqs: client, queueURL: queueURL, wants: w, now: now, log: log, sightings: map[string]int{}, retired: map[string]string{}}
+	return &Pickup{sqs: client, queueURL: queueURL, wants: w, now: now, log: log, sightings: map[string]int{}, seen: map[string]bool{}, retired: map[string]string{}}
 }
 
 // Take returns n suitable runners, fewer only when the pool is exhausted for
@@ -129,10 +137,24 @@ func (p *Pickup) Take(ctx context.Context, n int) ([]protocol.Message, error) {
 // empty and launch. A later Take (a runner that failed its checks) may
 // receive them again; that is rare, and cheaper than a launch.
 func (p *Pickup) handBack(ctx context.Context) {
-	handles := handlesOf(slices.Concat(p.ready, p.held))
+	handles := handlesOf(p.ready)
 	p.stats.Returned += len(p.ready)
-	p.ready, p.held = nil, nil
-	p.makeVisible(ctx, handles)
+	p.ready = nil
+	p.makeVisible(ctx, append(handles, p.releaseHeld()...))
+}
+
+// releaseHeld lets go of the mismatches held and returns their receipt
+// handles, to be made visible. Their sightings are forgotten: receiving
+// again a runner the claim handed back is not cycling, and claims of a
+// burst hand the same runners back and forth until each finds its own.
+// The waits that follow are bounded (inFlightPolls).
+func (p *Pickup) releaseHeld() []*string {
+	for _, c := range p.held {
+		delete(p.sightings, c.m.ID)
+	}
+	handles := handlesOf(p.held)
+	p.held = nil
+	return handles
 }
 
 // handlesOf lists the receipt handles of received messages.
@@ -165,7 +187,8 @@ func (p *Pickup) fetch(ctx context.Context, need int) error {
 		return nil
 	}
 	var discard []*string
-	fresh := false // a runner this claim had not seen
+	fresh := false    // a runner this claim had not seen
+	accepted := false // a suitable runner
 	for _, msg := range out {
 		m, verdict, reason := Classify(aws.ToString(msg.Body), p.wants, p.now())
 		// SQS delivers at least once: the same message again (a duplicate
@@ -179,7 +202,13 @@ func (p *Pickup) fetch(ctx context.Context, need int) error {
 		}
 		if verdict != Discard && verdict != Retire {
 			p.sighted(m.ID)
-			fresh = fresh || p.sightings[m.ID] == 1
+			if !p.seen[m.ID] {
+				p.seen[m.ID] = true
+				fresh = true
+				if verdict == Accept {
+					p.waits = 0
+				}
+			}
 		}
 		p.stats.Received++
 		if verdict == Accept && p.holdsRunner(m.ID) {
@@ -205,15 +234,52 @@ func (p *Pickup) fetch(ctx context.Context, need int) error {
 		case Accept:
 			p.stats.Accepted++
 			p.ready = append(p.ready, c)
+			accepted = true
 		}
 	}
-	if p.lookedAgain && !fresh {
-		// Looking once more after handing its mismatches back found
-		// nothing new: they are all there is.
-		p.exhausted = true
+	if _, err := p.deleteHandles(ctx, discard); err != nil {
+		return err
 	}
-	_, err = p.deleteHandles(ctx, discard)
-	return err
+	if !fresh && !accepted {
+		return p.stepAside(ctx)
+	}
+	return nil
+}
+
+// stepAside follows a batch of runners the claim had judged before and
+// handed back: mismatches it receives again. Once it has looked once more
+// (see awaitMessages), they are all there is, unless other claims hold
+// messages. While others do, the claim hands its mismatches back at once
+// and waits before its next receive: in a burst, the runners it keeps
+// receiving are the ones other claims wait for, and receiving them again
+// at once would hide them from those claims for good.
+func (p *Pickup) stepAside(ctx context.Context) error {
+	others, err := p.othersInFlight(ctx)
+	switch {
+	case err != nil:
+		p.log("pickup: cannot tell whether other claims hold messages; taking the queue as empty", "error", err.Error())
+		p.exhausted = true
+		return nil
+	case others == 0:
+		p.exhausted = p.exhausted || p.lookedAgain
+		return nil
+	case p.waits == inFlightPolls:
+		p.exhausted = true
+		return nil
+	}
+	p.makeVisible(ctx, p.releaseHeld())
+	p.log("pickup: received only runners already seen while other claims hold messages; stepping aside", "in_flight", others)
+	p.waits++
+	p.stats.InFlightWaits++
+	return p.pause(ctx, confirmWait*time.Second)
+}
+
+// pause waits d on the pickup's clock.
+func (p *Pickup) pause(ctx context.Context, d time.Duration) error {
+	if p.Sleep != nil {
+		return p.Sleep(ctx, d)
+	}
+	return sleep(ctx, d)
 }
 
 // sighted counts a sighting of a runner, or of a message delivered again;
@@ -264,21 +330,23 @@ func (p *Pickup) redelivered(messageID string, handle *string) bool {
 
 // awaitMessages long-polls a queue that looked empty: once to confirm it,
 // and again while other claims hold messages in flight, at most
-// inFlightPolls times. It asks for no more than want: a long poll answers
+// inFlightPolls times since the claim last accepted a new runner. It asks for no more than want: a long poll answers
 // with what it finds, and a batch this claim does not need would be hidden
 // from the claims started with it.
 func (p *Pickup) awaitMessages(ctx context.Context, want int32) ([]sqstypes.Message, error) {
-	for polls := 1; ; polls++ {
+	for {
 		out, err := p.receive(ctx, want, confirmWait)
-		if err != nil || len(out) > 0 || polls == inFlightPolls {
+		if err != nil || len(out) > 0 || p.waits == inFlightPolls {
 			return out, err
 		}
 		// Claims that find the queue empty may each hold runners that
-		// another one waits for: each hands its mismatches back, and
-		// looks once more even when nobody else holds anything then.
+		// another one waits for: each hands its mismatches back. A claim
+		// that has seen runners in the queue looks once more even when
+		// nobody else holds anything then: a message may become visible
+		// just after a poll (handed back, or its visibility run out).
+		// One that has seen none (an empty pool) launches at once.
 		mismatches := len(p.held)
-		p.makeVisible(ctx, handlesOf(p.held))
-		p.held = nil
+		p.makeVisible(ctx, p.releaseHeld())
 		others, err := p.othersInFlight(ctx)
 		if err != nil {
 			p.log("pickup: cannot tell whether other claims hold messages; taking the queue as empty", "error", err.Error())
@@ -287,18 +355,19 @@ func (p *Pickup) awaitMessages(ctx context.Context, want int32) ([]sqstypes.Mess
 		switch {
 		case others > 0:
 			p.log("pickup: queue empty while other claims hold messages; waiting for them", "in_flight", others)
-		case mismatches > 0 && !p.lookedAgain:
+		case len(p.seen) > 0 && !p.lookedAgain:
 			p.lookedAgain = true
-			p.log("pickup: queue empty; looking once more after handing back mismatches", "mismatches", mismatches)
+			p.log("pickup: queue empty; looking once more", "mismatches_handed_back", mismatches)
 		default:
 			return nil, nil
 		}
+		p.waits++
 		p.stats.InFlightWaits++
 	}
 }
 
 // othersInFlight is the number of the queue's messages in flight that this
-// claim does not hold: SQS's approximate count less its candidates.
+// claim does not hold: SQS's approximate count less what it holds.
 func (p *Pickup) othersInFlight(ctx context.Context) (int, error) {
 	out, err := p.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl:       aws.String(p.queueURL),
@@ -312,7 +381,7 @@ func (p *Pickup) othersInFlight(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("reading the in-flight count of %s: %q is not a number", p.queueURL, raw)
 	}
-	return max(0, n-len(p.ready)-len(p.taken)), nil
+	return max(0, n-len(p.ready)-len(p.taken)-len(p.held)), nil
 }
 
 func (p *Pickup) receive(ctx context.Context, n int32, wait int32) ([]sqstypes.Message, error) {
@@ -399,11 +468,12 @@ func (p *Pickup) makeVisible(ctx context.Context, handles []*string) {
 			entries[i] = sqstypes.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: h, VisibilityTimeout: 0}
 		}
 		out, err := p.sqs.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(p.queueURL), Entries: entries})
+		failed := len(chunk)
 		if err == nil && len(out.Failed) > 0 {
-			err = errors.New(aws.ToString(out.Failed[0].Message))
+			failed, err = len(out.Failed), errors.New(aws.ToString(out.Failed[0].Message))
 		}
 		if err != nil {
-			p.log("pickup: runners stay hidden until their visibility timeout", "count", len(chunk), "error", err.Error())
+			p.log("pickup: runners stay hidden until their visibility timeout", "count", failed, "error", err.Error())
 		}
 	}
 }

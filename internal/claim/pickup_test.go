@@ -21,8 +21,17 @@ var largeWants = Wants{
 	AllowedTypes: []string{"c*"}, UsageClass: protocol.UsageOnDemand,
 }
 
+// newTestPickup is a pickup of large c* runners whose pauses move the
+// queue's clock on.
 func newTestPickup(t *testing.T, s *fakeSQS) *Pickup {
-	return NewPickup(s, largeURL, largeWants, time.Now, func(msg string, kv ...any) { t.Log(append([]any{msg}, kv...)...) })
+	p := NewPickup(s, largeURL, largeWants, time.Now, func(msg string, kv ...any) { t.Log(append([]any{msg}, kv...)...) })
+	p.Sleep = func(_ context.Context, d time.Duration) error {
+		s.Mu.Lock()
+		defer s.Mu.Unlock()
+		s.Clock = s.Clock.Add(d)
+		return nil
+	}
+	return p
 }
 
 func future() time.Time { return time.Now().Add(time.Hour) }
@@ -275,6 +284,23 @@ func TestPickupExhaustedWhenQueueEmpty(t *testing.T) {
 	}
 }
 
+// A claim that has seen runners in the queue looks once more before it
+// gives up, even when nobody else holds a message: one may become visible
+// just after its confirming poll (handed back, or its visibility run out).
+// Here the first runner failed its checks, and i-2 shows up 1.5 s later.
+func TestPickupLooksOnceMoreAfterSeeingRunners(t *testing.T) {
+	s := newFakeSQS(largeURL)
+	s.Add(largeURL, idleMessage("i-1", "c6i.large", future()).Body())
+	p := newTestPickup(t, s)
+	if got := take(t, p, 1); !slices.Equal(got, []string{"i-1"}) {
+		t.Fatalf("first Take = %v, want i-1", got)
+	}
+	s.AddAt(largeURL, idleMessage("i-2", "c6i.large", future()).Body(), s.Clock.Add(1500*time.Millisecond))
+	if got := take(t, p, 1); !slices.Equal(got, []string{"i-2"}) {
+		t.Fatalf("second Take = %v, want i-2, visible after the confirming poll", got)
+	}
+}
+
 // holdElsewhere receives every visible message of url as another claim
 // would, hiding them for two minutes, and returns their receipt handles.
 func holdElsewhere(t *testing.T, s *fakeSQS, url string) []*string {
@@ -320,7 +346,8 @@ func TestPickupWaitsForMessagesOtherClaimsHold(t *testing.T) {
 
 // The wait is bounded: a message held elsewhere for good (a claim that
 // crashed holding it) leaves the pickup exhausted after inFlightPolls long
-// polls. The claim's own mismatches are not waited for.
+// polls past the confirming one. The claim's own mismatches are not waited
+// for.
 func TestPickupWaitForHeldMessagesIsBounded(t *testing.T) {
 	t.Run("held elsewhere", func(t *testing.T) {
 		s := newFakeSQS(largeURL)
@@ -330,8 +357,8 @@ func TestPickupWaitForHeldMessagesIsBounded(t *testing.T) {
 		if got := take(t, p, 1); len(got) != 0 {
 			t.Fatalf("Take = %v, want none", got)
 		}
-		if got := len(s.ReceiveInputs()) - 1; got != 1+inFlightPolls {
-			t.Errorf("%d receives, want a short poll and %d long polls", got, inFlightPolls)
+		if got := len(s.ReceiveInputs()) - 1; got != 2+inFlightPolls {
+			t.Errorf("%d receives, want a short poll, a confirming long poll and %d more", got, inFlightPolls)
 		}
 	})
 	t.Run("held by another claim after the visibility ran out", func(t *testing.T) {
@@ -354,8 +381,8 @@ func TestPickupWaitForHeldMessagesIsBounded(t *testing.T) {
 		if got := take(t, p, 1); len(got) != 0 {
 			t.Fatalf("Take = %v, want none", got)
 		}
-		if st := p.Stats(); st.InFlightWaits != inFlightPolls-1 {
-			t.Errorf("stats %+v, want %d in-flight waits for the message the other claim holds", st, inFlightPolls-1)
+		if st := p.Stats(); st.InFlightWaits != inFlightPolls {
+			t.Errorf("stats %+v, want %d in-flight waits for the message the other claim holds", st, inFlightPolls)
 		}
 		if len(p.held) != 0 {
 			t.Errorf("the pickup still holds %d messages, want none: the one it held is the other claim's", len(p.held))
@@ -372,6 +399,170 @@ func TestPickupWaitForHeldMessagesIsBounded(t *testing.T) {
 			t.Errorf("%d receives, want 4: the mismatch, a short and a long poll, then one more long poll after handing the mismatch back, which finds nothing new", got)
 		}
 	})
+}
+
+// elsewhere is another claim on the same queue, played by a test: it
+// receives what is visible and hands back what it chooses.
+type elsewhere struct {
+	t       *testing.T
+	s       *fakeSQS
+	handles map[string]*string // by runner
+}
+
+func newElsewhere(t *testing.T, s *fakeSQS) *elsewhere {
+	return &elsewhere{t: t, s: s, handles: map[string]*string{}}
+}
+
+// receive receives every visible message, hiding each for two minutes, and
+// returns their runners.
+func (e *elsewhere) receive() []string {
+	e.t.Helper()
+	out, err := e.s.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(largeURL), MaxNumberOfMessages: 10, VisibilityTimeout: 120})
+	if err != nil {
+		e.t.Fatalf("the other claim's receive: %v", err)
+	}
+	var ids []string
+	for _, msg := range out.Messages {
+		m, err := protocol.ParseMessage(aws.ToString(msg.Body))
+		if err != nil {
+			e.t.Fatalf("the other claim received %q: %v", aws.ToString(msg.Body), err)
+		}
+		e.handles[m.ID] = msg.ReceiptHandle
+		ids = append(ids, m.ID)
+	}
+	return ids
+}
+
+// handBack makes a runner's message it holds visible again.
+func (e *elsewhere) handBack(id string) {
+	e.t.Helper()
+	out, err := e.s.ChangeMessageVisibilityBatch(context.Background(), &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(largeURL),
+		Entries: []sqstypes.ChangeMessageVisibilityBatchRequestEntry{{Id: aws.String("0"), ReceiptHandle: e.handles[id]}}})
+	if err != nil || len(out.Failed) > 0 {
+		e.t.Fatalf("the other claim handing %s back: %v %+v", id, err, out)
+	}
+}
+
+// Two claims of a burst that each hold the other's runner as a mismatch:
+// each hands its mismatches back before it waits, so each finds its own.
+// Here the pickup (c*) holds i-r; the other claim (r*) holds i-c, finds
+// i-r once the pickup waits, and hands i-c back.
+func TestPickupHandsBackItsMismatchesBeforeWaiting(t *testing.T) {
+	s := newFakeSQS(largeURL)
+	s.Add(largeURL, idleMessage("i-r", "r6i.large", future()).Body())
+	s.Add(largeURL, idleMessage("i-c", "c6i.large", future()).Body())
+	other := newElsewhere(t, s)
+	step := 0
+	s.ReceiveHook = func(_ int, in *sqs.ReceiveMessageInput) {
+		if in.WaitTimeSeconds == 0 {
+			return // the pickup's short polls, and the other claim's receives
+		}
+		step++
+		switch step {
+		case 1: // the pickup's confirming long poll: it holds i-r
+			if got := other.receive(); !slices.Equal(got, []string{"i-c"}) {
+				t.Errorf("the other claim received %v, want i-c", got)
+			}
+		case 2: // the pickup waits for the message the other claim holds
+			if got := other.receive(); !slices.Equal(got, []string{"i-r"}) {
+				t.Errorf("the other claim received %v while the pickup waited, want i-r, handed back", got)
+			}
+			other.handBack("i-c")
+		}
+	}
+	p := newTestPickup(t, s)
+	if got := take(t, p, 1); !slices.Equal(got, []string{"i-c"}) {
+		t.Fatalf("Take = %v, want i-c, handed back by the other claim", got)
+	}
+}
+
+// A claim that receives only runners it has judged before (its own
+// mismatches, handed back) while other claims hold messages steps aside:
+// it hands them back and pauses before it receives again, since the
+// runners it keeps receiving are those the others wait for. Here the other
+// claim (r*) holds i-c and waits for i-r: it finds i-r during the pause,
+// and hands i-c back.
+func TestPickupStepsAsideWhileOthersHoldMessages(t *testing.T) {
+	s := newFakeSQS(largeURL)
+	s.Add(largeURL, idleMessage("i-c", "c6i.large", future()).Body())
+	other := newElsewhere(t, s)
+	other.receive()
+	s.Add(largeURL, idleMessage("i-r", "r6i.large", future()).Body()) // a mismatch for c*
+	p := newTestPickup(t, s)
+	advance, pauses := p.Sleep, 0
+	p.Sleep = func(ctx context.Context, d time.Duration) error {
+		if pauses++; pauses == 1 {
+			if got := other.receive(); !slices.Equal(got, []string{"i-r"}) {
+				t.Errorf("the other claim received %v during the pause, want i-r", got)
+			}
+			other.handBack("i-c")
+		}
+		return advance(ctx, d)
+	}
+	if got := take(t, p, 1); !slices.Equal(got, []string{"i-c"}) {
+		t.Fatalf("Take = %v, want i-c, handed back by the other claim", got)
+	}
+	if pauses != 1 {
+		t.Errorf("%d pauses, want 1", pauses)
+	}
+}
+
+// A claim that receives again, while it waits, a runner it handed back is
+// not cycling: the runner's sightings start again. Here the pickup hands
+// i-r back and receives it again more than sightingLimit times before the
+// other claim hands i-c back.
+func TestPickupRunnerHandedBackIsNotCycling(t *testing.T) {
+	s := newFakeSQS(largeURL)
+	s.Add(largeURL, idleMessage("i-c", "c6i.large", future()).Body())
+	other := newElsewhere(t, s)
+	other.receive()
+	mismatch := idleMessage("i-r", "r6i.large", future()).Body() // a mismatch for c*
+	s.Add(largeURL, mismatch)
+	handedBack := false
+	s.ReceiveHook = func(int, *sqs.ReceiveMessageInput) {
+		s.Mu.Lock()
+		n := strings.Count(strings.Join(s.Received, "\n"), mismatch)
+		s.Mu.Unlock()
+		if n > sightingLimit && !handedBack {
+			handedBack = true
+			other.handBack("i-c")
+		}
+	}
+	p := newTestPickup(t, s)
+	if got := take(t, p, 1); !slices.Equal(got, []string{"i-c"}) {
+		t.Fatalf("Take = %v, want i-c, handed back by the other claim", got)
+	}
+}
+
+// The wait for messages other claims hold restarts when the claim accepts
+// a runner it had not seen: a claim whose first runner failed its checks
+// waits as long again for a second one.
+func TestPickupWaitRestartsWithANewRunner(t *testing.T) {
+	s := newFakeSQS(largeURL)
+	s.Add(largeURL, idleMessage("i-1", "c6i.large", future()).Body())
+	s.Add(largeURL, idleMessage("i-2", "c6i.large", future()).Body())
+	other := newElsewhere(t, s)
+	other.receive()
+	longPolls := 0
+	s.ReceiveHook = func(_ int, in *sqs.ReceiveMessageInput) {
+		if in.WaitTimeSeconds == 0 {
+			return
+		}
+		switch longPolls++; longPolls {
+		case inFlightPolls: // the pickup's last wait but one
+			other.handBack("i-1")
+		case inFlightPolls + inFlightPolls/2:
+			other.handBack("i-2")
+		}
+	}
+	p := newTestPickup(t, s)
+	if got := take(t, p, 1); !slices.Equal(got, []string{"i-1"}) {
+		t.Fatalf("first Take = %v, want i-1", got)
+	}
+	// i-1 failed its checks: the claim takes another.
+	if got := take(t, p, 1); !slices.Equal(got, []string{"i-2"}) {
+		t.Fatalf("second Take = %v, want i-2, handed back %d long polls after the first Take", got, inFlightPolls/2)
+	}
 }
 
 // A short poll may miss a message; the confirming long poll finds it.
