@@ -6,7 +6,9 @@
 # - the CI role, assumed by the workflow through GitHub OIDC: what claims need
 #   (README.md of the provider, "IAM permissions"; a claim needs none of the
 #   pool's create, delete or tag actions: whoever applies this configuration
-#   does that, with broader permissions).
+#   does that, with broader permissions);
+# - the plan role, also assumed through GitHub OIDC: what `terraform plan` of
+#   the pool and the claims reads, and no write (a pull request's plan).
 
 ################################################################################
 # Runner instances
@@ -126,9 +128,17 @@ locals {
   ci_subjects = var.ci_oidc_subjects != null ? var.ci_oidc_subjects : [
     var.github_repository != null ? "repo:${var.github_owner}/${var.github_repository}:*" : "repo:${var.github_owner}/*",
   ]
+  plan_subjects = var.plan_oidc_subjects != null ? var.plan_oidc_subjects : local.ci_subjects
 }
 
-data "aws_iam_policy_document" "ci_assume" {
+# Who may assume the CI role and the plan role: workflows of the subjects
+# each allows, with GitHub OIDC.
+data "aws_iam_policy_document" "github_assume" {
+  for_each = {
+    ci   = local.ci_subjects
+    plan = local.plan_subjects
+  }
+
   statement {
     actions = ["sts:AssumeRoleWithWebIdentity"]
 
@@ -146,7 +156,7 @@ data "aws_iam_policy_document" "ci_assume" {
     condition {
       test     = "StringLike"
       variable = "token.actions.githubusercontent.com:sub"
-      values   = local.ci_subjects
+      values   = each.value
     }
   }
 }
@@ -154,7 +164,7 @@ data "aws_iam_policy_document" "ci_assume" {
 resource "aws_iam_role" "ci" {
   name               = "${local.pool}-claims"
   description        = "GitHub Actions workflows claiming runners from the ec2runners pool ${local.pool}"
-  assume_role_policy = data.aws_iam_policy_document.ci_assume.json
+  assume_role_policy = data.aws_iam_policy_document.github_assume["ci"].json
 }
 
 data "aws_iam_policy_document" "ci" {
@@ -345,4 +355,63 @@ resource "aws_iam_role_policy" "ci" {
   name   = "ec2runners-claims"
   role   = aws_iam_role.ci.id
   policy = data.aws_iam_policy_document.ci.json
+}
+
+################################################################################
+# Plans (terraform plan of the pool or the claims), assumed with GitHub OIDC
+################################################################################
+
+resource "aws_iam_role" "plan" {
+  name               = "${local.pool}-plan"
+  description        = "Plans (read-only) of the ec2runners pool ${local.pool} and its claims"
+  assume_role_policy = data.aws_iam_policy_document.github_assume["plan"].json
+}
+
+# Plans, refreshes, the data sources and terraform query write nothing: no
+# reap, no launch, no message received. Record reads are held to the pool's
+# records, so a plan reads no runner's tokens (AGENT#...).
+data "aws_iam_policy_document" "plan" {
+  statement {
+    sid       = "DescribePoolTable"
+    actions   = ["dynamodb:DescribeTable", "dynamodb:ListTagsOfResource"]
+    resources = [local.table_arn]
+  }
+
+  statement {
+    sid       = "ReadPoolRecords"
+    actions   = ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"]
+    resources = [local.table_arn]
+
+    condition {
+      test     = "ForAllValues:StringEquals"
+      variable = "dynamodb:LeadingKeys"
+      values   = ["TYPE#METADATA", "TYPE#INSTANCE", "TYPE#CLAIM", "TYPE#LEASE"]
+    }
+  }
+
+  statement {
+    sid       = "ReadPoolQueues"
+    actions   = ["sqs:GetQueueUrl", "sqs:GetQueueAttributes"]
+    resources = values(ec2runners_pool.this.queue_arns)
+  }
+
+  # The pool's and the claims' Terraform state, read only.
+  dynamic "statement" {
+    for_each = var.state_bucket != null ? [var.state_bucket] : []
+
+    content {
+      sid     = "ReadState"
+      actions = ["s3:ListBucket", "s3:GetObject"]
+      resources = [
+        "arn:${local.partition}:s3:::${statement.value}",
+        "arn:${local.partition}:s3:::${statement.value}/ec2runners/*",
+      ]
+    }
+  }
+}
+
+resource "aws_iam_role_policy" "plan" {
+  name   = "ec2runners-plan"
+  role   = aws_iam_role.plan.id
+  policy = data.aws_iam_policy_document.plan.json
 }

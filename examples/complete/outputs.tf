@@ -8,6 +8,11 @@ output "ci_role_arn" {
   value       = aws_iam_role.ci.arn
 }
 
+output "plan_role_arn" {
+  description = "Role a workflow assumes with GitHub OIDC to plan the pool or the claims; it only reads."
+  value       = aws_iam_role.plan.arn
+}
+
 output "runner_role_arn" {
   description = "Role of the runner instances."
   value       = aws_iam_role.runner.arn

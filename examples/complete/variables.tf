@@ -93,6 +93,17 @@ variable "ci_oidc_subjects" {
   }
 }
 
+variable "plan_oidc_subjects" {
+  description = "GitHub OIDC subjects (sub claims, wildcards allowed) that may assume the plan role, which only reads. Null: the CI role's subjects. For pull requests' plans: [\"repo:acme/app:pull_request\"]."
+  type        = list(string)
+  default     = null
+
+  validation {
+    condition     = var.plan_oidc_subjects == null || length(coalesce(var.plan_oidc_subjects, [])) > 0
+    error_message = "Give at least one subject, or null for the default."
+  }
+}
+
 variable "ami_id" {
   description = "AMI of the runners. Null: the latest Amazon Linux 2023 (x86_64), looked up on every plan; set it to pin an image."
   type        = string

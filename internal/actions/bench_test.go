@@ -16,6 +16,7 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsconfig"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/tfcli"
 )
 
 // timingWrapper stands for terraform on PATH: it runs the real CLI and
@@ -49,7 +50,7 @@ func BenchmarkClaimStep(b *testing.B) {
 	if os.Getenv("TF_ACC") == "" {
 		b.Skip("needs the emulator and Terraform: set TF_ACC=1 (make bench does)")
 	}
-	tf := terraformPath(b)
+	tf := tfcli.Must(b)
 	ctx := context.Background()
 	endpoint, stop, err := emulator.Ensure(ctx)
 	if err != nil {

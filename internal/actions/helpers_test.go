@@ -46,25 +46,6 @@ func toolPath(t testing.TB, name, why string) string {
 	return ""
 }
 
-// terraformPath is TF_ACC_TERRAFORM_PATH when set (as in the acceptance
-// tests), else terraform on PATH.
-func terraformPath(t testing.TB) string {
-	t.Helper()
-	name := "terraform"
-	if p := os.Getenv("TF_ACC_TERRAFORM_PATH"); p != "" {
-		name = p
-	}
-	path, err := exec.LookPath(name)
-	if err != nil {
-		t.Fatalf("terraform is needed (PATH, or TF_ACC_TERRAFORM_PATH): %v", err)
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return abs
-}
-
 // buildProvider builds the provider from this checkout into a filesystem
 // mirror, packed as the registry serves it (a zip of version
 // mirrorVersion), and returns the mirror's directory and the zip's path:

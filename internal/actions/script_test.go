@@ -25,6 +25,7 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/tfcli"
 )
 
 // TestActions_claimAndRelease runs the actions' steps as their action.yml
@@ -41,7 +42,7 @@ func TestActions_claimAndRelease(t *testing.T) {
 	if os.Getenv("TF_ACC") == "" {
 		t.Skip("acceptance test: set TF_ACC=1 (make test does)")
 	}
-	tf := terraformPath(t)
+	tf := tfcli.Must(t)
 	ctx := context.Background()
 	endpoint, stop, err := emulator.Ensure(ctx)
 	if err != nil {

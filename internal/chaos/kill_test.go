@@ -34,6 +34,7 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/faultproxy"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/tfcli"
 )
 
 // Crash safety with the real terraform CLI: terraform and the provider
@@ -326,13 +327,7 @@ type terraformCLI struct {
 
 func setUpTerraform(t *testing.T) *terraformCLI {
 	t.Helper()
-	terraform := os.Getenv("TF_ACC_TERRAFORM_PATH")
-	if terraform == "" {
-		var err error
-		if terraform, err = exec.LookPath("terraform"); err != nil {
-			t.Fatalf("these tests run the terraform CLI: put terraform on PATH or set TF_ACC_TERRAFORM_PATH (%v)", err)
-		}
-	}
+	terraform := tfcli.Must(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
 	started := time.Now()

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/tfcli"
 )
 
 const (
@@ -54,7 +56,7 @@ var requiredProviders = regexp.MustCompile(`(?m)^\s*required_providers\s*\{`)
 // provider, `terraform fmt -check` for the others (they need the AWS
 // provider, which terraform cannot install here).
 func TestExamples_validate(t *testing.T) {
-	tf := terraformPath(t)
+	tf := tfcli.Must(t)
 	t.Logf("terraform: %s", tf)
 
 	dirs := exampleDirs(t)
@@ -115,25 +117,6 @@ func TestExamples_validate(t *testing.T) {
 	if !slices.Contains(validated, mustValidate) {
 		t.Errorf("examples/%s must be validated with terraform validate; validated: %v, fmt only: %v", mustValidate, validated, formatted)
 	}
-}
-
-// terraformPath is TF_ACC_TERRAFORM_PATH when set (as in the acceptance
-// tests), else terraform on PATH. A missing terraform fails the test.
-func terraformPath(t *testing.T) string {
-	t.Helper()
-	name := "terraform"
-	if p := os.Getenv("TF_ACC_TERRAFORM_PATH"); p != "" {
-		name = p
-	}
-	path, err := exec.LookPath(name)
-	if err != nil {
-		t.Fatalf("terraform is needed to check the examples (PATH, or TF_ACC_TERRAFORM_PATH): %v", err)
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return abs
 }
 
 // toolPath finds a tool the tests run on PATH. Outside CI a missing one

@@ -24,6 +24,7 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/tfcli"
 )
 
 // terragruntTimeout bounds one terragrunt command (init, dependency outputs
@@ -44,7 +45,7 @@ func TestTerragrunt_completeExample(t *testing.T) {
 		t.Skip("acceptance test: set TF_ACC=1 (make test does)")
 	}
 	tg := toolPath(t, "terragrunt", ".ci/run adds ../shared/tools; elsewhere install a release from https://github.com/gruntwork-io/terragrunt/releases")
-	tf := terraformPath(t)
+	tf := tfcli.Must(t)
 	ctx := context.Background()
 	endpoint, stop, err := emulator.Ensure(ctx)
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 
 // exampleRoles: the aws_iam_policy_document data sources of the example
 // that are a role's permissions (the others are trust policies).
-var exampleRoles = map[string]string{"runner": awsrecord.RoleAgent, "ci": awsrecord.RoleClaims}
+var exampleRoles = map[string]string{"runner": awsrecord.RoleAgent, "ci": awsrecord.RoleClaims, "plan": awsrecord.RoleReadOnly}
 
 // exampleInputs are what the example's policies and locals refer to beyond
 // its own locals, bound to the document variables.

@@ -37,6 +37,7 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/faultproxy"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/sigv4"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/tfcli"
 )
 
 // TestAccPool_planUnderReadOnlyRole: `terraform plan` (and its refresh) of
@@ -220,9 +221,9 @@ func (f checkState) CheckPlan(_ context.Context, _ plancheck.CheckPlanRequest, r
 // Terraform: TF_ACC_TERRAFORM_PATH, else terraform on PATH).
 func terraformBelow(v *version.Version) func() (bool, error) {
 	return func() (bool, error) {
-		bin := os.Getenv("TF_ACC_TERRAFORM_PATH")
-		if bin == "" {
-			bin = "terraform"
+		bin, err := tfcli.Path()
+		if err != nil {
+			return false, err
 		}
 		out, err := exec.Command(bin, "version", "-json").Output()
 		if err != nil {

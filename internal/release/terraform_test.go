@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/tfcli"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"golang.org/x/mod/sumdb/dirhash"
@@ -75,13 +76,7 @@ type terraform struct {
 
 func newTerraform(t *testing.T, s *snapshot, cliConfig string, env ...string) *terraform {
 	t.Helper()
-	bin := os.Getenv("TF_ACC_TERRAFORM_PATH")
-	if bin == "" {
-		var err error
-		if bin, err = exec.LookPath("terraform"); err != nil {
-			t.Fatalf("the install test runs terraform: put it on PATH or set TF_ACC_TERRAFORM_PATH (%v)", err)
-		}
-	}
+	bin := tfcli.Must(t)
 	root := t.TempDir()
 	tf := &terraform{t: t, bin: bin, dir: filepath.Join(root, "work")}
 	cliConfigFile := filepath.Join(root, "terraformrc")
