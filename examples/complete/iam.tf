@@ -317,6 +317,16 @@ data "aws_iam_policy_document" "ci" {
     resources = ["arn:${local.partition}:ssm:${var.region}:${local.account_id}:parameter/ec2runners/${local.pool}/github"]
   }
 
+  # The same, kept in Secrets Manager instead (github_credential =
+  # { secrets_manager_secret = "ec2runners/<pool>/github" }); remove the
+  # statement of the store you do not use. -?????? is the 6 random
+  # characters Secrets Manager adds to a secret's ARN.
+  statement {
+    sid       = "PoolGitHubSecret"
+    actions   = ["secretsmanager:GetSecretValue"]
+    resources = ["arn:${local.partition}:secretsmanager:${var.region}:${local.account_id}:secret:ec2runners/${local.pool}/github-??????"]
+  }
+
   # The claims' Terraform state: the claim job writes it, the release job
   # reads it to destroy the claim. Terragrunt's claims unit also reads the
   # pool unit's outputs from its state.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -23,77 +24,103 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
-// A pool keeps its GitHub credential in an SSM SecureString: claims whose
-// provider has no github block, nor GitHub credentials in the
-// environment, mint their runners' tokens with it at the stub GitHub (the
-// claim's registration token, the release's removal token). A claim whose
-// role may not read the parameter fails before it touches a runner, and
-// says what to grant.
+// A pool keeps its GitHub credential in its account, in an SSM
+// SecureString or a Secrets Manager secret: claims whose provider has no
+// github block, nor GitHub credentials in the environment, mint their
+// runners' tokens with it at the stub GitHub (the claim's registration
+// token, the release's removal token). A claim whose role may not read the
+// credential fails before it touches a runner, and says what to grant.
 func TestAccClaim_storedGitHubCredential(t *testing.T) {
 	skipOnRealAWS(t, "the stored credential is the stub GitHub's, on this machine")
-	gh := scripttest.NewGitHub(t)
-	t.Setenv("GITHUB_TOKEN", "")
-	t.Setenv("GITHUB_APP_ID", "")
-	t.Setenv("GITHUB_REPOSITORY_OWNER", "")
-	t.Setenv("GITHUB_API_URL", gh.URL)
-	e := newClaimEnv(t, "acc-cred")
-	param := "/ec2runners/" + e.pool + "/github"
-	putCredential(t, param, map[string]string{"owner": "octo", "repository": "app", "token": gh.APIKey})
-	e.poolSettings = fmt.Sprintf(`github_owner      = "octo"
+	stores := []struct {
+		name      string
+		attribute string // in github_credential
+		endpoint  string // in the provider's endpoints block
+		action    string // the read a role may be denied
+		grant     string // what the claim's error says to grant
+		put       func(t *testing.T, name, value string)
+		describe  string // how errors name the credential
+	}{
+		{
+			name: "ssm", attribute: "ssm_parameter", endpoint: "ssm", action: "ssm:GetParameter",
+			grant: "ssm:GetParameter on it", put: putParameter, describe: "SSM parameter ",
+		},
+		{
+			name: "secrets_manager", attribute: "secrets_manager_secret", endpoint: "secretsmanager", action: "secretsmanager:GetSecretValue",
+			grant: "secretsmanager:GetSecretValue on it", put: putSecret, describe: "Secrets Manager secret ",
+		},
+	}
+	for _, store := range stores {
+		t.Run(store.name, func(t *testing.T) {
+			gh := scripttest.NewGitHub(t)
+			t.Setenv("GITHUB_TOKEN", "")
+			t.Setenv("GITHUB_APP_ID", "")
+			t.Setenv("GITHUB_REPOSITORY_OWNER", "")
+			t.Setenv("GITHUB_API_URL", gh.URL)
+			e := newClaimEnv(t, "acc-cred")
+			name := "ec2runners/" + e.pool + "/github"
+			if store.name == "ssm" {
+				name = "/" + name // a parameter path
+			}
+			credential, err := json.Marshal(map[string]string{"owner": "octo", "repository": "app", "token": gh.APIKey})
+			if err != nil {
+				t.Fatal(err)
+			}
+			store.put(t, name, string(credential))
+			e.poolSettings = fmt.Sprintf(`github_owner      = "octo"
   github_repository = "app"
-  github_credential = { ssm_parameter = %q }`, param)
-	poolConfig := e.poolConfig()
-	claim := e.claimConfig("test", `
+  github_credential = { %s = %q }`, store.attribute, name)
+			poolConfig := e.poolConfig()
+			claim := e.claimConfig("test", `
   run_id         = "run-cred"
   fleet_fallback = false`)
-	e.claimsSettings = fmt.Sprintf("endpoints {\n    ssm = %q\n  }", denyingSSM(t))
-	denied := e.poolConfig() + claim
-	var ids []string
-	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviders,
-		Steps: []resource.TestStep{
-			{Config: poolConfig, Check: e.seed(1, agentsim.SeedSpec{}, &ids)},
-			{
-				Config: denied,
-				ExpectError: regexp.MustCompile(wrapped(`no registration token can be minted for them: this provider's AWS role may not read the pool's GitHub credential, SSM parameter ` +
-					regexp.QuoteMeta(param) + `: grant the role ssm:GetParameter on it \(and kms:Decrypt on its key, when that is a customer managed key\), or configure the provider's github block`)),
-			},
-			{
-				Config: poolConfig,
-				Check: resource.ComposeTestCheckFunc(
-					e.checkRecords(protocol.StateIdle, "", &ids),
-					apiCalls(gh),
-				),
-			},
-			{
-				Config: poolConfig + claim,
-				Check: resource.ComposeTestCheckFunc(
-					e.checkRecords(protocol.StateRunning, "run-cred", &ids),
-					apiCalls(gh, "registration-token octo/app", "list-runner-releases"),
-					handedIssuedToken(gh, e.pool, &ids),
-				),
-			},
-			{
-				Config: poolConfig,
-				Check: resource.ComposeTestCheckFunc(
-					e.checkRecords(protocol.StateIdle, "", &ids),
-					apiCalls(gh, "registration-token octo/app", "list-runner-releases", "remove-token octo/app", "list-runner-releases"),
-				),
-			},
-		},
-	})
+			e.claimsSettings = fmt.Sprintf("endpoints {\n    %s = %q\n  }", store.endpoint, denyingEndpoint(t, store.action))
+			denied := e.poolConfig() + claim
+			var ids []string
+			resource.Test(t, resource.TestCase{
+				ProtoV6ProviderFactories: testProviders,
+				Steps: []resource.TestStep{
+					{Config: poolConfig, Check: e.seed(1, agentsim.SeedSpec{}, &ids)},
+					{
+						Config: denied,
+						ExpectError: regexp.MustCompile(wrapped(`no registration token can be minted for them: this provider's AWS role may not read the pool's GitHub credential, ` +
+							regexp.QuoteMeta(store.describe+name) + `: grant the role ` + regexp.QuoteMeta(store.grant) +
+							` \(and kms:Decrypt on its key, when that is a customer managed key\), or configure the provider's github block`)),
+					},
+					{
+						Config: poolConfig,
+						Check: resource.ComposeTestCheckFunc(
+							e.checkRecords(protocol.StateIdle, "", &ids),
+							apiCalls(gh),
+						),
+					},
+					{
+						Config: poolConfig + claim,
+						Check: resource.ComposeTestCheckFunc(
+							e.checkRecords(protocol.StateRunning, "run-cred", &ids),
+							apiCalls(gh, "registration-token octo/app", "list-runner-releases"),
+							handedIssuedToken(gh, e.pool, &ids),
+						),
+					},
+					{
+						Config: poolConfig,
+						Check: resource.ComposeTestCheckFunc(
+							e.checkRecords(protocol.StateIdle, "", &ids),
+							apiCalls(gh, "registration-token octo/app", "list-runner-releases", "remove-token octo/app", "list-runner-releases"),
+						),
+					},
+				},
+			})
+		})
+	}
 }
 
-// putCredential stores the credential's JSON in the SecureString name,
-// deleted when the test ends.
-func putCredential(t *testing.T, name string, credential map[string]string) {
+// putParameter stores value in the SecureString name, deleted when the
+// test ends.
+func putParameter(t *testing.T, name, value string) {
 	t.Helper()
-	value, err := json.Marshal(credential)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := testClients.SSM.PutParameter(context.Background(), &ssm.PutParameterInput{
-		Name: aws.String(name), Type: ssmtypes.ParameterTypeSecureString, Value: aws.String(string(value)),
+		Name: aws.String(name), Type: ssmtypes.ParameterTypeSecureString, Value: aws.String(value),
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -102,15 +129,32 @@ func putCredential(t *testing.T, name string, credential map[string]string) {
 	})
 }
 
-// denyingSSM is an SSM endpoint that answers every request as AWS answers
-// a role without ssm:GetParameter (the emulator checks no permission).
-func denyingSSM(t *testing.T) string {
+// putSecret stores value as the text of the secret name, deleted when the
+// test ends.
+func putSecret(t *testing.T, name, value string) {
+	t.Helper()
+	if _, err := testClients.SecretsManager.CreateSecret(context.Background(), &secretsmanager.CreateSecretInput{
+		Name: aws.String(name), SecretString: aws.String(value),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = testClients.SecretsManager.DeleteSecret(context.Background(), &secretsmanager.DeleteSecretInput{
+			SecretId: aws.String(name), ForceDeleteWithoutRecovery: aws.Bool(true),
+		})
+	})
+}
+
+// denyingEndpoint is an endpoint of a JSON-protocol service (SSM, Secrets
+// Manager) that answers every request as AWS answers a role without action
+// (the emulator checks no permission).
+func denyingEndpoint(t *testing.T, action string) string {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
 		w.WriteHeader(http.StatusBadRequest)
 		_ = json.NewEncoder(w).Encode(map[string]string{
 			"__type":  "AccessDeniedException",
-			"message": "User: arn:aws:sts::000000000000:assumed-role/ci/claims is not authorized to perform: ssm:GetParameter because no identity-based policy allows the ssm:GetParameter action",
+			"message": "User: arn:aws:sts::000000000000:assumed-role/ci/claims is not authorized to perform: " + action + " because no identity-based policy allows the " + action + " action",
 		})
 	}))
 	t.Cleanup(srv.Close)
