@@ -19,6 +19,27 @@ import (
 type qmsg struct {
 	msgID, body, receipt string
 	visibleAt            time.Time
+	hidings              []hiding // since it was first received, for counts that lag
+}
+
+// hiding is a change of a received message's visibility: from then on, it
+// is hidden until until.
+type hiding struct{ from, until time.Time }
+
+// hide hides a received message until until, from the clock's now.
+func (m *qmsg) hide(now, until time.Time) {
+	m.visibleAt = until
+	m.hidings = append(m.hidings, hiding{from: now, until: until})
+}
+
+// inFlightAt tells whether the message was received and hidden at t.
+func (m *qmsg) inFlightAt(t time.Time) bool {
+	for i := len(m.hidings) - 1; i >= 0; i-- {
+		if !m.hidings[i].from.After(t) {
+			return m.hidings[i].until.After(t)
+		}
+	}
+	return false
 }
 
 type SentEntry struct {
@@ -47,6 +68,10 @@ type SQS struct {
 	seq    int
 	// AdvancePerReceive moves the clock on at every receive (0: never).
 	AdvancePerReceive time.Duration
+	// CountLag: GetQueueAttributes counts the messages in flight as they
+	// were this long ago on the queue's clock (SQS's counts are
+	// approximate, and may lag); deleted messages are not counted.
+	CountLag time.Duration
 
 	Receives []*sqs.ReceiveMessageInput
 	Received []string // bodies, in order
@@ -171,7 +196,7 @@ func (s *SQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, _
 	for _, m := range got {
 		s.seq++
 		m.receipt = fmt.Sprintf("rh-%s-%d", m.msgID, s.seq)
-		m.visibleAt = s.Clock.Add(time.Duration(in.VisibilityTimeout) * time.Second)
+		m.hide(s.Clock, s.Clock.Add(time.Duration(in.VisibilityTimeout)*time.Second))
 		s.Received = append(s.Received, m.body)
 		out.Messages = append(out.Messages, sqstypes.Message{MessageId: aws.String(m.msgID), ReceiptHandle: aws.String(m.receipt), Body: aws.String(m.body)})
 	}
@@ -196,7 +221,7 @@ func (s *SQS) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMe
 	out := &sqs.ChangeMessageVisibilityBatchOutput{}
 	for _, e := range in.Entries {
 		if idx := q.byReceipt(e.ReceiptHandle); idx >= 0 {
-			q.messages[idx].visibleAt = s.Clock.Add(time.Duration(e.VisibilityTimeout) * time.Second)
+			q.messages[idx].hide(s.Clock, s.Clock.Add(time.Duration(e.VisibilityTimeout)*time.Second))
 			out.Successful = append(out.Successful, sqstypes.ChangeMessageVisibilityBatchResultEntry{Id: e.Id})
 		} else {
 			out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("ReceiptHandleIsInvalid"), Message: aws.String("no such receipt handle"), SenderFault: true})
@@ -225,7 +250,7 @@ func (s *SQS) GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributes
 		}
 		inFlight := 0
 		for _, m := range q.messages {
-			if m.receipt != "" && m.visibleAt.After(s.Clock) {
+			if m.inFlightAt(s.Clock.Add(-s.CountLag)) {
 				inFlight++
 			}
 		}

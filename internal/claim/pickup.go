@@ -344,10 +344,12 @@ func (p *Pickup) awaitMessages(ctx context.Context, want int32) ([]sqstypes.Mess
 		// that has seen runners in the queue looks once more even when
 		// nobody else holds anything then: a message may become visible
 		// just after a poll (handed back, or its visibility run out).
-		// One that has seen none (an empty pool) launches at once.
+		// One that has seen none (an empty pool) launches at once. It
+		// counts before it hands back: SQS's count is approximate and may
+		// lag, and its own messages are left out only while it holds them.
+		others, err := p.othersInFlight(ctx)
 		mismatches := len(p.held)
 		p.makeVisible(ctx, p.releaseHeld())
-		others, err := p.othersInFlight(ctx)
 		if err != nil {
 			p.log("pickup: cannot tell whether other claims hold messages; taking the queue as empty", "error", err.Error())
 			return nil, nil

@@ -565,6 +565,24 @@ func TestPickupWaitRestartsWithANewRunner(t *testing.T) {
 	}
 }
 
+// SQS's in-flight count is approximate and may lag: a claim counts the
+// messages others hold before it hands its own back, while its own are
+// still left out. Here the count lags half a second: counted after the
+// hand-back, it would still include the claim's own mismatch, and the claim
+// would wait for it 10 long polls before it launches.
+func TestPickupCountsBeforeHandingBack(t *testing.T) {
+	s := newFakeSQS(largeURL)
+	s.CountLag = 500 * time.Millisecond
+	s.Add(largeURL, idleMessage("i-r", "r6i.large", future()).Body()) // a mismatch for c*
+	p := newTestPickup(t, s)
+	if got := take(t, p, 1); len(got) != 0 {
+		t.Fatalf("Take = %v, want none", got)
+	}
+	if st := p.Stats(); st.InFlightWaits > 1 {
+		t.Errorf("stats %+v: want at most the one look once more, no wait for the claim's own message", st)
+	}
+}
+
 // A short poll may miss a message; the confirming long poll finds it.
 func TestPickupLongPollFindsMessageShortPollMissed(t *testing.T) {
 	s := newFakeSQS(largeURL)
