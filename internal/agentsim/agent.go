@@ -304,8 +304,12 @@ func pastGrace(rec protocol.Instance, o Options) bool {
 // agent terminates instead).
 type simEC2 struct{ a *agent }
 
+// TerminateInstances is the agent terminating its own instance. The call
+// outlives the boot: the emulator shows the instance terminated at once,
+// and the instance's watcher would end the boot before the answer reached
+// the agent, where EC2 shuts a machine down well after it answers.
 func (e simEC2) TerminateInstances(ctx context.Context, in *ec2.TerminateInstancesInput, opts ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error) {
-	out, err := e.a.sim.c.EC2.TerminateInstances(ctx, in, opts...)
+	out, err := e.a.sim.c.EC2.TerminateInstances(context.WithoutCancel(ctx), in, opts...)
 	if err != nil {
 		e.a.fail(ctx, "terminating itself", err)
 	}
