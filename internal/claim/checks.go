@@ -245,6 +245,15 @@ func describeSignal(s protocol.Signal) string {
 	return fmt.Sprintf("%s for run %q", s.State, s.RunID)
 }
 
+// sleepOn waits d with sleeper, a virtual clock's, or with a timer when
+// sleeper is nil.
+func sleepOn(sleeper func(context.Context, time.Duration) error, ctx context.Context, d time.Duration) error {
+	if sleeper != nil {
+		return sleeper(ctx, d)
+	}
+	return sleep(ctx, d)
+}
+
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()

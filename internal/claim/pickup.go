@@ -254,10 +254,9 @@ func (p *Pickup) fetch(ctx context.Context, need int) error {
 // receiving are the ones other claims wait for, and receiving them again
 // at once would hide them from those claims for good.
 func (p *Pickup) stepAside(ctx context.Context) error {
-	others, err := p.othersInFlight(ctx)
+	others, known := p.othersHolding(ctx)
 	switch {
-	case err != nil:
-		p.log("pickup: cannot tell whether other claims hold messages; taking the queue as empty", "error", err.Error())
+	case !known:
 		p.exhausted = true
 		return nil
 	case others == 0:
@@ -269,17 +268,14 @@ func (p *Pickup) stepAside(ctx context.Context) error {
 	}
 	p.makeVisible(ctx, p.releaseHeld())
 	p.log("pickup: received only runners already seen while other claims hold messages; stepping aside", "in_flight", others)
-	p.waits++
-	p.stats.InFlightWaits++
-	return p.pause(ctx, confirmWait*time.Second)
+	p.waited()
+	return sleepOn(p.Sleep, ctx, confirmWait*time.Second)
 }
 
-// pause waits d on the pickup's clock.
-func (p *Pickup) pause(ctx context.Context, d time.Duration) error {
-	if p.Sleep != nil {
-		return p.Sleep(ctx, d)
-	}
-	return sleep(ctx, d)
+// waited counts one wait for messages other claims hold.
+func (p *Pickup) waited() {
+	p.waits++
+	p.stats.InFlightWaits++
 }
 
 // sighted counts a sighting of a runner, or of a message delivered again;
@@ -330,9 +326,10 @@ func (p *Pickup) redelivered(messageID string, handle *string) bool {
 
 // awaitMessages long-polls a queue that looked empty: once to confirm it,
 // and again while other claims hold messages in flight, at most
-// inFlightPolls times since the claim last accepted a new runner. It asks for no more than want: a long poll answers
-// with what it finds, and a batch this claim does not need would be hidden
-// from the claims started with it.
+// inFlightPolls times since the claim last accepted a new runner. It asks
+// for no more than want: a long poll answers with what it finds, and a
+// batch this claim does not need would be hidden from the claims started
+// with it.
 func (p *Pickup) awaitMessages(ctx context.Context, want int32) ([]sqstypes.Message, error) {
 	for {
 		out, err := p.receive(ctx, want, confirmWait)
@@ -347,11 +344,10 @@ func (p *Pickup) awaitMessages(ctx context.Context, want int32) ([]sqstypes.Mess
 		// One that has seen none (an empty pool) launches at once. It
 		// counts before it hands back: SQS's count is approximate and may
 		// lag, and its own messages are left out only while it holds them.
-		others, err := p.othersInFlight(ctx)
+		others, known := p.othersHolding(ctx)
 		mismatches := len(p.held)
 		p.makeVisible(ctx, p.releaseHeld())
-		if err != nil {
-			p.log("pickup: cannot tell whether other claims hold messages; taking the queue as empty", "error", err.Error())
+		if !known {
 			return nil, nil
 		}
 		switch {
@@ -363,9 +359,18 @@ func (p *Pickup) awaitMessages(ctx context.Context, want int32) ([]sqstypes.Mess
 		default:
 			return nil, nil
 		}
-		p.waits++
-		p.stats.InFlightWaits++
+		p.waited()
 	}
+}
+
+// othersHolding is othersInFlight, and whether it is known: an error is
+// logged, and the caller takes the queue as empty.
+func (p *Pickup) othersHolding(ctx context.Context) (int, bool) {
+	others, err := p.othersInFlight(ctx)
+	if err != nil {
+		p.log("pickup: cannot tell whether other claims hold messages; taking the queue as empty", "error", err.Error())
+	}
+	return others, err == nil
 }
 
 // othersInFlight is the number of the queue's messages in flight that this

@@ -301,35 +301,17 @@ func TestPickupLooksOnceMoreAfterSeeingRunners(t *testing.T) {
 	}
 }
 
-// holdElsewhere receives every visible message of url as another claim
-// would, hiding them for two minutes, and returns their receipt handles.
-func holdElsewhere(t *testing.T, s *fakeSQS, url string) []*string {
-	t.Helper()
-	out, err := s.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: 120})
-	if err != nil || len(out.Messages) == 0 {
-		t.Fatalf("holding the queue's messages elsewhere: %v, %d messages", err, len(out.Messages))
-	}
-	var handles []*string
-	for _, m := range out.Messages {
-		handles = append(handles, m.ReceiptHandle)
-	}
-	return handles
-}
-
 // A claim that finds the queue empty while another claim holds messages
 // (sorting them, in a burst) waits for them rather than launch: here the
 // other claim hands its runner back during the wait.
 func TestPickupWaitsForMessagesOtherClaimsHold(t *testing.T) {
 	s := newFakeSQS(largeURL)
 	s.Add(largeURL, idleMessage("i-1", "c6i.large", future()).Body())
-	handles := holdElsewhere(t, s, largeURL)
+	other := newElsewhere(t, s)
+	other.receive()
 	s.ReceiveHook = func(n int, _ *sqs.ReceiveMessageInput) {
-		if n != 4 { // the other claim's receive, the pickup's short poll and confirming long poll, then one more
-			return
-		}
-		if _, err := s.ChangeMessageVisibilityBatch(context.Background(), &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(largeURL),
-			Entries: []sqstypes.ChangeMessageVisibilityBatchRequestEntry{{Id: aws.String("0"), ReceiptHandle: handles[0]}}}); err != nil {
-			t.Errorf("handing the runner back: %v", err)
+		if n == 4 { // the other claim's receive, the pickup's short poll and confirming long poll, then one more
+			other.handBack("i-1")
 		}
 	}
 	p := newTestPickup(t, s)
@@ -352,7 +334,7 @@ func TestPickupWaitForHeldMessagesIsBounded(t *testing.T) {
 	t.Run("held elsewhere", func(t *testing.T) {
 		s := newFakeSQS(largeURL)
 		s.Add(largeURL, idleMessage("i-1", "c6i.large", future()).Body())
-		holdElsewhere(t, s, largeURL)
+		newElsewhere(t, s).receive()
 		p := newTestPickup(t, s)
 		if got := take(t, p, 1); len(got) != 0 {
 			t.Fatalf("Take = %v, want none", got)
@@ -375,7 +357,7 @@ func TestPickupWaitForHeldMessagesIsBounded(t *testing.T) {
 				s.Mu.Lock()
 				s.Clock = s.Clock.Add((receiveVisibility + 1) * time.Second)
 				s.Mu.Unlock()
-				holdElsewhere(t, s, largeURL)
+				newElsewhere(t, s).receive()
 			}
 		}
 		if got := take(t, p, 1); len(got) != 0 {
@@ -414,12 +396,12 @@ func newElsewhere(t *testing.T, s *fakeSQS) *elsewhere {
 }
 
 // receive receives every visible message, hiding each for two minutes, and
-// returns their runners.
+// returns their runners; it finds at least one.
 func (e *elsewhere) receive() []string {
 	e.t.Helper()
 	out, err := e.s.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(largeURL), MaxNumberOfMessages: 10, VisibilityTimeout: 120})
-	if err != nil {
-		e.t.Fatalf("the other claim's receive: %v", err)
+	if err != nil || len(out.Messages) == 0 {
+		e.t.Fatalf("the other claim's receive: %v, %d messages", err, len(out.Messages))
 	}
 	var ids []string
 	for _, msg := range out.Messages {
@@ -441,6 +423,17 @@ func (e *elsewhere) handBack(id string) {
 	if err != nil || len(out.Failed) > 0 {
 		e.t.Fatalf("the other claim handing %s back: %v %+v", id, err, out)
 	}
+}
+
+// fitHeldElsewhere is a queue whose runner that fits the pickup (i-c) another
+// claim holds, and a mismatch for the pickup (i-r) visible.
+func fitHeldElsewhere(t *testing.T) (*fakeSQS, *elsewhere) {
+	s := newFakeSQS(largeURL)
+	s.Add(largeURL, idleMessage("i-c", "c6i.large", future()).Body())
+	other := newElsewhere(t, s)
+	other.receive()
+	s.Add(largeURL, idleMessage("i-r", "r6i.large", future()).Body())
+	return s, other
 }
 
 // Two claims of a burst that each hold the other's runner as a mismatch:
@@ -483,11 +476,7 @@ func TestPickupHandsBackItsMismatchesBeforeWaiting(t *testing.T) {
 // claim (r*) holds i-c and waits for i-r: it finds i-r during the pause,
 // and hands i-c back.
 func TestPickupStepsAsideWhileOthersHoldMessages(t *testing.T) {
-	s := newFakeSQS(largeURL)
-	s.Add(largeURL, idleMessage("i-c", "c6i.large", future()).Body())
-	other := newElsewhere(t, s)
-	other.receive()
-	s.Add(largeURL, idleMessage("i-r", "r6i.large", future()).Body()) // a mismatch for c*
+	s, other := fitHeldElsewhere(t)
 	p := newTestPickup(t, s)
 	advance, pauses := p.Sleep, 0
 	p.Sleep = func(ctx context.Context, d time.Duration) error {
@@ -512,12 +501,8 @@ func TestPickupStepsAsideWhileOthersHoldMessages(t *testing.T) {
 // i-r back and receives it again more than sightingLimit times before the
 // other claim hands i-c back.
 func TestPickupRunnerHandedBackIsNotCycling(t *testing.T) {
-	s := newFakeSQS(largeURL)
-	s.Add(largeURL, idleMessage("i-c", "c6i.large", future()).Body())
-	other := newElsewhere(t, s)
-	other.receive()
-	mismatch := idleMessage("i-r", "r6i.large", future()).Body() // a mismatch for c*
-	s.Add(largeURL, mismatch)
+	s, other := fitHeldElsewhere(t)
+	mismatch := idleMessage("i-r", "r6i.large", future()).Body()
 	handedBack := false
 	s.ReceiveHook = func(int, *sqs.ReceiveMessageInput) {
 		s.Mu.Lock()

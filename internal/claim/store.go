@@ -31,10 +31,7 @@ type store struct {
 
 // pause waits d on the store's clock.
 func (s *store) pause(ctx context.Context, d time.Duration) error {
-	if s.sleep != nil {
-		return s.sleep(ctx, d)
-	}
-	return sleep(ctx, d)
+	return sleepOn(s.sleep, ctx, d)
 }
 
 // transition is one row of the pool protocol's state table: a conditional write

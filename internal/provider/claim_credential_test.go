@@ -40,14 +40,15 @@ func TestAccClaim_storedGitHubCredential(t *testing.T) {
 		grant     string // what the claim's error says to grant
 		put       func(t *testing.T, name, value string)
 		describe  string // how errors name the credential
+		nameOf    string // the credential's name, of the pool's name
 	}{
 		{
 			name: "ssm", attribute: "ssm_parameter", endpoint: "ssm", action: "ssm:GetParameter",
-			grant: "ssm:GetParameter on it", put: putParameter, describe: "SSM parameter ",
+			grant: "ssm:GetParameter on it", put: putParameter, describe: "SSM parameter ", nameOf: "/ec2runners/%s/github",
 		},
 		{
 			name: "secrets_manager", attribute: "secrets_manager_secret", endpoint: "secretsmanager", action: "secretsmanager:GetSecretValue",
-			grant: "secretsmanager:GetSecretValue on it", put: putSecret, describe: "Secrets Manager secret ",
+			grant: "secretsmanager:GetSecretValue on it", put: putSecret, describe: "Secrets Manager secret ", nameOf: "ec2runners/%s/github",
 		},
 	}
 	for _, store := range stores {
@@ -58,10 +59,7 @@ func TestAccClaim_storedGitHubCredential(t *testing.T) {
 			t.Setenv("GITHUB_REPOSITORY_OWNER", "")
 			t.Setenv("GITHUB_API_URL", gh.URL)
 			e := newClaimEnv(t, "acc-cred")
-			name := "ec2runners/" + e.pool + "/github"
-			if store.name == "ssm" {
-				name = "/" + name // a parameter path
-			}
+			name := fmt.Sprintf(store.nameOf, e.pool)
 			credential, err := json.Marshal(map[string]string{"owner": "octo", "repository": "app", "token": gh.APIKey})
 			if err != nil {
 				t.Fatal(err)
