@@ -88,15 +88,15 @@ type Runner interface {
 	// reaches a process of the runner user) and starts it as the runner
 	// user.
 	Register(ctx context.Context, r Registration) error
-	// EnsureRunning starts the run's runner again if it exited.
-	EnsureRunning(ctx context.Context) error
-	// Refused tells whether GitHub refused the run's runner for its
-	// version (its listener said so), as it does at once after a critical
-	// security release of the runner.
-	Refused() bool
-	// Reinstall starts the run's runner again from the installation
-	// registrations use now, with the run's registration.
-	Reinstall(ctx context.Context) error
+	// Running tells whether the run's runner is running (true when no run
+	// is registered). It is what the kernel says of the runner's process,
+	// never what the runner prints or writes: that is the jobs' to forge.
+	Running() bool
+	// Restart ends every process of the run (its jobs included: none may
+	// outlive its runner) and starts the run's runner again, from a fresh
+	// copy of the installation registrations use now, with the run's
+	// registration.
+	Restart(ctx context.Context) error
 	// Stop stops the run's runner.
 	Stop(ctx context.Context) error
 	// Remove deregisters the run's runner from GitHub with a removal token,
@@ -197,14 +197,16 @@ type Agent struct {
 
 	bootAt time.Time // on the agent's clock
 
-	beat       sync.Mutex // held while a heartbeat is written: none lands after UD_FAILED
-	mu         sync.Mutex
-	failed     bool // UD_FAILED: no heartbeat any more
-	ready      bool // prepared and told so at this boot
-	serving    string
-	registered bool // the run's runner is configured
-	nextCheck  time.Time
-	updating   bool
+	beat        sync.Mutex // held while a heartbeat is written: none lands after UD_FAILED
+	mu          sync.Mutex
+	failed      bool // UD_FAILED: no heartbeat any more
+	ready       bool // prepared and told so at this boot
+	serving     string
+	registered  bool // the run's runner is configured
+	nextCheck   time.Time
+	updating    bool
+	restarting  bool      // the run's runner is being started again, in the background
+	nextRestart time.Time // not before: a runner that keeps stopping starts again once per runner check
 }
 
 // New is the agent of one boot of an instance with cfg (defaults filled in

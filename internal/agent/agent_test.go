@@ -333,34 +333,92 @@ func TestOutdatedRunnerDoesNotRegister(t *testing.T) {
 	}
 }
 
-// A runner GitHub refuses while it serves a run (after a critical security
-// release no date foretells) is updated at once to the newest release GitHub
-// names, and started again; a pinned one is not.
-func TestRefusedRunnerIsReplacedAtOnce(t *testing.T) {
+// servingRun boots an agent with runner 2.331.0 installed (pinned when
+// pinned) and GitHub's newest release 2.332.0, and registers it for run-1.
+func (w *world) servingRun(pinned bool) *agent.Agent {
+	w.t.Helper()
+	w.deps.Releases = releases{protocol.RunnerRelease{Version: "2.332.0", SHA256: map[string]string{"linux-x64": digest, "linux-arm64": digest}}}
+	if pinned {
+		w.cfg.Runner.Version = "2.331.0"
+	}
+	w.runner.Install(context.Background(), agent.Archive{Version: "2.331.0"})
+	a := w.agent("")
+	if err := a.Boot(context.Background(), nil); err != nil {
+		w.t.Fatal(err)
+	}
+	w.record(protocol.StateClaimed, "run-1", w.clock.Now().Add(5*time.Minute))
+	w.token(protocol.SortKeyRegistrationToken, "run-1", target, w.clock.Now().Add(time.Hour))
+	a.Poll(context.Background())
+	w.wantSignal(protocol.SignalRegistered, "run-1")
+	return a
+}
+
+// A runner that stops while it serves a run (GitHub refuses it after a
+// critical security release no date foretells) starts again, on the newest
+// release GitHub publishes when that is newer and the runner is not
+// pinned; a running runner is never started again.
+func TestStoppedRunnerStartsAgainOnGitHubsNewest(t *testing.T) {
 	for _, pinned := range []bool{false, true} {
 		w := newWorld(t)
-		w.deps.Releases = releases{protocol.RunnerRelease{Version: "2.332.0", SHA256: map[string]string{"linux-x64": digest, "linux-arm64": digest}}}
-		if pinned {
-			w.cfg.Runner.Version = "2.331.0"
-		}
-		w.runner.Install(context.Background(), agent.Archive{Version: "2.331.0"})
-		a := w.agent("")
-		if err := a.Boot(context.Background(), nil); err != nil {
-			t.Fatal(err)
-		}
-		w.record(protocol.StateClaimed, "run-1", w.clock.Now().Add(5*time.Minute))
-		w.token(protocol.SortKeyRegistrationToken, "run-1", target, w.clock.Now().Add(time.Hour))
+		a := w.servingRun(pinned)
 		a.Poll(context.Background())
-		w.wantSignal(protocol.SignalRegistered, "run-1")
-		w.runner.Refuse = true
+		if n := w.runner.Restarts(); n != 0 || w.runner.Installed() != "2.331.0" {
+			t.Fatalf("pinned %v: a running runner was started again %d times, on %s", pinned, n, w.runner.Installed())
+		}
+		w.runner.RefuseOlderThan = "2.332.0"
 		a.Poll(context.Background())
-		want, refused := "2.332.0", false
+		want := "2.332.0"
 		if pinned {
-			want, refused = "2.331.0", true
+			want = "2.331.0"
 		}
-		if got := w.runner.Installed(); got != want || w.runner.Refused() != refused {
-			t.Errorf("pinned %v: installed %s (refused %v), want %s (refused %v)", pinned, got, w.runner.Refused(), want, refused)
+		if got, n := w.runner.Installed(), w.runner.Restarts(); got != want || n != 1 {
+			t.Errorf("pinned %v: started again %d times on %s, want once on %s", pinned, n, got, want)
 		}
+		if w.runner.Running() == pinned {
+			t.Errorf("pinned %v: running %v after the restart", pinned, w.runner.Running())
+		}
+	}
+}
+
+// A runner that keeps stopping (a pinned one GitHub refuses) starts again
+// once per runner check interval, not at every poll.
+func TestRunnerThatKeepsStoppingStartsAgainOncePerCheck(t *testing.T) {
+	w := newWorld(t)
+	a := w.servingRun(true)
+	w.runner.RefuseOlderThan = "2.332.0"
+	for range 5 {
+		a.Poll(context.Background())
+	}
+	if n := w.runner.Restarts(); n != 1 {
+		t.Fatalf("started again %d times in five polls, want once", n)
+	}
+	w.clock.Sleep(context.Background(), agent.DefaultRunnerCheck)
+	a.Poll(context.Background())
+	if n := w.runner.Restarts(); n != 2 {
+		t.Errorf("started again %d times after a runner check interval, want twice", n)
+	}
+}
+
+// A runner that cannot start again is retired with its instance: the
+// agent terminates it and writes no heartbeat after.
+func TestRunnerThatCannotStartAgainIsRetired(t *testing.T) {
+	w := newWorld(t)
+	a := w.servingRun(true)
+	w.runner.RefuseOlderThan = "2.332.0"
+	w.runner.RestartFails = errors.New("the installation differs from what was installed")
+	a.Poll(context.Background())
+	if len(w.ec2.terminated) != 1 || w.ec2.terminated[0] != id {
+		t.Fatalf("terminated %v, want the instance", w.ec2.terminated)
+	}
+	if err := a.Heartbeat(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if hb := w.table.GetKey(protocol.AgentKey(arn, protocol.SortKeyHeartbeat)); hb != nil {
+		t.Errorf("a heartbeat after the runner was retired: %v", hb)
+	}
+	a.Poll(context.Background())
+	if n := w.runner.Restarts(); n != 1 {
+		t.Errorf("a retired runner was started %d times, want once", n)
 	}
 }
 

@@ -95,7 +95,8 @@ type Intervals struct {
 	// TokenWait: how long it waits for the token of a run.
 	TokenWait protocol.Duration `json:"tokenWait,omitempty"`
 	// RunnerCheck: how often an idle agent reads which runner release the
-	// pool told it of, to update to it.
+	// pool told it of, to update to it, and how often at most a runner that
+	// keeps stopping during a run is started again.
 	RunnerCheck protocol.Duration `json:"runnerCheck,omitempty"`
 }
 

@@ -55,6 +55,17 @@ func (a *Agent) Run(ctx context.Context) End {
 	}
 }
 
+// giveUp stops the heartbeats for good: the pool ends an instance whose
+// heartbeat stopped. A beat on its way lands first, so that no one sees a
+// fresh beat after what the agent says next.
+func (a *Agent) giveUp() {
+	a.beat.Lock()
+	defer a.beat.Unlock()
+	a.mu.Lock()
+	a.failed = true
+	a.mu.Unlock()
+}
+
 // heartbeats beats on a fixed schedule, one interval after the last beat
 // was due, so that a slow write does not stretch the interval; a late beat
 // goes at once, without a burst to catch up.
@@ -97,13 +108,7 @@ func (a *Agent) Boot(ctx context.Context, walls error) error {
 	if err != nil {
 		a.logf("preparing the instance failed: %v", err)
 		outcome, event = protocol.SignalUserDataFailed, EventPrepareFailed
-		// No claim may see a fresh beat after the signal: a beat on its way
-		// lands first.
-		a.beat.Lock()
-		a.mu.Lock()
-		a.failed = true
-		a.mu.Unlock()
-		a.beat.Unlock()
+		a.giveUp()
 	}
 	if a.id.InitialRunID != "" {
 		if serr := a.signal(ctx, outcome, a.id.InitialRunID); serr != nil {

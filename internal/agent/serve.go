@@ -38,14 +38,8 @@ func (a *Agent) Poll(ctx context.Context) time.Duration {
 		a.keepRunnerCurrent(ctx)
 		return a.interval(a.cfg.Intervals.ClaimPoll)
 	case found && rec.RunID == serving:
-		switch {
-		case !registered:
-		case a.d.Runner.Refused():
-			a.replaceRefusedRunner(ctx)
-		default:
-			if err := a.d.Runner.EnsureRunning(ctx); err != nil {
-				a.logf("starting the runner again: %v", err)
-			}
+		if registered && !a.d.Runner.Running() {
+			a.restartRunner(ctx, serving)
 		}
 		return a.interval(a.cfg.Intervals.ReleasePoll)
 	}
@@ -259,16 +253,62 @@ func (a *Agent) keepRunnerCurrent(ctx context.Context) {
 	})
 }
 
-// replaceRefusedRunner updates the run's runner when GitHub refuses its
-// version, which no release date foretells after a critical security
-// release: the run is stuck otherwise, so the update happens now, on the
-// run's path. It asks GitHub for the newest release first (the pool told
-// of the one before, at best).
-func (a *Agent) replaceRefusedRunner(ctx context.Context) {
-	installed := a.d.Runner.Installed()
-	if a.cfg.Runner.Pinned() {
-		a.logf("GitHub refuses runner %s, pinned by runner_version: move the pin", installed)
+// restartRunner starts the run's runner again once it stopped, in the
+// background (a download must not hold up the run's release). Why it
+// stopped is not asked: what the runner prints and writes is the jobs' to
+// forge. A runner GitHub refuses stops, and GitHub refuses older runners
+// at once after a critical security release, which no release date
+// foretells; so when GitHub publishes a newer release than the one
+// installed, the runner starts again on it (unless pinned). Either way the
+// run's jobs end first, and a runner that cannot start again is retired
+// with its instance rather than left half alive: the agent terminates it
+// and beats no more, so the pool ends it even if EC2 refused. A runner
+// that keeps stopping (a pinned one GitHub refuses) starts again once per
+// runner check interval.
+func (a *Agent) restartRunner(ctx context.Context, runID string) {
+	now := a.d.Clock.Now()
+	a.mu.Lock()
+	busy := a.restarting || a.failed || now.Before(a.nextRestart)
+	if !busy {
+		a.restarting = true
+		a.nextRestart = now.Add(a.interval(a.cfg.Intervals.RunnerCheck))
+	}
+	a.mu.Unlock()
+	if busy {
 		return
+	}
+	a.d.Background(func() {
+		defer func() {
+			a.mu.Lock()
+			a.restarting = false
+			a.mu.Unlock()
+		}()
+		installed := a.d.Runner.Installed()
+		a.logf("the runner of run %s stopped; starting it again", runID)
+		if archive, ok := a.newerRelease(ctx, installed); ok {
+			a.logf("GitHub publishes runner %s, newer than %s: installing it first", archive.Version, installed)
+			if err := a.d.Runner.Install(ctx, archive); err != nil {
+				a.logf("installing runner %s failed (starting %s again): %v", archive.Version, installed, err)
+			} else {
+				a.emit(EventRunnerUpdated, runID, archive.Version)
+			}
+		}
+		err := a.d.Runner.Restart(ctx)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil:
+			a.giveUp()
+			a.terminate(ctx, runID, "its runner could not start again: "+err.Error())
+		}
+	})
+}
+
+// newerRelease is the archive of the newest release GitHub publishes, as
+// the pool told it or as GitHub answers now, when it is newer than
+// installed and the runner is not pinned.
+func (a *Agent) newerRelease(ctx context.Context, installed string) (Archive, bool) {
+	if a.cfg.Runner.Pinned() {
+		return Archive{}, false
 	}
 	var newest *protocol.RunnerRelease
 	if a.d.Releases != nil {
@@ -282,22 +322,14 @@ func (a *Agent) replaceRefusedRunner(ctx context.Context) {
 		newest = &told.Release
 	}
 	if newest == nil || protocol.CompareRunnerVersions(newest.Version, installed) <= 0 {
-		a.logf("GitHub refuses runner %s and no newer release is known", installed)
-		return
+		return Archive{}, false
 	}
 	archive, err := a.archiveOf(*newest)
-	if err == nil {
-		a.logf("GitHub refuses runner %s: installing %s now", installed, archive.Version)
-		err = a.d.Runner.Install(ctx, archive)
-	}
-	if err == nil {
-		err = a.d.Runner.Reinstall(ctx)
-	}
 	if err != nil {
-		a.logf("replacing the refused runner %s: %v", installed, err)
-		return
+		a.logf("not updating the runner: %v", err)
+		return Archive{}, false
 	}
-	a.emit(EventRunnerUpdated, "", archive.Version)
+	return archive, true
 }
 
 // archiveToInstall is the runner archive a boot installs: the pinned

@@ -129,9 +129,9 @@ func TestInstance_outdatedRunnerNeverHandedOut(t *testing.T) {
 
 // After a critical security release of the runner, GitHub refuses older
 // runners at once, which no release date foretells: the runner of a run
-// already handed out is refused, and its agent installs the new release
-// now and starts the runner again with the run's registration, so the
-// run's jobs run.
+// already handed out is refused and stops, and its agent installs GitHub's
+// newer release and starts the runner again with the run's registration,
+// so the run's jobs run.
 func TestInstance_runnerRefusedAfterACriticalRelease(t *testing.T) {
 	f, inst := startServing(t, "run-1")
 	const critical = "2.332.0"
@@ -142,7 +142,7 @@ func TestInstance_runnerRefusedAfterACriticalRelease(t *testing.T) {
 		return slices.Contains(f.env.GitHub.Events(), "deprecated "+f.instanceID+" "+scripttest.RunnerVersion)
 	})
 	checkJob(t, f, "run-1")
-	if !strings.Contains(inst.Output(), "GitHub refuses runner "+scripttest.RunnerVersion+": installing "+critical+" now") {
+	if !strings.Contains(inst.Output(), "GitHub publishes runner "+critical+", newer than "+scripttest.RunnerVersion) {
 		t.Errorf("the agent's log does not tell the update:\n%s", inst.Output())
 	}
 	f.awaitRunnerVersion(critical)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agent"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
 // Host is an instance's machine: its walls always go up and its jobs end
@@ -63,13 +64,17 @@ type Runner struct {
 	// OnRemoveHang hears it begin.
 	RemoveHangs  bool
 	OnRemoveHang func()
-	// Refuse: GitHub refuses the registered runner's version, until it is
-	// started again from another installation (Reinstall).
-	Refuse bool
+	// RefuseOlderThan: GitHub refuses a registered runner older than this
+	// version, as after a critical security release: it stops, and runs
+	// again only when restarted on a newer installation.
+	RefuseOlderThan string
+	// RestartFails: starting the runner again fails with this error.
+	RestartFails error
 
 	mu         sync.Mutex
 	installed  string
 	registered *agent.Registration
+	restarts   int
 }
 
 var _ agent.Runner = (*Runner)(nil)
@@ -118,23 +123,28 @@ func (r *Runner) Register(ctx context.Context, reg agent.Registration) error {
 	return nil
 }
 
-// EnsureRunning has nothing to start again.
-func (r *Runner) EnsureRunning(context.Context) error { return nil }
-
-// Refused tells whether GitHub refuses the registered runner (Refuse).
-func (r *Runner) Refused() bool {
+// Running tells whether the registered runner runs: not while GitHub
+// refuses its version.
+func (r *Runner) Running() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.Refuse && r.registered != nil
+	return r.registered == nil || r.RefuseOlderThan == "" || protocol.CompareRunnerVersions(r.installed, r.RefuseOlderThan) >= 0
 }
 
-// Reinstall starts the runner again from the installation: GitHub takes
-// it.
-func (r *Runner) Reinstall(context.Context) error {
+// Restart starts the runner again, on the installation, unless
+// RestartFails.
+func (r *Runner) Restart(context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.Refuse = false
-	return nil
+	r.restarts++
+	return r.RestartFails
+}
+
+// Restarts counts the runner's starts after its registration.
+func (r *Runner) Restarts() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.restarts
 }
 
 // Stop stops nothing.

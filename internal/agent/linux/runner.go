@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,17 +29,13 @@ type Runner struct {
 	jobs *jobs
 
 	installing sync.Mutex // one install at a time
+	lifecycle  sync.Mutex // one start, restart or stop of the run's runner at a time
 
 	mu      sync.Mutex
 	current string // the installed version registrations use
 	run     *runProcess
 	runDir  string // the run's runner directory, "" when no run is registered
-	refused bool   // GitHub refused the run's runner for its version
 }
-
-// refusedMessage is what GitHub answers a runner whose version it no
-// longer accepts, which its listener prints before it exits.
-const refusedMessage = "is deprecated and cannot receive messages"
 
 // runProcess is the run's runner, started once or again.
 type runProcess struct {
@@ -197,32 +194,56 @@ func (r *Runner) startFrom(install, regDir string) error {
 			return err
 		}
 	}
-	r.mu.Lock()
-	r.refused = false
-	r.mu.Unlock()
 	return r.start()
 }
 
-// Refused tells whether the run's runner said GitHub refused its version.
-func (r *Runner) Refused() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.refused
-}
-
-// Reinstall stops the run's runner and starts it again from the current
-// installation with the run's registration (the agent's copy).
-func (r *Runner) Reinstall(ctx context.Context) error {
+// Running tells whether the run's runner process runs (true when none
+// was started).
+func (r *Runner) Running() bool {
 	r.mu.Lock()
 	p := r.run
-	r.run = nil
 	r.mu.Unlock()
+	if p == nil {
+		return true
+	}
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Restart ends every process of the run (the jobs' cgroup, and any
+// process of the runner user outside it) and starts the run's runner again
+// from a fresh copy of the installation registrations use now, checked
+// first, with the agent's copy of the run's registration. A run released
+// meanwhile is left alone.
+func (r *Runner) Restart(ctx context.Context) error {
+	r.lifecycle.Lock()
+	defer r.lifecycle.Unlock()
+	r.mu.Lock()
+	p, runDir := r.run, r.runDir
+	r.mu.Unlock()
+	if runDir == "" {
+		return nil
+	}
+	acct, cg, err := r.jobs.get()
+	if err != nil {
+		return err
+	}
+	if err := endJobs(cg, acct.uid, r.logf); err != nil {
+		return err
+	}
 	if p != nil {
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.exited
+		<-p.exited // killed with the cgroup
+		r.logf("the runner had exited (%v)", p.err)
 	}
 	install, err := r.installation()
 	if err != nil {
+		return err
+	}
+	if err := r.Check(ctx); err != nil {
 		return err
 	}
 	return r.startFrom(install, r.registrationDir())
@@ -266,13 +287,7 @@ func (r *Runner) start() error {
 	cmd.Dir = runDir
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin", "HOME=" + acct.home, "USER=" + acct.name,
 		"LOGNAME=" + acct.name, "SHELL=/bin/bash", "LANG=C.UTF-8"}
-	out := &prefixWriter{logf: r.logf, prefix: "runner: ", seen: func(line string) {
-		if strings.Contains(line, refusedMessage) {
-			r.mu.Lock()
-			r.refused = true
-			r.mu.Unlock()
-		}
-	}}
+	out := &lineLog{logf: r.logf, prefix: "runner: "}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Credential:  &syscall.Credential{Uid: acct.uid, Gid: acct.gid, Groups: []uint32{acct.gid}},
@@ -292,26 +307,11 @@ func (r *Runner) start() error {
 	return nil
 }
 
-// EnsureRunning starts the run's runner again when it exited.
-func (r *Runner) EnsureRunning(context.Context) error {
-	r.mu.Lock()
-	p, runDir := r.run, r.runDir
-	r.mu.Unlock()
-	if p == nil || runDir == "" {
-		return nil
-	}
-	select {
-	case <-p.exited:
-		r.logf("the runner exited (%v); starting it again", p.err)
-		return r.start()
-	default:
-		return nil
-	}
-}
-
 // Stop asks the run's runner to stop (SIGTERM to its session) and waits up
 // to 30 s; its processes are then killed with the jobs' cgroup.
 func (r *Runner) Stop(context.Context) error {
+	r.lifecycle.Lock()
+	defer r.lifecycle.Unlock()
 	r.mu.Lock()
 	p := r.run
 	r.run, r.runDir = nil, ""
@@ -359,31 +359,51 @@ func (r *Runner) Remove(ctx context.Context, token string) error {
 	return os.RemoveAll(regDir)
 }
 
-// prefixWriter writes each line to logf with a prefix, and shows it to
-// seen.
-type prefixWriter struct {
-	mu      sync.Mutex
-	logf    func(string, ...any)
-	prefix  string
-	seen    func(line string)
-	pending []byte
+// lineLog writes each line of the runner's output to logf with a prefix.
+// The lines are the jobs' to write (a job can write to its runner's
+// output), so each is quoted (no control character reaches the log) and cut
+// to maxLogLine bytes, and no more than that is ever held.
+type lineLog struct {
+	mu     sync.Mutex
+	logf   func(string, ...any)
+	prefix string
+	line   []byte // the current line, up to maxLogLine bytes
+	cut    bool   // the current line was longer
 }
 
-func (w *prefixWriter) Write(p []byte) (int, error) {
+const maxLogLine = 1024
+
+func (w *lineLog) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.pending = append(w.pending, p...)
-	for {
-		i := strings.IndexByte(string(w.pending), '\n')
-		if i < 0 {
+	n := len(p)
+	for len(p) > 0 {
+		end := bytes.IndexByte(p, '\n')
+		part := p
+		if end >= 0 {
+			part = p[:end]
+		}
+		if room := maxLogLine - len(w.line); len(part) > room {
+			part, w.cut = part[:room], true
+		}
+		w.line = append(w.line, part...)
+		if end < 0 {
 			break
 		}
-		line := string(w.pending[:i])
-		w.logf("%s%s", w.prefix, line)
-		w.seen(line)
-		w.pending = w.pending[i+1:]
+		w.flush()
+		p = p[end+1:]
 	}
-	return len(p), nil
+	return n, nil
 }
 
-var _ io.Writer = (*prefixWriter)(nil)
+// flush logs the current line and starts the next.
+func (w *lineLog) flush() {
+	cut := ""
+	if w.cut {
+		cut = " (cut)"
+	}
+	w.logf("%s%q%s", w.prefix, w.line, cut)
+	w.line, w.cut = w.line[:0], false
+}
+
+var _ io.Writer = (*lineLog)(nil)
