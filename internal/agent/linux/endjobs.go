@@ -32,8 +32,9 @@ func endJobs(cg *jobsCgroup, uid uint32, logf func(string, ...any)) error {
 			return fmt.Errorf("processes of the runner user survive: %v", left)
 		}
 		for _, pid := range left {
+			// The command line is the job's to write: quoted and cut.
 			cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-			logf("killing process %d of the runner user outside the jobs' cgroup: %s", pid, strings.ReplaceAll(string(cmdline), "\x00", " "))
+			logf("killing process %d of the runner user outside the jobs' cgroup: %.200q", pid, strings.ReplaceAll(string(cmdline), "\x00", " "))
 			_ = unix.Kill(pid, unix.SIGKILL)
 		}
 		time.Sleep(time.Duration(min(round, 10)) * 10 * time.Millisecond)
