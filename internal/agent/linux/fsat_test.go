@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The runner user of these tests: a user id of no one's on the machine,
@@ -318,5 +320,140 @@ func TestPrepareRunDir_layout(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(runDir, "left")); err == nil {
 		t.Error("the last run's file is in the new runner directory")
+	}
+}
+
+// mountTmpfs mounts a tmpfs at dir until the test's end.
+func mountTmpfs(t *testing.T, dir string) {
+	t.Helper()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "mode=0755"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+}
+
+// leaveFiles makes, in dir, what a job of the runner user leaves: a fifo, a
+// socket, hidden, newline and dash names, a file of mode 000, a directory
+// of its own with files, and a file of its own in a world-writable
+// directory of root's; the names start with prefix.
+func leaveFiles(t *testing.T, dir, prefix string) {
+	t.Helper()
+	p := func(name string) string { return filepath.Join(dir, prefix+name) }
+	if err := unix.Mkfifo(p("fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sock, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Bind(sock, &unix.SockaddrUnix{Name: p("socket")}); err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(sock)
+	for _, name := range []string{".hidden", "new\nline", "-rf", "locked"} {
+		if err := os.WriteFile(p(name), []byte("left"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(p("own/sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p("own/sub/file"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(p("shared"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p("shared/left"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"fifo", "socket", ".hidden", "new\nline", "-rf", "locked", "own", "own/sub", "own/sub/file", "shared/left"} {
+		if err := os.Lchown(p(name), testUID, testGID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(p("locked"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p("roots"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An overlay without xino whose layers are on two file systems (a job's
+// files in the upper layer, the image's in the lower) reports each layer's
+// st_dev for files: the runner user's files in it, in both layers, are
+// removed all the same, and root's stay.
+func TestRemoveOwned_overlayWithoutXino(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("the overlay needs root: run as root (CI does)")
+	}
+	base := t.TempDir()
+	lower, upper, work, merged := filepath.Join(base, "lower"), filepath.Join(base, "upper"), filepath.Join(base, "work"), filepath.Join(base, "merged")
+	for _, dir := range []string{lower, upper, work, merged} {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mountTmpfs(t, lower) // the upper layer is on the test's disk
+	leaveFiles(t, lower, "image-")
+	if err := unix.Mount("overlay", merged, "overlay", 0, "lowerdir="+lower+",upperdir="+upper+",workdir="+work+",xino=off"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(merged, unix.MNT_DETACH) })
+	leaveFiles(t, merged, "job-")
+	var dir, file unix.Stat_t
+	if unix.Stat(merged, &dir) != nil || unix.Lstat(filepath.Join(merged, "job--rf"), &file) != nil || dir.Dev == file.Dev {
+		t.Fatalf("the overlay reports its own st_dev (%d) for a file (%d): not the case under test", dir.Dev, file.Dev)
+	}
+	if err := removeOwned(merged, testUID); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	_ = filepath.WalkDir(merged, func(path string, d fs.DirEntry, err error) error {
+		if path != merged {
+			left = append(left, strings.TrimPrefix(path, merged+"/"))
+		}
+		return nil
+	})
+	want := []string{"image-roots", "image-shared", "job-roots", "job-shared"}
+	if strings.Join(left, "|") != strings.Join(want, "|") {
+		t.Errorf("left in the overlay: %q; want root's alone: %q", left, want)
+	}
+}
+
+// Without mount ids from the kernel, a walk learns where it leaves its
+// mount from the mount points of /proc/self/mountinfo.
+func TestMountBoundaries_withoutMountIDs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("mounting needs root: run as root (CI does)")
+	}
+	base := t.TempDir()
+	for _, dir := range []string{"mounted", "plain"} {
+		if err := os.Mkdir(filepath.Join(base, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mountTmpfs(t, filepath.Join(base, "mounted"))
+	d, err := openDir(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	stat := func(name string) *unix.Statx_t {
+		st, err := lstatAt(d, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Mask &^= unix.STATX_MNT_ID
+		return st
+	}
+	var m mountBoundaries
+	dir := stat("")
+	if !m.crossed(dir, stat("mounted"), filepath.Join(base, "mounted")) {
+		t.Error("the mount point is not another mount")
+	}
+	if m.crossed(dir, stat("plain"), filepath.Join(base, "plain")) {
+		t.Error("a plain directory is another mount")
 	}
 }
