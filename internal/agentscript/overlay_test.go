@@ -48,3 +48,27 @@ func TestInstance_nextRunFindsNothingInAnOverlay(t *testing.T) {
 		t.Errorf("the next run found what the last left in the overlay (exit code %d):\n%s", second.ExitCode, second.Output)
 	}
 }
+
+// A pre-runner script that makes a directory every user can write (here
+// it mounts a scratch file system for jobs, mode 1777): the agent looks for
+// such directories only once the script has run, and the next run finds
+// nothing the last left there.
+func TestInstance_nextRunFindsNothingWhereThePreRunnerScriptLetsJobsWrite(t *testing.T) {
+	scratch := markerDir(t)
+	f := newFixture(t, repo, nil)
+	f.putRecord(protocol.StateIdle, "", time.Now().Add(10*time.Minute))
+	o := f.options()
+	o.PreRunnerScript = "mount -t tmpfs -o mode=1777 scratch " + scratch
+	f.start(o, nil)
+	f.awaitServing()
+	claimAgain(t, f, "run-1")
+	if first := runJob(t, f, "run-1", leaveScript(scratch)); first.ExitCode != 0 || !strings.Contains(first.Output, "LEFT ALL") {
+		t.Fatalf("the first job could not leave its files in the scratch file system (exit code %d):\n%s", first.ExitCode, first.Output)
+	}
+	release(t, f, "run-1")
+	claimAgain(t, f, "run-2")
+	second := runJob(t, f, "run-2", findScript(scratch))
+	if strings.Contains(second.Output, "LEFT ") || second.ExitCode != 0 {
+		t.Errorf("the next run found what the last left in the scratch file system (exit code %d):\n%s", second.ExitCode, second.Output)
+	}
+}

@@ -88,14 +88,24 @@ func (h *Host) EndJobs(context.Context) error {
 	return endJobs(cg, acct.uid, h.logf)
 }
 
-// Prepare runs the pre-runner script once per instance, and starts looking
-// for the directories the runner user can write.
+// Prepare runs the pre-runner script once per instance, then starts looking
+// for the directories the runner user can write: after the script, which
+// may make some.
 func (h *Host) Prepare(ctx context.Context) error {
 	acct, _, err := h.jobs.get()
 	if err != nil {
 		return err
 	}
+	if err := h.runPreRunnerScript(ctx); err != nil {
+		return err
+	}
 	h.scan.start(acct, []string{acct.home, h.cfg.Paths.StateDir, h.cfg.Paths.RunnerDir}, h.logf)
+	return nil
+}
+
+// runPreRunnerScript runs the pre-runner script, unless it ran on this
+// instance.
+func (h *Host) runPreRunnerScript(ctx context.Context) error {
 	done := filepath.Join(h.cfg.Paths.StateDir, "pre-runner.done")
 	if h.cfg.PreRunnerScript == "" || exists(done) {
 		return nil

@@ -25,8 +25,10 @@ var localFilesystems = []string{"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs",
 // writableScan finds, once per instance, every directory of the local file
 // systems the runner user can write (world-writable, or its own, outside
 // its home): where a job can leave files for the next run. It runs in the
-// background from the first preparation, since walking a large image can
-// take long; a release waits for it.
+// background from the first preparation, once the pre-runner script has
+// run (it may make such directories), since walking a large image can take
+// long; a release waits for it. Its result is kept only once it ends, and
+// so only from a scan after the script.
 type writableScan struct {
 	file string // where the result is kept, across boots
 
