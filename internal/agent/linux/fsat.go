@@ -84,9 +84,13 @@ func mkdirAt(dir *os.File, name string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if st, err := lstatAt(made, ""); err != nil || st.Uid != 0 {
+	st, err := lstatAt(made, "")
+	if err == nil && st.Uid != 0 {
+		err = fmt.Errorf("%s: not the directory root made: owned by %d", made.Name(), st.Uid)
+	}
+	if err != nil {
 		made.Close()
-		return nil, fmt.Errorf("%s: not the directory root made (%v)", made.Name(), err)
+		return nil, err
 	}
 	return made, nil
 }

@@ -232,7 +232,7 @@ func TestPrepareRunDir_raceGetsNothingOutside(t *testing.T) {
 	for range races {
 		if _, err := prepareRunDir(install, regDir, testAccount(r.home)); err != nil {
 			if failed == 0 {
-				t.Log(err)
+				t.Logf("the first failure: %v", err)
 			}
 			failed++ // the racer may spoil a build; it must not reach outside
 		}
@@ -261,7 +261,7 @@ func TestResetHome_raceGetsNothingOutside(t *testing.T) {
 	for range races {
 		if err := resetHome(testAccount(r.home), skel); err != nil {
 			if failed == 0 {
-				t.Log(err)
+				t.Logf("the first failure: %v", err)
 			}
 			failed++
 		}
