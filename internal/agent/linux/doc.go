@@ -21,4 +21,31 @@
 // process of the runner user, and the agent keeps its own copy of the
 // registration: nothing the runner user can write decides where the
 // removal token goes.
+//
+// # Root where the runner user can write
+//
+// A process of the runner user may outlive its run, and swap an entry for
+// a symbolic link between two of root's calls. Each of root's calls inside
+// a directory the runner user can write, and its guard (fsat.go):
+//
+//   - prepareRunDir, the run's runner directory in the home: built in a
+//     staging directory mkdirat makes in the home, root's 0700, filled
+//     through descriptors (mkdirat + openat O_NOFOLLOW, linkat, openat
+//     O_CREAT|O_EXCL|O_NOFOLLOW, symlinkat + fchownat AT_SYMLINK_NOFOLLOW);
+//     the last run's runner removed with removeAllAt; renameat in the
+//     home's descriptor; handed over last, fchown and fchmod on the stage's
+//     descriptor.
+//   - resetHome, the home: removed with removeAllAt through its parent's
+//     descriptor (the parent is root's), made again with mkdirat, filled
+//     from /etc/skel through descriptors while root's 0700, handed over
+//     last with fchown and fchmod on its descriptor.
+//   - removeOwned, the wipe of every directory the runner user can write:
+//     each opened one name at a time with O_NOFOLLOW, entries read with
+//     statx AT_SYMLINK_NOFOLLOW, removed with removeAllAt (unlinkat, never
+//     following a link), subdirectories entered with openat O_NOFOLLOW;
+//     mounts told apart by mount id, never st_dev.
+//   - scanWritable, the search for those directories (it only reads): the
+//     same descriptor walk.
+//   - ensureAccount, chmod of the home by path: its entry is in the home's
+//     parent, root's, where the runner user can replace nothing.
 package linux

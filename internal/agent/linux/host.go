@@ -88,14 +88,24 @@ func (h *Host) EndJobs(context.Context) error {
 	return endJobs(cg, acct.uid, h.logf)
 }
 
-// Prepare runs the pre-runner script once per instance, and starts looking
-// for the directories the runner user can write.
+// Prepare runs the pre-runner script once per instance, then starts looking
+// for the directories the runner user can write: after the script, which
+// may make some.
 func (h *Host) Prepare(ctx context.Context) error {
 	acct, _, err := h.jobs.get()
 	if err != nil {
 		return err
 	}
+	if err := h.runPreRunnerScript(ctx); err != nil {
+		return err
+	}
 	h.scan.start(acct, []string{acct.home, h.cfg.Paths.StateDir, h.cfg.Paths.RunnerDir}, h.logf)
+	return nil
+}
+
+// runPreRunnerScript runs the pre-runner script, unless it ran on this
+// instance.
+func (h *Host) runPreRunnerScript(ctx context.Context) error {
 	done := filepath.Join(h.cfg.Paths.StateDir, "pre-runner.done")
 	if h.cfg.PreRunnerScript == "" || exists(done) {
 		return nil
@@ -136,7 +146,7 @@ func (h *Host) Wipe(ctx context.Context) error {
 	for _, dir := range h.scan.result() {
 		errs = append(errs, removeOwned(dir, acct.uid))
 	}
-	errs = append(errs, resetHome(acct))
+	errs = append(errs, resetHome(acct, "/etc/skel"))
 	return errors.Join(errs...)
 }
 
@@ -184,40 +194,41 @@ func removeContainers(ctx context.Context, logf func(string, ...any)) {
 	}
 }
 
-// resetHome makes the runner user's home again: empty, its own, with
-// /etc/skel's files.
-func resetHome(acct account) error {
-	if err := os.RemoveAll(acct.home); err != nil {
+// resetHome makes the runner user's home again from skel: empty, its own,
+// mode 0700, with skel's files and directories, its own. It is filled
+// while still root's alone, through descriptors, and handed over last: no
+// process of the runner user can reach it before.
+func resetHome(acct account, skel string) error {
+	parent, err := openDir(filepath.Dir(acct.home))
+	if err != nil {
 		return err
 	}
-	if err := os.Mkdir(acct.home, 0o700); err != nil {
+	defer parent.Close()
+	name := filepath.Base(acct.home)
+	if err := removeAllAt(parent, name); err != nil {
 		return err
 	}
-	if err := os.Chown(acct.home, int(acct.uid), int(acct.gid)); err != nil {
+	home, err := mkdirAt(parent, name)
+	if err != nil {
 		return err
 	}
-	return filepath.WalkDir("/etc/skel", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || path == "/etc/skel" {
-			return nil
+	defer home.Close()
+	uid, gid := int(acct.uid), int(acct.gid)
+	src, err := openDir(skel)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return err
+	default:
+		defer src.Close()
+		copyOwn := func(src, dst *os.File, name string, perm uint32) error {
+			return copyFileAt(src, name, dst, perm, uid, gid)
 		}
-		dst := filepath.Join(acct.home, strings.TrimPrefix(path, "/etc/skel/"))
-		info, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		switch {
-		case d.IsDir():
-			err = os.Mkdir(dst, info.Mode().Perm())
-		case d.Type().IsRegular():
-			err = copyFile(path, dst, info.Mode().Perm())
-		default:
-			return nil
-		}
-		if err != nil {
+		if err := copyTree(src, home, treeOwner{uid: uid, gid: gid}, copyOwn); err != nil {
 			return err
 		}
-		return os.Lchown(dst, int(acct.uid), int(acct.gid))
-	})
+	}
+	return handOver(home, uid, gid, 0o700)
 }
 
 // rootEnv is the environment of what the agent runs as root: nothing of

@@ -141,8 +141,7 @@ func (r *Runner) Check(context.Context) error {
 // in its home: the installation's files, root's and read-only, with the
 // registration's files the runner's.
 func (r *Runner) Register(ctx context.Context, reg agent.Registration) error {
-	acct, _, err := r.jobs.get()
-	if err != nil {
+	if _, _, err := r.jobs.get(); err != nil {
 		return err
 	}
 	install, err := r.installation()
@@ -150,7 +149,7 @@ func (r *Runner) Register(ctx context.Context, reg agent.Registration) error {
 		return err
 	}
 	regDir := r.registrationDir()
-	if err := linkTree(install, regDir, nil); err != nil {
+	if err := copyInstallation(install, "", regDir, rootOnly); err != nil {
 		return fmt.Errorf("preparing the registration: %w", err)
 	}
 	args := []string{"--unattended", "--url", reg.URL, "--name", reg.Name, "--labels", reg.Label,
@@ -161,10 +160,6 @@ func (r *Runner) Register(ctx context.Context, reg agent.Registration) error {
 	if err := r.configure(ctx, regDir, reg.Token, args...); err != nil {
 		return err
 	}
-	runDir := filepath.Join(acct.home, "runner")
-	r.mu.Lock()
-	r.runDir = runDir
-	r.mu.Unlock()
 	return r.startFrom(install, regDir)
 }
 
@@ -175,25 +170,13 @@ func (r *Runner) startFrom(install, regDir string) error {
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
-	runDir := r.runDir
-	r.mu.Unlock()
-	if err := linkTree(install, runDir, &acct); err != nil {
+	runDir, err := prepareRunDir(install, regDir, acct)
+	if err != nil {
 		return fmt.Errorf("preparing the run's runner directory: %w", err)
 	}
-	for _, name := range registrationFiles {
-		src := filepath.Join(regDir, name)
-		if !exists(src) {
-			continue
-		}
-		dst := filepath.Join(runDir, name)
-		if err := copyFile(src, dst, 0o600); err != nil {
-			return err
-		}
-		if err := os.Chown(dst, int(acct.uid), int(acct.gid)); err != nil {
-			return err
-		}
-	}
+	r.mu.Lock()
+	r.runDir = runDir
+	r.mu.Unlock()
 	return r.start()
 }
 
@@ -342,17 +325,10 @@ func (r *Runner) Remove(ctx context.Context, token string) error {
 		return errors.New("the agent kept no registration of the run's runner")
 	}
 	removal := filepath.Join(r.cfg.Paths.StateDir, "removal")
-	if err := linkTree(install, removal, nil); err != nil {
+	if err := copyInstallation(install, regDir, removal, rootOnly); err != nil {
 		return fmt.Errorf("preparing the removal: %w", err)
 	}
 	defer os.RemoveAll(removal)
-	for _, name := range registrationFiles {
-		if src := filepath.Join(regDir, name); exists(src) {
-			if err := copyFile(src, filepath.Join(removal, name), 0o600); err != nil {
-				return err
-			}
-		}
-	}
 	if err := r.configure(ctx, removal, token, "remove"); err != nil {
 		return err
 	}

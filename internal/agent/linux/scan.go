@@ -10,7 +10,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // knownWritable are the directories any user can write on stock images
@@ -24,8 +25,10 @@ var localFilesystems = []string{"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs",
 // writableScan finds, once per instance, every directory of the local file
 // systems the runner user can write (world-writable, or its own, outside
 // its home): where a job can leave files for the next run. It runs in the
-// background from the first preparation, since walking a large image can
-// take long; a release waits for it.
+// background from the first preparation, once the pre-runner script has
+// run (it may make such directories), since walking a large image can take
+// long; a release waits for it. Its result is kept only once it ends, and
+// so only from a scan after the script.
 type writableScan struct {
 	file string // where the result is kept, across boots
 
@@ -79,41 +82,58 @@ func (s *writableScan) result() []string {
 // whole) and those it cannot reach: a directory it may not search hides
 // everything below it.
 func scanWritable(uid, gid uint32, skip []string, logf func(string, ...any)) []string {
-	var found []string
+	s := &writableWalk{uid: uid, gid: gid, skip: skip}
 	for _, mount := range localMounts() {
-		var root syscall.Stat_t
-		if syscall.Stat(mount, &root) != nil {
+		dir, err := openDir(mount)
+		if err != nil {
 			continue
 		}
-		_ = filepath.WalkDir(mount, func(path string, d fs.DirEntry, err error) error {
-			if err != nil || !d.IsDir() {
-				return nil
-			}
-			if slices.ContainsFunc(skip, func(s string) bool { return path == s || strings.HasPrefix(path, s+"/") }) {
-				return filepath.SkipDir
-			}
-			var st syscall.Stat_t
-			if syscall.Lstat(path, &st) != nil {
-				return nil
-			}
-			if st.Dev != root.Dev {
-				return filepath.SkipDir // another mount: walked as its own, if local
-			}
-			if st.Mode&0o002 != 0 || st.Uid == uid || (st.Gid == gid && st.Mode&0o020 != 0) {
-				found = append(found, path)
-			}
-			if !searchable(st, uid, gid) {
-				return filepath.SkipDir
-			}
-			return nil
-		})
+		if st, err := lstatAt(dir, ""); err == nil {
+			s.walk(dir, mount, st)
+		}
+		dir.Close()
 	}
-	logf("directories the runner user can write: %v", found)
-	return found
+	logf("directories the runner user can write: %v", s.found)
+	return s.found
+}
+
+type writableWalk struct {
+	uid, gid uint32
+	skip     []string
+	mounts   mountBoundaries
+	found    []string
+}
+
+// walk looks at the directory dir (at path, statx st) and below it, on its
+// mount: another mount is walked as its own, if local.
+func (s *writableWalk) walk(dir *os.File, path string, st *unix.Statx_t) {
+	if slices.ContainsFunc(s.skip, func(skip string) bool { return path == skip || strings.HasPrefix(path, skip+"/") }) {
+		return
+	}
+	if st.Mode&0o002 != 0 || st.Uid == s.uid || (st.Gid == s.gid && st.Mode&0o020 != 0) {
+		s.found = append(s.found, path)
+	}
+	if !searchable(st, s.uid, s.gid) {
+		return
+	}
+	names, _ := dir.Readdirnames(-1)
+	for _, name := range names {
+		sub := filepath.Join(path, name)
+		est, err := lstatAt(dir, name)
+		if err != nil || est.Mode&unix.S_IFMT != unix.S_IFDIR || s.mounts.crossed(st, est, sub) {
+			continue
+		}
+		subDir, err := openDirAt(dir, name)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		s.walk(subDir, sub, est)
+		subDir.Close()
+	}
 }
 
 // searchable tells whether uid of group gid may search the directory st.
-func searchable(st syscall.Stat_t, uid, gid uint32) bool {
+func searchable(st *unix.Statx_t, uid, gid uint32) bool {
 	switch {
 	case st.Uid == uid:
 		return st.Mode&0o100 != 0
@@ -123,28 +143,64 @@ func searchable(st syscall.Stat_t, uid, gid uint32) bool {
 	return st.Mode&0o001 != 0
 }
 
+// mountBoundaries tells where a walk leaves its directory's mount: by mount
+// id where the kernel reports it (statx, Linux 5.8 and later), else by the
+// mount points of /proc/self/mountinfo; never by st_dev, which an overlay
+// without xino reports per layer for what is not a directory, so that a
+// job's files in an overlay would look like another file system's.
+type mountBoundaries struct {
+	points map[string]bool // read when first needed
+}
+
+// crossed tells whether the entry at path (statx st) is on another mount
+// than its directory (statx dir).
+func (m *mountBoundaries) crossed(dir, st *unix.Statx_t, path string) bool {
+	if dir.Mask&st.Mask&unix.STATX_MNT_ID != 0 {
+		return st.Mnt_id != dir.Mnt_id
+	}
+	if m.points == nil {
+		m.points = map[string]bool{}
+		for _, mnt := range mountinfo() {
+			m.points[mnt.point] = true
+		}
+	}
+	return m.points[path]
+}
+
 // localMounts are the mount points of local file systems.
 func localMounts() []string {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
+	var mounts []string
+	for _, mnt := range mountinfo() {
+		if slices.Contains(localFilesystems, mnt.fsType) && !strings.HasPrefix(mnt.point, "/proc") && !strings.HasPrefix(mnt.point, "/sys") {
+			mounts = append(mounts, mnt.point)
+		}
+	}
+	if mounts == nil {
 		return []string{"/"}
 	}
+	slices.Sort(mounts)
+	return slices.Compact(mounts)
+}
+
+type mount struct{ point, fsType string }
+
+// mountinfo is the mounts of /proc/self/mountinfo.
+func mountinfo() []mount {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
 	defer f.Close()
-	var mounts []string
+	var mounts []mount
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		pre, post, ok := strings.Cut(sc.Text(), " - ")
 		fields, fsFields := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(fields) < 5 || len(fsFields) < 1 || !slices.Contains(localFilesystems, fsFields[0]) {
-			continue
+		if ok && len(fields) >= 5 && len(fsFields) >= 1 {
+			mounts = append(mounts, mount{point: unescapeMount(fields[4]), fsType: fsFields[0]})
 		}
-		if strings.HasPrefix(fields[4], "/proc") || strings.HasPrefix(fields[4], "/sys") {
-			continue
-		}
-		mounts = append(mounts, unescapeMount(fields[4]))
 	}
-	slices.Sort(mounts)
-	return slices.Compact(mounts)
+	return mounts
 }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space).
@@ -174,46 +230,53 @@ func unescapeMount(s string) string {
 	return b.String()
 }
 
-// removeOwned removes, below dir and on its file system, every file and
-// directory owned by uid (a directory with all it holds).
+// removeOwned removes, below dir and on its mount, every entry owned by
+// uid, whatever its type (a directory with all it holds). It follows no
+// link: a dir reached only through one is left, as the scan finds the
+// directory it points to.
 func removeOwned(dir string, uid uint32) error {
-	var root syscall.Stat_t
-	if err := syscall.Lstat(dir, &root); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
+	d, err := openDir(dir)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	st, err := lstatAt(d, "")
+	if err != nil {
+		return err
+	}
+	var mounts mountBoundaries
+	return removeOwnedIn(d, dir, st, uid, &mounts)
+}
+
+func removeOwnedIn(dir *os.File, path string, st *unix.Statx_t, uid uint32, mounts *mountBoundaries) error {
+	names, err := dir.Readdirnames(-1)
+	if err != nil {
 		return err
 	}
 	var errs []error
-	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || path == dir {
-			return nil
+	for _, name := range names {
+		sub := filepath.Join(path, name)
+		est, err := lstatAt(dir, name)
+		if err != nil {
+			continue // gone meanwhile
 		}
-		var st syscall.Stat_t
-		if syscall.Lstat(path, &st) != nil {
-			return nil // gone meanwhile
-		}
-		if st.Dev != root.Dev {
-			return skipIfDir(d) // another file system: wiped as its own, if it is one to wipe
-		}
-		if st.Uid == uid {
-			if err := os.RemoveAll(path); err != nil {
+		switch {
+		case mounts.crossed(st, est, sub):
+			// another mount: wiped as its own, if it is one to wipe
+		case est.Uid == uid:
+			errs = append(errs, removeAllAt(dir, name))
+		case est.Mode&unix.S_IFMT == unix.S_IFDIR:
+			subDir, err := openDirAt(dir, name)
+			if err != nil {
 				errs = append(errs, err)
+				continue
 			}
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
+			errs = append(errs, removeOwnedIn(subDir, sub, est, uid, mounts))
+			subDir.Close()
 		}
-		return nil
-	})
-	return errors.Join(errs...)
-}
-
-// skipIfDir skips d's tree when it is a directory (SkipDir on a file would
-// skip the rest of its directory).
-func skipIfDir(d fs.DirEntry) error {
-	if d.IsDir() {
-		return filepath.SkipDir
 	}
-	return nil
+	return errors.Join(errs...)
 }

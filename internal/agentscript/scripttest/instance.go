@@ -82,6 +82,12 @@ type InstanceConfig struct {
 	// Reach are more URLs on this machine's loopback the instance reaches
 	// (a test's own servers), beside the emulator's and the stub GitHub's.
 	Reach []string
+	// Overlay makes a world-writable directory of the instance's own
+	// (/tmp, /dev/shm or /run/lock; "": none) an overlay without xino whose
+	// layers are on two file systems, a tmpfs below the instance's disk, out
+	// of sight as a live image's are: its files report their layer's
+	// st_dev, not the overlay's.
+	Overlay string
 }
 
 var (
@@ -137,7 +143,7 @@ func (i *Instance) start(t testing.TB, o agentscript.Options, c InstanceConfig) 
 		return err
 	}
 	i.Root = root
-	if err := i.layout(); err != nil {
+	if err := i.layout(c.Overlay); err != nil {
 		return err
 	}
 	o.RunnerUser = i.RunnerUser
@@ -175,8 +181,9 @@ func (i *Instance) start(t testing.TB, o agentscript.Options, c InstanceConfig) 
 
 // layout makes Root look like the file system of an EC2 image where the
 // agent puts its files: these directories exist, root's and world-readable,
-// the agent's own ones do not yet.
-func (i *Instance) layout() error {
+// the agent's own ones do not yet; init mounts overlay (InstanceConfig) at
+// every boot.
+func (i *Instance) layout(overlay string) error {
 	if err := os.Chmod(i.Root, 0o755); err != nil {
 		return err
 	}
@@ -193,7 +200,8 @@ func (i *Instance) layout() error {
 	if err := os.WriteFile(i.path("bin/systemctl"), withRoot(systemctlSh), 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(i.path("run/init"), withRoot(initSh), 0o700); err != nil {
+	initWithOverlay := strings.Replace(initSh, "\n", "\nOVERLAY='"+overlay+"'\n", 1)
+	if err := os.WriteFile(i.path("run/init"), withRoot(initWithOverlay), 0o700); err != nil {
 		return err
 	}
 	return unix.Mkfifo(i.path("run/events"), 0o600)

@@ -13,6 +13,19 @@ set -u
 for dir in /tmp /dev/shm /run/lock; do
 	[ -d "$dir" ] && mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$dir"
 done
+# The image's overlay (InstanceConfig.Overlay, set by the harness like
+# ROOT): a world-writable directory as an overlay without xino, a tmpfs
+# below the instance's disk, so that its files report their layer's st_dev;
+# the layers then go out of sight under an empty tmpfs, as a live image's
+# are.
+if [ -n "$OVERLAY" ]; then
+	layers=$ROOT/var/lib/overlay
+	mkdir -p "$layers/lower" "$layers/upper" "$layers/work"
+	chmod 1777 "$layers/upper"
+	mount -t tmpfs -o mode=0755 lower "$layers/lower"
+	mount -t overlay -o "lowerdir=$layers/lower,upperdir=$layers/upper,workdir=$layers/work,xino=off" overlay "$OVERLAY"
+	mount -t tmpfs -o mode=0700 hidden "$layers"
+fi
 # The cgroup2 hierarchy where current images mount it, as the instance's
 # cgroup namespace sees it: its own cgroup is the root, as a machine's is.
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
