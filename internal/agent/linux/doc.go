@@ -48,4 +48,22 @@
 //     same descriptor walk.
 //   - ensureAccount, chmod of the home by path: its entry is in the home's
 //     parent, root's, where the runner user can replace nothing.
+//   - Runner.Restart, the run's runner started again during the run: only
+//     after endJobs (the jobs' cgroup killed, no process of the runner user
+//     left), then through prepareRunDir as above.
+//
+// Everything else root does by path is in trees root alone can change (its
+// state directory, the runner installations, /etc/skel), checked by
+// rootsAlone at every boot: each directory on the way root's, no link, and
+// writable by root alone or sticky. The runner user's processes are started
+// through the kernel (clone3 into the jobs' cgroup, setuid, execve of the
+// run's run.sh as the runner user), never by root reading their files.
+//
+// # Nothing decided from what a job can write
+//
+// The runner's output is the jobs' to forge (a job can write to its
+// runner's output, or replace its runner): it is logged quoted, a line of at
+// most 1 KiB at a time, and decides nothing. Whether the runner runs is
+// what the kernel says of its process; which release it runs is what
+// GitHub publishes (agent.Releases, and the pool's runner release item).
 package linux

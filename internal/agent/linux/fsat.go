@@ -45,6 +45,44 @@ func openDir(path string) (*os.File, error) {
 	return dir, nil
 }
 
+// rootsAlone fails unless root alone can change what path names: each of
+// its directories is one (no link), root's, and writable by root alone or
+// sticky (others may not rename or remove root's entries there). Root
+// works by path in such a tree, its state and the runner installations.
+func rootsAlone(path string) error {
+	dir, err := openDir("/")
+	if err != nil {
+		return err
+	}
+	defer func() { dir.Close() }()
+	names := append([]string{""}, strings.Split(strings.Trim(filepath.Clean(path), "/"), "/")...)
+	for i, name := range names {
+		st, err := lstatAt(dir, name)
+		if err != nil {
+			return err
+		}
+		shown := "/" + filepath.Join(names[:i+1]...)
+		switch {
+		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+			return fmt.Errorf("%s is not a directory (a link?): root's files must be reached through root's directories alone", shown)
+		case st.Uid != 0:
+			return fmt.Errorf("%s belongs to uid %d, not root: its owner could swap what root works on below it", shown, st.Uid)
+		case st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0:
+			return fmt.Errorf("%s is writable by others than root, and not sticky: they could swap what root works on below it", shown)
+		}
+		if name == "" {
+			continue
+		}
+		next, err := openDirAt(dir, name)
+		if err != nil {
+			return err
+		}
+		dir.Close()
+		dir = next
+	}
+	return nil
+}
+
 // openDirAt opens the directory name in dir, not following a link.
 func openDirAt(dir *os.File, name string) (*os.File, error) {
 	path := filepath.Join(dir.Name(), name)

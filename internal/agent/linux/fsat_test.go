@@ -457,3 +457,43 @@ func TestMountBoundaries_withoutMountIDs(t *testing.T) {
 		t.Error("a plain directory is another mount")
 	}
 }
+
+// Root works by path only in trees root alone can change: a directory of
+// another user on the way, one writable by others and not sticky, or a
+// link on the way is refused; sticky /tmp with root's directory below it
+// is not.
+func TestRootsAlone(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("the check reads root's directories: run as root (CI does)")
+	}
+	base := t.TempDir()
+	mk := func(rel string, mode os.FileMode, uid int) string {
+		path := filepath.Join(base, rel)
+		if err := os.MkdirAll(path, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Lchown(path, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	good := mk("good/state", 0o700, 0)
+	sticky := mk("sticky", 0o777|os.ModeSticky, 0)
+	belowSticky := mk("sticky/root", 0o755, 0)
+	owned := mk("owned", 0o755, 61234)
+	belowOwned := mk("owned/state", 0o700, 0)
+	writable := mk("writable", 0o777, 0)
+	belowWritable := mk("writable/state", 0o700, 0)
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(good, link); err != nil {
+		t.Fatal(err)
+	}
+	for path, ok := range map[string]bool{good: true, belowSticky: true, sticky: true, belowOwned: false, owned: false, writable: false, belowWritable: false, link: false} {
+		if err := rootsAlone(path); (err == nil) != ok {
+			t.Errorf("rootsAlone(%s) = %v, want ok %v", path, err, ok)
+		}
+	}
+}

@@ -59,6 +59,15 @@ func (h *Host) RaiseWalls(ctx context.Context) error {
 	if err := os.Chmod(h.cfg.Paths.StateDir, 0o700); err != nil {
 		return err
 	}
+	if err := mkdirAll(h.cfg.Paths.RunnerDir, 0o755); err != nil {
+		return err
+	}
+	// Root works by path in these, before any job runs and after.
+	for _, dir := range []string{h.cfg.Paths.StateDir, h.cfg.Paths.RunnerDir} {
+		if err := rootsAlone(dir); err != nil {
+			return err
+		}
+	}
 	hideProcesses(h.logf)
 	acct, err := ensureAccount(ctx, h.cfg.RunnerUser, h.logf)
 	if err != nil {
