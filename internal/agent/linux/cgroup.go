@@ -44,7 +44,17 @@ func openJobsCgroup() (*jobsCgroup, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("creating the jobs' cgroup: %w", err)
 	}
-	return &jobsCgroup{dir: dir}, nil
+	c := &jobsCgroup{dir: dir}
+	return c, c.readable()
+}
+
+// readable lets the runner user read the cgroup, whatever the agent's
+// umask: the jobs' cgroupfs is this cgroup (its processes, its limits).
+func (c *jobsCgroup) readable() error {
+	if err := os.Chmod(c.dir, 0o755); err != nil {
+		return fmt.Errorf("the jobs' cgroup: %w", err)
+	}
+	return nil
 }
 
 // Cgroup2Mount is where the cgroup2 hierarchy is mounted.
@@ -195,5 +205,5 @@ func (c *jobsCgroup) renew() error {
 	if err := os.Mkdir(c.dir, 0o755); err != nil {
 		return fmt.Errorf("renewing the jobs' cgroup: %w", err)
 	}
-	return nil
+	return c.readable()
 }
