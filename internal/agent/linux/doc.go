@@ -16,6 +16,12 @@
 // files in every directory it can write, its IPC objects, its keyrings,
 // its cron and at jobs and the containers of a Docker daemon.
 //
+// The runner and its jobs run in mount, cgroup and IPC namespaces of their
+// own, started by the agent's start-runner command: the jobs' cgroup is
+// the root of their cgroup namespace, and the cgroupfs mounted in their
+// mount namespace shows that cgroup alone, so that no cgroup.procs lists a
+// process /proc hides from them.
+//
 // The runner is registered as root, from a copy of the installation the
 // runner user cannot reach, so that the registration token never reaches a
 // process of the runner user, and the agent keeps its own copy of the

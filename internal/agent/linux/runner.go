@@ -262,10 +262,9 @@ func (r *Runner) start() error {
 		return err
 	}
 	defer fd.Close()
-	cmd := exec.Command(filepath.Join(runDir, "run.sh"))
-	cmd.Dir = runDir
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin", "HOME=" + acct.home, "USER=" + acct.name,
-		"LOGNAME=" + acct.name, "SHELL=/bin/bash", "LANG=C.UTF-8"}
+	cmd := runnerCommand(r.jobs.self, filepath.Join(runDir, "run.sh"), runDir,
+		[]string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin", "HOME=" + acct.home, "USER=" + acct.name,
+			"LOGNAME=" + acct.name, "SHELL=/bin/bash", "LANG=C.UTF-8"}, acct, fd)
 	out := &prefixWriter{logf: r.logf, prefix: "runner: ", seen: func(line string) {
 		if strings.Contains(line, refusedMessage) {
 			r.mu.Lock()
@@ -274,13 +273,6 @@ func (r *Runner) start() error {
 		}
 	}}
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Credential:  &syscall.Credential{Uid: acct.uid, Gid: acct.gid, Groups: []uint32{acct.gid}},
-		Setsid:      true,
-		Cloneflags:  syscall.CLONE_NEWIPC,
-		UseCgroupFD: true,
-		CgroupFD:    int(fd.Fd()),
-	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting the runner: %w", err)
 	}
