@@ -15,8 +15,10 @@ import (
 )
 
 // StartRunnerCommand is the agent's hidden command that starts the runner
-// in the jobs' namespaces (StartRunner): Go starts no process that runs
-// code of its own between its clone and its exec.
+// in the jobs' namespaces (StartRunner). A cgroup namespace's root is the
+// cgroup of the process that makes it, and Go runs no code of the caller's
+// in a child between its clone into the jobs' cgroup and its exec: the
+// agent executes itself to make it.
 const StartRunnerCommand = "start-runner"
 
 // runnerCommand starts script as acct, in dir with env, in the jobs'
@@ -95,17 +97,17 @@ func enterJobsNamespaces() error {
 	if strings.HasPrefix(mount, cgroupFSDir+"/") {
 		cover = cgroupFSDir
 	}
-	const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
-	if err := unix.Mount("tmpfs", cover, "tmpfs", flags, "mode=0755,size=4k"); err != nil {
+	const mountFlags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+	if err := unix.Mount("tmpfs", cover, "tmpfs", mountFlags, "mode=0755,size=4k"); err != nil {
 		return fmt.Errorf("covering %s: %w", cover, err)
 	}
 	if err := os.MkdirAll(mount, 0o755); err != nil {
 		return err
 	}
-	if err := unix.Mount("", cover, "", unix.MS_REMOUNT|unix.MS_RDONLY|flags, ""); err != nil {
+	if err := unix.Mount("", cover, "", unix.MS_REMOUNT|unix.MS_RDONLY|mountFlags, ""); err != nil {
 		return fmt.Errorf("covering %s: %w", cover, err)
 	}
-	if err := unix.Mount("cgroup2", mount, "cgroup2", flags, ""); err != nil {
+	if err := unix.Mount("cgroup2", mount, "cgroup2", mountFlags, ""); err != nil {
 		return fmt.Errorf("mounting cgroup2 at %s: %w", mount, err)
 	}
 	return nil
