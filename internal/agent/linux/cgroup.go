@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,7 +44,17 @@ func openJobsCgroup() (*jobsCgroup, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("creating the jobs' cgroup: %w", err)
 	}
-	return &jobsCgroup{dir: dir}, nil
+	c := &jobsCgroup{dir: dir}
+	return c, c.readable()
+}
+
+// readable lets the runner user read the cgroup, whatever the agent's
+// umask: the jobs' cgroupfs is this cgroup (its processes, its limits).
+func (c *jobsCgroup) readable() error {
+	if err := os.Chmod(c.dir, 0o755); err != nil {
+		return fmt.Errorf("the jobs' cgroup: %w", err)
+	}
+	return nil
 }
 
 // Cgroup2Mount is where the cgroup2 hierarchy is mounted.
@@ -52,13 +64,60 @@ func Cgroup2Mount() (string, error) {
 		return "", err
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
+	return visibleCgroup2Mount(f)
+}
+
+// visibleCgroup2Mount is the mount point of the cgroup2 file system that
+// its path reaches, as mountinfo describes the mounts. mountinfo may list
+// one a later mount hides (a namespace that mounted its own cgroup2 over
+// the copy it got: a container, the runner's namespaces), and lists a moved
+// mount (an initramfs's /sys) before the root it was moved to: so the path
+// is followed from the root mount down, mount by mount, as the kernel
+// follows it.
+func visibleCgroup2Mount(mountinfo io.Reader) (string, error) {
+	type mount struct{ id, parent, point, fstype string }
+	var mounts []mount
+	ids := map[string]bool{}
+	sc := bufio.NewScanner(mountinfo)
 	for sc.Scan() {
 		// id parent major:minor root mountpoint options ... - fstype source superoptions
 		pre, post, ok := strings.Cut(sc.Text(), " - ")
 		fields, fsFields := strings.Fields(pre), strings.Fields(post)
-		if ok && len(fields) >= 5 && len(fsFields) >= 1 && fsFields[0] == "cgroup2" {
-			return fields[4], nil
+		if ok && len(fields) >= 5 && len(fsFields) >= 1 {
+			mounts = append(mounts, mount{fields[0], fields[1], unescapeMount(fields[4]), fsFields[0]})
+			ids[fields[0]] = true
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	// reached is the mount a path leads to: at each mount, the path enters
+	// the child mounted nearest the mount's root on the path (the one
+	// mounted last, of two at the same point).
+	reached := func(path string) int {
+		// The root mount's parent is outside the process's root, or itself.
+		at := slices.IndexFunc(mounts, func(m mount) bool { return m.point == "/" && (!ids[m.parent] || m.parent == m.id) })
+		for range mounts {
+			if at < 0 {
+				return -1
+			}
+			next := -1
+			for i, m := range mounts {
+				onPath := m.point == path || m.point == "/" || strings.HasPrefix(path, m.point+"/")
+				if i != at && m.parent == mounts[at].id && onPath && (next < 0 || len(m.point) <= len(mounts[next].point)) {
+					next = i
+				}
+			}
+			if next < 0 {
+				return at
+			}
+			at = next
+		}
+		return -1 // a loop of parents: no mountinfo of Linux's
+	}
+	for i := len(mounts) - 1; i >= 0; i-- {
+		if mounts[i].fstype == "cgroup2" && reached(mounts[i].point) == i {
+			return mounts[i].point, nil
 		}
 	}
 	return "", errors.New("no cgroup2 hierarchy is mounted: the agent needs cgroup v2 to end every process of a job")
@@ -146,5 +205,5 @@ func (c *jobsCgroup) renew() error {
 	if err := os.Mkdir(c.dir, 0o755); err != nil {
 		return fmt.Errorf("renewing the jobs' cgroup: %w", err)
 	}
-	return nil
+	return c.readable()
 }

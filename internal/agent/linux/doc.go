@@ -16,6 +16,12 @@
 // files in every directory it can write, its IPC objects, its keyrings,
 // its cron and at jobs and the containers of a Docker daemon.
 //
+// The runner and its jobs run in mount, cgroup and IPC namespaces of their
+// own, started by the agent's start-runner command: the jobs' cgroup is
+// the root of their cgroup namespace, and the cgroupfs mounted in their
+// mount namespace shows that cgroup alone, so that no cgroup.procs lists a
+// process /proc hides from them.
+//
 // The runner is registered as root, from a copy of the installation the
 // runner user cannot reach, so that the registration token never reaches a
 // process of the runner user, and the agent keeps its own copy of the
@@ -53,11 +59,11 @@
 //     left), then through prepareRunDir as above.
 //
 // Everything else root does by path is in trees root alone can change (its
-// state directory, the runner installations, /etc/skel), checked by
-// rootsAlone at every boot: each directory on the way root's, no link, and
-// writable by root alone or sticky. The runner user's processes are started
-// through the kernel (clone3 into the jobs' cgroup, setuid, execve of the
-// run's run.sh as the runner user), never by root reading their files.
+// state directory and the runner installations, checked by rootsAlone at
+// every boot: each directory on the way root's, no link, and writable by
+// root alone or sticky; /etc/skel, which it only reads). The run's run.sh
+// is executed only once start-runner has become the runner user: root
+// never opens it.
 //
 // # Nothing decided from what a job can write
 //

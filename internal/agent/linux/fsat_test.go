@@ -27,15 +27,6 @@ const (
 // watches, the victim file and the victim directory, colon-separated.
 const racerEnv = "EC2RUNNERS_TEST_RACER"
 
-func TestMain(m *testing.M) {
-	if args := os.Getenv(racerEnv); args != "" {
-		watch, victims, _ := strings.Cut(args, ":")
-		victimFile, victimDir, _ := strings.Cut(victims, ":")
-		race(watch, victimFile, victimDir)
-	}
-	os.Exit(m.Run())
-}
-
 // race is what a job that outlived its run could do while root builds in a
 // directory it can write, until killed: swap every entry it can rename for
 // a symbolic link to a victim of root's outside (a directory for a

@@ -19,15 +19,16 @@ import (
 // Host is the agent's agent.Host on a Linux instance.
 type Host struct {
 	cfg  agent.Config
-	self string // the agent's executable, run as the runner user to clear its keyrings
 	logf func(string, ...any)
 	jobs *jobs
 	scan *writableScan
 }
 
-// jobs is what Host and Runner share: the runner user and the jobs'
-// cgroup, set up by RaiseWalls.
+// jobs is what Host and Runner share: the agent's executable, and the
+// runner user and the jobs' cgroup, set up by RaiseWalls.
 type jobs struct {
+	self string // run to clear the runner user's keyrings and to start the runner (StartRunnerCommand)
+
 	mu     sync.Mutex
 	acct   account
 	cgroup *jobsCgroup
@@ -45,8 +46,8 @@ func (j *jobs) get() (account, *jobsCgroup, error) {
 // New is the Host and Runner of an instance with configuration cfg
 // (defaults filled in); self is the agent's executable.
 func New(cfg agent.Config, self string, logf func(string, ...any)) (*Host, *Runner) {
-	j := &jobs{}
-	h := &Host{cfg: cfg, self: self, logf: logf, jobs: j, scan: newWritableScan(filepath.Join(cfg.Paths.StateDir, "writable-dirs.json"))}
+	j := &jobs{self: self}
+	h := &Host{cfg: cfg, logf: logf, jobs: j, scan: newWritableScan(filepath.Join(cfg.Paths.StateDir, "writable-dirs.json"))}
 	return h, newRunner(cfg, logf, j)
 }
 
@@ -162,7 +163,7 @@ func (h *Host) Wipe(ctx context.Context) error {
 // clearKeyrings runs the agent's clear-keyrings command as the runner user:
 // a user's keyrings can be cleared only by the user.
 func (h *Host) clearKeyrings(ctx context.Context, acct account) error {
-	cmd := exec.CommandContext(ctx, h.self, "clear-keyrings")
+	cmd := exec.CommandContext(ctx, h.jobs.self, "clear-keyrings")
 	cmd.Dir, cmd.Env = "/", nil
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: acct.uid, Gid: acct.gid, Groups: []uint32{acct.gid}}}
 	if out, err := cmd.CombinedOutput(); err != nil {

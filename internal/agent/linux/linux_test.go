@@ -135,3 +135,38 @@ func TestUnescapeMount(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+// The cgroup2 mount found is the one its path reaches: not one a later
+// mount hides, and one moved before the root mount all the same.
+func TestVisibleCgroup2Mount(t *testing.T) {
+	const hybridHost = `22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/root rw
+23 22 0:21 / /sys rw,nosuid,nodev,noexec,relatime shared:2 - sysfs sysfs rw
+31 23 0:28 / /sys/fs/cgroup ro,nosuid,nodev,noexec shared:9 - tmpfs tmpfs ro,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu rw,nosuid,nodev,noexec,relatime shared:10 - cgroup cgroup rw,cpu
+41 31 0:38 / /sys/fs/cgroup/unified rw,nosuid,nodev,noexec,relatime shared:11 - cgroup2 cgroup2 rw
+`
+	for name, c := range map[string]struct{ mountinfo, want string }{
+		"hybrid host": {hybridHost, "/sys/fs/cgroup/unified"},
+		// The instance stand-in's: cgroup2 of its own over the host's
+		// /sys/fs/cgroup, which hides the host's at unified, listed first.
+		"cgroup2 over the hybrid tree": {hybridHost + `400 31 0:38 / /sys/fs/cgroup rw,relatime - cgroup2 cgroup2 rw
+`, "/sys/fs/cgroup"},
+		"the hybrid tree covered": {hybridHost + `400 31 0:60 / /sys/fs/cgroup ro,relatime - tmpfs tmpfs ro
+`, ""},
+		"unified covered by a mount above it": {hybridHost + `400 23 0:60 / /sys/fs ro,relatime - tmpfs tmpfs ro
+`, ""},
+		// An initramfs's /sys, moved to the root it switched to: listed
+		// before the root mount, and reached all the same.
+		"moved before the root": {`20 28 0:21 / /sys rw,nosuid,nodev,noexec,relatime shared:2 - sysfs sysfs rw
+25 20 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate
+28 1 259:1 / / rw,noatime shared:1 - xfs /dev/nvme0n1p1 rw
+`, "/sys/fs/cgroup"},
+		"none": {`1 1 0:1 / / rw - rootfs rootfs rw
+`, ""},
+	} {
+		got, err := visibleCgroup2Mount(strings.NewReader(c.mountinfo))
+		if got != c.want || (err == nil) != (c.want != "") {
+			t.Errorf("%s: %q, %v; want %q", name, got, err, c.want)
+		}
+	}
+}

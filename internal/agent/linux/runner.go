@@ -250,9 +250,10 @@ func (r *Runner) configure(ctx context.Context, dir, token string, args ...strin
 	return nil
 }
 
-// start starts run.sh as the runner user, in the jobs' cgroup and in an IPC
-// namespace of its own (System V IPC and POSIX message queues end with its
-// last process), in a session of its own.
+// start starts run.sh as the runner user, in the jobs' cgroup, in a
+// session of its own and in mount, cgroup and IPC namespaces of its own
+// (runnerCommand): System V IPC and POSIX message queues end with its last
+// process, and its cgroupfs shows its own processes alone.
 func (r *Runner) start() error {
 	acct, cg, err := r.jobs.get()
 	if err != nil {
@@ -266,19 +267,11 @@ func (r *Runner) start() error {
 		return err
 	}
 	defer fd.Close()
-	cmd := exec.Command(filepath.Join(runDir, "run.sh"))
-	cmd.Dir = runDir
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin", "HOME=" + acct.home, "USER=" + acct.name,
-		"LOGNAME=" + acct.name, "SHELL=/bin/bash", "LANG=C.UTF-8"}
+	cmd := runnerCommand(r.jobs.self, filepath.Join(runDir, "run.sh"), runDir,
+		[]string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin", "HOME=" + acct.home, "USER=" + acct.name,
+			"LOGNAME=" + acct.name, "SHELL=/bin/bash", "LANG=C.UTF-8"}, acct, fd)
 	out := &lineLog{logf: r.logf, prefix: "runner: "}
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Credential:  &syscall.Credential{Uid: acct.uid, Gid: acct.gid, Groups: []uint32{acct.gid}},
-		Setsid:      true,
-		Cloneflags:  syscall.CLONE_NEWIPC,
-		UseCgroupFD: true,
-		CgroupFD:    int(fd.Fd()),
-	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting the runner: %w", err)
 	}

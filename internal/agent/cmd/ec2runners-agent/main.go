@@ -38,6 +38,9 @@ func main() {
 	case "clear-keyrings":
 		// As the runner user, run by the agent at every release.
 		err = linux.ClearKeyrings()
+	case linux.StartRunnerCommand:
+		// As root, run by the agent to start the runner in its namespaces.
+		err = linux.StartRunner(os.Args[2:])
 	case "install":
 		err = install(os.Args[2:])
 	case "run":
