@@ -78,7 +78,7 @@ const cgroupFSDir = "/sys/fs/cgroup"
 // enterJobsNamespaces makes the process's cgroup (the jobs') the root of a
 // new cgroup namespace and mounts cgroup2 as it sees it at the hierarchy's
 // mount point, so that no cgroup.procs lists a process outside the jobs'
-// cgroup. An empty read-only tmpfs covers the cgroup file systems first:
+// cgroup, and /dev/mqueue as the runner's IPC namespace has it. An empty read-only tmpfs covers the cgroup file systems first:
 // on a hybrid host, the v1 hierarchies (their pid lists too); and Linux
 // mounts no file system over the root of a mount of the same one.
 func enterJobsNamespaces() error {
@@ -110,8 +110,17 @@ func enterJobsNamespaces() error {
 	if err := unix.Mount("cgroup2", mount, "cgroup2", mountFlags, ""); err != nil {
 		return fmt.Errorf("mounting cgroup2 at %s: %w", mount, err)
 	}
+	// /dev/mqueue shows the queues of the IPC namespace that mounted it:
+	// the agent's, until mounted again from the runner's own.
+	if info, err := os.Stat(mqueueDir); err == nil && info.IsDir() {
+		if err := unix.Mount("mqueue", mqueueDir, "mqueue", mountFlags, ""); err != nil {
+			return fmt.Errorf("mounting the runner's POSIX message queues at %s: %w", mqueueDir, err)
+		}
+	}
 	return nil
 }
+
+const mqueueDir = "/dev/mqueue"
 
 // becomeUser drops root for good: the user's groups (its own alone), then
 // its real, effective and saved ids, in every thread.

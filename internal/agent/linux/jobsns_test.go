@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // The runner's command runs its script as the runner user, with the
@@ -45,10 +48,34 @@ func TestRunnerCommand(t *testing.T) {
 	if err := os.WriteFile(script, []byte(`#!/bin/sh
 echo "ran as $(id -u):$(id -G) with $GIVEN in $(grep '^0::' /proc/self/cgroup)"
 echo "v1 hierarchies: $(find /sys/fs/cgroup -name tasks 2>/dev/null | wc -l)"
+echo "queues: $(ls -A /dev/mqueue | wc -l)"
 echo "self: $$"
 cat $(find /sys/fs/cgroup -name cgroup.procs 2>/dev/null)
 `), 0o755); err != nil {
 		t.Fatal(err)
+	}
+	// A POSIX message queue of the agent's IPC namespace, in its
+	// /dev/mqueue (mounted for the test where the machine has none).
+	if _, err := os.Stat(mqueueDir); os.IsNotExist(err) {
+		if err := os.Mkdir(mqueueDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Remove(mqueueDir) })
+		if err := unix.Mount("mqueue", mqueueDir, "mqueue", 0, ""); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = unix.Unmount(mqueueDir, 0) })
+	}
+	queue, err := unix.BytePtrFromString(fmt.Sprintf("ec2runners-test-%d", os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, errno := unix.Syscall6(unix.SYS_MQ_OPEN, uintptr(unsafe.Pointer(queue)), unix.O_CREAT|unix.O_RDWR|unix.O_CLOEXEC, 0o644, 0, 0, 0); errno != 0 {
+		t.Fatalf("mq_open: %v", errno)
+	}
+	t.Cleanup(func() { unix.Syscall(unix.SYS_MQ_UNLINK, uintptr(unsafe.Pointer(queue)), 0, 0) })
+	if entries, err := os.ReadDir(mqueueDir); err != nil || len(entries) == 0 {
+		t.Fatalf("the agent's /dev/mqueue lists %d queues (%v), want its own", len(entries), err)
 	}
 	run := func(acct account) (string, error) {
 		fd, err := cg.open()
@@ -62,7 +89,7 @@ cat $(find /sys/fs/cgroup -name cgroup.procs 2>/dev/null)
 
 	out, err := run(account{uid: 65534, gid: 65534})
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if err != nil || len(lines) < 4 {
+	if err != nil || len(lines) < 5 {
 		t.Fatalf("%v:\n%s", err, out)
 	}
 	if want := "ran as 65534:65534 with the given environment in 0::/"; lines[0] != want {
@@ -71,8 +98,11 @@ cat $(find /sys/fs/cgroup -name cgroup.procs 2>/dev/null)
 	if lines[1] != "v1 hierarchies: 0" {
 		t.Errorf("%s: the script could list the processes of cgroup v1's", lines[1])
 	}
-	self := strings.TrimPrefix(lines[2], "self: ")
-	seen := lines[3:]
+	if lines[2] != "queues: 0" {
+		t.Errorf("%s: the script saw the agent's POSIX message queues in /dev/mqueue", lines[2])
+	}
+	self := strings.TrimPrefix(lines[3], "self: ")
+	seen := lines[4:]
 	if !strings.Contains(" "+strings.Join(seen, " ")+" ", " "+self+" ") {
 		t.Errorf("the script (pid %s) did not see itself in cgroupfs: %v", self, seen)
 	}
