@@ -467,7 +467,7 @@ func checkInstanceGone(t *testing.T, inst *scripttest.Instance) {
 func TestInstance_fleetInstanceRegistersForInitialRun(t *testing.T) {
 	tags := map[string]string{protocol.TagInitialRunID: "run-0"}
 	f := newFixture(t, "", tags)
-	f.env.GitHub.AddRunnerGroup(owner, "Trusted builds")
+	f.env.GitHub.AddRunnerGroup(owner, "Trusted builds", scripttest.GroupAccess{})
 	f.putToken(owner, "run-0", "Trusted builds")
 	f.putRecord(protocol.StateCreated, "run-0", time.Now().Add(10*time.Minute))
 	o := f.options()

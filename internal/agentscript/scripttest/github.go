@@ -59,9 +59,38 @@ type GitHub struct {
 	required  string            // the oldest runner accepted whatever the releases' dates ("": none)
 	rateLimit int               // REST requests per credential and hour
 	rate      map[string]*rateWindow
-	groups    map[string][]string // runner groups by organization, besides the default group
+	groups    map[string][]*runnerGroup // runner groups by organization, besides the default group
+	public    map[string]bool           // the repositories AddRepository made public, by lower-case "owner/name"
+	runnerIDs int64                     // the last runner id handed out
+	pollWait  time.Duration             // how long a runner's poll waits for a job (jobPollWait)
 	now       func() time.Time
 }
+
+// GroupAccess is which repositories of its organization may send jobs to
+// the runners of a runner group, as the organization's settings say: "All
+// repositories" or "Selected repositories", and "Allow public
+// repositories", off by default ("By default, only private repositories
+// can access runners in a runner group", GitHub's "Managing access to
+// self-hosted runners using groups",
+// https://docs.github.com/en/actions/how-tos/manage-runners/self-hosted-runners/manage-access).
+// The zero GroupAccess is GitHub's default: all the organization's
+// private repositories.
+type GroupAccess struct {
+	SelectedRepositories    []string // "owner/name"; empty: all repositories
+	AllowPublicRepositories bool
+}
+
+// runnerGroup is a runner group an organization made (AddRunnerGroup).
+type runnerGroup struct {
+	id     int64
+	name   string
+	access GroupAccess
+}
+
+// defaultRunnerGroupID is the id of every organization's default group, as
+// GitHub numbers it (the REST API's examples; runner_group_id 1 for a
+// repository's just-in-time runners).
+const defaultRunnerGroupID = 1
 
 // rateWindow counts one credential's REST requests in the current hour.
 type rateWindow struct {
@@ -84,10 +113,15 @@ type issuedToken struct {
 
 // Runner is a runner registered with the stub.
 type Runner struct {
+	ID                   int64 // as the REST API numbers runners
 	Name, Target, Labels string
 	Group                string // the runner group it joined
-	Version              string // the runner's, as it registered
+	Version              string // the runner's, as it registered ("" for a just-in-time runner until its run.sh starts)
 	Running              bool   // its run.sh is running
+	// Ephemeral: it takes one job, then GitHub removes it (config.sh
+	// --ephemeral, and every just-in-time runner).
+	Ephemeral bool
+	tookJob   bool // an ephemeral runner's one job is assigned
 }
 
 // Releases the stub starts with: one published 40 days ago and its
@@ -100,7 +134,8 @@ var (
 // NewGitHub starts the stub.
 func NewGitHub(t testing.TB) *GitHub {
 	g := &GitHub{APIKey: "ghp_stub" + randomHex(8), issued: map[string]issuedToken{}, runners: map[string]*Runner{}, jobs: newJobQueue(),
-		agents: map[string][]byte{}, rateLimit: github.TokenRateLimit, rate: map[string]*rateWindow{}, groups: map[string][]string{}, now: time.Now}
+		agents: map[string][]byte{}, rateLimit: github.TokenRateLimit, rate: map[string]*rateWindow{},
+		groups: map[string][]*runnerGroup{}, public: map[string]bool{}, pollWait: jobPollWait, now: time.Now}
 	g.PublishRunner(OlderRunnerVersion, time.Now().Add(-40*24*time.Hour))
 	g.PublishRunner(RunnerVersion, time.Now().Add(-5*24*time.Hour))
 	mux := http.NewServeMux()
@@ -109,6 +144,12 @@ func NewGitHub(t testing.TB) *GitHub {
 	})
 	mux.HandleFunc("POST /orgs/{org}/actions/runners/{kind}", func(w http.ResponseWriter, r *http.Request) {
 		g.issue(w, r, r.PathValue("org"), r.PathValue("kind"))
+	})
+	mux.HandleFunc("POST /repos/{owner}/{repo}/actions/runners/generate-jitconfig", func(w http.ResponseWriter, r *http.Request) {
+		g.generateJITConfig(w, r, r.PathValue("owner")+"/"+r.PathValue("repo"))
+	})
+	mux.HandleFunc("POST /orgs/{org}/actions/runners/generate-jitconfig", func(w http.ResponseWriter, r *http.Request) {
+		g.generateJITConfig(w, r, r.PathValue("org"))
 	})
 	mux.HandleFunc("POST /_stub/register", g.register)
 	mux.HandleFunc("POST /_stub/remove", g.remove)
@@ -134,11 +175,34 @@ func (g *GitHub) RefuseRegistrations(refuse bool) {
 }
 
 // AddRunnerGroup makes a runner group of the organization, which runners
-// may then join; every organization has the default group.
-func (g *GitHub) AddRunnerGroup(org, name string) {
+// may then join and which the repositories access lets send jobs to them;
+// every organization has the default group, open to all its private
+// repositories. It returns the group's id (runner_group_id).
+func (g *GitHub) AddRunnerGroup(org, name string, access GroupAccess) int64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.groups[org] = append(g.groups[org], name)
+	id := defaultRunnerGroupID + 1 + int64(len(g.groups[org]))
+	g.groups[org] = append(g.groups[org], &runnerGroup{id: id, name: name, access: access})
+	return id
+}
+
+// AddRepository makes a repository ("owner/name") public or private; one
+// a test never added is private.
+func (g *GitHub) AddRepository(fullName string, public bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.public[strings.ToLower(fullName)] = public
+}
+
+// groupAccess is the access of org's runner group name (the default group
+// for a name no group of org has); the caller holds g.mu.
+func (g *GitHub) groupAccess(org, name string) GroupAccess {
+	for _, group := range g.groups[org] {
+		if protocol.SameRunnerGroup(group.name, name) {
+			return group.access
+		}
+	}
+	return GroupAccess{}
 }
 
 // runnerGroup is the name of target's runner group that name (config.sh's
@@ -151,8 +215,8 @@ func (g *GitHub) runnerGroup(target, name string) (string, error) {
 	}
 	if !strings.Contains(target, "/") {
 		for _, group := range g.groups[target] {
-			if protocol.SameRunnerGroup(group, name) {
-				return group, nil
+			if protocol.SameRunnerGroup(group.name, name) {
+				return group.name, nil
 			}
 		}
 	}
@@ -235,12 +299,18 @@ func (g *GitHub) rateLimited(w http.ResponseWriter, authorization string) bool {
 	return spent
 }
 
-func (g *GitHub) issue(w http.ResponseWriter, r *http.Request, target, kind string) {
+// authorized checks a REST request's credential and counts it against
+// the rate limit, answering as GitHub does when either fails.
+func (g *GitHub) authorized(w http.ResponseWriter, r *http.Request) bool {
 	if r.Header.Get("Authorization") != "Bearer "+g.APIKey {
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "Bad credentials"})
-		return
+		return false
 	}
-	if g.rateLimited(w, r.Header.Get("Authorization")) {
+	return !g.rateLimited(w, r.Header.Get("Authorization"))
+}
+
+func (g *GitHub) issue(w http.ResponseWriter, r *http.Request, target, kind string) {
+	if !g.authorized(w, r) {
 		return
 	}
 	if kind != "registration-token" && kind != "remove-token" {
@@ -258,7 +328,7 @@ func (g *GitHub) issue(w http.ResponseWriter, r *http.Request, target, kind stri
 }
 
 // register is what the stub config.sh calls: url, token, name, labels,
-// version.
+// runnergroup, ephemeral, version.
 func (g *GitHub) register(w http.ResponseWriter, r *http.Request) {
 	target := strings.Trim(strings.TrimPrefix(r.FormValue("url"), g.URL), "/")
 	name, labels, version := r.FormValue("name"), r.FormValue("labels"), r.FormValue("version")
@@ -284,7 +354,9 @@ func (g *GitHub) register(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return
 	}
-	g.runners[name] = &Runner{Name: name, Target: target, Labels: labels, Group: group, Version: version}
+	g.runnerIDs++
+	g.runners[name] = &Runner{ID: g.runnerIDs, Name: name, Target: target, Labels: labels, Group: group, Version: version,
+		Ephemeral: r.FormValue("ephemeral") == "1"}
 	g.events = append(g.events, "register "+name+" "+labels)
 }
 

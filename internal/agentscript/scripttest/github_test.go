@@ -39,11 +39,19 @@ func withClock(g *GitHub) *stubClock {
 	return c
 }
 
-// register posts what the stub config.sh posts; it returns the status.
+// register posts what the stub config.sh posts for a runner of octo/app;
+// it returns the status.
 func register(t *testing.T, g *GitHub, token, name, labels string) int {
 	t.Helper()
-	resp, err := http.PostForm(g.URL+"/_stub/register", url.Values{"url": {g.URL + "/octo/app"}, "token": {token},
-		"name": {name}, "labels": {labels}, "version": {RunnerVersion}})
+	return registerIn(t, g, "octo/app", "", token, name, labels)
+}
+
+// registerIn posts what the stub config.sh posts for a runner of target in
+// group; it returns the status.
+func registerIn(t *testing.T, g *GitHub, target, group, token, name, labels string) int {
+	t.Helper()
+	resp, err := http.PostForm(g.URL+"/_stub/register", url.Values{"url": {g.URL + "/" + target}, "token": {token},
+		"name": {name}, "labels": {labels}, "runnergroup": {group}, "version": {RunnerVersion}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,28 +1,56 @@
 package scripttest
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
-// Jobs, as a workflow's runs-on would queue them: a test queues a shell
-// script for a label; the stub run.sh of a runner registered with that label
-// takes it, runs it as the user the runner runs as, and posts the output and
-// exit code back.
+// Jobs, as a workflow's runs-on queues them: a test queues a shell script
+// for a repository with a runs-on; the stub run.sh of a runner GitHub would
+// send the job to takes it, runs it as the user the runner runs as, and
+// posts the output and exit code back.
+//
+// GitHub's routing, which the stub enforces (GitHub's "Choosing the runner
+// for a job",
+// https://docs.github.com/en/actions/using-jobs/choosing-the-runner-for-a-job,
+// and "Managing access to self-hosted runners using groups"): a
+// repository's runner takes only the jobs of its repository; an
+// organization's runner only those of the organization's repositories its
+// runner group lets in (GroupAccess: the selected ones or all, and public
+// ones only if the group allows them); runs-on's group, which names one of
+// the organization's runner groups (case-insensitively; a repository's
+// runners are in none), restricts the job to the runners of that group;
+// and a runner must have every label of runs-on's labels (compared
+// case-insensitively). A runner registered with --no-default-labels has
+// only its own labels, so runs-on: self-hosted does not reach it.
+
+// RunsOn is a job's runs-on: labels (a string or a list: a runner must
+// have all of them), group: NAME, or both (group: with labels:).
+type RunsOn struct {
+	Group  string
+	Labels []string
+}
 
 // Job is a queued job and, once a runner has run it, its result.
 type Job struct {
-	ID, Label, Script string
-	QueuedAt          time.Time
-	Runner            string // the runner that took it; "" while queued
-	Output            string // stdout and stderr, as the job wrote them
-	ExitCode          int
-	Done              bool
+	ID, Script string
+	// Repository ("owner/name") queued the job; "" for QueueJob's, which
+	// take the repository of the runner that takes them.
+	Repository string
+	RunsOn     RunsOn
+	QueuedAt   time.Time
+	Runner     string // the runner that took it; "" while queued
+	Output     string // stdout and stderr, as the job wrote them
+	ExitCode   int
+	Done       bool
 	// Canceled: no runner took the job within github.MaxJobQueueTime, so
 	// GitHub cancels it (Done, never run; GitHub may take up to 48 hours to).
 	Canceled bool
@@ -41,8 +69,11 @@ func newJobQueue() jobQueue { return jobQueue{queued: make(chan struct{})} }
 // answers 204; short, so that a stopped test's server closes soon.
 const jobPollWait = 5 * time.Second
 
-// QueueJob queues script for the next runner with label, and returns the
-// job's id for JobResult.
+// QueueJob queues script for the next runner with label, as a job of the
+// repository the runner serves (its repository, or the private repository
+// "<organization>/job" of its organization), for tests where which
+// repository queued the job does not matter; it returns the job's id for
+// JobResult.
 func (g *GitHub) QueueJob(label, script string) string {
 	return g.QueueJobAt(label, script, time.Now())
 }
@@ -50,9 +81,23 @@ func (g *GitHub) QueueJob(label, script string) string {
 // QueueJobAt queues a job as if queued at at: one queued more than
 // github.MaxJobQueueTime ago is canceled, as GitHub cancels it.
 func (g *GitHub) QueueJobAt(label, script string, at time.Time) string {
+	return g.queue(&Job{RunsOn: RunsOn{Labels: []string{label}}, Script: script, QueuedAt: at})
+}
+
+// QueueJobFor queues script as a job of repository ("owner/name") with
+// runsOn, for the runner GitHub would send it to, and returns the job's id.
+// A runs-on with neither group nor labels is no workflow GitHub runs.
+func (g *GitHub) QueueJobFor(repository string, runsOn RunsOn, script string) string {
+	if runsOn.Group == "" && len(runsOn.Labels) == 0 {
+		panic("QueueJobFor: runs-on names neither a group nor labels")
+	}
+	return g.queue(&Job{Repository: repository, RunsOn: runsOn, Script: script, QueuedAt: time.Now()})
+}
+
+func (g *GitHub) queue(job *Job) string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	job := &Job{ID: "job-" + randomHex(6), Label: label, Script: script, QueuedAt: at}
+	job.ID = "job-" + randomHex(6)
 	g.jobs.list = append(g.jobs.list, job)
 	close(g.jobs.queued)
 	g.jobs.queued = make(chan struct{})
@@ -83,8 +128,8 @@ func (g *GitHub) expireJobs() {
 	}
 }
 
-// nextJob hands the runner ?name= the oldest queued job for one of its
-// labels, waiting up to jobPollWait for one as the real runner's long poll
+// nextJob hands the runner ?name= the oldest queued job GitHub would send
+// it, waiting up to jobPollWait for one as the real runner's long poll
 // does: 200 with a line "<id> <repository>" and the script, or 204; and 403
 // with GitHub's message to a runner whose ?version= GitHub's policy no
 // longer accepts.
@@ -97,7 +142,9 @@ func (g *GitHub) nextJob(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "An error occured: Runner version v"+version+" is deprecated and cannot receive messages.", http.StatusForbidden)
 		return
 	}
-	timeout := time.NewTimer(jobPollWait)
+	g.mu.Lock()
+	timeout := time.NewTimer(g.pollWait)
+	g.mu.Unlock()
 	defer timeout.Stop()
 	for {
 		g.mu.Lock()
@@ -113,7 +160,7 @@ func (g *GitHub) nextJob(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "no runner "+name, http.StatusNotFound)
 			return
 		case job != nil:
-			fmt.Fprintf(w, "%s %s\n%s", job.ID, jobRepository(runner.Target), job.Script)
+			fmt.Fprintf(w, "%s %s\n%s", job.ID, job.Repository, job.Script)
 			return
 		}
 		select {
@@ -127,33 +174,74 @@ func (g *GitHub) nextJob(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// takeJob assigns the oldest queued job for one of runner's labels,
-// compared as GitHub compares them (case-insensitively), to it; the caller
-// holds g.mu.
+// takeJob assigns the oldest queued job GitHub would send runner to it;
+// the caller holds g.mu. An ephemeral runner takes one job alone: "The
+// service will make sure to only ever send one job to this runner"
+// (https://github.com/actions/runner/pull/660).
 func (g *GitHub) takeJob(runner *Runner) *Job {
 	g.expireJobs()
-	labels := strings.Split(runner.Labels, ",")
+	if runner.Ephemeral && runner.tookJob {
+		return nil
+	}
 	for _, job := range g.jobs.list {
-		for _, l := range labels {
-			if job.Runner == "" && !job.Done && github.SameLabel(l, job.Label) {
-				job.Runner = runner.Name
-				return job
+		if job.Runner == "" && !job.Done && g.routes(job, runner) {
+			job.Runner, runner.tookJob = runner.Name, true
+			if job.Repository == "" {
+				job.Repository = defaultRepository(runner.Target)
 			}
+			return job
 		}
 	}
 	return nil
 }
 
-// jobRepository is the repository a job of target runs for: the target, or
-// a repository "job" of an organization target.
-func jobRepository(target string) string {
+// routes tells whether GitHub would send job to runner (see the rules
+// above); the caller holds g.mu.
+func (g *GitHub) routes(job *Job, runner *Runner) bool {
+	repository := cmp.Or(job.Repository, defaultRepository(runner.Target))
+	owner, _, _ := strings.Cut(repository, "/")
+	organizationRunner := !strings.Contains(runner.Target, "/")
+	switch {
+	case !organizationRunner && !strings.EqualFold(repository, runner.Target):
+		return false
+	case organizationRunner && (!strings.EqualFold(owner, runner.Target) || !g.admits(runner, repository)):
+		return false
+	case job.RunsOn.Group != "" && (!organizationRunner || !protocol.SameRunnerGroup(job.RunsOn.Group, runner.Group)):
+		return false
+	}
+	labels := strings.Split(runner.Labels, ",")
+	for _, want := range job.RunsOn.Labels {
+		if !slices.ContainsFunc(labels, func(l string) bool { return github.SameLabel(l, want) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// admits tells whether the runner group of the organization's runner lets
+// repository send it jobs; the caller holds g.mu.
+func (g *GitHub) admits(runner *Runner, repository string) bool {
+	access := g.groupAccess(runner.Target, runner.Group)
+	if g.public[strings.ToLower(repository)] && !access.AllowPublicRepositories {
+		return false
+	}
+	return len(access.SelectedRepositories) == 0 ||
+		slices.ContainsFunc(access.SelectedRepositories, func(r string) bool { return strings.EqualFold(r, repository) })
+}
+
+// defaultRepository is the repository QueueJob's jobs run for on a runner
+// of target: the target, or a repository "job" of an organization target.
+func defaultRepository(target string) string {
 	if strings.Contains(target, "/") {
 		return target
 	}
 	return target + "/job"
 }
 
-// jobResult is where run.sh posts a job's id, exit_code and output.
+// jobResult is where run.sh posts a job's id, exit_code and output. Once
+// an ephemeral runner's job is done, GitHub removes the runner: "After a
+// job is run, ephemeral runners are automatically unregistered from the
+// service" (https://github.blog/changelog/2021-09-20-github-actions-ephemeral-self-hosted-runners-new-webhooks-for-auto-scaling).
 func (g *GitHub) jobResult(w http.ResponseWriter, r *http.Request) {
 	code, err := strconv.Atoi(r.FormValue("exit_code"))
 	if err != nil {
@@ -165,6 +253,10 @@ func (g *GitHub) jobResult(w http.ResponseWriter, r *http.Request) {
 	for _, job := range g.jobs.list {
 		if job.ID == r.FormValue("id") && job.Runner != "" {
 			job.Output, job.ExitCode, job.Done = r.FormValue("output"), code, true
+			if runner := g.runners[job.Runner]; runner != nil && runner.Ephemeral {
+				delete(g.runners, job.Runner)
+				g.events = append(g.events, "remove "+job.Runner)
+			}
 			return
 		}
 	}

@@ -114,7 +114,7 @@ func TestGitHub_refusesJobsToOutdatedRunners(t *testing.T) {
 // have only the default group.
 func TestStubRunner_runnerGroups(t *testing.T) {
 	g := NewGitHub(t)
-	g.AddRunnerGroup("octo", "Trusted builds")
+	g.AddRunnerGroup("octo", "Trusted builds", GroupAccess{})
 	for _, tc := range []struct {
 		target, group, want string // want "": refused
 	}{

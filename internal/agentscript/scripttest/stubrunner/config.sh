@@ -5,8 +5,10 @@
 # the environment as ACTIONS_RUNNER_INPUT_<NAME> (the command line wins),
 # so a token need not show in process arguments, registers with the
 # GitHub at --url (in the runner group --runnergroup names, which must
-# exist), and keeps its settings in .runner (JSON, with the
-# gitHubUrl that "remove" sends the removal to).
+# exist; ephemeral with --ephemeral: GitHub sends it one job, then removes
+# it), with the default labels self-hosted, Linux and its architecture
+# before --labels unless --no-default-labels, and keeps its settings in
+# .runner (JSON, with the gitHubUrl that "remove" sends the removal to).
 set -eu
 cd "$(dirname "$0")"
 if [ "$(id -u)" = 0 ] && [ -z "${RUNNER_ALLOW_RUNASROOT:-}" ]; then
@@ -46,7 +48,7 @@ if [ -f .runner ]; then
 	echo "Cannot configure the runner because it is already configured." >&2
 	exit 1
 fi
-unattended=0 nodefault=0
+unattended=0 nodefault=0 ephemeral=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--url) url=$2; shift ;;
@@ -57,17 +59,26 @@ while [ $# -gt 0 ]; do
 	--runnergroup) group=$2; shift ;;
 	--unattended) unattended=1 ;;
 	--no-default-labels) nodefault=1 ;;
+	--ephemeral) ephemeral=1 ;;
 	--replace | --disableupdate) ;;
 	*) echo "unknown argument $1" >&2; exit 2 ;;
 	esac
 	shift
 done
-{ [ "$unattended" = 1 ] && [ "$nodefault" = 1 ]; } || { echo "expected --unattended --no-default-labels" >&2; exit 2; }
+[ "$unattended" = 1 ] || { echo "expected --unattended" >&2; exit 2; }
+if [ "$nodefault" = 0 ]; then
+	case $(uname -m) in
+	aarch64) arch=ARM64 ;;
+	*) arch=X64 ;;
+	esac
+	labels=self-hosted,Linux,$arch${labels:+,$labels}
+fi
 [ -n "$token" ] || { echo "no token: pass --token or ACTIONS_RUNNER_INPUT_TOKEN" >&2; exit 2; }
 server=$(origin "$url")
 curl -sS --fail-with-body -X POST "$server/_stub/register" --data-urlencode "url=$url" --data-urlencode "token=$token" \
-	--data-urlencode "name=$name" --data-urlencode "labels=$labels" --data-urlencode "runnergroup=$group" --data-urlencode "version=$VERSION"
-printf '{"agentName": "%s", "gitHubUrl": "%s", "serverUrl": "%s", "workFolder": "%s"}\n' "$name" "$url" "$server" "$work" >.runner
+	--data-urlencode "name=$name" --data-urlencode "labels=$labels" --data-urlencode "runnergroup=$group" --data-urlencode "ephemeral=$ephemeral" --data-urlencode "version=$VERSION"
+printf '{"agentName": "%s", "gitHubUrl": "%s", "serverUrl": "%s", "workFolder": "%s", "ephemeral": %s}\n' "$name" "$url" "$server" "$work" \
+	"$([ "$ephemeral" = 1 ] && echo true || echo false)" >.runner
 printf '{"scheme": "OAuth", "data": {"clientId": "%s"}}\n' "$name" >.credentials
 printf 'LANG=C.UTF-8\n' >.env
 printf '%s\n' "$PATH" >.path

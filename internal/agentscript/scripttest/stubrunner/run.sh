@@ -5,8 +5,17 @@
 # one's script as this user, in a workspace under the work folder, with the
 # environment a job's steps get from the real runner, and posts the output
 # and exit code back. Like the real listener it exits when the service
-# refuses its version.
+# refuses its version, and after its one job when it is ephemeral; with
+# --jitconfig it first writes the files of the just-in-time configuration
+# (base64 of a JSON object of file names and their base64 contents), as
+# the real listener does, and runs from them.
 cd "$(dirname "$0")" || exit 1
+if [ "${1:-}" = --jitconfig ]; then
+	jitconfig=$(printf '%s' "${2:-}" | base64 -d) || exit 1
+	for file in runner credentials; do
+		printf '%s' "$jitconfig" | sed -n 's/.*"\.'"$file"'": *"\([^"]*\)".*/\1/p' | base64 -d >".$file" || exit 1
+	done
+fi
 setting() { sed -n 's/.*"'"$1"'": *"\([^"]*\)".*/\1/p' .runner; }
 name=$(setting agentName)
 server=$(setting serverUrl)
@@ -47,7 +56,12 @@ while :; do
 		--data-urlencode "version=$VERSION" >"$work/_job.status" &
 	wait $!
 	case $(<"$work/_job.status") in
-	200) run_job ;;
+	200)
+		run_job
+		if grep -q '"ephemeral": *true' .runner; then
+			exit 0
+		fi
+		;;
 	204) ;;
 	403)
 		cat "$work/_job" >&2
