@@ -45,6 +45,7 @@ func TestGitHub_routesJobsAsGitHub(t *testing.T) {
 		{"another repository's labels", "octo/lib", RunsOn{Labels: []string{"linux"}}, "open"},
 		{"another repository's labels, all of them", "octo/lib", RunsOn{Labels: []string{"linux", "gpu"}}, "default"},
 		{"its own labels, case-insensitively", "octo/app", RunsOn{Labels: []string{"LINUX", "Gpu"}}, "app-runner"},
+		{"self-hosted, which --no-default-labels leaves out", "octo/app", RunsOn{Labels: []string{"self-hosted"}}, ""},
 		{"a label no runner has them all with", "octo/app", RunsOn{Labels: []string{"linux", "arm64"}}, ""},
 		{"a group that did not select the repository", "octo/lib", RunsOn{Group: "Trusted builds"}, ""},
 		{"a group that did not select it, with labels", "octo/lib", RunsOn{Group: "Trusted builds", Labels: []string{"linux"}}, ""},

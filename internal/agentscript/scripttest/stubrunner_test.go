@@ -1,6 +1,9 @@
 package scripttest
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -147,4 +150,142 @@ func TestStubRunner_runnerGroups(t *testing.T) {
 	if events := strings.Join(g.Events(), "\n"); !strings.Contains(events, `could not find any self-hosted runner group named "Untrusted"`) {
 		t.Errorf("events %q: no refusal naming the missing group", events)
 	}
+}
+
+// generateJIT posts body to the REST API's generate-jitconfig of target
+// (owner/repo or an organization); it returns the status and the answer.
+func generateJIT(t *testing.T, g *GitHub, target string, body any) (int, map[string]any) {
+	t.Helper()
+	path := "/orgs/" + target
+	if strings.Contains(target, "/") {
+		path = "/repos/" + target
+	}
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(http.MethodPost, g.URL+path+"/actions/runners/generate-jitconfig", bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+g.APIKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var answer map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&answer)
+	return resp.StatusCode, answer
+}
+
+// The REST API makes a just-in-time runner registered and offline at once,
+// and refuses what GitHub refuses: a name a runner has (409), no or more
+// than 100 labels or no runner_group_id (422), a group the organization
+// does not have or, for a repository, any but the default group (404).
+func TestGitHub_justInTimeRunners(t *testing.T) {
+	g := NewGitHub(t)
+	trusted := g.AddRunnerGroup("octo", "Trusted builds", GroupAccess{})
+	status, answer := generateJIT(t, g, "octo", map[string]any{"name": "i-1", "runner_group_id": trusted, "labels": []string{"run-1"}})
+	runner, _ := answer["runner"].(map[string]any)
+	if status != http.StatusCreated || answer["encoded_jit_config"] == "" || runner["name"] != "i-1" || runner["status"] != "offline" {
+		t.Fatalf("generate-jitconfig: HTTP %d %v, want 201 with the offline runner and its configuration", status, answer)
+	}
+	if r, ok := g.Runners()["i-1"]; !ok || r.Target != "octo" || r.Group != "Trusted builds" || r.Labels != "run-1" || !r.Ephemeral || r.Running ||
+		float64(r.ID) != runner["id"] {
+		t.Errorf("runner %+v (registered: %t), want i-1 of octo in Trusted builds, ephemeral and offline, with the answer's id %v", r, ok, runner["id"])
+	}
+	var labels []string
+	for i := range 101 {
+		labels = append(labels, fmt.Sprint("label-", i))
+	}
+	for _, tc := range []struct {
+		what, target string
+		body         map[string]any
+		status       int
+	}{
+		{"a name taken", "octo/app", map[string]any{"name": "i-1", "runner_group_id": 1, "labels": []string{"run-1"}}, http.StatusConflict},
+		{"100 labels", "octo", map[string]any{"name": "i-100", "runner_group_id": 1, "labels": labels[:100]}, http.StatusCreated},
+		{"no labels", "octo", map[string]any{"name": "i-2", "runner_group_id": 1, "labels": []string{}}, http.StatusUnprocessableEntity},
+		{"101 labels", "octo", map[string]any{"name": "i-2", "runner_group_id": 1, "labels": labels}, http.StatusUnprocessableEntity},
+		{"no runner group", "octo", map[string]any{"name": "i-2", "labels": []string{"run-1"}}, http.StatusUnprocessableEntity},
+		{"a group the organization lacks", "octo", map[string]any{"name": "i-2", "runner_group_id": trusted + 1, "labels": []string{"run-1"}}, http.StatusNotFound},
+		{"a repository's runner in a group", "octo/app", map[string]any{"name": "i-2", "runner_group_id": trusted, "labels": []string{"run-1"}}, http.StatusNotFound},
+	} {
+		if status, answer := generateJIT(t, g, tc.target, tc.body); status != tc.status {
+			t.Errorf("%s: HTTP %d %v, want %d", tc.what, status, answer, tc.status)
+		}
+	}
+	if _, ok := g.Runners()["i-2"]; ok {
+		t.Errorf("a refused request registered i-2")
+	}
+	// GitHub sends a just-in-time runner one job alone.
+	g.pollWait = 100 * time.Millisecond
+	first := g.QueueJob("run-1", "true")
+	g.QueueJob("run-1", "true")
+	if got := nextJob(t, g, "i-1"); got != first {
+		t.Errorf("i-1 took %q, want the first job, %q", got, first)
+	}
+	if got := nextJob(t, g, "i-1"); got != "" {
+		t.Errorf("i-1 took a second job, %q", got)
+	}
+}
+
+// An ephemeral runner, just-in-time (run.sh --jitconfig, from the REST
+// API's configuration) or configured with config.sh --ephemeral, takes one
+// job: then GitHub removes it and its run.sh exits, leaving the next job
+// queued. config.sh without --no-default-labels gives the runner the
+// default labels before its own.
+func TestStubRunner_ephemeralRunnersTakeOneJob(t *testing.T) {
+	for _, tc := range []struct {
+		what   string
+		runsOn RunsOn
+		start  func(t *testing.T, g *GitHub, dir string) []string // run.sh's arguments
+	}{
+		{"just in time", RunsOn{Labels: []string{"run-1"}}, func(t *testing.T, g *GitHub, dir string) []string {
+			status, answer := generateJIT(t, g, "octo/app", map[string]any{"name": "i-1", "runner_group_id": 1, "labels": []string{"run-1"}})
+			if status != http.StatusCreated {
+				t.Fatalf("generate-jitconfig: HTTP %d %v", status, answer)
+			}
+			return []string{"--jitconfig", answer["encoded_jit_config"].(string)}
+		}},
+		{"config.sh --ephemeral", RunsOn{Labels: []string{"self-hosted", "linux", "run-1"}}, func(t *testing.T, g *GitHub, dir string) []string {
+			reg, _ := g.IssueToken("registration-token", "octo/app")
+			if out, err := runConfigSh(dir, reg, "--unattended", "--url", g.URL+"/octo/app", "--name", "i-1", "--labels", "run-1", "--ephemeral"); err != nil {
+				t.Fatalf("config.sh: %v\n%s", err, out)
+			}
+			if r := g.Runners()["i-1"]; !r.Ephemeral || !strings.HasPrefix(r.Labels, "self-hosted,Linux,") || !strings.HasSuffix(r.Labels, ",run-1") {
+				t.Errorf("runner %+v, want it ephemeral with the default labels, then run-1", r)
+			}
+			return nil
+		}},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			g := NewGitHub(t)
+			dir := unpackRunner(t, g, RunnerVersion)
+			args := tc.start(t, g, dir)
+			first := g.QueueJobFor("octo/app", tc.runsOn, "echo first")
+			second := g.QueueJobFor("octo/app", tc.runsOn, "echo second")
+			run := exec.Command(filepath.Join(dir, "run.sh"), args...)
+			if out, err := runWithin(run, 30*time.Second); err != nil {
+				t.Fatalf("run.sh: %v\n%s", err, out)
+			}
+			if job := g.JobResult(first); !job.Done || job.Runner != "i-1" || job.Output != "first\n" {
+				t.Errorf("the first job: %+v, want it run by i-1", job)
+			}
+			if job := g.JobResult(second); job.Runner != "" {
+				t.Errorf("the second job went to %s, want it left queued", job.Runner)
+			}
+			if _, ok := g.Runners()["i-1"]; ok || !slices.Contains(g.Events(), "remove i-1") {
+				t.Errorf("events %q: want i-1 removed after its job", g.Events())
+			}
+		})
+	}
+}
+
+// runWithin runs cmd, killing it past timeout; it returns the output.
+func runWithin(cmd *exec.Cmd, timeout time.Duration) ([]byte, error) {
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	timer := time.AfterFunc(timeout, func() { _ = cmd.Process.Kill() })
+	defer timer.Stop()
+	err := cmd.Wait()
+	return out.Bytes(), err
 }
