@@ -24,20 +24,26 @@ import (
 )
 
 // GitHub is a stub of GitHub: the REST API that issues registration and
-// removal tokens (for the provider) and lists the runner's releases with
-// their digests, the release archives of the runner and of the agent, and
-// the service the stub runner's config.sh registers with and its run.sh
-// takes jobs from (jobs.go), for the test's assertions. It enforces
-// GitHub's rules (internal/github's limits.go): registration checks the
-// token as GitHub would (issued here, for that repository or organization,
-// of the right kind, not past its hour) and the runner's name (at most 64
-// characters) and labels (not empty) and the runner group (one the
-// organization has, see AddRunnerGroup, matched case-insensitively; a
-// repository has only the default group); labels match case-insensitively; a
-// job no runner takes within 24 hours fails (jobs.go); the REST API counts
-// each credential's requests against its hourly rate limit and answers as
-// GitHub does once it is spent. It enforces GitHub's
-// runner version policy (protocol.RunnerPolicyAt): a runner older than
+// removal tokens (for the provider), makes just-in-time runners (jit.go)
+// and lists the runner's releases with their digests, the release archives
+// of the runner and of the agent, and the service the stub runner's
+// config.sh registers with and its run.sh takes jobs from (jobs.go), for
+// the test's assertions. It enforces GitHub's rules (internal/github's
+// limits.go): registration checks the token as GitHub would (issued here,
+// for that repository or organization, of the right kind, not past its
+// hour) and the runner's name (at most 64 characters) and labels (not
+// empty) and the runner group (one the organization has, see
+// AddRunnerGroup, matched case-insensitively; a repository has only the
+// default group); a job goes only to a runner GitHub would send it to: one
+// of its repository, or of its organization in a runner group its
+// repository may use (GroupAccess, AddRepository), of the group runs-on
+// names, with all of runs-on's labels, matched case-insensitively
+// (jobs.go); an ephemeral runner (config.sh --ephemeral, or just in time)
+// takes one job and is then removed; a job no runner takes within 24
+// hours fails (jobs.go); the REST API counts each credential's requests
+// against its hourly rate limit and answers as GitHub does once it is
+// spent. It enforces GitHub's runner version policy
+// (protocol.RunnerPolicyAt): a runner older than
 // protocol.MinimumRunnerVersion cannot register, and one older than the
 // policy accepts at the moment it asks for a job is refused, as GitHub
 // refuses its listener, so a test fails whenever an outdated runner would
@@ -116,7 +122,7 @@ type Runner struct {
 	ID                   int64 // as the REST API numbers runners
 	Name, Target, Labels string
 	Group                string // the runner group it joined
-	Version              string // the runner's, as it registered ("" for a just-in-time runner until its run.sh starts)
+	Version              string // the runner's, as it registered ("" for a just-in-time runner: the REST API registers it)
 	Running              bool   // its run.sh is running
 	// Ephemeral: it takes one job, then GitHub removes it (config.sh
 	// --ephemeral, and every just-in-time runner).
