@@ -71,7 +71,7 @@ func (g *GitHub) generateJITConfig(w http.ResponseWriter, r *http.Request, targe
 	credentials, _ := json.Marshal(map[string]any{"scheme": "OAuth", "data": map[string]string{"clientId": runner.Name}})
 	files, _ := json.Marshal(map[string]string{".runner": base64.StdEncoding.EncodeToString(settings),
 		".credentials": base64.StdEncoding.EncodeToString(credentials)})
-	writeJSON(w, http.StatusCreated, map[string]any{"runner": g.runnerJSON(runner), "encoded_jit_config": base64.StdEncoding.EncodeToString(files)})
+	writeJSON(w, http.StatusCreated, map[string]any{"runner": newRunnerJSON(runner), "encoded_jit_config": base64.StdEncoding.EncodeToString(files)})
 }
 
 // runnerGroupByID is the name of target's runner group id; the caller
@@ -91,17 +91,12 @@ func (g *GitHub) runnerGroupByID(target string, id int64) (string, bool) {
 	return "", false
 }
 
-// runnerJSON is a runner as the REST API shows it; the caller holds g.mu.
-func (g *GitHub) runnerJSON(runner *Runner) map[string]any {
+// newRunnerJSON is a just-in-time runner as the REST API shows it when it
+// makes it: offline, idle, its os not known yet.
+func newRunnerJSON(runner *Runner) map[string]any {
 	var labels []map[string]any
 	for i, l := range strings.Split(runner.Labels, ",") {
 		labels = append(labels, map[string]any{"id": i + 1, "name": l, "type": "custom"})
 	}
-	status := map[bool]string{true: "online", false: "offline"}[runner.Running]
-	return map[string]any{"id": runner.ID, "name": runner.Name, "os": "Linux", "status": status, "busy": g.busy(runner), "labels": labels}
-}
-
-// busy tells whether runner is running a job; the caller holds g.mu.
-func (g *GitHub) busy(runner *Runner) bool {
-	return slices.ContainsFunc(g.jobs.list, func(j *Job) bool { return j.Runner == runner.Name && !j.Done })
+	return map[string]any{"id": runner.ID, "name": runner.Name, "os": "unknown", "status": "offline", "busy": false, "labels": labels}
 }
