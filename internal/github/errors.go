@@ -19,6 +19,8 @@ type apiError struct {
 	message  string // GitHub's "message", or the start of the body
 	attempts int
 	hint     string
+	// rateLimited: GitHub refused the credentials for their rate limit.
+	rateLimited bool
 }
 
 func (e *apiError) Error() string {
@@ -46,11 +48,12 @@ func newAPIError(op operation, status int, body []byte, plan retryPlan, attempts
 		hint = retryHint(plan)
 	}
 	return &apiError{
-		op:       op.what,
-		status:   status,
-		message:  truncate(redact(errorMessage(body), bearer)),
-		attempts: attempts,
-		hint:     hint,
+		op:          op.what,
+		status:      status,
+		message:     truncate(redact(errorMessage(body), bearer)),
+		attempts:    attempts,
+		hint:        hint,
+		rateLimited: plan.rateLimited,
 	}
 }
 

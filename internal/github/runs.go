@@ -1,0 +1,94 @@
+package github
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// RunAttempt names one attempt of a GitHub Actions workflow run: the
+// repository's numeric run id (GITHUB_RUN_ID) and the attempt
+// (GITHUB_RUN_ATTEMPT, from 1; each re-run is a new attempt of the same
+// run).
+type RunAttempt struct {
+	Repository Target // a repository: Owner and Repository
+	RunID      int64
+	Attempt    int
+}
+
+func (a RunAttempt) String() string {
+	return fmt.Sprintf("attempt %d of workflow run %d of %s", a.Attempt, a.RunID, a.Repository)
+}
+
+// runStatusCompleted is a run attempt's status once all its jobs ended:
+// succeeded, failed, or cancelled (GitHub forcibly ends a cancelled run's
+// jobs after 5 minutes). A re-run is a new attempt, so an earlier attempt
+// stays completed.
+const runStatusCompleted = "completed"
+
+// RunAttemptEnded tells whether a workflow run attempt has ended: GitHub
+// says it is completed, or the run is gone (deleted) from a repository
+// the credentials see. GitHub answers 404 also for a repository the
+// credentials do not see, or when a permission is missing: that is an
+// error, never an end, since a run that still goes on must not be taken
+// for ended. Reading a run needs the repository permission "Actions"
+// (read) of a GitHub App or fine-grained token.
+func (c *Client) RunAttemptEnded(ctx context.Context, a RunAttempt) (bool, error) {
+	t := a.Repository
+	hint := func(status int) string { return runHint(t, status) }
+	op := operation{what: "read " + a.String(), hint: hint}
+	if t.Owner == "" || t.Repository == "" || a.RunID <= 0 || a.Attempt <= 0 {
+		return false, fmt.Errorf("%s: not a repository's run attempt", op.what)
+	}
+	bearer, err := c.bearer(ctx)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", op.what, err)
+	}
+	repo := "/repos/" + url.PathEscape(t.Owner) + "/" + url.PathEscape(t.Repository)
+	body, status, err := c.call(ctx, op, http.MethodGet, repo+"/actions/runs/"+strconv.FormatInt(a.RunID, 10)+"/attempts/"+strconv.Itoa(a.Attempt), bearer)
+	if c.app != nil && statusOf(err) == http.StatusUnauthorized {
+		c.app.forget(bearer) // revoked: not cached until it expires
+	}
+	if statusOf(err) == http.StatusNotFound {
+		seen := operation{what: fmt.Sprintf("read repository %s, which has no %s", t, a), hint: hint}
+		if _, _, rerr := c.call(ctx, seen, http.MethodGet, repo, bearer); rerr != nil {
+			return false, rerr
+		}
+		return true, nil // deleted
+	}
+	if err != nil {
+		return false, err
+	}
+	var run struct {
+		Status string `json:"status"`
+	}
+	if err := json.Unmarshal(body, &run); err != nil || run.Status == "" {
+		return false, fmt.Errorf("%s: HTTP %d response has no status", op.what, status)
+	}
+	return run.Status == runStatusCompleted, nil
+}
+
+// runHint advises on a 4xx answer to the read of a run or its repository.
+func runHint(t Target, status int) string {
+	if status == http.StatusForbidden {
+		return `the credentials lack permission: a GitHub App or fine-grained token needs the repository permission "Actions" (read); a classic token needs the "repo" scope`
+	}
+	return targetHint(t, status)
+}
+
+// Temporary tells whether err says GitHub could not serve the request
+// now: it did not answer, answered with a server error, or rate limited
+// the credentials. Other requests with the same credentials would fail
+// alike for a while.
+func Temporary(err error) bool {
+	var apiErr *apiError
+	if errors.As(err, &apiErr) {
+		return apiErr.rateLimited || apiErr.status >= 500
+	}
+	var unreachable *url.Error
+	return errors.As(err, &unreachable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
