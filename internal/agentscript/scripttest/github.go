@@ -25,7 +25,8 @@ import (
 
 // GitHub is a stub of GitHub: the REST API that issues registration and
 // removal tokens (for the provider), makes just-in-time runners (jit.go)
-// and lists the runner's releases with their digests, the release archives
+// and lists the runner's releases with their digests, tells whether a
+// workflow run attempt has completed (runs.go), the release archives
 // of the runner and of the agent, and the service the stub runner's
 // config.sh registers with and its run.sh takes jobs from (jobs.go), for
 // the test's assertions. It enforces GitHub's rules (internal/github's
@@ -66,7 +67,8 @@ type GitHub struct {
 	rateLimit int               // REST requests per credential and hour
 	rate      map[string]*rateWindow
 	groups    map[string][]*runnerGroup // runner groups by organization, besides the default group
-	public    map[string]bool           // the repositories AddRepository made public, by lower-case "owner/name"
+	public    map[string]bool           // the repositories it knows (AddRepository, or a run's), public or not, by lower-case "owner/name"
+	runs      map[runAttempt]string     // workflow run attempts' status (runs.go)
 	runnerIDs int64                     // the last runner id handed out
 	pollWait  time.Duration             // how long a runner's poll waits for a job (jobPollWait)
 	now       func() time.Time
@@ -141,7 +143,7 @@ var (
 func NewGitHub(t testing.TB) *GitHub {
 	g := &GitHub{APIKey: "ghp_stub" + randomHex(8), issued: map[string]issuedToken{}, runners: map[string]*Runner{}, jobs: newJobQueue(),
 		agents: map[string][]byte{}, rateLimit: github.TokenRateLimit, rate: map[string]*rateWindow{},
-		groups: map[string][]*runnerGroup{}, public: map[string]bool{}, pollWait: jobPollWait, now: time.Now}
+		groups: map[string][]*runnerGroup{}, public: map[string]bool{}, runs: map[runAttempt]string{}, pollWait: jobPollWait, now: time.Now}
 	g.PublishRunner(OlderRunnerVersion, time.Now().Add(-40*24*time.Hour))
 	g.PublishRunner(RunnerVersion, time.Now().Add(-5*24*time.Hour))
 	mux := http.NewServeMux()
@@ -157,6 +159,8 @@ func NewGitHub(t testing.TB) *GitHub {
 	mux.HandleFunc("POST /orgs/{org}/actions/runners/generate-jitconfig", func(w http.ResponseWriter, r *http.Request) {
 		g.generateJITConfig(w, r, r.PathValue("org"))
 	})
+	mux.HandleFunc("GET /repos/{owner}/{repo}/actions/runs/{run}/attempts/{attempt}", g.getRunAttempt)
+	mux.HandleFunc("GET /repos/{owner}/{repo}", g.getRepository)
 	mux.HandleFunc("POST /_stub/register", g.register)
 	mux.HandleFunc("POST /_stub/remove", g.remove)
 	mux.HandleFunc("POST /_stub/run", func(w http.ResponseWriter, r *http.Request) { g.setRunning(w, r, true) })

@@ -172,3 +172,38 @@ func TestGitHub_rateLimit(t *testing.T) {
 		t.Errorf("the provider's client past the limit: %v, want it to report the rate limit and the wait", err)
 	}
 }
+
+// The provider's client reads run attempts from the stub as from GitHub:
+// in progress until completed, an earlier attempt completed by a re-run,
+// a deleted run ended, and a repository the stub never saw not found.
+func TestGitHub_runAttempts(t *testing.T) {
+	g := NewGitHub(t)
+	c, err := github.New(github.Config{BaseURL: g.URL, Token: g.APIKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	app := github.Target{Owner: "octo", Repository: "app"}
+	ended := func(repo github.Target, run int64, attempt int) (bool, error) {
+		return c.RunAttemptEnded(ctx, github.RunAttempt{Repository: repo, RunID: run, Attempt: attempt})
+	}
+	g.StartRunAttempt("octo/app", 7, 1)
+	if got, err := ended(app, 7, 1); got || err != nil {
+		t.Fatalf("a started attempt: ended %v (%v)", got, err)
+	}
+	g.CompleteRunAttempt("octo/app", 7, 1)
+	g.StartRunAttempt("octo/app", 7, 2)
+	if got, err := ended(app, 7, 1); !got || err != nil {
+		t.Errorf("a completed attempt: ended %v (%v)", got, err)
+	}
+	if got, err := ended(app, 7, 2); got || err != nil {
+		t.Errorf("the re-run's attempt: ended %v (%v)", got, err)
+	}
+	g.DeleteRun("octo/app", 7)
+	if got, err := ended(app, 7, 2); !got || err != nil {
+		t.Errorf("a deleted run: ended %v (%v)", got, err)
+	}
+	if got, err := ended(github.Target{Owner: "octo", Repository: "unseen"}, 7, 1); got || err == nil {
+		t.Errorf("a run of a repository the stub does not know: ended %v (%v), want an error", got, err)
+	}
+}

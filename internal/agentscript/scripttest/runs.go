@@ -1,0 +1,100 @@
+package scripttest
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Workflow runs, as the REST API tells of them: an attempt is in progress
+// from StartRunAttempt until CompleteRunAttempt; a run the stub never
+// heard of, or one DeleteRun deleted, is not found. A repository is known
+// once a run of it started, or AddRepository added it; GitHub answers 404
+// for the others, as for a repository the credentials do not see.
+
+// runAttempt names one attempt of a workflow run of a repository (lower
+// case "owner/name").
+type runAttempt struct {
+	repository string
+	run        int64
+	attempt    int
+}
+
+// GitHub's statuses of a run attempt that this stub gives.
+const (
+	runInProgress = "in_progress"
+	runCompleted  = "completed"
+)
+
+// StartRunAttempt starts attempt of workflow run run of repository
+// ("owner/name"): in progress.
+func (g *GitHub) StartRunAttempt(repository string, run int64, attempt int) {
+	g.setRunAttempt(repository, run, attempt, runInProgress)
+}
+
+// CompleteRunAttempt completes the attempt, as GitHub does once all its
+// jobs ended (succeeded, failed, or cancelled and forcibly ended).
+func (g *GitHub) CompleteRunAttempt(repository string, run int64, attempt int) {
+	g.setRunAttempt(repository, run, attempt, runCompleted)
+}
+
+// DeleteRun deletes every attempt of the run.
+func (g *GitHub) DeleteRun(repository string, run int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for k := range g.runs {
+		if k.repository == strings.ToLower(repository) && k.run == run {
+			delete(g.runs, k)
+		}
+	}
+}
+
+func (g *GitHub) setRunAttempt(repository string, run int64, attempt int, status string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	repository = strings.ToLower(repository)
+	g.runs[runAttempt{repository, run, attempt}] = status
+	if _, known := g.public[repository]; !known {
+		g.public[repository] = false
+	}
+}
+
+// getRunAttempt is GET /repos/{owner}/{repo}/actions/runs/{run}/attempts/{attempt}.
+func (g *GitHub) getRunAttempt(w http.ResponseWriter, r *http.Request) {
+	if !g.authorized(w, r) {
+		return
+	}
+	repository := r.PathValue("owner") + "/" + r.PathValue("repo")
+	run, rerr := strconv.ParseInt(r.PathValue("run"), 10, 64)
+	attempt, aerr := strconv.Atoi(r.PathValue("attempt"))
+	g.mu.Lock()
+	g.apiCalls = append(g.apiCalls, "run-attempt "+repository)
+	status, ok := g.runs[runAttempt{strings.ToLower(repository), run, attempt}]
+	g.mu.Unlock()
+	if rerr != nil || aerr != nil || !ok {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	answer := map[string]any{"id": run, "run_attempt": attempt, "status": status, "conclusion": nil}
+	if status == runCompleted {
+		answer["conclusion"] = "cancelled"
+	}
+	writeJSON(w, http.StatusOK, answer)
+}
+
+// getRepository is GET /repos/{owner}/{repo}.
+func (g *GitHub) getRepository(w http.ResponseWriter, r *http.Request) {
+	if !g.authorized(w, r) {
+		return
+	}
+	repository := r.PathValue("owner") + "/" + r.PathValue("repo")
+	g.mu.Lock()
+	g.apiCalls = append(g.apiCalls, "repository "+repository)
+	public, known := g.public[strings.ToLower(repository)]
+	g.mu.Unlock()
+	if !known {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"full_name": repository, "private": !public})
+}
