@@ -117,6 +117,11 @@ func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
 			return nil, err
 		}
 	}
+	if req.Repository != "" {
+		if _, _, err := protocol.ParseRepository(req.Repository); err != nil {
+			return nil, err
+		}
+	}
 	cfg, err := pool.ReadConfig(ctx, c.DynamoDB, req.Pool)
 	if err != nil {
 		return nil, err

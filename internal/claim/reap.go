@@ -39,18 +39,20 @@ type ReapResult struct {
 	Orphans       []string // instances without a live record, terminated
 	Vanished      []string // live records whose instance is gone from EC2
 	StaleClaims   []string // pending claim records of crashed attempts, deleted
+	EndedRuns     []string // claims whose workflow run ended without releasing them, released
 	CorruptItems  []string // records that could not be read, skipped
 	TerminateFail error    // instances marked terminated whose termination failed (the next reap retries them as orphans)
 }
 
 // Empty tells whether the reap found nothing to do.
 func (r ReapResult) Empty() bool {
-	return len(r.Expired)+len(r.Orphans)+len(r.Vanished)+len(r.StaleClaims)+len(r.CorruptItems) == 0 && r.TerminateFail == nil
+	return len(r.Expired)+len(r.Orphans)+len(r.Vanished)+len(r.StaleClaims)+len(r.EndedRuns)+len(r.CorruptItems) == 0 && r.TerminateFail == nil
 }
 
 // ReapIfDue reaps the pool unless another caller did within interval
-// (a lease item in the table decides), bounded by reapBudget. ran is false
-// when it was not due.
+// (a lease item in the table decides), bounded by reapBudget, and then
+// releases the claims of ended runs (releaseEndedRuns), bounded by
+// endedReleaseBudget. ran is false when it was not due.
 func (c *Claimer) ReapIfDue(ctx context.Context, poolName string, interval time.Duration) (res ReapResult, ran bool, err error) {
 	return c.reapIfDue(ctx, poolName, interval, nil)
 }
@@ -64,15 +66,19 @@ func (c *Claimer) reapIfDue(ctx context.Context, poolName string, interval time.
 	if interval == 0 {
 		interval = DefaultReapInterval
 	}
-	ctx, cancel := context.WithTimeout(ctx, reapBudget)
+	budget, cancel := context.WithTimeout(ctx, reapBudget)
 	defer cancel()
 	s := c.store(poolName)
-	due, err := s.takeReaperLease(ctx, interval)
+	due, err := s.takeReaperLease(budget, interval)
 	if err != nil || !due {
 		return ReapResult{}, false, ignoreMissingPool(err)
 	}
-	res, err = c.reap(ctx, poolName, cfg)
-	return res, true, err
+	res, err = c.reap(budget, poolName, cfg)
+	releasing, cancelReleases := context.WithTimeout(ctx, endedReleaseBudget)
+	defer cancelReleases()
+	ended, endedErr := c.releaseEndedRuns(releasing, poolName, cfg)
+	res.EndedRuns = ended
+	return res, true, errors.Join(err, endedErr)
 }
 
 // takeReaperLease records this reap, unless one ran within interval.
@@ -102,8 +108,13 @@ func (s *store) takeReaperLease(ctx context.Context, interval time.Duration) (bo
 // attempts that crashed long ago are deleted once nothing they list is
 // alive. Corrupt items are skipped and reported. A pool with metrics
 // settings gets its runners by class and state, as the reap left them.
+// Then the claims whose workflow run ended without releasing them are
+// released (releaseEndedRuns).
 func (c *Claimer) Reap(ctx context.Context, poolName string) (ReapResult, error) {
-	return c.reap(ctx, poolName, nil)
+	res, err := c.reap(ctx, poolName, nil)
+	ended, endedErr := c.releaseEndedRuns(ctx, poolName, nil)
+	res.EndedRuns = ended
+	return res, errors.Join(err, endedErr)
 }
 
 func (c *Claimer) reap(ctx context.Context, poolName string, cfg *protocol.PoolConfig) (ReapResult, error) {

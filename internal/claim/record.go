@@ -54,9 +54,14 @@ type recordDoc struct {
 	RegistrationWait    protocol.Duration `json:"registrationWait"`
 	FleetValidationWait protocol.Duration `json:"fleetValidationWait"`
 	ReleaseWait         protocol.Duration `json:"releaseWait"`
-	State               string            `json:"state"`
-	Nonce               string            `json:"nonce"`
-	Instances           []Instance        `json:"instances"`
+	// The workflow run attempt the claim serves (Request.Repository and
+	// WorkflowRun); absent when not known.
+	Repository      string     `json:"repository,omitempty"`
+	WorkflowRunID   int64      `json:"workflowRunId,omitempty"`
+	WorkflowAttempt int        `json:"workflowRunAttempt,omitempty"`
+	State           string     `json:"state"`
+	Nonce           string     `json:"nonce"`
+	Instances       []Instance `json:"instances"`
 }
 
 func (r Record) item(now string) map[string]types.AttributeValue {
@@ -67,6 +72,7 @@ func (r Record) item(now string) map[string]types.AttributeValue {
 		AllowedTypes: q.AllowedTypes, MaxRuntime: protocol.Duration(q.MaxRuntime), FleetFallback: q.FleetFallback,
 		SpotFallback: q.SpotFallback, HeartbeatMaxAge: protocol.Duration(q.Timings.HeartbeatMaxAge), RegistrationWait: protocol.Duration(q.Timings.RegistrationWait),
 		FleetValidationWait: protocol.Duration(q.Timings.FleetValidationWait), ReleaseWait: protocol.Duration(q.Timings.ReleaseWait),
+		Repository: q.Repository, WorkflowRunID: q.WorkflowRun.ID, WorkflowAttempt: q.WorkflowRun.Attempt,
 		State: r.State, Nonce: r.Nonce, Instances: r.Instances,
 	})
 	item := protocol.BaseItem(protocol.TypeClaim, q.RunID, now)
@@ -111,6 +117,7 @@ func recordFromItem(pool string, item map[string]types.AttributeValue) (Record, 
 				FleetValidationWait: time.Duration(d.FleetValidationWait), ReleaseWait: time.Duration(d.ReleaseWait),
 				PollInterval: DefaultTimings().PollInterval,
 			},
+			Repository: d.Repository, WorkflowRun: WorkflowRun{ID: d.WorkflowRunID, Attempt: d.WorkflowAttempt},
 		},
 		State: d.State, Nonce: d.Nonce, Instances: d.Instances, UpdatedAt: protocol.StringAttr(item, protocol.AttrUpdatedAt),
 	}

@@ -14,13 +14,9 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
-// Release gives a claim's runners back to the pool: each is handed a
-// removal token (pools with a GitHub target) and goes running -> idle, and
-// once its agent confirms it left the run, its message goes back to the
-// queue with its new idle deadline. A runner that does not confirm, whose
-// runtime ran out, or that could get no removal token, is terminated
-// instead. Releasing a released claim does nothing. Outcomes say what
-// happened to each instance.
+// Release gives a claim's runners back to the pool (releaseRecord).
+// Releasing a released claim does nothing. Outcomes say what happened to
+// each instance.
 func (c *Claimer) Release(ctx context.Context, poolName, runID string) ([]string, error) {
 	s := c.store(poolName)
 	defer c.maintainAlongside(ctx, poolName, nil)()
@@ -28,6 +24,19 @@ func (c *Claimer) Release(ctx context.Context, poolName, runID string) ([]string
 	if !ok || err != nil {
 		return nil, ignoreMissingPool(err)
 	}
+	return c.releaseRecord(ctx, s, rec)
+}
+
+// releaseRecord gives the runners of the claim rec records back to the
+// pool and deletes the record: the one way a claim returns its runners,
+// whether its destroy releases it or the pool's maintenance (its run
+// ended without releasing it). Each runner is handed a removal token
+// (pools with a GitHub target) and goes running -> idle, and once its
+// agent confirms it left the run, its message goes back to the queue with
+// its new idle deadline. A runner that does not confirm, whose runtime
+// ran out, or that could get no removal token, is terminated instead.
+func (c *Claimer) releaseRecord(ctx context.Context, s *store, rec Record) ([]string, error) {
+	poolName, runID := rec.Request.Pool, rec.Request.RunID
 	cfg, err := pool.ReadConfig(ctx, c.DynamoDB, poolName)
 	if err != nil {
 		return nil, err
@@ -36,7 +45,7 @@ func (c *Claimer) Release(ctx context.Context, poolName, runID string) ([]string
 	outcomes, err := c.releaseAll(ctx, s, cfg, rec.Request, rec.Nonce, rec.OwnedIDs, tally)
 	c.publish(ctx, cfg, metrics.Release{Pool: poolName, Class: rec.Request.ResourceClass, RunID: runID, Outcomes: tally.outcomes, Checks: tally.list()}.Events(c.now()))
 	if err != nil {
-		return outcomes, err // the record stays: a retried destroy picks up the rest
+		return outcomes, err // the record stays: a retried release picks up the rest
 	}
 	return outcomes, s.deleteRecord(ctx, runID, rec.Nonce)
 }

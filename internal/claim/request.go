@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -49,6 +50,30 @@ type Request struct {
 	// fails; SpotFallbackNone or "", as claims recorded before it).
 	SpotFallback string
 	Timings      Timings
+	// Repository ("owner/name") and WorkflowRun name the GitHub Actions
+	// workflow run attempt the claim serves: once GitHub says it ended,
+	// the pool's maintenance releases a claim its run did not release
+	// (releaseEndedRuns). "" and zero: not known (a claim made outside
+	// Actions), never released so.
+	Repository  string
+	WorkflowRun WorkflowRun
+}
+
+// WorkflowRun is one attempt of a GitHub Actions workflow run: its
+// GITHUB_RUN_ID and GITHUB_RUN_ATTEMPT.
+type WorkflowRun struct {
+	ID      int64
+	Attempt int
+}
+
+// runAttempt is the workflow run attempt the claim serves; ok is false
+// when the claim does not know it.
+func (r Request) runAttempt() (a github.RunAttempt, ok bool) {
+	owner, name, err := protocol.ParseRepository(r.Repository)
+	if err != nil || r.WorkflowRun.ID <= 0 || r.WorkflowRun.Attempt <= 0 {
+		return a, false
+	}
+	return github.RunAttempt{Repository: github.Target{Owner: owner, Repository: name}, RunID: r.WorkflowRun.ID, Attempt: r.WorkflowRun.Attempt}, true
 }
 
 // What a spot claim falls back to when EC2 has too little spot capacity.

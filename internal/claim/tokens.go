@@ -22,6 +22,12 @@ type ReleaseSource interface {
 	RunnerReleases(context.Context) ([]protocol.RunnerRelease, error)
 }
 
+// RunSource tells whether a GitHub Actions workflow run attempt ended
+// (github.Client.RunAttemptEnded).
+type RunSource interface {
+	RunAttemptEnded(context.Context, github.RunAttempt) (bool, error)
+}
+
 // GitHubAccess is what the provider's github block (or a pool's stored
 // credential) allows: tokens from
 // Tokens, only for targets of Owner (and of Repository, when set). The
@@ -34,12 +40,22 @@ type GitHubAccess struct {
 	// policy: runners are told the newest (to update to while idle), and a
 	// claim hands out none that GitHub would send no job to. nil: runners
 	// are told nothing (their agents ask GitHub), and not checked.
-	Releases   ReleaseSource
+	Releases ReleaseSource
+	// Runs tells whether the workflow runs of the claims ended, for the
+	// pool's maintenance to release claims their runs did not release
+	// (nil: it does not).
+	Runs       RunSource
 	Owner      string // "": not configured, no token is minted
 	Repository string // "": any repository of Owner, and its organization runners
 	// From names a pool's stored credential the access comes from, for
 	// errors ("": the provider's github block).
 	From string
+}
+
+// serves tells whether t is Owner's, and Repository when that is set, as
+// GitHub compares names: ignoring case.
+func (g *GitHubAccess) serves(t github.Target) bool {
+	return strings.EqualFold(t.Owner, g.Owner) && (g.Repository == "" || strings.EqualFold(t.Repository, g.Repository))
 }
 
 // tokenKind is one of the two tokens a runner gets: what it is for, its
@@ -97,7 +113,7 @@ func (c *Claimer) mintToken(ctx context.Context, cfg protocol.PoolConfig, kind t
 	case g.Owner == "":
 		return nil, fmt.Errorf("pool %s registers its runners with GitHub %s, but the provider's github.owner is not set (nor GITHUB_REPOSITORY_OWNER): set github.owner = %q to let it mint their %s token",
 			cfg.Name, target, target.Owner, kind.purpose)
-	case !strings.EqualFold(target.Owner, g.Owner) || g.Repository != "" && !strings.EqualFold(target.Repository, g.Repository):
+	case !g.serves(github.Target{Owner: target.Owner, Repository: target.Repository}):
 		allowed := "any repository of the owner"
 		if g.Repository != "" {
 			allowed = fmt.Sprintf("%q", g.Repository)

@@ -48,6 +48,16 @@ var (
 	GitHubRepositoryPattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`)
 )
 
+// ParseRepository splits a repository's full name, "owner/name", as
+// GITHUB_REPOSITORY gives it.
+func ParseRepository(fullName string) (owner, name string, err error) {
+	owner, name, ok := strings.Cut(fullName, "/")
+	if !ok || !GitHubOwnerPattern.MatchString(owner) || !GitHubRepositoryPattern.MatchString(name) {
+		return "", "", fmt.Errorf("repository %q must be a GitHub repository's full name, owner/name", fullName)
+	}
+	return owner, name, nil
+}
+
 // ValidatePoolName reports why name cannot name a pool, or nil.
 func ValidatePoolName(name string) error {
 	if len(name) < MinPoolNameLength || len(name) > MaxPoolNameLength {

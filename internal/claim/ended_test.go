@@ -1,0 +1,246 @@
+package claim
+
+import (
+	"cmp"
+	"context"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript/scripttest"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+// askedRuns counts the questions about run attempts, answered by runs.
+type askedRuns struct {
+	runs  RunSource
+	mu    sync.Mutex
+	asked []string
+}
+
+func (a *askedRuns) RunAttemptEnded(ctx context.Context, r github.RunAttempt) (bool, error) {
+	a.mu.Lock()
+	a.asked = append(a.asked, r.String())
+	a.mu.Unlock()
+	return a.runs.RunAttemptEnded(ctx, r)
+}
+
+func (a *askedRuns) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.asked)
+}
+
+// runsEnv is a pool whose runners register with octo/app, with the
+// provider's credentials for octo, which read runs from the stub GitHub
+// at url (the stub's, when "").
+func runsEnv(t *testing.T, url string) (*env, *scripttest.GitHub, *askedRuns) {
+	t.Helper()
+	e := tokenEnv(t, &fakeTokens{})
+	gh := scripttest.NewGitHub(t)
+	client, err := github.New(github.Config{BaseURL: cmp.Or(url, gh.URL), Token: gh.APIKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := &askedRuns{runs: client}
+	e.c.GitHub.Runs = runs
+	return e, gh, runs
+}
+
+// claimForRun claims runner (seeded warm) for runID, serving attempt 1 of
+// workflow run workflowRun of octo/app (none when 0), and dates its claim
+// record back past endedRunAge.
+func (e *env) claimForRun(runID, runner string, workflowRun int64, change ...func(*Request)) {
+	e.t.Helper()
+	e.seedIdle(runner, healthy)
+	_, err := e.create(1, append([]func(*Request){func(r *Request) {
+		r.RunID = runID
+		r.Timings.ReleaseWait = time.Minute // it returns once the agent confirms
+		if workflowRun != 0 {
+			r.Repository, r.WorkflowRun = "octo/app", WorkflowRun{ID: workflowRun, Attempt: 1}
+		}
+	}}, change...)...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	it := e.db.Get(protocol.TypeClaim, runID)
+	it[protocol.AttrUpdatedAt] = str(protocol.FormatTime(time.Now().Add(-endedRunAge - time.Minute)))
+	e.db.Put(it)
+}
+
+// assertHeld checks that runner still runs for runID, its claim record there.
+func (e *env) assertHeld(t *testing.T, runID, runner string) {
+	t.Helper()
+	if r := e.db.instance(t, runner); r.State != protocol.StateRunning || r.RunID != runID {
+		t.Errorf("%s is %s for %q, want running for %s", runner, r.State, r.RunID, runID)
+	}
+	if e.db.Get(protocol.TypeClaim, runID) == nil {
+		t.Errorf("the claim record of %s is gone", runID)
+	}
+}
+
+// assertReleasedWarm checks that runner went back to the pool: idle,
+// unowned, its message in the queue, its instance not terminated, and the
+// claim record of runID gone.
+func (e *env) assertReleasedWarm(t *testing.T, runID, runner string) {
+	t.Helper()
+	if r := e.db.instance(t, runner); r.State != protocol.StateIdle || r.RunID != "" {
+		t.Errorf("%s is %s for %q, want idle and unowned", runner, r.State, r.RunID)
+	}
+	if !slices.Contains(e.sqs.queuedIDs(t, largeURL), runner) {
+		t.Errorf("%s is not back in the queue: %v", runner, e.sqs.queuedIDs(t, largeURL))
+	}
+	if slices.Contains(e.ec2.TerminatedIDs(), runner) {
+		t.Errorf("%s was terminated", runner)
+	}
+	if e.db.Get(protocol.TypeClaim, runID) != nil {
+		t.Errorf("the claim record of %s is still there", runID)
+	}
+}
+
+// A claim whose run attempt completed (a cancelled run whose release job
+// was ended, or never ran), or whose run was deleted, is released warm by
+// the next reap, as its destroy would release it; a claim of the same
+// pool without a workflow run is left alone.
+func TestReapReleasesClaimsOfEndedRuns(t *testing.T) {
+	t.Parallel()
+	for name, end := range map[string]func(*scripttest.GitHub){
+		"completed": func(gh *scripttest.GitHub) { gh.CompleteRunAttempt("octo/app", 7, 1) },
+		"deleted":   func(gh *scripttest.GitHub) { gh.DeleteRun("octo/app", 7) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e, gh, runs := runsEnv(t, "")
+			gh.StartRunAttempt("octo/app", 7, 1)
+			e.claimForRun("run-7-1", "i-1", 7)
+			e.claimForRun("local-run", "i-2", 0)
+			end(gh)
+			res := e.reap()
+			if !slices.Equal(res.EndedRuns, []string{"run-7-1"}) {
+				t.Errorf("released %v, want [run-7-1]", res.EndedRuns)
+			}
+			e.assertReleasedWarm(t, "run-7-1", "i-1")
+			e.assertHeld(t, "local-run", "i-2")
+			if runs.count() != 1 {
+				t.Errorf("asked GitHub %q, want only about run 7", runs.asked)
+			}
+			if tok, ok := e.token("i-1", protocol.SortKeyRemovalToken); !ok || tok.RunID != "run-7-1" {
+				t.Errorf("i-1's removal token %+v (%v), want one for run-7-1", tok, ok)
+			}
+		})
+	}
+}
+
+// The opportunistic reap of claims and releases, bounded by reapBudget,
+// gives the releases of ended runs a budget of their own: a release
+// waits for its agents until settleMargin before its deadline, which
+// reapBudget would leave none of, and the runners would be terminated.
+func TestReapIfDueReleasesEndedRunsWarm(t *testing.T) {
+	t.Parallel()
+	e, gh, _ := runsEnv(t, "")
+	gh.StartRunAttempt("octo/app", 7, 1)
+	e.claimForRun("run-7-1", "i-1", 7)
+	gh.CompleteRunAttempt("octo/app", 7, 1)
+	e.agents.mu.Lock()
+	e.agents.releaseDelay = 200 * time.Millisecond // an agent takes a moment to leave its run
+	e.agents.mu.Unlock()
+	res, ran, err := e.c.ReapIfDue(context.Background(), testPool, time.Minute)
+	if err != nil || !ran {
+		t.Fatalf("ran %v (%v)", ran, err)
+	}
+	if !slices.Equal(res.EndedRuns, []string{"run-7-1"}) {
+		t.Errorf("released %v, want [run-7-1]", res.EndedRuns)
+	}
+	e.assertReleasedWarm(t, "run-7-1", "i-1")
+}
+
+// A claim whose run attempt is under way is left alone, asked about once
+// per reap; a claim younger than endedRunAge is not asked about.
+func TestReapLeavesClaimsOfRunsUnderWay(t *testing.T) {
+	t.Parallel()
+	e, gh, runs := runsEnv(t, "")
+	gh.StartRunAttempt("octo/app", 7, 1)
+	gh.StartRunAttempt("octo/app", 8, 1)
+	e.claimForRun("run-7-1", "i-1", 7)
+	e.claimForRun("run-8-1", "i-2", 8)
+	young := e.db.Get(protocol.TypeClaim, "run-8-1")
+	young[protocol.AttrUpdatedAt] = str(protocol.FormatTime(time.Now().Add(-endedRunAge + time.Minute)))
+	e.db.Put(young)
+	for pass := 1; pass <= 2; pass++ {
+		if res := e.reap(); len(res.EndedRuns) != 0 {
+			t.Errorf("pass %d released %v", pass, res.EndedRuns)
+		}
+		if want := []string{"attempt 1 of workflow run 7 of octo/app"}; runs.count() != pass || !slices.Equal(runs.asked[pass-1:], want) {
+			t.Errorf("after pass %d asked GitHub %q, want once a pass about run 7", pass, runs.asked)
+		}
+	}
+	e.assertHeld(t, "run-7-1", "i-1")
+	e.assertHeld(t, "run-8-1", "i-2")
+}
+
+// The pool's credentials are asked only about runs of the repositories
+// they mint tokens for: a claim recorded for another owner's run is left
+// alone.
+func TestReapAsksOnlyAboutRunsOfTheCredentialsOwner(t *testing.T) {
+	t.Parallel()
+	e, gh, runs := runsEnv(t, "")
+	for _, repo := range []string{"octo/app", "mallory/app"} {
+		gh.StartRunAttempt(repo, 7, 1)
+		gh.CompleteRunAttempt(repo, 7, 1)
+	}
+	e.claimForRun("run-mallory", "i-1", 7, func(r *Request) { r.Repository = "mallory/app" })
+	e.claimForRun("run-octo", "i-2", 7)
+	if res := e.reap(); !slices.Equal(res.EndedRuns, []string{"run-octo"}) {
+		t.Errorf("released %v, want [run-octo]", res.EndedRuns)
+	}
+	if want := []string{"attempt 1 of workflow run 7 of octo/app"}; !slices.Equal(runs.asked, want) {
+		t.Errorf("asked GitHub %q, want %q", runs.asked, want)
+	}
+	e.assertHeld(t, "run-mallory", "i-1")
+	e.assertReleasedWarm(t, "run-octo", "i-2")
+}
+
+// When GitHub is rate limited or does not answer, no claim is released,
+// and the pass asks no more: every question would fail alike.
+func TestReapLeavesClaimsWhenGitHubCannotTell(t *testing.T) {
+	t.Parallel()
+	gone := httptest.NewServer(nil)
+	gone.Close()
+	for name, tc := range map[string]struct {
+		url   string
+		limit bool
+	}{
+		"rate limited": {limit: true},
+		"unreachable":  {url: gone.URL},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e, gh, runs := runsEnv(t, tc.url)
+			for _, run := range []int64{7, 8} {
+				gh.StartRunAttempt("octo/app", run, 1)
+				gh.CompleteRunAttempt("octo/app", run, 1)
+			}
+			e.claimForRun("run-7-1", "i-1", 7)
+			e.claimForRun("run-8-1", "i-2", 8)
+			if tc.limit {
+				gh.SetRateLimit(0)
+			}
+			logs := e.captureLogs()
+			if res := e.reap(); len(res.EndedRuns) != 0 {
+				t.Errorf("released %v", res.EndedRuns)
+			}
+			if runs.count() != 1 {
+				t.Errorf("asked GitHub %q, want one question and no more", runs.asked)
+			}
+			e.assertHeld(t, "run-7-1", "i-1")
+			e.assertHeld(t, "run-8-1", "i-2")
+			if !strings.Contains(logs(), "cannot tell whether its run ended") {
+				t.Errorf("nothing logged:\n%s", logs())
+			}
+		})
+	}
+}
