@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -68,6 +69,7 @@ type claimResourceModel struct {
 	Pool                 types.String   `tfsdk:"pool"`
 	RunID                types.String   `tfsdk:"run_id"`
 	RunnerGroup          types.String   `tfsdk:"runner_group"`
+	Repository           types.String   `tfsdk:"repository"`
 	InstanceCount        types.Int64    `tfsdk:"instance_count"`
 	ResourceClass        types.String   `tfsdk:"resource_class"`
 	UsageClass           types.String   `tfsdk:"usage_class"`
@@ -141,6 +143,14 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 				Description:   "The organization's runner group the runners join, such as a group only some repositories may use. Only for a pool whose runners register with an organization (`github_repository` not set); the group must exist, or the runners cannot register. Default: the organization's default group.",
 				PlanModifiers: replace,
 				Validators:    []validator.String{runnerGroupValidator()},
+			},
+			"repository": schema.StringAttribute{
+				Optional: true, Computed: true,
+				Description: "The repository, `owner/name`, whose GitHub Actions workflow run the claim serves. Default: `GITHUB_REPOSITORY`, when the claim is made in a GitHub Actions job. " +
+					"A claim made in a job of this repository's run also records the run's `GITHUB_RUN_ID` and `GITHUB_RUN_ATTEMPT`: once GitHub says that run attempt completed (cancelled, failed or done) or the run was deleted, and the claim still exists (its release job did not finish, or never ran), the pool's maintenance (a reap, at most once a minute, by the pool's claims, releases and applies, or the `ec2runners_reap` action) releases it as a destroy would, its runners back to the pool warm, from 5 minutes after the claim on. " +
+					"It asks with the GitHub credentials of the provider or of the pool's `github_credential`, which then need the repository permission \"Actions\" (read), and only about repositories of their owner. Null: a claim made outside GitHub Actions, never released so.",
+				Validators:    []validator.String{repositoryValidator()},
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown(), stringplanmodifier.RequiresReplace()},
 			},
 			"instance_count": schema.Int64Attribute{
 				Optional: true, Computed: true, Description: "How many runners, 1-100. Default 1.",
@@ -323,7 +333,7 @@ func (r *claimResource) request(ctx context.Context, m claimResourceModel) (clai
 	req := claim.Request{
 		Pool: m.Pool.ValueString(), RunID: m.RunID.ValueString(), RunnerGroup: m.RunnerGroup.ValueString(), InstanceCount: int(m.InstanceCount.ValueInt64()),
 		ResourceClass: m.ResourceClass.ValueString(), UsageClass: m.UsageClass.ValueString(), FleetFallback: m.FleetFallback.ValueBool(),
-		SpotFallback: m.SpotFallback.ValueString(), Timings: claim.DefaultTimings(),
+		SpotFallback: m.SpotFallback.ValueString(), Timings: claim.DefaultTimings(), Repository: m.Repository.ValueString(),
 	}
 	if diags := m.AllowedInstanceTypes.ElementsAs(ctx, &req.AllowedTypes, false); diags.HasError() {
 		return req, fmt.Errorf("allowed_instance_types: %v", diags)
@@ -351,7 +361,17 @@ func (r *claimResource) Create(ctx context.Context, req resource.CreateRequest, 
 	if plan.SpotFallback.IsUnknown() {
 		plan.SpotFallback = defaultSpotFallback(plan.UsageClass)
 	}
+	run := workflowRunOfJob(os.Getenv)
+	if plan.Repository.IsUnknown() || plan.Repository.IsNull() {
+		plan.Repository = types.StringNull()
+		if run.Repository != "" {
+			plan.Repository = types.StringValue(run.Repository)
+		}
+	}
 	creq, err := r.request(ctx, plan)
+	if strings.EqualFold(creq.Repository, run.Repository) {
+		creq.WorkflowRun = run.WorkflowRun
+	}
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid claim", err.Error())
 	}
@@ -473,6 +493,10 @@ func setRecord(m *claimResourceModel, rec claim.Record, live []claim.Instance) {
 	} else {
 		m.RunnerGroup = types.StringNull()
 	}
+	m.Repository = types.StringNull()
+	if q.Repository != "" {
+		m.Repository = types.StringValue(q.Repository)
+	}
 	m.InstanceCount = types.Int64Value(int64(q.InstanceCount))
 	m.ResourceClass = types.StringValue(q.ResourceClass)
 	m.UsageClass = types.StringValue(q.UsageClass)
@@ -523,6 +547,29 @@ func stringListValue(values []string) types.List {
 		elems[i] = types.StringValue(v)
 	}
 	return types.ListValueMust(types.StringType, elems)
+}
+
+// jobRun is the workflow run attempt of the GitHub Actions job the
+// provider runs in, as its environment tells: GITHUB_REPOSITORY,
+// GITHUB_RUN_ID and GITHUB_RUN_ATTEMPT. Outside Actions, or with values
+// that are not GitHub's, it is empty.
+type jobRun struct {
+	Repository  string
+	WorkflowRun claim.WorkflowRun
+}
+
+// workflowRunOfJob reads the job's run from the environment (getenv).
+func workflowRunOfJob(getenv func(string) string) jobRun {
+	repository := getenv("GITHUB_REPOSITORY")
+	if _, _, err := protocol.ParseRepository(repository); err != nil {
+		return jobRun{}
+	}
+	id, idErr := strconv.ParseInt(getenv("GITHUB_RUN_ID"), 10, 64)
+	attempt, attemptErr := strconv.Atoi(getenv("GITHUB_RUN_ATTEMPT"))
+	if idErr != nil || attemptErr != nil || id <= 0 || attempt <= 0 {
+		return jobRun{Repository: repository}
+	}
+	return jobRun{Repository: repository, WorkflowRun: claim.WorkflowRun{ID: id, Attempt: attempt}}
 }
 
 // newRunID is a unique run id for a claim that names none.

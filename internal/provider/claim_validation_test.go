@@ -12,15 +12,17 @@ import (
 // attribute and what is allowed.
 func TestAccClaim_invalidInput(t *testing.T) {
 	cases := map[string]struct{ args, want string }{
-		"zero instances":        {`instance_count = 0`, `Attribute instance_count value must be between 1 and 100, got: 0`},
-		"too many instances":    {`instance_count = 101`, `Attribute instance_count value must be between 1 and 100, got: 101`},
-		"unknown usage class":   {`usage_class = "reserved"`, `Attribute usage_class value must be one of: \["on-demand" "spot"\]`},
-		"bad run id":            {`run_id = "my run"`, `Attribute run_id: run id "my run" must be 1-100 characters of lower-case letters, digits`},
-		"run id with capitals":  {`run_id = "Run-1"`, `Attribute run_id: run id "Run-1" must be lower case: GitHub matches labels case-insensitively, so "Run-1" and "run-1" would share one label.`},
-		"bad type pattern":      {`allowed_instance_types = ["c6i large"]`, `allowed_instance_types\[0\] must be an instance type pattern`},
-		"no type patterns":      {`allowed_instance_types = []`, `Attribute allowed_instance_types list must contain at least 1 elements`},
-		"bad max runtime":       {`max_runtime = "forever"`, `Attribute max_runtime must be a duration`},
-		"bad registration wait": {`registration_wait = "0s"`, `Attribute registration_wait must be a duration such as .90s., .7m. or .1h30m., from 15s`},
+		"zero instances":           {`instance_count = 0`, `Attribute instance_count value must be between 1 and 100, got: 0`},
+		"too many instances":       {`instance_count = 101`, `Attribute instance_count value must be between 1 and 100, got: 101`},
+		"unknown usage class":      {`usage_class = "reserved"`, `Attribute usage_class value must be one of: \["on-demand" "spot"\]`},
+		"bad run id":               {`run_id = "my run"`, `Attribute run_id: run id "my run" must be 1-100 characters of lower-case letters, digits`},
+		"run id with capitals":     {`run_id = "Run-1"`, `Attribute run_id: run id "Run-1" must be lower case: GitHub matches labels case-insensitively, so "Run-1" and "run-1" would share one label.`},
+		"bad type pattern":         {`allowed_instance_types = ["c6i large"]`, `allowed_instance_types\[0\] must be an instance type pattern`},
+		"no type patterns":         {`allowed_instance_types = []`, `Attribute allowed_instance_types list must contain at least 1 elements`},
+		"bad max runtime":          {`max_runtime = "forever"`, `Attribute max_runtime must be a duration`},
+		"bad registration wait":    {`registration_wait = "0s"`, `Attribute registration_wait must be a duration such as .90s., .7m. or .1h30m., from 15s`},
+		"repository without owner": {`repository = "app"`, `Attribute repository: repository "app" must be a GitHub repository's full name, owner/name`},
+		"repository with a path":   {`repository = "octo/app/x"`, `Attribute repository: repository "octo/app/x" must be a GitHub repository's full name, owner/name`},
 
 		"bad pool":                         {`pool = "my pool"`, `Attribute pool may contain only letters, digits, '_' and '-', got: my pool`},
 		"empty pool":                       {`pool = ""`, `Attribute pool string length must be between 3 and 40, got: 0`},

@@ -65,6 +65,7 @@ func (a *reapAction) Schema(_ context.Context, _ action.SchemaRequest, resp *act
 	resp.Schema = schema.Schema{
 		Description: "Reaps a pool now, as claims, releases and the pool's applies do at most once a minute. " +
 			"It terminates runners past their deadline and instances without a live record, closes the records of vanished instances, and deletes the records of claims whose apply crashed. " +
+			"It releases, as their destroy would, the claims whose GitHub Actions workflow run ended without releasing them (see the claim's `repository`). " +
 			"It reports what it did as progress messages. " +
 			"Invoke it with `terraform apply -invoke=action.ec2runners_reap.<name>`, e.g. from a scheduled workflow, or from an `action_trigger`.",
 		Attributes: poolActionAttributes(),
@@ -111,6 +112,7 @@ func reapReport(name string, res claim.ReapResult) []string {
 	add("terminated instances without a live record", res.Orphans)
 	add("closed the records of instances gone from EC2", res.Vanished)
 	add("deleted claim records of crashed attempts", res.StaleClaims)
+	add("released the claims of ended workflow runs", res.EndedRuns)
 	add("skipped unreadable records", res.CorruptItems)
 	if res.TerminateFail != nil {
 		msgs = append(msgs, fmt.Sprintf("Pool %s: terminating failed, the next reap retries: %v", name, res.TerminateFail))

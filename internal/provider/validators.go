@@ -60,6 +60,12 @@ func runIDValidator() validator.String {
 		check: protocol.ValidateNewRunID}
 }
 
+// repositoryValidator: a GitHub repository's full name, owner/name.
+func repositoryValidator() validator.String {
+	return ruleValidator{summary: "Invalid repository", description: "must be a GitHub repository's full name, owner/name",
+		check: func(s string) error { _, _, err := protocol.ParseRepository(s); return err }}
+}
+
 // runnerGroupValidator: the name of an organization's runner group.
 func runnerGroupValidator() validator.String {
 	return ruleValidator{summary: "Invalid runner group", description: "must name a runner group: " + protocol.RunnerGroupRule, check: protocol.ValidateRunnerGroup}
