@@ -21,6 +21,11 @@ const (
 	// MaxJobQueueTime: a job for self-hosted runners that no runner starts
 	// within 24 hours is terminated and fails to complete (Actions limits).
 	MaxJobQueueTime = 24 * time.Hour
+	// MaxJobExecutionTime: "Each job in a workflow can run for up to 5
+	// days of execution time. If a job reaches this limit, the job is
+	// terminated and fails to complete" (usage limits for self-hosted
+	// runners).
+	MaxJobExecutionTime = 5 * 24 * time.Hour
 	// TokenRateLimit is the primary rate limit of a token's REST requests
 	// per hour; a GitHub App installation's is at least as much (up to
 	// AppInstallationMaxRateLimit with the organization's repositories and

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 )
 
 // RunAttempt names one attempt of a GitHub Actions workflow run: the
@@ -70,6 +71,59 @@ func (c *Client) RunAttemptEnded(ctx context.Context, a RunAttempt) (bool, error
 		return false, fmt.Errorf("%s: HTTP %d response has no status", op.what, status)
 	}
 	return run.Status == runStatusCompleted, nil
+}
+
+// Job is one job of a workflow run attempt, as GitHub lists it.
+type Job struct {
+	ID     int64
+	Status string // queued, in_progress, completed, waiting, ...
+	// RunnerName is the runner GitHub assigned the job to ("" before one
+	// took it); StartedAt when it started.
+	RunnerName string
+	StartedAt  time.Time
+}
+
+// jobStatusInProgress is the status of a job a runner is running.
+const jobStatusInProgress = "in_progress"
+
+// InProgress tells whether a runner is running the job.
+func (j Job) InProgress() bool { return j.Status == jobStatusInProgress }
+
+// RunAttemptJobs lists the jobs of a workflow run attempt, all pages of
+// them. It needs the repository permission "Actions" (read), as
+// RunAttemptEnded.
+func (c *Client) RunAttemptJobs(ctx context.Context, a RunAttempt) ([]Job, error) {
+	t := a.Repository
+	op := operation{what: "list the jobs of " + a.String(), hint: func(status int) string { return runHint(t, status) }}
+	if t.Owner == "" || t.Repository == "" || a.RunID <= 0 || a.Attempt <= 0 {
+		return nil, fmt.Errorf("%s: not a repository's run attempt", op.what)
+	}
+	bearer, err := c.bearer(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op.what, err)
+	}
+	path := "/repos/" + url.PathEscape(t.Owner) + "/" + url.PathEscape(t.Repository) +
+		"/actions/runs/" + strconv.FormatInt(a.RunID, 10) + "/attempts/" + strconv.Itoa(a.Attempt) + "/jobs"
+	listed, err := listAll[struct {
+		ID         int64      `json:"id"`
+		Status     string     `json:"status"`
+		RunnerName *string    `json:"runner_name"`
+		StartedAt  *time.Time `json:"started_at"`
+	}](ctx, c, op, path, "jobs", bearer)
+	if err != nil {
+		return nil, err
+	}
+	jobs := make([]Job, len(listed))
+	for i, j := range listed {
+		jobs[i] = Job{ID: j.ID, Status: j.Status}
+		if j.RunnerName != nil {
+			jobs[i].RunnerName = *j.RunnerName
+		}
+		if j.StartedAt != nil {
+			jobs[i].StartedAt = *j.StartedAt
+		}
+	}
+	return jobs, nil
 }
 
 // runHint advises on a 4xx answer to the read of a run or its repository.

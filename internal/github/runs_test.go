@@ -126,3 +126,61 @@ func TestRunAttemptRejectsIncompleteNamesWithoutARequest(t *testing.T) {
 		t.Errorf("sent %d requests, want 0", n)
 	}
 }
+
+// An attempt's jobs are read page by page, 100 a page, until GitHub's
+// total_count; a job no runner took has no runner name and no start.
+func TestRunAttemptJobsReadsEveryPage(t *testing.T) {
+	started := time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC)
+	var pages []string
+	s := newStub(t, func(w http.ResponseWriter, r *http.Request) {
+		pages = append(pages, r.URL.RawQuery)
+		page, _ := strconv.Atoi(r.URL.Query().Get("page"))
+		var jobs []map[string]any
+		for i := range min(100, 130-(page-1)*100) {
+			jobs = append(jobs, map[string]any{"id": (page-1)*100 + i, "status": "completed", "runner_name": "i-old", "started_at": started})
+		}
+		if page == 2 {
+			jobs[29] = map[string]any{"id": 129, "status": "in_progress", "runner_name": "i-0123456789abcdef0", "started_at": started}
+			jobs[28] = map[string]any{"id": 128, "status": "queued", "runner_name": nil, "started_at": nil}
+		}
+		reply(w, http.StatusOK, map[string]any{"total_count": 130, "jobs": jobs})
+	})
+	c := newTestClient(t, Config{BaseURL: s.URL, Token: pat})
+	jobs, err := c.RunAttemptJobs(context.Background(), octoRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"per_page=100&page=1", "per_page=100&page=2"}; !slices.Equal(pages, want) {
+		t.Errorf("asked for %q, want %q", pages, want)
+	}
+	if reqs := s.requests(); reqs[0].path != octoRunPath+"/jobs" {
+		t.Errorf("GET %s, want %s/jobs", reqs[0].path, octoRunPath)
+	}
+	if len(jobs) != 130 {
+		t.Fatalf("%d jobs, want 130", len(jobs))
+	}
+	if j := jobs[129]; !j.InProgress() || j.RunnerName != "i-0123456789abcdef0" || !j.StartedAt.Equal(started) {
+		t.Errorf("job 129 = %+v, want in progress on i-0123456789abcdef0 since %s", j, started)
+	}
+	if j := jobs[128]; j.InProgress() || j.RunnerName != "" || !j.StartedAt.IsZero() {
+		t.Errorf("queued job = %+v", j)
+	}
+}
+
+// A list longer than the client reads is an error, not a partial answer.
+func TestListTooLongIsAnError(t *testing.T) {
+	s := newStub(t, func(w http.ResponseWriter, r *http.Request) {
+		jobs := make([]map[string]any, 100)
+		for i := range jobs {
+			jobs[i] = map[string]any{"id": i, "status": "completed"}
+		}
+		reply(w, http.StatusOK, map[string]any{"total_count": 100*maxListPages + 1, "jobs": jobs})
+	})
+	c := newTestClient(t, Config{BaseURL: s.URL, Token: pat})
+	if _, err := c.RunAttemptJobs(context.Background(), octoRun); err == nil || !strings.Contains(err.Error(), "more than 2000 items") {
+		t.Errorf("error %v, want more than 2000 items", err)
+	}
+	if n := len(s.requests()); n != maxListPages {
+		t.Errorf("%d requests, want %d", n, maxListPages)
+	}
+}
