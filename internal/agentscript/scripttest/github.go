@@ -26,9 +26,10 @@ import (
 // GitHub is a stub of GitHub: the REST API that issues registration and
 // removal tokens (for the provider), makes just-in-time runners (jit.go)
 // and lists the runner's releases with their digests, tells whether a
-// workflow run attempt has completed (runs.go), the release archives
-// of the runner and of the agent, and the service the stub runner's
-// config.sh registers with and its run.sh takes jobs from (jobs.go), for
+// workflow run attempt has completed and lists its jobs (runs.go), lists
+// an organization's runner groups and whom they admit (groups.go), the
+// release archives of the runner and of the agent, and the service the
+// stub runner's config.sh registers with and its run.sh takes jobs from (jobs.go), for
 // the test's assertions. It enforces GitHub's rules (internal/github's
 // limits.go): registration checks the token as GitHub would (issued here,
 // for that repository or organization, of the right kind, not past its
@@ -41,7 +42,8 @@ import (
 // names, with all of runs-on's labels, matched case-insensitively
 // (jobs.go); an ephemeral runner (config.sh --ephemeral, or just in time)
 // takes one job and is then removed; a job no runner takes within 24
-// hours fails (jobs.go); the REST API counts each credential's requests
+// hours fails (jobs.go), and a run attempt's job that runs for more than 5
+// days ends (runs.go); the REST API counts each credential's requests
 // against its hourly rate limit and answers as GitHub does once it is
 // spent. It enforces GitHub's runner version policy
 // (protocol.RunnerPolicyAt): a runner older than
@@ -69,9 +71,14 @@ type GitHub struct {
 	groups    map[string][]*runnerGroup // runner groups by organization, besides the default group
 	public    map[string]bool           // the repositories it knows (AddRepository, or a run's), public or not, by lower-case "owner/name"
 	runs      map[runAttempt]string     // workflow run attempts' status (runs.go)
-	runnerIDs int64                     // the last runner id handed out
-	pollWait  time.Duration             // how long a runner's poll waits for a job (jobPollWait)
-	now       func() time.Time
+	runJobs   map[runAttempt][]*runJob  // the jobs of workflow run attempts (runs.go)
+	jobIDs    int64                     // the last job id handed out
+	// denyGroupReads: the credential lacks the organization permission
+	// "Self-hosted runners" (groups.go).
+	denyGroupReads bool
+	runnerIDs      int64         // the last runner id handed out
+	pollWait       time.Duration // how long a runner's poll waits for a job (jobPollWait)
+	now            func() time.Time
 }
 
 // GroupAccess is which repositories of its organization may send jobs to
@@ -143,7 +150,7 @@ var (
 func NewGitHub(t testing.TB) *GitHub {
 	g := &GitHub{APIKey: "ghp_stub" + randomHex(8), issued: map[string]issuedToken{}, runners: map[string]*Runner{}, jobs: newJobQueue(),
 		agents: map[string][]byte{}, rateLimit: github.TokenRateLimit, rate: map[string]*rateWindow{},
-		groups: map[string][]*runnerGroup{}, public: map[string]bool{}, runs: map[runAttempt]string{}, pollWait: jobPollWait, now: time.Now}
+		groups: map[string][]*runnerGroup{}, public: map[string]bool{}, runs: map[runAttempt]string{}, runJobs: map[runAttempt][]*runJob{}, pollWait: jobPollWait, now: time.Now}
 	g.PublishRunner(OlderRunnerVersion, time.Now().Add(-40*24*time.Hour))
 	g.PublishRunner(RunnerVersion, time.Now().Add(-5*24*time.Hour))
 	mux := http.NewServeMux()
@@ -160,7 +167,10 @@ func NewGitHub(t testing.TB) *GitHub {
 		g.generateJITConfig(w, r, r.PathValue("org"))
 	})
 	mux.HandleFunc("GET /repos/{owner}/{repo}/actions/runs/{run}/attempts/{attempt}", g.getRunAttempt)
+	mux.HandleFunc("GET /repos/{owner}/{repo}/actions/runs/{run}/attempts/{attempt}/jobs", g.listRunAttemptJobs)
 	mux.HandleFunc("GET /repos/{owner}/{repo}", g.getRepository)
+	mux.HandleFunc("GET /orgs/{org}/actions/runner-groups", g.listRunnerGroups)
+	mux.HandleFunc("GET /orgs/{org}/actions/runner-groups/{id}/repositories", g.listRunnerGroupRepositories)
 	mux.HandleFunc("POST /_stub/register", g.register)
 	mux.HandleFunc("POST /_stub/remove", g.remove)
 	mux.HandleFunc("POST /_stub/run", func(w http.ResponseWriter, r *http.Request) { g.setRunning(w, r, true) })

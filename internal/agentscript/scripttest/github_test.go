@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -205,5 +206,83 @@ func TestGitHub_runAttempts(t *testing.T) {
 	}
 	if got, err := ended(github.Target{Owner: "octo", Repository: "unseen"}, 7, 1); got || err == nil {
 		t.Errorf("a run of a repository the stub does not know: ended %v (%v), want an error", got, err)
+	}
+}
+
+// The provider's client lists a run attempt's jobs from the stub as from
+// GitHub, page by page: in progress on their runner until completed, or
+// until GitHub's 5 days of execution end them.
+func TestGitHub_runAttemptJobs(t *testing.T) {
+	g := NewGitHub(t)
+	clock := withClock(g)
+	c, err := github.New(github.Config{BaseURL: g.URL, Token: g.APIKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	attempt := github.RunAttempt{Repository: github.Target{Owner: "octo", Repository: "app"}, RunID: 7, Attempt: 1}
+	g.StartRunAttempt("octo/app", 7, 1)
+	for range 120 {
+		g.CompleteJob(g.StartJob("octo/app", 7, 1, "i-done", clock.Now()))
+	}
+	long := g.StartJob("octo/app", 7, 1, "i-long", clock.Now())
+	clock.Add(time.Hour)
+	short := g.StartJob("octo/app", 7, 1, "i-short", clock.Now())
+	g.StartJob("octo/app", 7, 2, "i-other-attempt", clock.Now())
+	inProgress := func() map[string]int64 {
+		t.Helper()
+		jobs, err := c.RunAttemptJobs(context.Background(), attempt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(jobs) != 122 {
+			t.Errorf("%d jobs, want 122", len(jobs))
+		}
+		running := map[string]int64{}
+		for _, j := range jobs {
+			if j.InProgress() {
+				running[j.RunnerName] = j.ID
+			}
+		}
+		return running
+	}
+	if got := inProgress(); len(got) != 2 || got["i-long"] != long || got["i-short"] != short {
+		t.Errorf("in progress %v, want i-long's job %d and i-short's %d", got, long, short)
+	}
+	clock.Add(github.MaxJobExecutionTime - time.Hour + time.Second)
+	if got := inProgress(); len(got) != 1 || got["i-short"] != short {
+		t.Errorf("in progress %v after 5 days, want i-short's job alone", got)
+	}
+}
+
+// The provider's client reads an organization's runner groups, and whom
+// they admit, from the stub as from GitHub: the default group open to all
+// private repositories, a group of selected repositories with them; and a
+// credential without the permission is refused.
+func TestGitHub_runnerGroups(t *testing.T) {
+	g := NewGitHub(t)
+	c, err := github.New(github.Config{BaseURL: g.URL, Token: g.APIKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	id := g.AddRunnerGroup("octo", "Trusted builds", GroupAccess{SelectedRepositories: []string{"octo/app"}, AllowPublicRepositories: true})
+	groups, err := c.RunnerGroups(ctx, "octo")
+	want := []github.RunnerGroup{
+		{ID: 1, Name: "Default", Default: true, Visibility: "all"},
+		{ID: id, Name: "Trusted builds", Visibility: github.VisibilitySelected, AllowsPublicRepositories: true},
+	}
+	if err != nil || !slices.Equal(groups, want) {
+		t.Errorf("groups %+v (%v), want %+v", groups, err, want)
+	}
+	if repos, err := c.RunnerGroupRepositories(ctx, "octo", id); err != nil || !slices.Equal(repos, []string{"octo/app"}) {
+		t.Errorf("repositories %q (%v), want [octo/app]", repos, err)
+	}
+	g.AddRepository("octo/site", true)
+	if public, err := c.RepositoryIsPublic(ctx, github.Target{Owner: "octo", Repository: "site"}); !public || err != nil {
+		t.Errorf("octo/site public %v (%v), want public", public, err)
+	}
+	g.DenyRunnerGroupReads(true)
+	if _, err := c.RunnerGroups(ctx, "octo"); err == nil || !strings.Contains(err.Error(), "HTTP 403") {
+		t.Errorf("error %v, want HTTP 403", err)
 	}
 }

@@ -4,13 +4,19 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 )
 
 // Workflow runs, as the REST API tells of them: an attempt is in progress
 // from StartRunAttempt until CompleteRunAttempt; a run the stub never
 // heard of, or one DeleteRun deleted, is not found. A repository is known
 // once a run of it started, or AddRepository added it; GitHub answers 404
-// for the others, as for a repository the credentials do not see.
+// for the others, as for a repository the credentials do not see. An
+// attempt's jobs are listed as StartJob and CompleteJob leave them; a job
+// in progress for more than github.MaxJobExecutionTime has ended, failed,
+// as GitHub ends it.
 
 // runAttempt names one attempt of a workflow run of a repository (lower
 // case "owner/name").
@@ -25,6 +31,39 @@ const (
 	runInProgress = "in_progress"
 	runCompleted  = "completed"
 )
+
+// runJob is one job of a run attempt, run by a runner.
+type runJob struct {
+	id        int64
+	runner    string // the runner's name
+	startedAt time.Time
+	completed bool
+}
+
+// StartJob starts a job of attempt of workflow run run of repository on
+// the runner named runner (a claim's runners are named after their
+// instance), started at startedAt, and returns its id for CompleteJob.
+func (g *GitHub) StartJob(repository string, run int64, attempt int, runner string, startedAt time.Time) int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.jobIDs++
+	key := runAttempt{strings.ToLower(repository), run, attempt}
+	g.runJobs[key] = append(g.runJobs[key], &runJob{id: g.jobIDs, runner: runner, startedAt: startedAt})
+	return g.jobIDs
+}
+
+// CompleteJob ends the job with id.
+func (g *GitHub) CompleteJob(id int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, jobs := range g.runJobs {
+		for _, job := range jobs {
+			if job.id == id {
+				job.completed = true
+			}
+		}
+	}
+}
 
 // StartRunAttempt starts attempt of workflow run run of repository
 // ("owner/name"): in progress.
@@ -82,6 +121,39 @@ func (g *GitHub) getRunAttempt(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, answer)
 }
 
+// listRunAttemptJobs is GET
+// /repos/{owner}/{repo}/actions/runs/{run}/attempts/{attempt}/jobs.
+func (g *GitHub) listRunAttemptJobs(w http.ResponseWriter, r *http.Request) {
+	if !g.authorized(w, r) {
+		return
+	}
+	repository := r.PathValue("owner") + "/" + r.PathValue("repo")
+	run, rerr := strconv.ParseInt(r.PathValue("run"), 10, 64)
+	attempt, aerr := strconv.Atoi(r.PathValue("attempt"))
+	key := runAttempt{strings.ToLower(repository), run, attempt}
+	g.mu.Lock()
+	g.apiCalls = append(g.apiCalls, "run-attempt-jobs "+repository)
+	_, known := g.runs[key]
+	var list []map[string]any
+	for _, job := range g.runJobs[key] {
+		status, conclusion := "in_progress", any(nil)
+		switch {
+		case job.completed:
+			status, conclusion = "completed", "success"
+		case g.now().Sub(job.startedAt) > github.MaxJobExecutionTime:
+			status, conclusion = "completed", "failure"
+		}
+		list = append(list, map[string]any{"id": job.id, "run_id": run, "run_attempt": attempt, "status": status,
+			"conclusion": conclusion, "runner_name": job.runner, "started_at": job.startedAt.UTC().Format(time.RFC3339)})
+	}
+	g.mu.Unlock()
+	if rerr != nil || aerr != nil || !known {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	writePage(w, r, "jobs", list)
+}
+
 // getRepository is GET /repos/{owner}/{repo}.
 func (g *GitHub) getRepository(w http.ResponseWriter, r *http.Request) {
 	if !g.authorized(w, r) {
@@ -96,5 +168,6 @@ func (g *GitHub) getRepository(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"full_name": repository, "private": !public})
+	visibility := map[bool]string{true: "public", false: "private"}[public]
+	writeJSON(w, http.StatusOK, map[string]any{"full_name": repository, "private": !public, "visibility": visibility})
 }
