@@ -21,7 +21,11 @@ import (
 // run's jobs after 5 minutes), or never run. Its runners would be held
 // until the claim's max_runtime, and then terminated: the pool's
 // maintenance asks GitHub instead whether the run attempt of each claim
-// ended, and releases the claims of those that did.
+// ended, and releases the claims of those that did. The other way round,
+// a job may still run on a claim's runners when max_runtime ends: the
+// maintenance asks GitHub which jobs of the attempt run where, and holds
+// the runners longer while one of them runs a job, within GitHub's own
+// limit of a job's time.
 
 const (
 	// endedRunAge: a claim is asked about once its record is this old. A
@@ -36,51 +40,97 @@ const (
 	// release waits for its agents as a destroy does, until settleMargin
 	// before its deadline, and returns as soon as they confirm.
 	endedReleaseBudget = 3 * time.Minute
+	// heldRunWindow: a claim whose runners' deadline is this near is
+	// asked about, whatever its age, and while its attempt goes on, which
+	// of its jobs run on its runners. The new deadline must be written
+	// before the old one passes: the reap of the same pass ends the
+	// records past theirs, and the agents terminate their instances a
+	// minute after it. The maintenance runs at most once a minute, and
+	// only when something of the pool runs (a claim, a release, an apply,
+	// a scheduled reap: GitHub runs schedules every 5 minutes at the most
+	// often, and late at busy times); 10 minutes give a reap every 5
+	// minutes two chances.
+	heldRunWindow = 10 * time.Minute
+	// heldRunExtension: a claim whose job still runs on its runners holds
+	// them until this long from now. Longer would keep them longer after
+	// the job, should the run never end and the maintenance stop; shorter
+	// would ask GitHub more often (once per claim every
+	// heldRunExtension - heldRunWindow).
+	heldRunExtension = 30 * time.Minute
 )
 
-// releaseEndedRuns releases the complete claims of poolName whose GitHub
-// Actions workflow run attempt ended without releasing them, as their
-// destroy would (releaseRecord), and returns their run ids. It asks
+// runsFollowed says what the pool's maintenance did with the claims of
+// workflow runs: the run ids of the claims it released, their attempt
+// having ended, and of those whose runners it held past their deadline, a
+// job of the attempt still running on them.
+type runsFollowed struct {
+	Ended []string
+	Held  []string
+}
+
+// followRuns releases the complete claims of poolName whose GitHub Actions
+// workflow run attempt ended without releasing them, as their destroy
+// would (releaseRecord), and holds the runners of those whose attempt
+// goes on, with a job on one of them, past their deadline. It asks
 // GitHub, with the credentials that mint the pool's runner tokens, about
 // each claim that records its run attempt and is older than endedRunAge,
-// once, in run id order: an attempt GitHub says is completed, or whose run
-// was deleted, has ended. A claim of a repository the credentials do not
-// serve, or that GitHub cannot tell about, is left alone and logged; once
-// GitHub is rate limited, fails or does not answer, the rest of the pass
-// is left alone too (the next pass asks again). Without credentials that
-// read runs it does nothing. cfg is the pool's config when the caller
-// read it, else nil.
-func (c *Claimer) releaseEndedRuns(ctx context.Context, poolName string, cfg *protocol.PoolConfig) ([]string, error) {
+// or whose runners' deadline is within heldRunWindow, once, in run id
+// order: an attempt GitHub says is completed, or whose run was deleted,
+// has ended. For an attempt near its claim's deadline that goes on, it
+// lists the attempt's jobs, and while one is in progress on a runner of
+// the claim (runners are named after their instance), moves the
+// deadline of every runner of the claim to heldRunExtension from now,
+// never past the end GitHub gives that job (github.MaxJobExecutionTime
+// after its start). A claim of a repository the credentials do not serve,
+// or that GitHub cannot tell about, is left alone and logged; once GitHub
+// is rate limited, fails or does not answer, the rest of the pass is left
+// alone too (the next pass asks again). Without credentials that read
+// runs it does nothing. cfg is the pool's config when the caller read it,
+// else nil.
+func (c *Claimer) followRuns(ctx context.Context, poolName string, cfg *protocol.PoolConfig) (runsFollowed, error) {
+	var followed runsFollowed
 	if cfg == nil {
 		read, err := pool.ReadConfig(ctx, c.DynamoDB, poolName)
 		if err != nil {
-			return nil, ignoreMissingPool(err)
+			return followed, ignoreMissingPool(err)
 		}
 		cfg = &read
 	}
 	g, err := c.githubAccess(ctx, *cfg)
 	if err != nil {
-		c.log("cannot ask GitHub whether the claims' runs ended", "pool", poolName, "error", err.Error())
-		return nil, nil
+		c.log("cannot ask GitHub about the claims' runs", "pool", poolName, "error", err.Error())
+		return followed, nil
 	}
 	if g == nil || g.Runs == nil {
-		return nil, nil
+		return followed, nil
 	}
 	s := c.store(poolName)
-	asked, err := s.claimsOfRuns(ctx, poolName, c.now().Add(-endedRunAge))
+	claims, err := s.claimsOfRuns(ctx, poolName)
 	if err != nil {
-		return nil, err
+		return followed, err
 	}
+	running, err := s.runningFor(ctx, claims)
+	if err != nil {
+		return followed, err
+	}
+	now := c.now()
 	var ended []Record
-	for _, rec := range asked {
+	for _, rec := range claims {
+		runID := rec.Request.RunID
+		deadline, holds := earliestDeadline(running[runID])
+		near := holds && deadline.After(now) && deadline.Sub(now) <= heldRunWindow
+		completed, _ := protocol.ParseTime(rec.UpdatedAt) // claimsOfRuns read it
+		if !near && now.Sub(completed) < endedRunAge {
+			continue
+		}
 		attempt, _ := rec.Request.runAttempt()
 		if !g.serves(attempt.Repository) {
-			c.log("claim left alone: its run's repository is not one its pool's GitHub credentials serve", "run", rec.Request.RunID, "repository", rec.Request.Repository)
+			c.log("claim left alone: its run's repository is not one its pool's GitHub credentials serve", "run", runID, "repository", rec.Request.Repository)
 			continue
 		}
 		done, err := g.Runs.RunAttemptEnded(ctx, attempt)
 		if err != nil {
-			c.log("claim left alone: cannot tell whether its run ended", "run", rec.Request.RunID, "error", err.Error())
+			c.log("claim left alone: cannot tell whether its run ended", "run", runID, "error", err.Error())
 			if github.Temporary(err) {
 				break // the others' questions would fail alike
 			}
@@ -88,12 +138,35 @@ func (c *Claimer) releaseEndedRuns(ctx context.Context, poolName string, cfg *pr
 		}
 		if done {
 			ended = append(ended, rec)
+			continue
+		}
+		if !near {
+			continue
+		}
+		jobs, err := g.Runs.RunAttemptJobs(ctx, attempt)
+		if err != nil {
+			c.log("claim's deadline left as it is: cannot tell whether a job of its run runs on its runners", "run", runID, "error", err.Error())
+			if github.Temporary(err) {
+				break
+			}
+			continue
+		}
+		until := heldUntil(jobs, running[runID], now)
+		if !until.After(deadline) {
+			continue
+		}
+		held, err := s.holdRunners(ctx, runID, running[runID], until)
+		if err != nil {
+			c.log("cannot hold the runners of a claim whose job still runs on them", "run", runID, "error", err.Error())
+		}
+		if len(held) > 0 {
+			c.log("held the runners of a claim whose job still runs on them", "run", runID, "runners", held, "until", protocol.FormatTime(until))
+			followed.Held = append(followed.Held, runID)
 		}
 	}
 	var (
-		mu       sync.Mutex
-		released []string
-		errs     []error
+		mu   sync.Mutex
+		errs []error
 	)
 	parallel(len(ended), func(i int) {
 		rec := ended[i]
@@ -106,27 +179,109 @@ func (c *Claimer) releaseEndedRuns(ctx context.Context, poolName string, cfg *pr
 			errs = append(errs, fmt.Errorf("releasing the claim of run %s, whose workflow run ended: %w", rec.Request.RunID, err))
 			return
 		}
-		released = append(released, rec.Request.RunID)
+		followed.Ended = append(followed.Ended, rec.Request.RunID)
 	})
-	slices.Sort(released)
-	return released, errors.Join(errs...)
+	slices.Sort(followed.Ended)
+	return followed, errors.Join(errs...)
+}
+
+// heldUntil is the deadline that the jobs in progress on runners (a
+// claim's) ask for: heldRunExtension from now, but never past the end
+// GitHub gives the latest of them (github.MaxJobExecutionTime after its
+// start). It is zero when none runs on them.
+func heldUntil(jobs []github.Job, runners []protocol.Instance, now time.Time) time.Time {
+	var end time.Time
+	for _, j := range jobs {
+		onClaim := slices.ContainsFunc(runners, func(r protocol.Instance) bool { return r.ID == j.RunnerName })
+		if j.InProgress() && onClaim && !j.StartedAt.IsZero() && j.StartedAt.Add(github.MaxJobExecutionTime).After(end) {
+			end = j.StartedAt.Add(github.MaxJobExecutionTime)
+		}
+	}
+	if end.IsZero() {
+		return end
+	}
+	if extended := now.Add(heldRunExtension); extended.Before(end) {
+		return extended
+	}
+	return end
+}
+
+// holdRunners moves the deadline of the runners that run for runID to
+// until, while they still do and their deadline has not passed: the
+// agents read it from their records. It returns those it held; a runner
+// released meanwhile is left as it is.
+func (s *store) holdRunners(ctx context.Context, runID string, runners []protocol.Instance, until time.Time) ([]string, error) {
+	ids := make([]string, len(runners))
+	for i, r := range runners {
+		ids[i] = r.ID
+	}
+	results := s.applyEach(ctx, ids, func(string) transition {
+		return transition{fromState: protocol.StateRunning, fromRunID: runID, toState: protocol.StateRunning, toRunID: runID, threshold: until, deadline: "live"}
+	})
+	var (
+		held []string
+		errs []error
+	)
+	for i, err := range results {
+		switch {
+		case err == nil:
+			held = append(held, ids[i])
+		case !errors.Is(err, errConditionFailed):
+			errs = append(errs, fmt.Errorf("instance %s: %w", ids[i], err))
+		}
+	}
+	return held, errors.Join(errs...)
+}
+
+// earliestDeadline is the earliest threshold of runners; ok is false when
+// there are none.
+func earliestDeadline(runners []protocol.Instance) (deadline time.Time, ok bool) {
+	for _, r := range runners {
+		t, err := protocol.ParseTime(r.Threshold)
+		if err == nil && (!ok || t.Before(deadline)) {
+			deadline, ok = t, true
+		}
+	}
+	return deadline, ok
 }
 
 // claimsOfRuns reads the complete claim records that name their workflow
-// run attempt and completed before cutoff, in run id order. Records that
-// cannot be read are skipped: the reap names them.
-func (s *store) claimsOfRuns(ctx context.Context, poolName string, cutoff time.Time) ([]Record, error) {
+// run attempt, in run id order. Records that cannot be read are skipped:
+// the reap names them.
+func (s *store) claimsOfRuns(ctx context.Context, poolName string) ([]Record, error) {
 	var out []Record
 	err := s.queryType(ctx, protocol.TypeClaim, func(item map[string]types.AttributeValue) {
 		r, err := recordFromItem(poolName, item)
 		if err != nil || r.State != recordComplete {
 			return
 		}
-		completed, err := protocol.ParseTime(r.UpdatedAt)
-		if _, known := r.Request.runAttempt(); known && err == nil && completed.Before(cutoff) {
+		_, err = protocol.ParseTime(r.UpdatedAt)
+		if _, known := r.Request.runAttempt(); known && err == nil {
 			out = append(out, r)
 		}
 	})
 	slices.SortFunc(out, func(a, b Record) int { return strings.Compare(a.Request.RunID, b.Request.RunID) })
 	return out, err
+}
+
+// runningFor reads the instance records of the claims' runners, and
+// returns those still running for each claim, by run id.
+func (s *store) runningFor(ctx context.Context, claims []Record) (map[string][]protocol.Instance, error) {
+	var ids []string
+	for _, rec := range claims {
+		ids = append(ids, rec.OwnedIDs...)
+	}
+	records, err := s.instances(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	running := map[string][]protocol.Instance{}
+	for _, rec := range claims {
+		for _, id := range rec.OwnedIDs {
+			if r, ok := records[id]; ok && r.State == protocol.StateRunning && r.RunID == rec.Request.RunID {
+				running[rec.Request.RunID] = append(running[rec.Request.RunID], r)
+			}
+		}
+	}
+	return running, nil
 }

@@ -15,11 +15,20 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
-// askedRuns counts the questions about run attempts, answered by runs.
+// askedRuns counts the questions about run attempts, and the lists of
+// their jobs, answered by runs.
 type askedRuns struct {
 	runs  RunSource
 	mu    sync.Mutex
 	asked []string
+	jobs  []string
+}
+
+func (a *askedRuns) RunAttemptJobs(ctx context.Context, r github.RunAttempt) ([]github.Job, error) {
+	a.mu.Lock()
+	a.jobs = append(a.jobs, r.String())
+	a.mu.Unlock()
+	return a.runs.RunAttemptJobs(ctx, r)
 }
 
 func (a *askedRuns) RunAttemptEnded(ctx context.Context, r github.RunAttempt) (bool, error) {

@@ -40,18 +40,19 @@ type ReapResult struct {
 	Vanished      []string // live records whose instance is gone from EC2
 	StaleClaims   []string // pending claim records of crashed attempts, deleted
 	EndedRuns     []string // claims whose workflow run ended without releasing them, released
+	HeldRuns      []string // claims near their deadline with a job of their run still on their runners, held longer
 	CorruptItems  []string // records that could not be read, skipped
 	TerminateFail error    // instances marked terminated whose termination failed (the next reap retries them as orphans)
 }
 
 // Empty tells whether the reap found nothing to do.
 func (r ReapResult) Empty() bool {
-	return len(r.Expired)+len(r.Orphans)+len(r.Vanished)+len(r.StaleClaims)+len(r.EndedRuns)+len(r.CorruptItems) == 0 && r.TerminateFail == nil
+	return len(r.Expired)+len(r.Orphans)+len(r.Vanished)+len(r.StaleClaims)+len(r.EndedRuns)+len(r.HeldRuns)+len(r.CorruptItems) == 0 && r.TerminateFail == nil
 }
 
 // ReapIfDue reaps the pool unless another caller did within interval
 // (a lease item in the table decides), bounded by reapBudget, and then
-// releases the claims of ended runs (releaseEndedRuns), bounded by
+// follows the claims' workflow runs (followRuns), bounded by
 // endedReleaseBudget. ran is false when it was not due.
 func (c *Claimer) ReapIfDue(ctx context.Context, poolName string, interval time.Duration) (res ReapResult, ran bool, err error) {
 	return c.reapIfDue(ctx, poolName, interval, nil)
@@ -76,9 +77,9 @@ func (c *Claimer) reapIfDue(ctx context.Context, poolName string, interval time.
 	res, err = c.reap(budget, poolName, cfg)
 	releasing, cancelReleases := context.WithTimeout(ctx, endedReleaseBudget)
 	defer cancelReleases()
-	ended, endedErr := c.releaseEndedRuns(releasing, poolName, cfg)
-	res.EndedRuns = ended
-	return res, true, errors.Join(err, endedErr)
+	followed, runsErr := c.followRuns(releasing, poolName, cfg)
+	res.EndedRuns, res.HeldRuns = followed.Ended, followed.Held
+	return res, true, errors.Join(err, runsErr)
 }
 
 // takeReaperLease records this reap, unless one ran within interval.
@@ -109,12 +110,13 @@ func (s *store) takeReaperLease(ctx context.Context, interval time.Duration) (bo
 // alive. Corrupt items are skipped and reported. A pool with metrics
 // settings gets its runners by class and state, as the reap left them.
 // Then the claims whose workflow run ended without releasing them are
-// released (releaseEndedRuns).
+// released, and those whose job still runs on their runners near their
+// deadline held longer (followRuns).
 func (c *Claimer) Reap(ctx context.Context, poolName string) (ReapResult, error) {
 	res, err := c.reap(ctx, poolName, nil)
-	ended, endedErr := c.releaseEndedRuns(ctx, poolName, nil)
-	res.EndedRuns = ended
-	return res, errors.Join(err, endedErr)
+	followed, runsErr := c.followRuns(ctx, poolName, nil)
+	res.EndedRuns, res.HeldRuns = followed.Ended, followed.Held
+	return res, errors.Join(err, runsErr)
 }
 
 func (c *Claimer) reap(ctx context.Context, poolName string, cfg *protocol.PoolConfig) (ReapResult, error) {

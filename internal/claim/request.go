@@ -52,9 +52,10 @@ type Request struct {
 	Timings      Timings
 	// Repository ("owner/name") and WorkflowRun name the GitHub Actions
 	// workflow run attempt the claim serves: once GitHub says it ended,
-	// the pool's maintenance releases a claim its run did not release
-	// (releaseEndedRuns). "" and zero: not known (a claim made outside
-	// Actions), never released so.
+	// the pool's maintenance releases a claim its run did not release,
+	// and while a job of it runs on the claim's runners, it holds them
+	// past their deadline (followRuns). "" and zero: not known (a claim
+	// made outside Actions), neither released nor held so.
 	Repository  string
 	WorkflowRun WorkflowRun
 }

@@ -23,9 +23,11 @@ type ReleaseSource interface {
 }
 
 // RunSource tells whether a GitHub Actions workflow run attempt ended
-// (github.Client.RunAttemptEnded).
+// (github.Client.RunAttemptEnded), and lists its jobs
+// (github.Client.RunAttemptJobs).
 type RunSource interface {
 	RunAttemptEnded(context.Context, github.RunAttempt) (bool, error)
+	RunAttemptJobs(context.Context, github.RunAttempt) ([]github.Job, error)
 }
 
 // GitHubAccess is what the provider's github block (or a pool's stored
@@ -41,9 +43,10 @@ type GitHubAccess struct {
 	// claim hands out none that GitHub would send no job to. nil: runners
 	// are told nothing (their agents ask GitHub), and not checked.
 	Releases ReleaseSource
-	// Runs tells whether the workflow runs of the claims ended, for the
-	// pool's maintenance to release claims their runs did not release
-	// (nil: it does not).
+	// Runs tells whether the workflow runs of the claims ended, and which
+	// of their jobs run where, for the pool's maintenance to release
+	// claims their runs did not release and to hold the runners of those
+	// whose jobs still run past their deadline (nil: it does neither).
 	Runs       RunSource
 	Owner      string // "": not configured, no token is minted
 	Repository string // "": any repository of Owner, and its organization runners

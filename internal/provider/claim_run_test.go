@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
@@ -30,11 +31,15 @@ func TestWorkflowRunOfJob(t *testing.T) {
 	}
 }
 
-// A reap reports the claims of ended runs it released.
+// A reap reports the claims of ended runs it released, and those whose
+// runners it held for a job still running on them.
 func TestReapReportNamesReleasedClaimsOfEndedRuns(t *testing.T) {
-	got := reapReport("ci", claim.ReapResult{EndedRuns: []string{"123-1", "124-2"}})
-	want := "Pool ci: released the claims of ended workflow runs (2): 123-1, 124-2"
-	if len(got) != 1 || got[0] != want {
-		t.Errorf("report %q, want [%q]", got, want)
+	got := reapReport("ci", claim.ReapResult{EndedRuns: []string{"123-1", "124-2"}, HeldRuns: []string{"125-1"}})
+	want := []string{
+		"Pool ci: released the claims of ended workflow runs (2): 123-1, 124-2",
+		"Pool ci: held the runners of claims whose jobs still run on them (1): 125-1",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("report %q, want %q", got, want)
 	}
 }
