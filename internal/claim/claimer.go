@@ -146,6 +146,10 @@ func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
 		return nil, err
 	}
 	if regToken != nil {
+		g, _ := c.githubAccess(ctx, cfg) // mintToken read it
+		if err := c.checkGroupAdmits(ctx, g, cfg, req); err != nil {
+			return nil, err
+		}
 		regToken.label, regToken.runnerGroup = req.Label, req.RunnerGroup
 	}
 	s := c.store(req.Pool)

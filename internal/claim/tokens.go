@@ -47,7 +47,10 @@ type GitHubAccess struct {
 	// of their jobs run where, for the pool's maintenance to release
 	// claims their runs did not release and to hold the runners of those
 	// whose jobs still run past their deadline (nil: it does neither).
-	Runs       RunSource
+	Runs RunSource
+	// Groups reads the organization's runner groups, for a claim to check
+	// that its runner group admits its repository (nil: it does not).
+	Groups     RunnerGroupSource
 	Owner      string // "": not configured, no token is minted
 	Repository string // "": any repository of Owner, and its organization runners
 	// From names a pool's stored credential the access comes from, for

@@ -1,7 +1,9 @@
 package provider
 
 import (
+	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/compare"
@@ -11,7 +13,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript/scripttest"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
 // A claim's label is its run id, '-' and 13 random characters: known only
@@ -73,6 +77,39 @@ func TestAccClaim_runnerGroupNeedsAnOrganization(t *testing.T) {
 				PlanOnly:    true,
 				ExpectError: regexp.MustCompile(wrapped(`Attribute runner_group: runner group "Trusted builds": pool ` + e.pool + ` registers its runners with no GitHub owner`)),
 			},
+		},
+	})
+}
+
+// A claim whose runner group does not admit its repository fails before it
+// takes a runner, naming the group, the repository and what to change:
+// GitHub would send none of the repository's jobs to its runners. The
+// provider's credentials read the organization's runner groups.
+func TestAccClaim_runnerGroupMustAdmitTheRepository(t *testing.T) {
+	skipOnRealAWS(t, "the GitHub is the stub, on this machine")
+	gh := scripttest.NewGitHub(t)
+	gh.AddRunnerGroup("octo", "Trusted builds", scripttest.GroupAccess{SelectedRepositories: []string{"octo/infra"}})
+	e := newClaimEnv(t, "acc-grpaccess")
+	e.claimsSettings = fmt.Sprintf(`
+  github {
+    token    = %q
+    base_url = %q
+    owner    = "octo"
+  }`, gh.APIKey, gh.URL)
+	config := strings.Replace(e.poolConfig(), "force_destroy", "github_owner  = \"octo\"\n  force_destroy", 1)
+	var seeded []string
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviders,
+		Steps: []resource.TestStep{
+			{Config: config, Check: e.seed(1, agentsim.SeedSpec{}, &seeded)},
+			{
+				Config: config + e.claimConfig("test", `
+  repository     = "octo/app"
+  runner_group   = "Trusted builds"
+  fleet_fallback = false`),
+				ExpectError: regexp.MustCompile(wrapped(`runner group "Trusted builds" of organization octo admits only selected repositories, and octo/app is not one of them`)),
+			},
+			{Config: config, Check: e.checkRecords(protocol.StateIdle, "", &seeded)},
 		},
 	})
 }

@@ -92,7 +92,7 @@ func (m *githubModel) access(version string) (*claim.GitHubAccess, diag.Diagnost
 			return nil, diags
 		}
 	}
-	return &claim.GitHubAccess{Tokens: c, Releases: c, Runs: c, Owner: owner, Repository: m.Repository.ValueString()}, diags
+	return &claim.GitHubAccess{Tokens: c, Releases: c, Runs: c, Groups: c, Owner: owner, Repository: m.Repository.ValueString()}, diags
 }
 
 // storedClient is the GitHub client's settings for a pool's stored
