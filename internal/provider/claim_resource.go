@@ -140,7 +140,7 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 			},
 			"runner_group": schema.StringAttribute{
 				Optional:      true,
-				Description:   "The organization's runner group the runners join, such as a group only some repositories may use. Only for a pool whose runners register with an organization (`github_repository` not set); the group must exist, or the runners cannot register. Default: the organization's default group.",
+				Description:   "The organization's runner group the runners join, such as a group only some repositories may use. Only for a pool whose runners register with an organization (`github_repository` not set); the group must exist, or the runners cannot register. When the claim knows its `repository`, it fails before it takes a runner if the group does not admit that repository (not among its selected repositories, or public and the group allows no public ones): it reads the organization's runner groups with the provider's or the pool's GitHub credential (organization permission \"Self-hosted runners\", read), and without that permission claims unchecked. Default: the organization's default group.",
 				PlanModifiers: replace,
 				Validators:    []validator.String{runnerGroupValidator()},
 			},
@@ -188,7 +188,7 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 				PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplace()},
 			},
 			"max_runtime": schema.StringAttribute{
-				Optional: true, Description: "How long the claim may hold its runners before they terminate themselves, as a duration. Default: the pool's `max_runtime`.",
+				Optional: true, Description: "How long the claim may hold its runners before they terminate themselves, as a duration. A claim made in a GitHub Actions job keeps them longer while a job of its run attempt still runs on one of them, up to GitHub's 5 days per job: the pool's maintenance, run in the last 10 minutes before the deadline, holds them 30 minutes at a time. Default: the pool's `max_runtime`.",
 				Validators:    []validator.String{durationBetween(time.Minute, 7*24*time.Hour)},
 				PlanModifiers: replace,
 			},
