@@ -98,23 +98,30 @@ func (g *GitHub) setRunAttempt(repository string, run int64, attempt int, status
 	}
 }
 
+// runAttemptOf is the repository and the run attempt a request's path
+// names; valid is false when its run or attempt is not a number.
+func runAttemptOf(r *http.Request) (repository string, key runAttempt, valid bool) {
+	repository = r.PathValue("owner") + "/" + r.PathValue("repo")
+	run, rerr := strconv.ParseInt(r.PathValue("run"), 10, 64)
+	attempt, aerr := strconv.Atoi(r.PathValue("attempt"))
+	return repository, runAttempt{strings.ToLower(repository), run, attempt}, rerr == nil && aerr == nil
+}
+
 // getRunAttempt is GET /repos/{owner}/{repo}/actions/runs/{run}/attempts/{attempt}.
 func (g *GitHub) getRunAttempt(w http.ResponseWriter, r *http.Request) {
 	if !g.authorized(w, r) {
 		return
 	}
-	repository := r.PathValue("owner") + "/" + r.PathValue("repo")
-	run, rerr := strconv.ParseInt(r.PathValue("run"), 10, 64)
-	attempt, aerr := strconv.Atoi(r.PathValue("attempt"))
+	repository, key, valid := runAttemptOf(r)
 	g.mu.Lock()
 	g.apiCalls = append(g.apiCalls, "run-attempt "+repository)
-	status, ok := g.runs[runAttempt{strings.ToLower(repository), run, attempt}]
+	status, ok := g.runs[key]
 	g.mu.Unlock()
-	if rerr != nil || aerr != nil || !ok {
+	if !valid || !ok {
 		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
 		return
 	}
-	answer := map[string]any{"id": run, "run_attempt": attempt, "status": status, "conclusion": nil}
+	answer := map[string]any{"id": key.run, "run_attempt": key.attempt, "status": status, "conclusion": nil}
 	if status == runCompleted {
 		answer["conclusion"] = "cancelled"
 	}
@@ -127,10 +134,7 @@ func (g *GitHub) listRunAttemptJobs(w http.ResponseWriter, r *http.Request) {
 	if !g.authorized(w, r) {
 		return
 	}
-	repository := r.PathValue("owner") + "/" + r.PathValue("repo")
-	run, rerr := strconv.ParseInt(r.PathValue("run"), 10, 64)
-	attempt, aerr := strconv.Atoi(r.PathValue("attempt"))
-	key := runAttempt{strings.ToLower(repository), run, attempt}
+	repository, key, valid := runAttemptOf(r)
 	g.mu.Lock()
 	g.apiCalls = append(g.apiCalls, "run-attempt-jobs "+repository)
 	_, known := g.runs[key]
@@ -143,11 +147,11 @@ func (g *GitHub) listRunAttemptJobs(w http.ResponseWriter, r *http.Request) {
 		case g.now().Sub(job.startedAt) > github.MaxJobExecutionTime:
 			status, conclusion = "completed", "failure"
 		}
-		list = append(list, map[string]any{"id": job.id, "run_id": run, "run_attempt": attempt, "status": status,
+		list = append(list, map[string]any{"id": job.id, "run_id": key.run, "run_attempt": key.attempt, "status": status,
 			"conclusion": conclusion, "runner_name": job.runner, "started_at": job.startedAt.UTC().Format(time.RFC3339)})
 	}
 	g.mu.Unlock()
-	if rerr != nil || aerr != nil || !known {
+	if !valid || !known {
 		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
 		return
 	}
