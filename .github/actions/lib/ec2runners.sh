@@ -126,16 +126,23 @@ cmd_prepare() {
   fi
 }
 
-# tf runs the CLI and passes an interrupt on to it (GitHub sends SIGINT to
-# the step's shell only when a run is cancelled), so that it stops
-# gracefully: a claim under way gives back what it took. (bash starts
-# background commands with SIGINT ignored; Go programs such as terraform
-# and tofu handle it all the same.)
+# tf runs the CLI and passes the first interrupt the step gets on to it, so
+# that it stops gracefully: a claim under way gives back what it took.
+# GitHub cancels a step by signalling its process alone, this script (the
+# actions' run: lines exec it): SIGINT, SIGTERM 7.5 s later, SIGKILL 2.5 s
+# after that. A second interrupt would make Terraform exit at once, mid
+# rollback, so the SIGTERM is not passed on. (bash starts background
+# commands with SIGINT ignored; Go programs such as terraform and tofu handle
+# it all the same.)
 tf() {
-  local pid status
+  local pid status interrupted=""
   "$CLI" "$@" &
   pid=$!
-  trap 'kill -INT "$pid" 2>/dev/null || true' INT TERM
+  trap 'if [ -z "$interrupted" ]; then
+    interrupted=1
+    echo "Cancelled: stopping $CLI gracefully."
+    kill -INT "$pid" 2>/dev/null || true
+  fi' INT TERM
   status=0
   wait "$pid" || status=$?
   while kill -0 "$pid" 2>/dev/null; do # wait was interrupted by the signal
