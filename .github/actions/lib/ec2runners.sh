@@ -3,8 +3,8 @@
 # .github/actions/release), which run Terraform (or OpenTofu) with
 # ec2runners_claim: the provider stays the one implementation.
 #
-#   ec2runners.sh prepare claim|release  can this run claim (credentials, forks,
-#                                        Dependabot)? what to install and cache
+#   ec2runners.sh prepare claim|release  can this run claim (credentials, forks)?
+#                                        what to install and cache
 #   ec2runners.sh claim                  apply the run's claim; its label for runs-on
 #   ec2runners.sh release                adopt the run's claims by identity and destroy them
 #
@@ -42,13 +42,12 @@ default_run_id() {
   printf '%s' "$id"
 }
 
-# A pull request from a fork, or a run Dependabot triggered: GitHub gives
-# such runs no secrets and no OIDC token. Prints why, or nothing.
+# A pull request from a fork: GitHub gives such runs no secrets and no OIDC
+# token. Prints why, or nothing. (Runs Dependabot triggers get Dependabot
+# secrets and the permissions the workflow grants, an OIDC token included.)
 secretless_event() {
   local event=${GITHUB_EVENT_NAME:-} head=${EC2RUNNERS_PR_HEAD_REPO:-}
-  if [ "${GITHUB_ACTOR:-}" = "dependabot[bot]" ] && [ "$event" != pull_request_target ]; then
-    echo "a run Dependabot triggered"
-  elif [[ $event == pull_request* && $event != pull_request_target && -n $head && $head != "${GITHUB_REPOSITORY:-}" ]]; then
+  if [[ $event == pull_request* && $event != pull_request_target && -n $head && $head != "${GITHUB_REPOSITORY:-}" ]]; then
     echo "a pull request from the fork $head"
   fi
 }
