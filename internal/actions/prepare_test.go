@@ -1,6 +1,9 @@
 package actions
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -9,13 +12,27 @@ import (
 // the run can claim, for the event GitHub gives no secrets nor OIDC token
 // (a pull request from a fork), for runs Dependabot triggers (which get the
 // OIDC token the workflow grants) and for a job without the id-token
-// permission; and which provider version the actions install. It needs no AWS: nothing is claimed.
+// permission; and which provider version the actions install: a release
+// tag's, a commit's, or the newest on a branch. It needs no AWS: nothing is
+// claimed.
 func TestActions_prepare(t *testing.T) {
 	const oidc = "https://token.actions.example/oidc"
 	fork := map[string]string{"GITHUB_EVENT_NAME": "pull_request", "EC2RUNNERS_PR_HEAD_REPO": "mallory/app"}
 	// Dependabot's pull request, from a branch of the repository itself.
 	dependabot := map[string]string{"GITHUB_ACTOR": "dependabot[bot]", "GITHUB_EVENT_NAME": "pull_request", "EC2RUNNERS_PR_HEAD_REPO": "acme/app", "EC2RUNNERS_FALLBACK_RUNS_ON": "ubuntu-latest"}
 	role := map[string]string{"EC2RUNNERS_ROLE_TO_ASSUME": "arn:aws:iam::123456789012:role/ci", "EC2RUNNERS_AWS_REGION": "eu-west-1"}
+	// A workflow that pins the actions to a commit gets the provider the
+	// commit's provider-version names: make release checks that a release's
+	// commit names its own version.
+	const commit = "0123456789abcdef0123456789abcdef01234567"
+	data, err := os.ReadFile(filepath.Join(repoRoot, ".github", "actions", "lib", "provider-version"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped := strings.TrimSpace(string(data))
+	if !regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`).MatchString(shipped) {
+		t.Fatalf(".github/actions/lib/provider-version holds %q, want a release's version X.Y.Z", shipped)
+	}
 	merge := func(ms ...map[string]string) map[string]string {
 		out := map[string]string{"EC2RUNNERS_POOL": "ci-runners", "EC2RUNNERS_PROVIDER_VERSION": "1.2.3"}
 		for _, m := range ms {
@@ -59,6 +76,11 @@ func TestActions_prepare(t *testing.T) {
 		{name: "the provider of the action's tag", mode: "claim", env: merge(map[string]string{"EC2RUNNERS_PROVIDER_VERSION": "",
 			"GITHUB_ACTION_PATH": "/home/runner/work/_actions/ec2runners/terraform-provider-ec2runners/v0.7.1/.github/actions/claim"}),
 			outputs: map[string]string{"proceed": "true", "cache-key": "ec2runners-Linux-X64-terraform-0.7.1"}},
+		{name: "a commit: the provider its provider-version names", mode: "claim", env: merge(map[string]string{"EC2RUNNERS_PROVIDER_VERSION": "",
+			"GITHUB_ACTION_PATH": "/home/runner/work/_actions/ec2runners/terraform-provider-ec2runners/" + commit + "/.github/actions/claim"}),
+			outputs: map[string]string{"proceed": "true", "cache-key": "ec2runners-Linux-X64-terraform-" + shipped}},
+		{name: "a commit in github.action_ref", mode: "release", env: merge(map[string]string{"EC2RUNNERS_PROVIDER_VERSION": "", "EC2RUNNERS_ACTION_REF": commit}),
+			outputs: map[string]string{"proceed": "true", "cache-key": "ec2runners-Linux-X64-terraform-" + shipped}},
 		{name: "a branch: the newest provider", mode: "claim", env: merge(map[string]string{"EC2RUNNERS_PROVIDER_VERSION": "",
 			"GITHUB_ACTION_PATH": "/home/runner/work/_actions/ec2runners/terraform-provider-ec2runners/main/.github/actions/claim"}),
 			outputs: map[string]string{"proceed": "true"}, says: "the newest ec2runners provider is used"},

@@ -52,8 +52,11 @@ secretless_event() {
   fi
 }
 
-# The provider version: the provider-version input, else the release of the
-# action's own tag (vX.Y.Z: a tag of the provider is a tag of the actions).
+# The provider version: the provider-version input; else, for an action
+# pinned to a release tag vX.Y.Z, that release (a tag of the provider is a
+# tag of the actions); for one pinned to a commit, the release that
+# provider-version beside this script names (make release checks that a
+# tagged commit names its tag's); on a branch, none: the newest.
 provider_version() {
   local ref=${EC2RUNNERS_ACTION_REF:-} path
   if [ -n "${EC2RUNNERS_PROVIDER_VERSION:-}" ]; then
@@ -67,6 +70,8 @@ provider_version() {
   fi
   if [[ $ref =~ ^v([0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.-]+)?)$ ]]; then
     printf '%s' "${BASH_REMATCH[1]}"
+  elif [[ $ref =~ ^[0-9a-f]{40}$ ]]; then
+    tr -d '[:space:]' <"$(dirname "${BASH_SOURCE[0]}")/provider-version"
   fi
 }
 
@@ -106,7 +111,7 @@ cmd_prepare() {
   esac
   version=$(provider_version)
   if [ -z "$version" ]; then
-    notice "the newest ec2runners provider is used: pin the action to a release tag (vX.Y.Z), or set provider-version, for the provider of that release"
+    notice "the newest ec2runners provider is used: pin the action to a release tag (vX.Y.Z) or to a commit, or set provider-version, for the provider of that release"
   fi
   region=${EC2RUNNERS_AWS_REGION:-${AWS_REGION:-}}
   if [ -n "${EC2RUNNERS_ROLE_TO_ASSUME:-}" ] && [ -z "$region" ]; then
