@@ -127,7 +127,7 @@ func newJob(t testing.TB, env map[string]string) *job {
 		"RUNNER_TEMP": filepath.Join(dir, "temp"), "RUNNER_OS": "Linux", "RUNNER_ARCH": "X64",
 		"GITHUB_OUTPUT": filepath.Join(dir, "output"), "GITHUB_STEP_SUMMARY": filepath.Join(dir, "summary"),
 		"GITHUB_REPOSITORY": "acme/app", "GITHUB_EVENT_NAME": "push", "GITHUB_ACTOR": "octocat",
-		"GITHUB_RUN_ID": "4242", "GITHUB_RUN_ATTEMPT": "1",
+		"GITHUB_RUN_ID": "4242", "GITHUB_RUN_ATTEMPT": "1", "GITHUB_JOB": "claim",
 	}}
 	for k, v := range env {
 		j.env[k] = v

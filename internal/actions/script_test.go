@@ -33,9 +33,10 @@ import (
 // runs them (prepare, then claim or release), each job on a fresh runner
 // (its own RUNNER_TEMP), with the real Terraform CLI and the provider built
 // from this checkout, against the emulator; simulated agents play the
-// runners. It shows: a claim and its label; a release on another machine
-// with no backend, which adopts the claim by its identity and gives its
-// runners back warm; init from the providers' cache alone (the mirror
+// runners. It shows: a claim and its label; a second claim job of the run
+// without a name input, which fails instead of sharing the claim; a
+// release on another machine with no backend, which adopts the claim by
+// its identity and gives its runners back warm; init from the providers' cache alone (the mirror
 // gone); a release that also gives back what an earlier attempt of the run
 // left; a release with nothing to release; a claim and release through a
 // backend; a claim step cancelled as the runner cancels a step (its
@@ -190,6 +191,20 @@ func TestActions_claimAndRelease(t *testing.T) {
 	slices.Sort(ids)
 	if held := runners("4242-1"); len(ids) != 2 || !slices.Equal(held, ids) {
 		t.Fatalf("instance-ids %v, the pool's table says 4242-1 holds %v; want the same 2", ids, held)
+	}
+
+	// A second claim job of the run without a name input (another
+	// GITHUB_JOB, the same run id and inputs) fails, saying to name the
+	// claims, and takes nothing: sharing the first job's claim, its jobs
+	// would lose their runners when the first job's claim is released.
+	other := newJob(t, env)
+	other.env["GITHUB_JOB"] = "claim-arm"
+	other.must("prepare", "claim")
+	if got, err := other.run("claim"); err == nil || !strings.Contains(got, "give each claim job its own name input") {
+		t.Errorf("a second claim job of run 4242-1: %v, want a failure naming the name input", err)
+	}
+	if held := runners("4242-1"); !slices.Equal(held, ids) {
+		t.Errorf("after the second claim job 4242-1 holds %v, want the first job's %v", held, ids)
 	}
 
 	// The release job, on another machine, with no backend: the claim is

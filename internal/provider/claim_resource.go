@@ -68,6 +68,7 @@ type claimResourceModel struct {
 	Pool                 types.String   `tfsdk:"pool"`
 	RunID                types.String   `tfsdk:"run_id"`
 	RunnerGroup          types.String   `tfsdk:"runner_group"`
+	Claimant             types.String   `tfsdk:"claimant"`
 	InstanceCount        types.Int64    `tfsdk:"instance_count"`
 	ResourceClass        types.String   `tfsdk:"resource_class"`
 	UsageClass           types.String   `tfsdk:"usage_class"`
@@ -141,6 +142,12 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 				Description:   "The organization's runner group the runners join, such as a group only some repositories may use. Only for a pool whose runners register with an organization (`github_repository` not set); the group must exist, or the runners cannot register. Default: the organization's default group.",
 				PlanModifiers: replace,
 				Validators:    []validator.String{runnerGroupValidator()},
+			},
+			"claimant": schema.StringAttribute{
+				Optional:      true,
+				Description:   "Who makes the claim, such as a CI job (the claim action sets the job's id, `GITHUB_JOB`). An apply of a run id whose claim record another claimant made fails, instead of waiting for that claim and adopting it: two jobs never share one claim, which the first one's release would take back. Default: none.",
+				PlanModifiers: replace,
+				Validators:    []validator.String{stringvalidator.LengthBetween(1, 200)},
 			},
 			"instance_count": schema.Int64Attribute{
 				Optional: true, Computed: true, Description: "How many runners, 1-100. Default 1.",
@@ -321,7 +328,7 @@ func defaultSpotFallback(usageClass types.String) types.String {
 
 func (r *claimResource) request(ctx context.Context, m claimResourceModel) (claim.Request, error) {
 	req := claim.Request{
-		Pool: m.Pool.ValueString(), RunID: m.RunID.ValueString(), RunnerGroup: m.RunnerGroup.ValueString(), InstanceCount: int(m.InstanceCount.ValueInt64()),
+		Pool: m.Pool.ValueString(), RunID: m.RunID.ValueString(), RunnerGroup: m.RunnerGroup.ValueString(), Claimant: m.Claimant.ValueString(), InstanceCount: int(m.InstanceCount.ValueInt64()),
 		ResourceClass: m.ResourceClass.ValueString(), UsageClass: m.UsageClass.ValueString(), FleetFallback: m.FleetFallback.ValueBool(),
 		SpotFallback: m.SpotFallback.ValueString(), Timings: claim.DefaultTimings(),
 	}
@@ -364,6 +371,10 @@ func (r *claimResource) Create(ctx context.Context, req resource.CreateRequest, 
 	c, warned := r.data.warnedClaimer(ctx)
 	res, err := c.Create(ctx, creq)
 	warned.into(&resp.Diagnostics)
+	if errors.Is(err, claim.ErrOtherClaimant) {
+		resp.Diagnostics.AddAttributeError(path.Root("run_id"), fmt.Sprintf("Run %s is claimed by another claimant", creq.RunID), err.Error())
+		return
+	}
 	if err != nil {
 		resp.Diagnostics.AddError(fmt.Sprintf("Cannot claim runners from pool %s", creq.Pool), err.Error())
 		return
@@ -472,6 +483,11 @@ func setRecord(m *claimResourceModel, rec claim.Record, live []claim.Instance) {
 		m.RunnerGroup = types.StringValue(q.RunnerGroup)
 	} else {
 		m.RunnerGroup = types.StringNull()
+	}
+	if q.Claimant != "" {
+		m.Claimant = types.StringValue(q.Claimant)
+	} else {
+		m.Claimant = types.StringNull()
 	}
 	m.InstanceCount = types.Int64Value(int64(q.InstanceCount))
 	m.ResourceClass = types.StringValue(q.ResourceClass)

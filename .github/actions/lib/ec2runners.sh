@@ -234,8 +234,14 @@ cmd_claim() {
     die "the run id '$run_id' cannot begin a label (up to $MAX_NEW_RUN_ID_LENGTH of a-z 0-9 _ . -): shorten the name input"
   claim_vars
   export TF_VAR_run_ids="[\"$run_id\"]"
+  if [ -n "${GITHUB_JOB:-}" ]; then export TF_VAR_claimant="$GITHUB_JOB"; fi
   workdir "${RUNNER_TEMP:-/tmp}/ec2runners/claim-$run_id"
-  if ! tf apply -auto-approve -input=false -no-color; then
+  # Errors only: the plan and the progress go to the log as they come.
+  if ! tf apply -auto-approve -input=false -no-color 2>apply.err; then
+    cat apply.err >&2
+    if grep -q "is claimed by another claimant" apply.err; then
+      die "another job of this workflow run claimed runners as run $run_id: give each claim job its own name input (and its release job the same name)"
+    fi
     die "claiming runners from pool $POOL failed (see above); a failed claim holds nothing: what it took is back in the pool or terminated"
   fi
   result=$("$CLI" output -raw claim)
