@@ -130,23 +130,21 @@ cmd_prepare() {
   fi
 }
 
-# tf runs the CLI and passes the first interrupt the step gets on to it, so
-# that it stops gracefully: a claim under way gives back what it took.
-# GitHub cancels a step by signalling its process alone, this script (the
-# actions' run: lines exec it): SIGINT, SIGTERM 7.5 s later, SIGKILL 2.5 s
-# after that. A second interrupt would make Terraform exit at once, mid
-# rollback, so the SIGTERM is not passed on. (bash starts background
-# commands with SIGINT ignored; Go programs such as terraform and tofu handle
-# it all the same.)
+# tf runs the CLI and passes the signals that cancel a step on to it, then
+# waits for it. GitHub cancels a step by signalling its process alone, this
+# script (the actions' run: lines exec it): SIGINT, then SIGTERM 7.5 s later
+# and SIGKILL 2.5 s after that. On the first, Terraform stops gracefully: a
+# claim under way gives back what it took. On the second it exits at once,
+# before the SIGKILL, and leaves no process behind; what a claim still held
+# is listed in its record, which the release adopts. (bash starts
+# background commands with SIGINT ignored; Go programs such as terraform and
+# tofu handle it all the same.)
 tf() {
-  local pid status interrupted=""
+  local pid status
   "$CLI" "$@" &
   pid=$!
-  trap 'if [ -z "$interrupted" ]; then
-    interrupted=1
-    echo "Cancelled: stopping $CLI gracefully."
-    kill -INT "$pid" 2>/dev/null || true
-  fi' INT TERM
+  trap 'echo "Cancelled: stopping $CLI."; kill -INT "$pid" 2>/dev/null || true' INT
+  trap 'kill -TERM "$pid" 2>/dev/null || true' TERM
   status=0
   wait "$pid" || status=$?
   while kill -0 "$pid" 2>/dev/null; do # wait was interrupted by the signal
