@@ -12,8 +12,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"gopkg.in/yaml.v3"
 )
 
 const (
@@ -124,7 +127,7 @@ func newJob(t testing.TB, env map[string]string) *job {
 		"RUNNER_TEMP": filepath.Join(dir, "temp"), "RUNNER_OS": "Linux", "RUNNER_ARCH": "X64",
 		"GITHUB_OUTPUT": filepath.Join(dir, "output"), "GITHUB_STEP_SUMMARY": filepath.Join(dir, "summary"),
 		"GITHUB_REPOSITORY": "acme/app", "GITHUB_EVENT_NAME": "push", "GITHUB_ACTOR": "octocat",
-		"GITHUB_RUN_ID": "4242", "GITHUB_RUN_ATTEMPT": "1",
+		"GITHUB_RUN_ID": "4242", "GITHUB_RUN_ATTEMPT": "1", "GITHUB_JOB": "claim",
 	}}
 	for k, v := range env {
 		j.env[k] = v
@@ -150,6 +153,90 @@ func (j *job) command(ctx context.Context, args ...string) *exec.Cmd {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	return cmd
+}
+
+// step starts the run: step id of an action (claim or release) as the
+// runner starts a step of shell bash (actions/runner, ScriptHandler): its
+// run: text in a file, run by `bash --noprofile --norc -e -o pipefail
+// <file>`, with GITHUB_ACTION_PATH the action's directory. The process it
+// starts is the one the runner signals when it cancels the step; it is the
+// leader of a process group, which stands for the job's process tree.
+func (j *job) step(ctx context.Context, action, id string) *exec.Cmd {
+	j.t.Helper()
+	dir, err := filepath.Abs(filepath.Join(repoRoot, ".github", "actions", action))
+	if err != nil {
+		j.t.Fatal(err)
+	}
+	run := actionStep(j.t, action, id).Run
+	file := filepath.Join(j.env["RUNNER_TEMP"], fmt.Sprintf("%s-%s.sh", action, id))
+	writeFile(j.t, file, run)
+	cmd := j.command(ctx)
+	cmd.Args = []string{"bash", "--noprofile", "--norc", "-e", "-o", "pipefail", file}
+	cmd.Env = append(cmd.Env, "GITHUB_ACTION_PATH="+dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The runner, too, stops reading the step's output soon after its
+	// process ends, although a process it left may still hold the pipe.
+	cmd.WaitDelay = time.Second
+	return cmd
+}
+
+type actionStepMeta struct {
+	ID    string `yaml:"id"`
+	Shell string `yaml:"shell"`
+	Run   string `yaml:"run"`
+}
+
+// actionSteps are the steps of an action's action.yml.
+func actionSteps(t testing.TB, action string) []actionStepMeta {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot, ".github", "actions", action, "action.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		Runs struct {
+			Steps []actionStepMeta `yaml:"steps"`
+		} `yaml:"runs"`
+	}
+	if err := yaml.Unmarshal(data, &meta); err != nil {
+		t.Fatalf("%s/action.yml: %v", action, err)
+	}
+	return meta.Runs.Steps
+}
+
+func actionStep(t testing.TB, action, id string) actionStepMeta {
+	t.Helper()
+	for _, s := range actionSteps(t, action) {
+		if s.ID == id {
+			if s.Shell != "bash" || s.Run == "" {
+				t.Fatalf("step %s of %s is not a run: step of shell bash", id, action)
+			}
+			return s
+		}
+	}
+	t.Fatalf("%s/action.yml has no step %s", action, id)
+	return actionStepMeta{}
+}
+
+// cancelStep cancels a step started by step as the runner cancels it
+// (actions/runner, ProcessInvoker.CancelAndKillProcessTree): SIGINT to the
+// step's process, SIGTERM to it 7.5 s later if it still runs, and SIGKILL
+// to it alone 2.5 s after that. It returns the last signal the process was
+// sent and how it ended.
+func cancelStep(cmd *exec.Cmd, done <-chan error) (syscall.Signal, error) {
+	for _, s := range []struct {
+		sig   syscall.Signal
+		grace time.Duration
+	}{{syscall.SIGINT, 7500 * time.Millisecond}, {syscall.SIGTERM, 2500 * time.Millisecond}} {
+		_ = cmd.Process.Signal(s.sig)
+		select {
+		case err := <-done:
+			return s.sig, err
+		case <-time.After(s.grace):
+		}
+	}
+	_ = cmd.Process.Kill()
+	return syscall.SIGKILL, <-done
 }
 
 // run runs the script with args and returns its output and whether it

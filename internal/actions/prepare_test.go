@@ -1,19 +1,38 @@
 package actions
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
 
 // TestActions_prepare runs the actions' first step, which decides whether
-// the run can claim, for the events GitHub gives no secrets nor OIDC token
-// (a pull request from a fork, a run Dependabot triggered) and for a job
-// without the id-token permission; and which provider version the actions
-// install. It needs no AWS: nothing is claimed.
+// the run can claim, for the event GitHub gives no secrets nor OIDC token
+// (a pull request from a fork), for runs Dependabot triggers (which get the
+// OIDC token the workflow grants) and for a job without the id-token
+// permission; and which provider version the actions install: a release
+// tag's, a commit's, or the newest on a branch. It needs no AWS: nothing is
+// claimed.
 func TestActions_prepare(t *testing.T) {
 	const oidc = "https://token.actions.example/oidc"
 	fork := map[string]string{"GITHUB_EVENT_NAME": "pull_request", "EC2RUNNERS_PR_HEAD_REPO": "mallory/app"}
+	// Dependabot's pull request, from a branch of the repository itself.
+	dependabot := map[string]string{"GITHUB_ACTOR": "dependabot[bot]", "GITHUB_EVENT_NAME": "pull_request", "EC2RUNNERS_PR_HEAD_REPO": "acme/app", "EC2RUNNERS_FALLBACK_RUNS_ON": "ubuntu-latest"}
 	role := map[string]string{"EC2RUNNERS_ROLE_TO_ASSUME": "arn:aws:iam::123456789012:role/ci", "EC2RUNNERS_AWS_REGION": "eu-west-1"}
+	// A workflow that pins the actions to a commit gets the provider the
+	// commit's provider-version names: make release checks that a release's
+	// commit names its own version.
+	const commit = "0123456789abcdef0123456789abcdef01234567"
+	data, err := os.ReadFile(filepath.Join(repoRoot, ".github", "actions", "lib", "provider-version"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped := strings.TrimSpace(string(data))
+	if !regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`).MatchString(shipped) {
+		t.Fatalf(".github/actions/lib/provider-version holds %q, want a release's version X.Y.Z", shipped)
+	}
 	merge := func(ms ...map[string]string) map[string]string {
 		out := map[string]string{"EC2RUNNERS_POOL": "ci-runners", "EC2RUNNERS_PROVIDER_VERSION": "1.2.3"}
 		for _, m := range ms {
@@ -42,8 +61,12 @@ func TestActions_prepare(t *testing.T) {
 			fails: "this is a pull request from the fork mallory/app: GitHub gives it no secrets and no OIDC token, so it cannot claim runners from pool ci-runners. Set the claim action's fallback-runs-on input"},
 		{name: "a fork's pull request, no role: keys of its own are missing too", mode: "claim", env: merge(fork),
 			fails: "cannot claim runners from pool ci-runners"},
-		{name: "Dependabot, with fallback-runs-on", mode: "claim", env: merge(role, map[string]string{"GITHUB_ACTOR": "dependabot[bot]", "GITHUB_EVENT_NAME": "pull_request", "EC2RUNNERS_PR_HEAD_REPO": "acme/app", "EC2RUNNERS_FALLBACK_RUNS_ON": "ubuntu-latest"}),
-			outputs: map[string]string{"proceed": "false", "runs-on": "ubuntu-latest"}, says: "a run Dependabot triggered"},
+		{name: "Dependabot, with id-token: write, claims as any run", mode: "claim", env: merge(role, dependabot, map[string]string{"ACTIONS_ID_TOKEN_REQUEST_URL": oidc}),
+			outputs: map[string]string{"proceed": "true", "aws-region": "eu-west-1"}},
+		{name: "Dependabot, without id-token: write", mode: "claim", env: merge(role, dependabot),
+			fails: "give the job 'permissions: id-token: write'"},
+		{name: "the release of Dependabot's run", mode: "release", env: merge(role, dependabot, map[string]string{"ACTIONS_ID_TOKEN_REQUEST_URL": oidc}),
+			outputs: map[string]string{"proceed": "true"}},
 		{name: "a pull request from the repository itself", mode: "claim", env: merge(role, map[string]string{"GITHUB_EVENT_NAME": "pull_request", "EC2RUNNERS_PR_HEAD_REPO": "acme/app", "ACTIONS_ID_TOKEN_REQUEST_URL": oidc}),
 			outputs: map[string]string{"proceed": "true"}},
 		{name: "pull_request_target from a fork runs with the base's secrets", mode: "claim", env: merge(role, fork, map[string]string{"GITHUB_EVENT_NAME": "pull_request_target", "ACTIONS_ID_TOKEN_REQUEST_URL": oidc}),
@@ -53,6 +76,11 @@ func TestActions_prepare(t *testing.T) {
 		{name: "the provider of the action's tag", mode: "claim", env: merge(map[string]string{"EC2RUNNERS_PROVIDER_VERSION": "",
 			"GITHUB_ACTION_PATH": "/home/runner/work/_actions/ec2runners/terraform-provider-ec2runners/v0.7.1/.github/actions/claim"}),
 			outputs: map[string]string{"proceed": "true", "cache-key": "ec2runners-Linux-X64-terraform-0.7.1"}},
+		{name: "a commit: the provider its provider-version names", mode: "claim", env: merge(map[string]string{"EC2RUNNERS_PROVIDER_VERSION": "",
+			"GITHUB_ACTION_PATH": "/home/runner/work/_actions/ec2runners/terraform-provider-ec2runners/" + commit + "/.github/actions/claim"}),
+			outputs: map[string]string{"proceed": "true", "cache-key": "ec2runners-Linux-X64-terraform-" + shipped}},
+		{name: "a commit in github.action_ref", mode: "release", env: merge(map[string]string{"EC2RUNNERS_PROVIDER_VERSION": "", "EC2RUNNERS_ACTION_REF": commit}),
+			outputs: map[string]string{"proceed": "true", "cache-key": "ec2runners-Linux-X64-terraform-" + shipped}},
 		{name: "a branch: the newest provider", mode: "claim", env: merge(map[string]string{"EC2RUNNERS_PROVIDER_VERSION": "",
 			"GITHUB_ACTION_PATH": "/home/runner/work/_actions/ec2runners/terraform-provider-ec2runners/main/.github/actions/claim"}),
 			outputs: map[string]string{"proceed": "true"}, says: "the newest ec2runners provider is used"},

@@ -155,7 +155,7 @@ type sim struct {
 	wf         *workflow
 	claimMeta  actionMeta
 	runID      string
-	secretless bool // a pull request from a fork, or Dependabot's run
+	secretless bool // a pull request from a fork
 	attempt    int
 	jobs       map[string]*jobRun
 	held       map[string]bool // claims holding runners, by run id
@@ -473,7 +473,7 @@ func (s *sim) describe() string {
 // every point of failure of a first attempt (each job failing, the run
 // cancelled during each job, or nothing), every re-run GitHub then offers,
 // and every re-run of that re-run, for a run with secrets and one
-// without (a fork's pull request, Dependabot). It logs each outcome of the
+// without (a pull request from a fork). It logs each outcome of the
 // first re-runs, and checks that no job ever waits for runners no claim
 // holds; that a job on a claim's label runs on runners that claim holds
 // (or the job fails at once, saying to re-run all jobs); that after an

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -32,12 +33,16 @@ import (
 // runs them (prepare, then claim or release), each job on a fresh runner
 // (its own RUNNER_TEMP), with the real Terraform CLI and the provider built
 // from this checkout, against the emulator; simulated agents play the
-// runners. It shows: a claim and its label; a release on another machine
-// with no backend, which adopts the claim by its identity and gives its
-// runners back warm; init from the providers' cache alone (the mirror
+// runners. It shows: a claim and its label; a second claim job of the run
+// without a name input, which fails instead of sharing the claim; a
+// release on another machine with no backend, which adopts the claim by
+// its identity and gives its runners back warm; init from the providers' cache alone (the mirror
 // gone); a release that also gives back what an earlier attempt of the run
 // left; a release with nothing to release; a claim and release through a
-// backend; and a claim interrupted as a cancelled run's is, then released.
+// backend; a claim step cancelled as the runner cancels a step (its
+// process signalled, as GitHub does to a cancelled run's), which stops
+// Terraform and gives back what the claim took; and a claim job whose
+// runner was lost, whose claim the release gives back.
 func TestActions_claimAndRelease(t *testing.T) {
 	if os.Getenv("TF_ACC") == "" {
 		t.Skip("acceptance test: set TF_ACC=1 (make test does)")
@@ -188,6 +193,20 @@ func TestActions_claimAndRelease(t *testing.T) {
 		t.Fatalf("instance-ids %v, the pool's table says 4242-1 holds %v; want the same 2", ids, held)
 	}
 
+	// A second claim job of the run without a name input (another
+	// GITHUB_JOB, the same run id and inputs) fails, saying to name the
+	// claims, and takes nothing: sharing the first job's claim, its jobs
+	// would lose their runners when the first job's claim is released.
+	other := newJob(t, env)
+	other.env["GITHUB_JOB"] = "claim-arm"
+	other.must("prepare", "claim")
+	if got, err := other.run("claim"); err == nil || !strings.Contains(got, "give each claim job its own name input") {
+		t.Errorf("a second claim job of run 4242-1: %v, want a failure naming the name input", err)
+	}
+	if held := runners("4242-1"); !slices.Equal(held, ids) {
+		t.Errorf("after the second claim job 4242-1 holds %v, want the first job's %v", held, ids)
+	}
+
 	// The release job, on another machine, with no backend: the claim is
 	// adopted by its identity and its runners go back warm.
 	release("1", out["run-id"], nil)
@@ -257,19 +276,23 @@ func TestActions_claimAndRelease(t *testing.T) {
 		t.Errorf("after its release 5151-1 still holds %v", held)
 	}
 
-	// A cancelled run: GitHub sends SIGINT to the claim step's shell mid-
-	// apply (here while it launches runners: the claim asks for more than
-	// the pool has warm), SIGTERM 7.5 s later and kills the process tree
-	// 2.5 s after that; then it runs the release job (if: always()), which
-	// adopts what the claim record lists. And a claim job whose runner was
-	// lost: its process tree dies at once, the claim record stays pending,
-	// and the release adopts it. Either way nothing stays claimed. The
-	// launched runners never register, so that each claim is still under
-	// way when it is interrupted, however fast this machine.
+	// A cancelled run: the runner cancels the claim step mid-apply (here
+	// while it launches runners: the claim asks for more than the pool has
+	// warm) by signalling the step's process alone, `bash -e` on the run:
+	// line: SIGINT, SIGTERM 7.5 s later, SIGKILL 2.5 s after that
+	// (cancelStep). Terraform must hear it and stop before the step's
+	// process ends: nothing of the step may live on. When it stopped on the
+	// SIGINT alone, its rollback gave back everything the claim took
+	// (a loaded machine may take longer, and the SIGTERM stops it at once:
+	// the release settles the rest). And a claim job whose runner was lost: its process tree dies
+	// at once, the claim record stays pending, and the release (if:
+	// always()) adopts it. Either way nothing stays claimed. The launched
+	// runners never register, so that each claim is still under way when it
+	// is interrupted, however fast this machine.
 	fleetNeverRegisters.Store(true)
 	for _, c := range []struct {
 		run  string
-		kill bool
+		lost bool
 	}{{"6161", false}, {"7171", true}} {
 		runID := c.run + "-1"
 		j := newJob(t, env)
@@ -277,8 +300,13 @@ func TestActions_claimAndRelease(t *testing.T) {
 		j.env["EC2RUNNERS_INSTANCE_COUNT"] = "6"
 		j.must("prepare", "claim")
 		cmdCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-		cmd := j.command(cmdCtx, "claim")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the step's process tree
+		var cmd *exec.Cmd
+		if c.lost {
+			cmd = j.command(cmdCtx, "claim")
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the job's process tree
+		} else {
+			cmd = j.step(cmdCtx, "claim", "claim")
+		}
 		var buf strings.Builder
 		cmd.Stdout, cmd.Stderr = &buf, &buf
 		if err := cmd.Start(); err != nil {
@@ -292,35 +320,70 @@ func TestActions_claimAndRelease(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second) // the warm runners register; the fleet launches
 		var waitErr error
-		if c.kill {
+		last := syscall.SIGKILL
+		if c.lost {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			waitErr = <-done
 		} else {
-			if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case waitErr = <-done:
-			case <-time.After(7500 * time.Millisecond):
-				_ = cmd.Process.Signal(syscall.SIGTERM)
-				select {
-				case waitErr = <-done:
-				case <-time.After(2500 * time.Millisecond):
-					_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-					waitErr = <-done
-				}
-			}
+			last, waitErr = cancelStep(cmd, done)
 		}
-		cancel()
-		t.Logf("the claim of %s, interrupted (killed: %v): %v\n%s", runID, c.kill, waitErr, indent(buf.String()))
+		t.Logf("the claim of %s, interrupted (runner lost: %v, last signal %v): %v\n%s", runID, c.lost, last, waitErr, indent(buf.String()))
 		if waitErr == nil {
 			t.Errorf("the interrupted claim of %s succeeded, want a failure", runID)
 		}
+		if !c.lost {
+			// What outlives the step's process is Terraform left running
+			// on its own; the runner kills it at the job's end, mid-apply.
+			if left := waitForGroupExit(cmd.Process.Pid, 5*time.Second); len(left) > 0 {
+				t.Errorf("the cancelled claim step of %s ended (after %v) and left running: %s", runID, last, strings.Join(left, "; "))
+			}
+			if held := runners(runID); last == syscall.SIGINT && (len(held) != 0 || record(runID)) {
+				t.Errorf("the cancelled claim step of %s ended and still holds %v (claim record: %v): Terraform did not roll the claim back", runID, held, record(runID))
+			}
+		}
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the runner's orphan cleanup at the job's end
+		cancel()
 		release("1", "", map[string]string{"GITHUB_RUN_ID": c.run})
 		if held := runners(runID); len(held) != 0 || record(runID) {
 			t.Errorf("after the release of the cancelled %s it still holds %v (claim record: %v)", runID, held, record(runID))
 		}
 	}
+}
+
+// waitForGroupExit waits up to timeout for every process of the process
+// group pgid to exit, and returns the command lines of those still there.
+func waitForGroupExit(pgid int, timeout time.Duration) []string {
+	deadline := time.Now().Add(timeout)
+	for {
+		left := groupProcesses(pgid)
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// groupProcesses lists the command lines of the live processes of the
+// process group pgid, from /proc.
+func groupProcesses(pgid int) []string {
+	entries, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if g, err := syscall.Getpgid(pid); err != nil || g != pgid {
+			continue
+		}
+		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if _, after, ok := strings.Cut(string(stat), ") "); ok && strings.HasPrefix(after, "Z") {
+			continue // exited, not yet reaped
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		out = append(out, fmt.Sprintf("%d %s", pid, strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " "))))
+	}
+	return out
 }
 
 // applyPool creates the pool with Terraform, as the pool stack does.

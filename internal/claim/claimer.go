@@ -312,6 +312,12 @@ func (a *attempt) begin(ctx context.Context) (*Result, error) {
 			continue // gone meanwhile
 		case prev.Nonce == a.rec.Nonce:
 			return nil, nil // our own write, its response lost
+		case prev.Request.Claimant != a.req.Claimant:
+			// Another claimant's claim, under way or complete: waiting for
+			// it and adopting it would share its runners, which its
+			// release takes back.
+			return nil, fmt.Errorf("run %s in pool %s is %w, %q (this claim is %q's); give each claimant a run id of its own",
+				a.req.RunID, a.req.Pool, ErrOtherClaimant, prev.Request.Claimant, a.req.Claimant)
 		case prev.State == recordComplete && sameClaim(prev.Request, a.req) && a.stillHeld(ctx, prev):
 			// An apply that crashed after the claim was complete: adopt it.
 			a.c.log("adopting the complete claim of an earlier apply", "run", a.req.RunID, "instances", prev.OwnedIDs)

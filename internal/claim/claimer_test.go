@@ -2,6 +2,7 @@ package claim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -781,6 +782,50 @@ func TestCreateAdoptsCompleteClaimOfSameRequest(t *testing.T) {
 	}
 	if r := e.db.instance(t, "i-2"); r.State != protocol.StateIdle {
 		t.Errorf("i-2 is %s: taken by an adopted claim", r.State)
+	}
+}
+
+// Two claimants of one run id (two CI jobs of a run, say) never share a
+// claim: the second fails at once, whether the first's claim is complete
+// (the same request, which a re-run of the first would adopt) or still
+// under way, and takes nothing. The same claimant adopts its claim.
+func TestCreateRefusesAnotherClaimantsClaim(t *testing.T) {
+	t.Parallel()
+	byJob := func(job string) func(*Request) { return func(r *Request) { r.Claimant = job } }
+	e := newEnv(t)
+	e.seedIdle("i-1", healthy)
+	first, err := e.create(1, byJob("build"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.seedIdle("i-2", healthy)
+	for _, job := range []string{"test", ""} {
+		_, err := e.create(1, byJob(job))
+		if !errors.Is(err, ErrOtherClaimant) || !strings.Contains(err.Error(), `another claimant, "build"`) {
+			t.Errorf("Create by %q = %v, want ErrOtherClaimant naming build", job, err)
+		}
+	}
+	if r := e.db.instance(t, "i-2"); r.State != protocol.StateIdle {
+		t.Errorf("i-2 is %s: taken by a refused claim", r.State)
+	}
+	again, err := e.create(1, byJob("build"))
+	if err != nil || len(again.Instances) != 1 || again.Instances[0] != first.Instances[0] {
+		t.Errorf("Create by build again = %+v, %v; want its claim adopted", again, err)
+	}
+
+	// Under way: refused at once, not waited for.
+	p := newEnv(t)
+	now := time.Now()
+	p.c.Now = func() time.Time { return now }
+	live := Record{Request: p.request(1), State: recordPending, Nonce: "livenonce"}
+	live.Request.Claimant = "build"
+	p.db.Put(live.item(protocol.FormatTime(now)))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	req := p.request(1)
+	req.Claimant = "test"
+	if _, err := p.c.Create(ctx, req); !errors.Is(err, ErrOtherClaimant) {
+		t.Errorf("Create by test while build claims = %v, want ErrOtherClaimant", err)
 	}
 }
 

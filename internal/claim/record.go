@@ -43,6 +43,7 @@ type recordDoc struct {
 	// a secret: their label is the run id.
 	Label               string            `json:"label,omitempty"`
 	RunnerGroup         string            `json:"runnerGroup,omitempty"`
+	Claimant            string            `json:"claimant,omitempty"` // absent: none
 	InstanceCount       int               `json:"instanceCount"`
 	ResourceClass       string            `json:"resourceClass"`
 	UsageClass          string            `json:"usageClass"`
@@ -67,7 +68,7 @@ type recordDoc struct {
 func (r Record) item(now string) map[string]types.AttributeValue {
 	q := r.Request
 	doc, _ := json.Marshal(recordDoc{ // cannot fail: plain data
-		Label: q.Label, RunnerGroup: q.RunnerGroup,
+		Label: q.Label, RunnerGroup: q.RunnerGroup, Claimant: q.Claimant,
 		InstanceCount: q.InstanceCount, ResourceClass: q.ResourceClass, UsageClass: q.UsageClass,
 		AllowedTypes: q.AllowedTypes, MaxRuntime: protocol.Duration(q.MaxRuntime), FleetFallback: q.FleetFallback,
 		SpotFallback: q.SpotFallback, HeartbeatMaxAge: protocol.Duration(q.Timings.HeartbeatMaxAge), RegistrationWait: protocol.Duration(q.Timings.RegistrationWait),
@@ -110,7 +111,7 @@ func recordFromItem(pool string, item map[string]types.AttributeValue) (Record, 
 	}
 	r := Record{
 		Request: Request{
-			Pool: pool, RunID: runID, Label: label, RunnerGroup: d.RunnerGroup, InstanceCount: d.InstanceCount, ResourceClass: d.ResourceClass,
+			Pool: pool, RunID: runID, Label: label, RunnerGroup: d.RunnerGroup, Claimant: d.Claimant, InstanceCount: d.InstanceCount, ResourceClass: d.ResourceClass,
 			UsageClass: d.UsageClass, AllowedTypes: d.AllowedTypes, MaxRuntime: time.Duration(d.MaxRuntime), FleetFallback: d.FleetFallback,
 			SpotFallback: d.SpotFallback, Timings: Timings{
 				HeartbeatMaxAge: time.Duration(d.HeartbeatMaxAge), RegistrationWait: time.Duration(d.RegistrationWait),
@@ -145,6 +146,10 @@ func (s *store) readRecord(ctx context.Context, pool, runID string) (Record, boo
 // errLeaseLost: the claim record no longer belongs to this attempt. Its
 // lease lapsed and another attempt of the run took the record over (and with
 // it the cleanup of every instance the record lists), or it was deleted.
+// ErrOtherClaimant: the run id's claim record was made by another
+// claimant.
+var ErrOtherClaimant = errors.New("claimed by another claimant")
+
 var errLeaseLost = errors.New("the claim record was taken over by another attempt of the run (this one's lease lapsed)")
 
 // ownedBy is the condition that the record still belongs to the attempt

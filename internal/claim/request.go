@@ -38,7 +38,11 @@ type Request struct {
 	Label string
 	// RunnerGroup is the organization's runner group the runners register
 	// in ("": the default group). Only organization runners have groups.
-	RunnerGroup   string
+	RunnerGroup string
+	// Claimant says who makes the claim, such as a CI job; "" for none. An
+	// apply finds the run id's record made by another claimant an error,
+	// not a claim to wait for or adopt: two claimants never share runners.
+	Claimant      string
 	InstanceCount int
 	ResourceClass string
 	UsageClass    string

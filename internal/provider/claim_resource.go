@@ -70,6 +70,7 @@ type claimResourceModel struct {
 	RunID                types.String   `tfsdk:"run_id"`
 	RunnerGroup          types.String   `tfsdk:"runner_group"`
 	Repository           types.String   `tfsdk:"repository"`
+	Claimant             types.String   `tfsdk:"claimant"`
 	InstanceCount        types.Int64    `tfsdk:"instance_count"`
 	ResourceClass        types.String   `tfsdk:"resource_class"`
 	UsageClass           types.String   `tfsdk:"usage_class"`
@@ -151,6 +152,12 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 					"It asks with the GitHub credentials of the provider or of the pool's `github_credential`, which then need the repository permission \"Actions\" (read), and only about repositories of their owner. Null: a claim made outside GitHub Actions, never released so.",
 				Validators:    []validator.String{repositoryValidator()},
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown(), stringplanmodifier.RequiresReplace()},
+			},
+			"claimant": schema.StringAttribute{
+				Optional:      true,
+				Description:   "Who makes the claim, such as a CI job (the claim action sets the job's id, `GITHUB_JOB`). An apply of a run id whose claim record another claimant made fails, instead of waiting for that claim and adopting it: two jobs never share one claim, which the first one's release would take back. Default: none.",
+				PlanModifiers: replace,
+				Validators:    []validator.String{stringvalidator.LengthBetween(1, 200)},
 			},
 			"instance_count": schema.Int64Attribute{
 				Optional: true, Computed: true, Description: "How many runners, 1-100. Default 1.",
@@ -331,7 +338,7 @@ func defaultSpotFallback(usageClass types.String) types.String {
 
 func (r *claimResource) request(ctx context.Context, m claimResourceModel) (claim.Request, error) {
 	req := claim.Request{
-		Pool: m.Pool.ValueString(), RunID: m.RunID.ValueString(), RunnerGroup: m.RunnerGroup.ValueString(), InstanceCount: int(m.InstanceCount.ValueInt64()),
+		Pool: m.Pool.ValueString(), RunID: m.RunID.ValueString(), RunnerGroup: m.RunnerGroup.ValueString(), Claimant: m.Claimant.ValueString(), InstanceCount: int(m.InstanceCount.ValueInt64()),
 		ResourceClass: m.ResourceClass.ValueString(), UsageClass: m.UsageClass.ValueString(), FleetFallback: m.FleetFallback.ValueBool(),
 		SpotFallback: m.SpotFallback.ValueString(), Timings: claim.DefaultTimings(), Repository: m.Repository.ValueString(),
 	}
@@ -384,6 +391,10 @@ func (r *claimResource) Create(ctx context.Context, req resource.CreateRequest, 
 	c, warned := r.data.warnedClaimer(ctx)
 	res, err := c.Create(ctx, creq)
 	warned.into(&resp.Diagnostics)
+	if errors.Is(err, claim.ErrOtherClaimant) {
+		resp.Diagnostics.AddAttributeError(path.Root("run_id"), fmt.Sprintf("Run %s is claimed by another claimant", creq.RunID), err.Error())
+		return
+	}
 	if err != nil {
 		resp.Diagnostics.AddError(fmt.Sprintf("Cannot claim runners from pool %s", creq.Pool), err.Error())
 		return
@@ -488,15 +499,7 @@ func setRecord(m *claimResourceModel, rec claim.Record, live []claim.Instance) {
 	q := rec.Request
 	m.ID = types.StringValue(q.Pool + "/" + q.RunID)
 	m.Pool, m.RunID, m.Label = types.StringValue(q.Pool), types.StringValue(q.RunID), types.StringValue(q.Label)
-	if q.RunnerGroup != "" {
-		m.RunnerGroup = types.StringValue(q.RunnerGroup)
-	} else {
-		m.RunnerGroup = types.StringNull()
-	}
-	m.Repository = types.StringNull()
-	if q.Repository != "" {
-		m.Repository = types.StringValue(q.Repository)
-	}
+	m.RunnerGroup, m.Repository, m.Claimant = optionalString(q.RunnerGroup), optionalString(q.Repository), optionalString(q.Claimant)
 	m.InstanceCount = types.Int64Value(int64(q.InstanceCount))
 	m.ResourceClass = types.StringValue(q.ResourceClass)
 	m.UsageClass = types.StringValue(q.UsageClass)

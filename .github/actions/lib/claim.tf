@@ -15,6 +15,13 @@ variable "run_ids" {
   type = list(string)
 }
 
+# The claim job's id: another job of the run that claims under the same run
+# id fails instead of sharing this claim.
+variable "claimant" {
+  type    = string
+  default = null
+}
+
 variable "instance_count" {
   type    = number
   default = 1
@@ -65,6 +72,7 @@ resource "ec2runners_claim" "this" {
   allowed_instance_types = var.allowed_instance_types
   max_runtime            = var.max_runtime
   runner_group           = var.runner_group
+  claimant               = var.claimant
 
   timeouts {
     create = var.create_timeout

@@ -3,8 +3,8 @@
 # .github/actions/release), which run Terraform (or OpenTofu) with
 # ec2runners_claim: the provider stays the one implementation.
 #
-#   ec2runners.sh prepare claim|release  can this run claim (credentials, forks,
-#                                        Dependabot)? what to install and cache
+#   ec2runners.sh prepare claim|release  can this run claim (credentials, forks)?
+#                                        what to install and cache
 #   ec2runners.sh claim                  apply the run's claim; its label for runs-on
 #   ec2runners.sh release                adopt the run's claims by identity and destroy them
 #
@@ -42,19 +42,21 @@ default_run_id() {
   printf '%s' "$id"
 }
 
-# A pull request from a fork, or a run Dependabot triggered: GitHub gives
-# such runs no secrets and no OIDC token. Prints why, or nothing.
+# A pull request from a fork: GitHub gives such runs no secrets and no OIDC
+# token. Prints why, or nothing. (Runs Dependabot triggers get Dependabot
+# secrets and the permissions the workflow grants, an OIDC token included.)
 secretless_event() {
   local event=${GITHUB_EVENT_NAME:-} head=${EC2RUNNERS_PR_HEAD_REPO:-}
-  if [ "${GITHUB_ACTOR:-}" = "dependabot[bot]" ] && [ "$event" != pull_request_target ]; then
-    echo "a run Dependabot triggered"
-  elif [[ $event == pull_request* && $event != pull_request_target && -n $head && $head != "${GITHUB_REPOSITORY:-}" ]]; then
+  if [[ $event == pull_request* && $event != pull_request_target && -n $head && $head != "${GITHUB_REPOSITORY:-}" ]]; then
     echo "a pull request from the fork $head"
   fi
 }
 
-# The provider version: the provider-version input, else the release of the
-# action's own tag (vX.Y.Z: a tag of the provider is a tag of the actions).
+# The provider version: the provider-version input; else, for an action
+# pinned to a release tag vX.Y.Z, that release (a tag of the provider is a
+# tag of the actions); for one pinned to a commit, the release that
+# provider-version beside this script names (make release checks that a
+# tagged commit names its tag's); on a branch, none: the newest.
 provider_version() {
   local ref=${EC2RUNNERS_ACTION_REF:-} path
   if [ -n "${EC2RUNNERS_PROVIDER_VERSION:-}" ]; then
@@ -68,6 +70,8 @@ provider_version() {
   fi
   if [[ $ref =~ ^v([0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.-]+)?)$ ]]; then
     printf '%s' "${BASH_REMATCH[1]}"
+  elif [[ $ref =~ ^[0-9a-f]{40}$ ]]; then
+    tr -d '[:space:]' <"$(dirname "${BASH_SOURCE[0]}")/provider-version"
   fi
 }
 
@@ -107,7 +111,7 @@ cmd_prepare() {
   esac
   version=$(provider_version)
   if [ -z "$version" ]; then
-    notice "the newest ec2runners provider is used: pin the action to a release tag (vX.Y.Z), or set provider-version, for the provider of that release"
+    notice "the newest ec2runners provider is used: pin the action to a release tag (vX.Y.Z) or to a commit, or set provider-version, for the provider of that release"
   fi
   region=${EC2RUNNERS_AWS_REGION:-${AWS_REGION:-}}
   if [ -n "${EC2RUNNERS_ROLE_TO_ASSUME:-}" ] && [ -z "$region" ]; then
@@ -126,16 +130,21 @@ cmd_prepare() {
   fi
 }
 
-# tf runs the CLI and passes an interrupt on to it (GitHub sends SIGINT to
-# the step's shell only when a run is cancelled), so that it stops
-# gracefully: a claim under way gives back what it took. (bash starts
-# background commands with SIGINT ignored; Go programs such as terraform
-# and tofu handle it all the same.)
+# tf runs the CLI and passes the signals that cancel a step on to it, then
+# waits for it. GitHub cancels a step by signalling its process alone, this
+# script (the actions' run: lines exec it): SIGINT, then SIGTERM 7.5 s later
+# and SIGKILL 2.5 s after that. On the first, Terraform stops gracefully: a
+# claim under way gives back what it took. On the second it exits at once,
+# before the SIGKILL, and leaves no process behind; what a claim still held
+# is listed in its record, which the release adopts. (bash starts
+# background commands with SIGINT ignored; Go programs such as terraform and
+# tofu handle it all the same.)
 tf() {
   local pid status
   "$CLI" "$@" &
   pid=$!
-  trap 'kill -INT "$pid" 2>/dev/null || true' INT TERM
+  trap 'echo "Cancelled: stopping $CLI."; kill -INT "$pid" 2>/dev/null || true' INT
+  trap 'kill -TERM "$pid" 2>/dev/null || true' TERM
   status=0
   wait "$pid" || status=$?
   while kill -0 "$pid" 2>/dev/null; do # wait was interrupted by the signal
@@ -223,8 +232,14 @@ cmd_claim() {
     die "the run id '$run_id' cannot begin a label (up to $MAX_NEW_RUN_ID_LENGTH of a-z 0-9 _ . -): shorten the name input"
   claim_vars
   export TF_VAR_run_ids="[\"$run_id\"]"
+  if [ -n "${GITHUB_JOB:-}" ]; then export TF_VAR_claimant="$GITHUB_JOB"; fi
   workdir "${RUNNER_TEMP:-/tmp}/ec2runners/claim-$run_id"
-  if ! tf apply -auto-approve -input=false -no-color; then
+  # Errors only: the plan and the progress go to the log as they come.
+  if ! tf apply -auto-approve -input=false -no-color 2>apply.err; then
+    cat apply.err >&2
+    if grep -q "is claimed by another claimant" apply.err; then
+      die "another job of this workflow run claimed runners as run $run_id: give each claim job its own name input (and its release job the same name)"
+    fi
     die "claiming runners from pool $POOL failed (see above); a failed claim holds nothing: what it took is back in the pool or terminated"
   fi
   result=$("$CLI" output -raw claim)
