@@ -26,6 +26,10 @@ const (
 	// terminated and fails to complete" (usage limits for self-hosted
 	// runners).
 	MaxJobExecutionTime = 5 * 24 * time.Hour
+	// RerunWindow: "You can re-run a workflow or jobs in a workflow for
+	// up to 30 days after the initial run" (re-running workflows and
+	// jobs).
+	RerunWindow = 30 * 24 * time.Hour
 	// TokenRateLimit is the primary rate limit of a token's REST requests
 	// per hour; a GitHub App installation's is at least as much (up to
 	// AppInstallationMaxRateLimit with the organization's repositories and

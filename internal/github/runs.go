@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -77,17 +78,28 @@ func (c *Client) RunAttemptEnded(ctx context.Context, a RunAttempt) (bool, error
 type Job struct {
 	ID     int64
 	Status string // queued, in_progress, completed, waiting, ...
+	// Labels are its runs-on labels.
+	Labels []string
 	// RunnerName is the runner GitHub assigned the job to ("" before one
 	// took it); StartedAt when it started.
 	RunnerName string
 	StartedAt  time.Time
 }
 
-// jobStatusInProgress is the status of a job a runner is running.
-const jobStatusInProgress = "in_progress"
+// GitHub's statuses of a job: waiting for a runner, and run by one.
+const (
+	jobStatusQueued     = "queued"
+	jobStatusInProgress = "in_progress"
+)
 
 // InProgress tells whether a runner is running the job.
 func (j Job) InProgress() bool { return j.Status == jobStatusInProgress }
+
+// WaitsFor tells whether the job waits in the queue for a runner with
+// label among its labels (GitHub compares labels ignoring case).
+func (j Job) WaitsFor(label string) bool {
+	return j.Status == jobStatusQueued && slices.ContainsFunc(j.Labels, func(l string) bool { return SameLabel(l, label) })
+}
 
 // RunAttemptJobs lists the jobs of a workflow run attempt, all pages of
 // them. It needs the repository permission "Actions" (read), as
@@ -107,6 +119,7 @@ func (c *Client) RunAttemptJobs(ctx context.Context, a RunAttempt) ([]Job, error
 	listed, err := listAll[struct {
 		ID         int64      `json:"id"`
 		Status     string     `json:"status"`
+		Labels     []string   `json:"labels"`
 		RunnerName *string    `json:"runner_name"`
 		StartedAt  *time.Time `json:"started_at"`
 	}](ctx, c, op, path, "jobs", bearer)
@@ -115,7 +128,7 @@ func (c *Client) RunAttemptJobs(ctx context.Context, a RunAttempt) ([]Job, error
 	}
 	jobs := make([]Job, len(listed))
 	for i, j := range listed {
-		jobs[i] = Job{ID: j.ID, Status: j.Status}
+		jobs[i] = Job{ID: j.ID, Status: j.Status, Labels: j.Labels}
 		if j.RunnerName != nil {
 			jobs[i].RunnerName = *j.RunnerName
 		}
@@ -124,6 +137,52 @@ func (c *Client) RunAttemptJobs(ctx context.Context, a RunAttempt) ([]Job, error
 		}
 	}
 	return jobs, nil
+}
+
+// Run is a workflow run as GitHub lists it: its latest attempt, and that
+// attempt's status.
+type Run struct {
+	ID      int64
+	Attempt int
+	Status  string
+}
+
+// activeRunStatuses are the statuses of a run whose latest attempt has a
+// job waiting for a runner: queued while none of its jobs runs yet,
+// in_progress once one does.
+var activeRunStatuses = []string{"queued", jobStatusInProgress}
+
+// ActiveRuns lists the workflow runs of repository t whose latest attempt
+// is queued or in progress (GET /repos/{owner}/{repo}/actions/runs, by
+// status, every page): the runs that can have a job waiting for a runner.
+// A re-run is a new attempt of its run, which GitHub lists again as
+// queued or in progress. It needs the repository permission "Actions"
+// (read), as RunAttemptEnded.
+func (c *Client) ActiveRuns(ctx context.Context, t Target) ([]Run, error) {
+	op := operation{what: "list the queued and in-progress workflow runs of " + t.String(), hint: func(status int) string { return runHint(t, status) }}
+	if t.Owner == "" || t.Repository == "" {
+		return nil, fmt.Errorf("%s: not a repository", op.what)
+	}
+	bearer, err := c.bearer(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op.what, err)
+	}
+	var runs []Run
+	for _, status := range activeRunStatuses {
+		path := "/repos/" + url.PathEscape(t.Owner) + "/" + url.PathEscape(t.Repository) + "/actions/runs?status=" + status
+		listed, err := listAll[struct {
+			ID         int64  `json:"id"`
+			RunAttempt int    `json:"run_attempt"`
+			Status     string `json:"status"`
+		}](ctx, c, op, path, "workflow_runs", bearer)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range listed {
+			runs = append(runs, Run{ID: r.ID, Attempt: r.RunAttempt, Status: r.Status})
+		}
+	}
+	return runs, nil
 }
 
 // runHint advises on a 4xx answer to the read of a run or its repository.

@@ -184,3 +184,45 @@ func TestListTooLongIsAnError(t *testing.T) {
 		t.Errorf("%d requests, want %d", n, maxListPages)
 	}
 }
+
+// The active runs of a repository are its queued and its in-progress
+// runs, each with its latest attempt: GitHub filters the list by status.
+func TestActiveRunsAsksForQueuedAndInProgressRuns(t *testing.T) {
+	s := newStub(t, func(w http.ResponseWriter, r *http.Request) {
+		runs := map[string][]map[string]any{
+			"queued":      {{"id": 7, "run_attempt": 2, "status": "queued"}},
+			"in_progress": {{"id": 8, "run_attempt": 3, "status": "in_progress"}},
+		}[r.URL.Query().Get("status")]
+		reply(w, http.StatusOK, map[string]any{"total_count": len(runs), "workflow_runs": runs})
+	})
+	c := newTestClient(t, Config{BaseURL: s.URL, Token: pat})
+	runs, err := c.ActiveRuns(context.Background(), Target{"octo", "app"})
+	want := []Run{{ID: 7, Attempt: 2, Status: "queued"}, {ID: 8, Attempt: 3, Status: "in_progress"}}
+	if err != nil || !slices.Equal(runs, want) {
+		t.Fatalf("runs %+v (%v), want %+v", runs, err, want)
+	}
+	for _, r := range s.requests() {
+		if r.method != http.MethodGet || r.path != "/repos/octo/app/actions/runs" {
+			t.Errorf("request %s %s, want GET /repos/octo/app/actions/runs", r.method, r.path)
+		}
+	}
+}
+
+// A job waits for a label when it is queued with it among its labels,
+// compared as GitHub compares labels: ignoring case.
+func TestJobWaitsFor(t *testing.T) {
+	for _, tc := range []struct {
+		job  Job
+		want bool
+	}{
+		{Job{Status: "queued", Labels: []string{"7-1-abc"}}, true},
+		{Job{Status: "queued", Labels: []string{"linux", "7-1-ABC"}}, true},
+		{Job{Status: "queued", Labels: []string{"7-1-abd"}}, false},
+		{Job{Status: "in_progress", Labels: []string{"7-1-abc"}}, false},
+		{Job{Status: "completed", Labels: []string{"7-1-abc"}}, false},
+	} {
+		if got := tc.job.WaitsFor("7-1-abc"); got != tc.want {
+			t.Errorf("%+v waits for 7-1-abc: %v, want %v", tc.job, got, tc.want)
+		}
+	}
+}

@@ -166,6 +166,7 @@ func NewGitHub(t testing.TB) *GitHub {
 	mux.HandleFunc("POST /orgs/{org}/actions/runners/generate-jitconfig", func(w http.ResponseWriter, r *http.Request) {
 		g.generateJITConfig(w, r, r.PathValue("org"))
 	})
+	mux.HandleFunc("GET /repos/{owner}/{repo}/actions/runs", g.listRuns)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/actions/runs/{run}/attempts/{attempt}", g.getRunAttempt)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/actions/runs/{run}/attempts/{attempt}/jobs", g.listRunAttemptJobs)
 	mux.HandleFunc("GET /repos/{owner}/{repo}", g.getRepository)

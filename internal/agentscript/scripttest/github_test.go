@@ -254,6 +254,51 @@ func TestGitHub_runAttemptJobs(t *testing.T) {
 	}
 }
 
+// The provider's client finds a re-run with a job queued for a label as
+// on GitHub: the run listed with its latest attempt, queued while no job
+// of it runs, in progress once one does, and the job queued with its
+// labels; completed runs are not listed.
+func TestGitHub_activeRunsAndQueuedJobs(t *testing.T) {
+	g := NewGitHub(t)
+	c, err := github.New(github.Config{BaseURL: g.URL, Token: g.APIKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := github.Target{Owner: "octo", Repository: "app"}
+	g.StartRunAttempt("octo/app", 7, 1)
+	g.CompleteRunAttempt("octo/app", 7, 1)
+	g.StartRunAttempt("octo/app", 8, 1)
+	g.CompleteRunAttempt("octo/app", 8, 1)
+	g.StartRunAttempt("octo/app", 7, 2)
+	queued := g.QueueRunJob("octo/app", 7, 2, "7-1-abc")
+	active := func() []github.Run {
+		t.Helper()
+		runs, err := c.ActiveRuns(context.Background(), repo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return runs
+	}
+	if got := active(); len(got) != 1 || got[0] != (github.Run{ID: 7, Attempt: 2, Status: "queued"}) {
+		t.Errorf("active runs %+v, want run 7's attempt 2, queued", got)
+	}
+	jobs, err := c.RunAttemptJobs(context.Background(), github.RunAttempt{Repository: repo, RunID: 7, Attempt: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 1 || jobs[0].ID != queued || !jobs[0].WaitsFor("7-1-ABC") || jobs[0].WaitsFor("7-1") || jobs[0].RunnerName != "" {
+		t.Errorf("jobs %+v, want job %d queued for 7-1-abc", jobs, queued)
+	}
+	g.StartJob("octo/app", 7, 2, "i-1", time.Now())
+	if got := active(); len(got) != 1 || got[0] != (github.Run{ID: 7, Attempt: 2, Status: "in_progress"}) {
+		t.Errorf("active runs %+v, want run 7's attempt 2, in progress", got)
+	}
+	g.CompleteRunAttempt("octo/app", 7, 2)
+	if got := active(); len(got) != 0 {
+		t.Errorf("active runs %+v, want none", got)
+	}
+}
+
 // The provider's client reads an organization's runner groups, and whom
 // they admit, from the stub as from GitHub: the default group open to all
 // private repositories, a group of selected repositories with them; and a

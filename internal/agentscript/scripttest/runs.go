@@ -1,7 +1,9 @@
 package scripttest
 
 import (
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,9 +16,11 @@ import (
 // heard of, or one DeleteRun deleted, is not found. A repository is known
 // once a run of it started, or AddRepository added it; GitHub answers 404
 // for the others, as for a repository the credentials do not see. An
-// attempt's jobs are listed as StartJob and CompleteJob leave them; a job
-// in progress for more than github.MaxJobExecutionTime has ended, failed,
-// as GitHub ends it.
+// attempt's jobs are listed as QueueRunJob, StartJob and CompleteJob leave
+// them; a job in progress for more than github.MaxJobExecutionTime has
+// ended, failed, as GitHub ends it. A repository's runs are listed with
+// their latest attempt, whose status is queued while it has queued jobs
+// and none in progress.
 
 // runAttempt names one attempt of a workflow run of a repository (lower
 // case "owner/name").
@@ -32,12 +36,26 @@ const (
 	runCompleted  = "completed"
 )
 
-// runJob is one job of a run attempt, run by a runner.
+// runJob is one job of a run attempt, queued for runners with its labels
+// or run by a runner.
 type runJob struct {
 	id        int64
-	runner    string // the runner's name
+	labels    []string
+	runner    string // the runner's name; "" while queued
 	startedAt time.Time
 	completed bool
+}
+
+// QueueRunJob queues a job of attempt of workflow run run of repository for
+// a runner with labels, and returns its id for CompleteJob: listed as
+// queued until completed.
+func (g *GitHub) QueueRunJob(repository string, run int64, attempt int, labels ...string) int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.jobIDs++
+	key := runAttempt{strings.ToLower(repository), run, attempt}
+	g.runJobs[key] = append(g.runJobs[key], &runJob{id: g.jobIDs, labels: labels})
+	return g.jobIDs
 }
 
 // StartJob starts a job of attempt of workflow run run of repository on
@@ -140,15 +158,13 @@ func (g *GitHub) listRunAttemptJobs(w http.ResponseWriter, r *http.Request) {
 	_, known := g.runs[key]
 	var list []map[string]any
 	for _, job := range g.runJobs[key] {
-		status, conclusion := "in_progress", any(nil)
-		switch {
-		case job.completed:
-			status, conclusion = "completed", "success"
-		case g.now().Sub(job.startedAt) > github.MaxJobExecutionTime:
-			status, conclusion = "completed", "failure"
+		status, conclusion := g.jobStatus(job)
+		listed := map[string]any{"id": job.id, "run_id": key.run, "run_attempt": key.attempt, "status": status,
+			"conclusion": conclusion, "labels": append([]string{}, job.labels...), "runner_name": nil, "started_at": nil}
+		if job.runner != "" {
+			listed["runner_name"], listed["started_at"] = job.runner, job.startedAt.UTC().Format(time.RFC3339)
 		}
-		list = append(list, map[string]any{"id": job.id, "run_id": key.run, "run_attempt": key.attempt, "status": status,
-			"conclusion": conclusion, "runner_name": job.runner, "started_at": job.startedAt.UTC().Format(time.RFC3339)})
+		list = append(list, listed)
 	}
 	g.mu.Unlock()
 	if !valid || !known {
@@ -156,6 +172,60 @@ func (g *GitHub) listRunAttemptJobs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writePage(w, r, "jobs", list)
+}
+
+// jobStatus is a job's status and conclusion, as GitHub tells them.
+// g.mu is held.
+func (g *GitHub) jobStatus(job *runJob) (status string, conclusion any) {
+	switch {
+	case job.completed:
+		return "completed", "success"
+	case job.runner == "":
+		return "queued", nil
+	case g.now().Sub(job.startedAt) > github.MaxJobExecutionTime:
+		return "completed", "failure"
+	}
+	return "in_progress", nil
+}
+
+// listRuns is GET /repos/{owner}/{repo}/actions/runs, with its status
+// filter: each run with its latest attempt.
+func (g *GitHub) listRuns(w http.ResponseWriter, r *http.Request) {
+	if !g.authorized(w, r) {
+		return
+	}
+	repository := r.PathValue("owner") + "/" + r.PathValue("repo")
+	want := r.FormValue("status")
+	g.mu.Lock()
+	g.apiCalls = append(g.apiCalls, "runs "+repository)
+	_, known := g.public[strings.ToLower(repository)]
+	latest := map[int64]runAttempt{}
+	for k := range g.runs {
+		if k.repository == strings.ToLower(repository) && k.attempt > latest[k.run].attempt {
+			latest[k.run] = k
+		}
+	}
+	var list []map[string]any
+	for _, run := range slices.Sorted(maps.Keys(latest)) {
+		key := latest[run]
+		status := g.runs[key]
+		if status == runInProgress {
+			queued := slices.ContainsFunc(g.runJobs[key], func(j *runJob) bool { s, _ := g.jobStatus(j); return s == "queued" })
+			running := slices.ContainsFunc(g.runJobs[key], func(j *runJob) bool { s, _ := g.jobStatus(j); return s == "in_progress" })
+			if queued && !running {
+				status = "queued"
+			}
+		}
+		if want == "" || want == status {
+			list = append(list, map[string]any{"id": run, "run_attempt": key.attempt, "status": status})
+		}
+	}
+	g.mu.Unlock()
+	if !known {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	writePage(w, r, "workflow_runs", list)
 }
 
 // getRepository is GET /repos/{owner}/{repo}.
