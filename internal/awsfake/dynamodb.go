@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -140,14 +141,16 @@ var (
 		"#nonce = :nonce":                                  true,
 		"#nonce = :nonce AND #updatedAt = :updatedAt":      true,
 		"#value = :prev":                                   true,
+		"attribute_exists(#value) AND attribute_not_exists(#revived) OR #revived < :attempt": true,
 	}
 	knownUpdates = map[string]bool{
 		"SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now REMOVE #stopUntil":                          true,
 		"SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now, #stopUntil = :stopUntil":                   true,
 		"SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now, #expiresAt = :expiresAt REMOVE #stopUntil": true,
-		"ADD #ids :ids":         true,
-		"DELETE #ids :ids":      true,
-		"SET #updatedAt = :now": true,
+		"ADD #ids :ids":           true,
+		"DELETE #ids :ids":        true,
+		"SET #updatedAt = :now":   true,
+		"SET #revived = :attempt": true,
 	}
 )
 
@@ -200,16 +203,22 @@ func (e *exprEnv) evalCondition(expr string, cur item) (bool, error) {
 	return e.evalAnd(expr, cur)
 }
 
-// evalAnd evaluates a conjunction of comparisons and attribute_not_exists.
+// evalAnd evaluates a conjunction of comparisons (of strings, or of
+// numbers), attribute_exists and attribute_not_exists.
 func (e *exprEnv) evalAnd(expr string, cur item) (bool, error) {
 	result := true
 	for _, clause := range strings.Split(expr, " AND ") {
-		if inner, ok := strings.CutPrefix(clause, "attribute_not_exists("); ok {
-			n, err := e.name(strings.TrimSuffix(inner, ")"))
-			if err != nil {
-				return false, err
+		for fn, exists := range map[string]bool{"attribute_not_exists(": false, "attribute_exists(": true} {
+			if inner, ok := strings.CutPrefix(clause, fn); ok {
+				n, err := e.name(strings.TrimSuffix(inner, ")"))
+				if err != nil {
+					return false, err
+				}
+				result = result && (cur[n] != nil) == exists
+				clause = ""
 			}
-			result = result && cur[n] == nil
+		}
+		if clause == "" {
 			continue
 		}
 		f := strings.Fields(clause)
@@ -224,27 +233,62 @@ func (e *exprEnv) evalAnd(expr string, cur item) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		want, ok := v.(*types.AttributeValueMemberS)
-		if !ok {
-			return false, fmt.Errorf("fake dynamodb: %s is not a string", f[2])
+		cmp, comparable, err := compareAttrs(cur[n], v)
+		if err != nil {
+			return false, fmt.Errorf("fake dynamodb: %s: %w", f[2], err)
 		}
-		have, ok := cur[n].(*types.AttributeValueMemberS)
-		if !ok { // a missing attribute compares false
+		if !comparable { // a missing attribute, or one of another type, compares false
 			result = false
 			continue
 		}
 		switch f[1] {
 		case "=":
-			result = result && have.Value == want.Value
+			result = result && cmp == 0
 		case "<":
-			result = result && have.Value < want.Value
+			result = result && cmp < 0
 		case ">":
-			result = result && have.Value > want.Value
+			result = result && cmp > 0
 		default:
 			return false, fmt.Errorf("fake dynamodb: unsupported operator %q", f[1])
 		}
 	}
 	return result, nil
+}
+
+// compareAttrs compares have with want, a string or a number, as
+// DynamoDB does: comparable is false when have is missing or of another
+// type.
+func compareAttrs(have, want types.AttributeValue) (cmp int, comparable bool, err error) {
+	switch w := want.(type) {
+	case *types.AttributeValueMemberS:
+		h, ok := have.(*types.AttributeValueMemberS)
+		if !ok {
+			return 0, false, nil
+		}
+		return strings.Compare(h.Value, w.Value), true, nil
+	case *types.AttributeValueMemberN:
+		h, ok := have.(*types.AttributeValueMemberN)
+		if !ok {
+			return 0, false, nil
+		}
+		hv, herr := strconv.ParseFloat(h.Value, 64)
+		wv, werr := strconv.ParseFloat(w.Value, 64)
+		if herr != nil || werr != nil {
+			return 0, false, errors.New("not a number")
+		}
+		return cmpFloat(hv, wv), true, nil
+	}
+	return 0, false, errors.New("neither a string nor a number")
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // applyUpdate applies one of knownUpdates to cur.

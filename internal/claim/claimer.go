@@ -98,19 +98,36 @@ type Result struct {
 	Warnings []string
 }
 
-// Create fulfils a claim, all or nothing: on failure every runner it took is
-// back in the pool or terminated, its claim record is gone, and the error
-// says what happened to each instance.
+// Create fulfils a claim, its runners labelled with a new label (req's
+// is ignored), all or nothing: on failure every runner it took is back in
+// the pool or terminated, its claim record is gone, and the error says
+// what happened to each instance.
 func (c *Claimer) Create(ctx context.Context, req Request) (*Result, error) {
-	started := c.now()
 	// The run id keys the claim record and begins the runners' label.
 	if err := protocol.ValidateNewRunID(req.RunID); err != nil {
 		return nil, fmt.Errorf("run id %q: %w", req.RunID, err)
 	}
-	if req.Label == "" {
-		req.Label = protocol.NewLabel(req.RunID)
-	} else if err := protocol.ValidateLabel(req.RunID, req.Label); err != nil {
+	req.Label = protocol.NewLabel(req.RunID)
+	return c.claim(ctx, req)
+}
+
+// Revive claims runners again for a released claim of a workflow run, as
+// Create does, with the claim's own run id and label: a re-run's jobs that
+// kept the claim job's outputs from the attempt that claimed wait for that
+// label. req is the claim as its marker recorded it, WorkflowRun the
+// attempt that revives it.
+func (c *Claimer) Revive(ctx context.Context, req Request) (*Result, error) {
+	if err := protocol.ValidateLabel(req.RunID, req.Label); err != nil {
 		return nil, err
+	}
+	return c.claim(ctx, req)
+}
+
+// claim fulfils req, with its label, all or nothing (Create).
+func (c *Claimer) claim(ctx context.Context, req Request) (*Result, error) {
+	started := c.now()
+	if err := protocol.ValidateNewRunID(req.RunID); err != nil {
+		return nil, fmt.Errorf("run id %q: %w", req.RunID, err)
 	}
 	if req.RunnerGroup != "" {
 		if err := protocol.ValidateRunnerGroup(req.RunnerGroup); err != nil {

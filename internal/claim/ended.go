@@ -61,11 +61,13 @@ const (
 
 // runsFollowed says what the pool's maintenance did with the claims of
 // workflow runs: the run ids of the claims it released, their attempt
-// having ended, and of those whose runners it held past their deadline, a
-// job of the attempt still running on them.
+// having ended, of those whose runners it held past their deadline, a
+// job of the attempt still running on them, and of the released claims
+// it revived for a re-run whose job waits for their label.
 type runsFollowed struct {
-	Ended []string
-	Held  []string
+	Ended   []string
+	Held    []string
+	Revived []string
 }
 
 // followRuns releases the complete claims of poolName whose GitHub Actions
@@ -84,9 +86,10 @@ type runsFollowed struct {
 // after its start). A claim of a repository the credentials do not serve,
 // or that GitHub cannot tell about, is left alone and logged; once GitHub
 // is rate limited, fails or does not answer, the rest of the pass is left
-// alone too (the next pass asks again). Without credentials that read
-// runs it does nothing. cfg is the pool's config when the caller read it,
-// else nil.
+// alone too (the next pass asks again). Then, unless GitHub could not
+// answer, it revives the released claims whose label a re-run's job waits
+// for (rerunsWaiting, revive). Without credentials that read runs it does
+// nothing. cfg is the pool's config when the caller read it, else nil.
 func (c *Claimer) followRuns(ctx context.Context, poolName string, cfg *protocol.PoolConfig) (runsFollowed, error) {
 	var followed runsFollowed
 	if cfg == nil {
@@ -115,6 +118,7 @@ func (c *Claimer) followRuns(ctx context.Context, poolName string, cfg *protocol
 	}
 	now := c.now()
 	var ended []Record
+	githubDown := false
 	for _, rec := range claims {
 		runID := rec.Request.RunID
 		deadline, holds := earliestDeadline(running[runID])
@@ -131,7 +135,7 @@ func (c *Claimer) followRuns(ctx context.Context, poolName string, cfg *protocol
 		done, err := g.Runs.RunAttemptEnded(ctx, attempt)
 		if err != nil {
 			c.log("claim left alone: cannot tell whether its run ended", "run", runID, "error", err.Error())
-			if github.Temporary(err) {
+			if githubDown = github.Temporary(err); githubDown {
 				break // the others' questions would fail alike
 			}
 			continue
@@ -146,7 +150,7 @@ func (c *Claimer) followRuns(ctx context.Context, poolName string, cfg *protocol
 		jobs, err := g.Runs.RunAttemptJobs(ctx, attempt)
 		if err != nil {
 			c.log("claim's deadline left as it is: cannot tell whether a job of its run runs on its runners", "run", runID, "error", err.Error())
-			if github.Temporary(err) {
+			if githubDown = github.Temporary(err); githubDown {
 				break
 			}
 			continue
@@ -165,9 +169,14 @@ func (c *Claimer) followRuns(ctx context.Context, poolName string, cfg *protocol
 		}
 	}
 	var (
-		mu   sync.Mutex
-		errs []error
+		rerun []revival
+		mu    sync.Mutex
+		errs  []error
 	)
+	if !githubDown {
+		rerun, err = c.rerunsWaiting(ctx, s, g, poolName)
+		errs = append(errs, err)
+	}
 	parallel(len(ended), func(i int) {
 		rec := ended[i]
 		outcomes, err := c.releaseRecord(ctx, s, rec)
@@ -182,7 +191,9 @@ func (c *Claimer) followRuns(ctx context.Context, poolName string, cfg *protocol
 		followed.Ended = append(followed.Ended, rec.Request.RunID)
 	})
 	slices.Sort(followed.Ended)
-	return followed, errors.Join(errs...)
+	// After the releases, whose runners the revivals may take.
+	followed.Revived, err = c.revive(ctx, s, rerun)
+	return followed, errors.Join(append(errs, err)...)
 }
 
 // heldUntil is the deadline that the jobs in progress on runners (a

@@ -15,13 +15,14 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
-// askedRuns counts the questions about run attempts, and the lists of
-// their jobs, answered by runs.
+// askedRuns counts the questions about run attempts, the lists of their
+// jobs, and the lists of a repository's active runs, answered by runs.
 type askedRuns struct {
-	runs  RunSource
-	mu    sync.Mutex
-	asked []string
-	jobs  []string
+	runs   RunSource
+	mu     sync.Mutex
+	asked  []string
+	jobs   []string
+	active []string
 }
 
 func (a *askedRuns) RunAttemptJobs(ctx context.Context, r github.RunAttempt) ([]github.Job, error) {
@@ -36,6 +37,13 @@ func (a *askedRuns) RunAttemptEnded(ctx context.Context, r github.RunAttempt) (b
 	a.asked = append(a.asked, r.String())
 	a.mu.Unlock()
 	return a.runs.RunAttemptEnded(ctx, r)
+}
+
+func (a *askedRuns) ActiveRuns(ctx context.Context, t github.Target) ([]github.Run, error) {
+	a.mu.Lock()
+	a.active = append(a.active, t.String())
+	a.mu.Unlock()
+	return a.runs.ActiveRuns(ctx, t)
 }
 
 func (a *askedRuns) count() int {

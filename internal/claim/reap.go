@@ -41,13 +41,14 @@ type ReapResult struct {
 	StaleClaims   []string // pending claim records of crashed attempts, deleted
 	EndedRuns     []string // claims whose workflow run ended without releasing them, released
 	HeldRuns      []string // claims near their deadline with a job of their run still on their runners, held longer
+	RevivedRuns   []string // released claims whose label a job of their run's re-run waits for, claimed again
 	CorruptItems  []string // records that could not be read, skipped
 	TerminateFail error    // instances marked terminated whose termination failed (the next reap retries them as orphans)
 }
 
 // Empty tells whether the reap found nothing to do.
 func (r ReapResult) Empty() bool {
-	return len(r.Expired)+len(r.Orphans)+len(r.Vanished)+len(r.StaleClaims)+len(r.EndedRuns)+len(r.HeldRuns)+len(r.CorruptItems) == 0 && r.TerminateFail == nil
+	return len(r.Expired)+len(r.Orphans)+len(r.Vanished)+len(r.StaleClaims)+len(r.EndedRuns)+len(r.HeldRuns)+len(r.RevivedRuns)+len(r.CorruptItems) == 0 && r.TerminateFail == nil
 }
 
 // ReapIfDue reaps the pool unless another caller did within interval
@@ -78,7 +79,7 @@ func (c *Claimer) reapIfDue(ctx context.Context, poolName string, interval time.
 	releasing, cancelReleases := context.WithTimeout(ctx, endedReleaseBudget)
 	defer cancelReleases()
 	followed, runsErr := c.followRuns(releasing, poolName, cfg)
-	res.EndedRuns, res.HeldRuns = followed.Ended, followed.Held
+	res.EndedRuns, res.HeldRuns, res.RevivedRuns = followed.Ended, followed.Held, followed.Revived
 	return res, true, errors.Join(err, runsErr)
 }
 
@@ -115,7 +116,7 @@ func (s *store) takeReaperLease(ctx context.Context, interval time.Duration) (bo
 func (c *Claimer) Reap(ctx context.Context, poolName string) (ReapResult, error) {
 	res, err := c.reap(ctx, poolName, nil)
 	followed, runsErr := c.followRuns(ctx, poolName, nil)
-	res.EndedRuns, res.HeldRuns = followed.Ended, followed.Held
+	res.EndedRuns, res.HeldRuns, res.RevivedRuns = followed.Ended, followed.Held, followed.Revived
 	return res, errors.Join(err, runsErr)
 }
 

@@ -66,17 +66,10 @@ type recordDoc struct {
 }
 
 func (r Record) item(now string) map[string]types.AttributeValue {
-	q := r.Request
-	doc, _ := json.Marshal(recordDoc{ // cannot fail: plain data
-		Label: q.Label, RunnerGroup: q.RunnerGroup, Claimant: q.Claimant,
-		InstanceCount: q.InstanceCount, ResourceClass: q.ResourceClass, UsageClass: q.UsageClass,
-		AllowedTypes: q.AllowedTypes, MaxRuntime: protocol.Duration(q.MaxRuntime), FleetFallback: q.FleetFallback,
-		SpotFallback: q.SpotFallback, HeartbeatMaxAge: protocol.Duration(q.Timings.HeartbeatMaxAge), RegistrationWait: protocol.Duration(q.Timings.RegistrationWait),
-		FleetValidationWait: protocol.Duration(q.Timings.FleetValidationWait), ReleaseWait: protocol.Duration(q.Timings.ReleaseWait),
-		Repository: q.Repository, WorkflowRunID: q.WorkflowRun.ID, WorkflowAttempt: q.WorkflowRun.Attempt,
-		State: r.State, Nonce: r.Nonce, Instances: r.Instances,
-	})
-	item := protocol.BaseItem(protocol.TypeClaim, q.RunID, now)
+	d := requestDoc(r.Request)
+	d.State, d.Nonce, d.Instances = r.State, r.Nonce, r.Instances
+	doc, _ := json.Marshal(d) // cannot fail: plain data
+	item := protocol.BaseItem(protocol.TypeClaim, r.Request.RunID, now)
 	item[protocol.AttrValue] = str(string(doc))
 	item[protocol.AttrState] = str(r.State)
 	item[attrNonce] = str(r.Nonce)
@@ -84,6 +77,43 @@ func (r Record) item(now string) map[string]types.AttributeValue {
 		item[attrInstanceIDs] = &types.AttributeValueMemberSS{Value: r.OwnedIDs}
 	}
 	return item
+}
+
+// requestDoc is the document of what q asks, without the state of a
+// claim.
+func requestDoc(q Request) recordDoc {
+	return recordDoc{
+		Label: q.Label, RunnerGroup: q.RunnerGroup, Claimant: q.Claimant,
+		InstanceCount: q.InstanceCount, ResourceClass: q.ResourceClass, UsageClass: q.UsageClass,
+		AllowedTypes: q.AllowedTypes, MaxRuntime: protocol.Duration(q.MaxRuntime), FleetFallback: q.FleetFallback,
+		SpotFallback: q.SpotFallback, HeartbeatMaxAge: protocol.Duration(q.Timings.HeartbeatMaxAge), RegistrationWait: protocol.Duration(q.Timings.RegistrationWait),
+		FleetValidationWait: protocol.Duration(q.Timings.FleetValidationWait), ReleaseWait: protocol.Duration(q.Timings.ReleaseWait),
+		Repository: q.Repository, WorkflowRunID: q.WorkflowRun.ID, WorkflowAttempt: q.WorkflowRun.Attempt,
+	}
+}
+
+// request is the claim of run id runID in pool that d records, or why d
+// is not valid.
+func (d recordDoc) request(pool, runID string) (Request, error) {
+	if d.ResourceClass == "" || d.InstanceCount < 1 {
+		return Request{}, fmt.Errorf("its document names no resource class or instance count")
+	}
+	if d.Label != "" {
+		if err := protocol.ValidateLabel(runID, d.Label); err != nil {
+			return Request{}, err
+		}
+	}
+	return Request{
+		Pool: pool, RunID: runID, Label: cmp.Or(d.Label, runID), // a record older than labels with a secret
+		RunnerGroup: d.RunnerGroup, Claimant: d.Claimant, InstanceCount: d.InstanceCount, ResourceClass: d.ResourceClass,
+		UsageClass: d.UsageClass, AllowedTypes: d.AllowedTypes, MaxRuntime: time.Duration(d.MaxRuntime), FleetFallback: d.FleetFallback,
+		SpotFallback: d.SpotFallback, Timings: Timings{
+			HeartbeatMaxAge: time.Duration(d.HeartbeatMaxAge), RegistrationWait: time.Duration(d.RegistrationWait),
+			FleetValidationWait: time.Duration(d.FleetValidationWait), ReleaseWait: time.Duration(d.ReleaseWait),
+			PollInterval: DefaultTimings().PollInterval,
+		},
+		Repository: d.Repository, WorkflowRun: WorkflowRun{ID: d.WorkflowRunID, Attempt: d.WorkflowAttempt},
+	}, nil
 }
 
 func recordFromItem(pool string, item map[string]types.AttributeValue) (Record, error) {
@@ -94,34 +124,16 @@ func recordFromItem(pool string, item map[string]types.AttributeValue) (Record, 
 	if err := json.Unmarshal([]byte(protocol.StringAttr(item, protocol.AttrValue)), &d); err != nil {
 		return invalid(err)
 	}
-	if d.ResourceClass == "" || d.InstanceCount < 1 {
-		return invalid(fmt.Errorf("its document names no resource class or instance count"))
+	req, err := d.request(pool, protocol.IdentifierOf(item))
+	if err != nil {
+		return invalid(err)
 	}
-	runID := protocol.IdentifierOf(item)
-	if d.Label != "" {
-		if err := protocol.ValidateLabel(runID, d.Label); err != nil {
-			return invalid(err)
-		}
-	}
-	label := cmp.Or(d.Label, runID) // a record older than labels with a secret
 	ids, isSet := item[attrInstanceIDs].(*types.AttributeValueMemberSS)
 	if item[attrInstanceIDs] != nil && !isSet {
 		// What it owns is unknown: releasing it as empty would leak runners.
 		return invalid(fmt.Errorf("%s is not a string set", attrInstanceIDs))
 	}
-	r := Record{
-		Request: Request{
-			Pool: pool, RunID: runID, Label: label, RunnerGroup: d.RunnerGroup, Claimant: d.Claimant, InstanceCount: d.InstanceCount, ResourceClass: d.ResourceClass,
-			UsageClass: d.UsageClass, AllowedTypes: d.AllowedTypes, MaxRuntime: time.Duration(d.MaxRuntime), FleetFallback: d.FleetFallback,
-			SpotFallback: d.SpotFallback, Timings: Timings{
-				HeartbeatMaxAge: time.Duration(d.HeartbeatMaxAge), RegistrationWait: time.Duration(d.RegistrationWait),
-				FleetValidationWait: time.Duration(d.FleetValidationWait), ReleaseWait: time.Duration(d.ReleaseWait),
-				PollInterval: DefaultTimings().PollInterval,
-			},
-			Repository: d.Repository, WorkflowRun: WorkflowRun{ID: d.WorkflowRunID, Attempt: d.WorkflowAttempt},
-		},
-		State: d.State, Nonce: d.Nonce, Instances: d.Instances, UpdatedAt: protocol.StringAttr(item, protocol.AttrUpdatedAt),
-	}
+	r := Record{Request: req, State: d.State, Nonce: d.Nonce, Instances: d.Instances, UpdatedAt: protocol.StringAttr(item, protocol.AttrUpdatedAt)}
 	if isSet {
 		r.OwnedIDs = ids.Value
 	}

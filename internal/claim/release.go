@@ -34,7 +34,9 @@ func (c *Claimer) Release(ctx context.Context, poolName, runID string) ([]string
 // (pools with a GitHub target) and goes running -> idle, and once its
 // agent confirms it left the run, its message goes back to the queue with
 // its new idle deadline. A runner that does not confirm, whose runtime
-// ran out, or that could get no removal token, is terminated instead.
+// ran out, or that could get no removal token, is terminated instead. A
+// claim of a workflow run leaves its marker, for the run's re-runs
+// (putReleased).
 func (c *Claimer) releaseRecord(ctx context.Context, s *store, rec Record) ([]string, error) {
 	poolName, runID := rec.Request.Pool, rec.Request.RunID
 	cfg, err := pool.ReadConfig(ctx, c.DynamoDB, poolName)
@@ -47,7 +49,16 @@ func (c *Claimer) releaseRecord(ctx context.Context, s *store, rec Record) ([]st
 	if err != nil {
 		return outcomes, err // the record stays: a retried release picks up the rest
 	}
-	return outcomes, s.deleteRecord(ctx, runID, rec.Nonce)
+	if err := s.deleteRecord(ctx, runID, rec.Nonce); err != nil {
+		return outcomes, err
+	}
+	if _, known := rec.Request.runAttempt(); known {
+		// Only a re-run's revival needs it: the release does not fail for it.
+		if err := s.putReleased(ctx, rec.Request); err != nil {
+			c.log("a re-run's jobs that wait for this claim's label will not get runners", "run", runID, "error", err.Error())
+		}
+	}
+	return outcomes, nil
 }
 
 // ignoreMissingPool: a claim in a deleted pool has nothing left to release.

@@ -23,11 +23,13 @@ type ReleaseSource interface {
 }
 
 // RunSource tells whether a GitHub Actions workflow run attempt ended
-// (github.Client.RunAttemptEnded), and lists its jobs
-// (github.Client.RunAttemptJobs).
+// (github.Client.RunAttemptEnded), lists its jobs
+// (github.Client.RunAttemptJobs), and lists the runs of a repository that
+// can have a job waiting for a runner (github.Client.ActiveRuns).
 type RunSource interface {
 	RunAttemptEnded(context.Context, github.RunAttempt) (bool, error)
 	RunAttemptJobs(context.Context, github.RunAttempt) ([]github.Job, error)
+	ActiveRuns(context.Context, github.Target) ([]github.Run, error)
 }
 
 // GitHubAccess is what the provider's github block (or a pool's stored
@@ -45,8 +47,9 @@ type GitHubAccess struct {
 	Releases ReleaseSource
 	// Runs tells whether the workflow runs of the claims ended, and which
 	// of their jobs run where, for the pool's maintenance to release
-	// claims their runs did not release and to hold the runners of those
-	// whose jobs still run past their deadline (nil: it does neither).
+	// claims their runs did not release, to hold the runners of those
+	// whose jobs still run past their deadline, and to revive released
+	// claims whose label a re-run's job waits for (nil: it does none).
 	Runs RunSource
 	// Groups reads the organization's runner groups, for a claim to check
 	// that its runner group admits its repository (nil: it does not).

@@ -12,6 +12,10 @@ const (
 	TypeMetadata = "TYPE#METADATA" // written only by the pool resource
 	TypeClaim    = "TYPE#CLAIM"
 	TypeLease    = "TYPE#LEASE" // leases that claims take; they may not write TYPE#METADATA
+	// TypeReleased holds a marker of each released claim of a workflow
+	// run, for the run's re-runs (a claim's release writes it, the pool's
+	// maintenance reads it).
+	TypeReleased = "TYPE#RELEASED"
 )
 
 // Identifiers of the metadata and lease items.

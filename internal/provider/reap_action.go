@@ -114,6 +114,7 @@ func reapReport(name string, res claim.ReapResult) []string {
 	add("deleted claim records of crashed attempts", res.StaleClaims)
 	add("released the claims of ended workflow runs", res.EndedRuns)
 	add("held the runners of claims whose jobs still run on them", res.HeldRuns)
+	add("revived released claims whose label a re-run's job waits for", res.RevivedRuns)
 	add("skipped unreadable records", res.CorruptItems)
 	if res.TerminateFail != nil {
 		msgs = append(msgs, fmt.Sprintf("Pool %s: terminating failed, the next reap retries: %v", name, res.TerminateFail))
