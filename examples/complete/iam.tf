@@ -182,8 +182,8 @@ data "aws_iam_policy_document" "ci" {
   # Writes to everything but TYPE#METADATA, the pool's config item, which
   # only whoever applies the pool writes: a claim that could rewrite it could
   # send runners anywhere. Instance and claim records, the reaper's lease,
-  # and the runners' agent partitions (the tokens claims and releases hand
-  # them). Transactions are authorized as the writes they contain.
+  # the markers of released claims (for re-runs), and the runners' agent
+  # partitions (the tokens claims and releases hand them). Transactions are authorized as the writes they contain.
   statement {
     sid       = "WritePoolTable"
     actions   = ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"]
@@ -196,6 +196,7 @@ data "aws_iam_policy_document" "ci" {
         "TYPE#INSTANCE",
         "TYPE#CLAIM",
         "TYPE#LEASE",
+        "TYPE#RELEASED",
         "AGENT#arn:${local.partition}:ec2:${var.region}:${local.account_id}:instance/*",
       ]
     }
