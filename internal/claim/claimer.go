@@ -226,7 +226,7 @@ func (c *Claimer) claim(ctx context.Context, req Request) (*Result, error) {
 func (c *Claimer) maintainAlongside(ctx context.Context, poolName string, cfg *protocol.PoolConfig) (finish func()) {
 	done := make(chan bool, 1)
 	go func() {
-		_, ran, err := c.reapIfDue(context.WithoutCancel(ctx), poolName, c.ReapInterval, cfg)
+		_, ran, err := c.reapIfDue(context.WithoutCancel(ctx), poolName, c.ReapInterval, cfg, followHolds)
 		if err != nil {
 			c.log("reaping failed", "pool", poolName, "error", err.Error())
 		}

@@ -70,6 +70,21 @@ type runsFollowed struct {
 	Revived []string
 }
 
+// followScope is how much of following the claims' runs a pass does.
+type followScope int
+
+const (
+	// followHolds asks GitHub only about claims near their deadline, and
+	// holds the runners a job still runs on: conditional writes, cheap
+	// enough for the path of a claim or a release, whose caller waits.
+	followHolds followScope = iota
+	// followAll also releases the claims of ended runs and revives the
+	// released claims a re-run's job waits for, which wait for agents and
+	// may launch runners: the pool's maintenance (its apply, the reap
+	// action, the scheduled reaper) does it.
+	followAll
+)
+
 // followRuns releases the complete claims of poolName whose GitHub Actions
 // workflow run attempt ended without releasing them, as their destroy
 // would (releaseRecord), and holds the runners of those whose attempt
@@ -90,7 +105,9 @@ type runsFollowed struct {
 // answer, it revives the released claims whose label a re-run's job waits
 // for (rerunsWaiting, revive). Without credentials that read runs it does
 // nothing. cfg is the pool's config when the caller read it, else nil.
-func (c *Claimer) followRuns(ctx context.Context, poolName string, cfg *protocol.PoolConfig) (runsFollowed, error) {
+// scope says how much of it a pass does: followHolds on a claim's or a
+// release's own path, followAll in the pool's maintenance.
+func (c *Claimer) followRuns(ctx context.Context, poolName string, cfg *protocol.PoolConfig, scope followScope) (runsFollowed, error) {
 	var followed runsFollowed
 	if cfg == nil {
 		read, err := pool.ReadConfig(ctx, c.DynamoDB, poolName)
@@ -124,7 +141,7 @@ func (c *Claimer) followRuns(ctx context.Context, poolName string, cfg *protocol
 		deadline, holds := earliestDeadline(running[runID])
 		near := holds && deadline.After(now) && deadline.Sub(now) <= heldRunWindow
 		completed, _ := protocol.ParseTime(rec.UpdatedAt) // claimsOfRuns read it
-		if !near && now.Sub(completed) < endedRunAge {
+		if !near && (scope == followHolds || now.Sub(completed) < endedRunAge) {
 			continue
 		}
 		attempt, _ := rec.Request.runAttempt()
@@ -141,7 +158,9 @@ func (c *Claimer) followRuns(ctx context.Context, poolName string, cfg *protocol
 			continue
 		}
 		if done {
-			ended = append(ended, rec)
+			if scope == followAll {
+				ended = append(ended, rec)
+			}
 			continue
 		}
 		if !near {
@@ -173,7 +192,11 @@ func (c *Claimer) followRuns(ctx context.Context, poolName string, cfg *protocol
 		mu    sync.Mutex
 		errs  []error
 	)
+	if scope == followHolds {
+		return followed, nil
+	}
 	if !githubDown {
+		ended = c.notRerun(ctx, g, ended)
 		rerun, err = c.rerunsWaiting(ctx, s, g, poolName)
 		errs = append(errs, err)
 	}
@@ -194,6 +217,42 @@ func (c *Claimer) followRuns(ctx context.Context, poolName string, cfg *protocol
 	// After the releases, whose runners the revivals may take.
 	followed.Revived, err = c.revive(ctx, s, rerun)
 	return followed, errors.Join(append(errs, err)...)
+}
+
+// notRerun is ended less the claims whose workflow run has a newer attempt
+// under way: a re-run of failed jobs runs them on the claim of the attempt
+// that claimed (its outputs are kept), whose own attempt has completed.
+// Such a claim is released once the run's newer attempt ends, by its
+// release job or by a later pass. A repository GitHub cannot tell about
+// keeps its claims for a later pass too.
+func (c *Claimer) notRerun(ctx context.Context, g *GitHubAccess, ended []Record) []Record {
+	active := map[github.Target]map[int64]int{} // a repository's runs under way, and their latest attempt
+	var out []Record
+	for _, rec := range ended {
+		attempt, _ := rec.Request.runAttempt()
+		repo := github.Target{Owner: strings.ToLower(attempt.Repository.Owner), Repository: strings.ToLower(attempt.Repository.Repository)}
+		latest, asked := active[repo]
+		if !asked {
+			runs, err := g.Runs.ActiveRuns(ctx, repo)
+			if err != nil {
+				c.log("claims of ended runs left for a later pass: cannot tell whether their runs were re-run", "repository", repo.String(), "error", err.Error())
+			} else {
+				latest = map[int64]int{}
+				for _, r := range runs {
+					latest[r.ID] = max(latest[r.ID], r.Attempt)
+				}
+			}
+			active[repo] = latest
+		}
+		switch {
+		case latest == nil:
+		case latest[attempt.RunID] > attempt.Attempt:
+			c.log("claim of an ended run attempt left to its run's newer attempt, which may run on it", "run", rec.Request.RunID, "attempt", latest[attempt.RunID])
+		default:
+			out = append(out, rec)
+		}
+	}
+	return out
 }
 
 // heldUntil is the deadline that the jobs in progress on runners (a

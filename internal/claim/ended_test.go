@@ -261,3 +261,43 @@ func TestReapLeavesClaimsWhenGitHubCannotTell(t *testing.T) {
 		})
 	}
 }
+
+// The maintenance that runs alongside a claim or a release, whose caller
+// waits for it, releases no claim of an ended run: a release waits for its
+// agents. The pool's own maintenance does.
+func TestMaintenanceOnAClaimsPathReleasesNoEndedRun(t *testing.T) {
+	t.Parallel()
+	e, gh, runs := runsEnv(t, "")
+	gh.StartRunAttempt("octo/app", 7, 1)
+	e.claimForRun("run-7-1", "i-1", 7)
+	gh.CompleteRunAttempt("octo/app", 7, 1)
+	res, ran, err := e.c.reapIfDue(context.Background(), testPool, time.Minute, nil, followHolds)
+	if err != nil || !ran {
+		t.Fatalf("ran %v (%v)", ran, err)
+	}
+	if len(res.EndedRuns) > 0 || runs.count() > 0 {
+		t.Errorf("released %v after asking GitHub %q, want neither on a claim's path", res.EndedRuns, runs.asked)
+	}
+	e.assertHeld(t, "run-7-1", "i-1")
+}
+
+// "Re-run failed jobs" runs the failed jobs on the claim of the attempt
+// that claimed, whose own attempt has completed: the claim stays while the
+// run's newer attempt is under way, and goes back warm once it ends.
+func TestReapLeavesTheClaimARerunMayRunOn(t *testing.T) {
+	t.Parallel()
+	e, gh, _ := runsEnv(t, "")
+	gh.StartRunAttempt("octo/app", 7, 1)
+	e.claimForRun("run-7-1", "i-1", 7)
+	gh.CompleteRunAttempt("octo/app", 7, 1)
+	gh.StartRunAttempt("octo/app", 7, 2)
+	if res := e.reap(); len(res.EndedRuns) > 0 {
+		t.Fatalf("released %v while attempt 2 of its run is under way", res.EndedRuns)
+	}
+	e.assertHeld(t, "run-7-1", "i-1")
+	gh.CompleteRunAttempt("octo/app", 7, 2)
+	if res := e.reap(); !slices.Equal(res.EndedRuns, []string{"run-7-1"}) {
+		t.Errorf("released %v once its run ended, want [run-7-1]", res.EndedRuns)
+	}
+	e.assertReleasedWarm(t, "run-7-1", "i-1")
+}

@@ -56,12 +56,13 @@ func (r ReapResult) Empty() bool {
 // follows the claims' workflow runs (followRuns), bounded by
 // endedReleaseBudget. ran is false when it was not due.
 func (c *Claimer) ReapIfDue(ctx context.Context, poolName string, interval time.Duration) (res ReapResult, ran bool, err error) {
-	return c.reapIfDue(ctx, poolName, interval, nil)
+	return c.reapIfDue(ctx, poolName, interval, nil, followAll)
 }
 
 // reapIfDue is ReapIfDue with the pool's config when the caller read it
-// (for the reap's metrics), else nil.
-func (c *Claimer) reapIfDue(ctx context.Context, poolName string, interval time.Duration, cfg *protocol.PoolConfig) (res ReapResult, ran bool, err error) {
+// (for the reap's metrics), else nil, following the claims' runs as far
+// as scope says.
+func (c *Claimer) reapIfDue(ctx context.Context, poolName string, interval time.Duration, cfg *protocol.PoolConfig, scope followScope) (res ReapResult, ran bool, err error) {
 	if interval < 0 {
 		return ReapResult{}, false, nil
 	}
@@ -76,9 +77,12 @@ func (c *Claimer) reapIfDue(ctx context.Context, poolName string, interval time.
 		return ReapResult{}, false, ignoreMissingPool(err)
 	}
 	res, err = c.reap(budget, poolName, cfg)
-	releasing, cancelReleases := context.WithTimeout(ctx, endedReleaseBudget)
-	defer cancelReleases()
-	followed, runsErr := c.followRuns(releasing, poolName, cfg)
+	following, cancelFollowing := context.WithTimeout(ctx, reapBudget)
+	if scope == followAll {
+		following, cancelFollowing = context.WithTimeout(ctx, endedReleaseBudget)
+	}
+	defer cancelFollowing()
+	followed, runsErr := c.followRuns(following, poolName, cfg, scope)
 	res.EndedRuns, res.HeldRuns, res.RevivedRuns = followed.Ended, followed.Held, followed.Revived
 	return res, true, errors.Join(err, runsErr)
 }
@@ -115,7 +119,7 @@ func (s *store) takeReaperLease(ctx context.Context, interval time.Duration) (bo
 // deadline held longer (followRuns).
 func (c *Claimer) Reap(ctx context.Context, poolName string) (ReapResult, error) {
 	res, err := c.reap(ctx, poolName, nil)
-	followed, runsErr := c.followRuns(ctx, poolName, nil)
+	followed, runsErr := c.followRuns(ctx, poolName, nil, followAll)
 	res.EndedRuns, res.HeldRuns, res.RevivedRuns = followed.Ended, followed.Held, followed.Revived
 	return res, errors.Join(err, runsErr)
 }

@@ -217,7 +217,7 @@ func (c *Claimer) revive(ctx context.Context, s *store, due []revival) ([]string
 			return
 		}
 		req.WorkflowRun.Attempt = attempt
-		claiming, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviveBudget)
+		claiming, cancel := context.WithTimeout(ctx, reviveBudget)
 		defer cancel()
 		res, err := c.Revive(claiming, req)
 		mu.Lock()
