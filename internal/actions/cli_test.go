@@ -19,6 +19,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
+	"gopkg.in/yaml.v3"
 )
 
 // TestActions_cli runs the claim action's prepare and cli steps on a runner
@@ -208,7 +209,8 @@ func TestActions_cli(t *testing.T) {
 }
 
 // TestActions_cliDefaultIsTested checks that the Terraform the actions
-// install by default is one the repository's CI runs the tests with.
+// install by default is one the repository's CI runs the tests with, and
+// the one their cli-version inputs name.
 func TestActions_cliDefaultIsTested(t *testing.T) {
 	j := newJob(t, map[string]string{"PATH": noCLIPath(t), "EC2RUNNERS_POOL": "ci-runners"})
 	j.must("prepare", "claim")
@@ -219,6 +221,23 @@ func TestActions_cliDefaultIsTested(t *testing.T) {
 	}
 	if def == "" || !strings.Contains(string(data), fmt.Sprintf("terraform_version: %q", def)) {
 		t.Errorf("the actions install Terraform %q by default, which .github/workflows/test.yml does not test with", def)
+	}
+	for _, action := range []string{"claim", "release"} {
+		var meta struct {
+			Inputs map[string]struct {
+				Description string `yaml:"description"`
+			} `yaml:"inputs"`
+		}
+		data, err := os.ReadFile(filepath.Join(repoRoot, ".github", "actions", action, "action.yml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(data, &meta); err != nil {
+			t.Fatal(err)
+		}
+		if desc := meta.Inputs["cli-version"].Description; !strings.Contains(desc, "Terraform "+def) {
+			t.Errorf("the %s action's cli-version input does not name the default, Terraform %s: %q", action, def, desc)
+		}
 	}
 }
 

@@ -222,7 +222,7 @@ cmd_cli() {
     if [ -f "$dir/$zip" ]; then
       notice "the cached $CLI $version failed its check ($why): downloading it again"
     fi
-    rm -rf "$dir"
+    forget_release "$dir" "$zip" "$sums" "$sig"
     mkdir -p "$dir"
     download "$url/$sums" "$dir/$sums" ||
       die "$CLI $version: no $sums at $url: is $version a release of $CLI? (cli-version)"
@@ -232,7 +232,7 @@ cmd_cli() {
     fi
     download "$url/$zip" "$dir/$zip" || die "$CLI $version: cannot download $url/$zip"
     if ! why=$(check_release "$dir" "$zip" "$sums" "$sig"); then
-      rm -rf "$dir" # not for actions/cache to save
+      forget_release "$dir" "$zip" "$sums" "$sig" # not for actions/cache to save
       die "$CLI $version from $url refused: $why"
     fi
     echo "$CLI $version: downloaded from $url and checked; the cache keeps it"
@@ -241,6 +241,15 @@ cmd_cli() {
   mkdir -p "$bin"
   unzip -o -q "$dir/$zip" "$CLI" -d "$bin" || die "cannot unpack $CLI from $dir/$zip"
   echo "$bin" >>"${GITHUB_PATH:?GITHUB_PATH is not set: run as a step of the action}"
+}
+
+# forget_release removes a release's files from dir.
+forget_release() {
+  local dir=$1 file
+  shift
+  for file in "$@"; do
+    if [ -n "$file" ]; then rm -f "${dir:?}/$file"; fi
+  done
 }
 
 # download fetches a URL to a file, saying why when it cannot.
