@@ -1,9 +1,14 @@
 package actions
 
 import (
+	"archive/tar"
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -237,4 +242,182 @@ func invocationSeconds(b *testing.B, path string) map[string]float64 {
 		sums[fields[0]] += end - start
 	}
 	return sums
+}
+
+// Assumed download models for BenchmarkCLISetup (no measured figure is
+// published for either): releases.hashicorp.com from a hosted runner,
+// 100 ms before each file's first byte (a TLS connection to the CDN) and
+// 40 MB/s; actions/cache's restore of an entry, 300 ms (the cache
+// service's lookup, then the entry's storage) and 100 MB/s (the storage is
+// in GitHub's own cloud).
+var (
+	releasesDownload = netModel{latency: 100 * time.Millisecond, bandwidth: 40e6}
+	cacheRestore     = netModel{latency: 300 * time.Millisecond, bandwidth: 100e6}
+)
+
+// BenchmarkCLISetup times the claim action's setup of the CLI on a runner
+// without one: its prepare step, then its cli step, with the Terraform on
+// PATH zipped and served as its release by a local server standing in for
+// releases.hashicorp.com (SHA256SUMS signed by the test's key), under the
+// assumed download models above. Two variants:
+//
+//   - download: the cache empty, so every run downloads the release, as
+//     setup-terraform does in every job (and as the first run on a branch
+//     with no cache, nor one on the default branch, does);
+//   - cache-hit: actions/cache restores the cache entry (a tar of the
+//     release's files, fetched from the local server under the cache
+//     model), then the steps check the files and unpack the CLI.
+//
+// Per run of each it reports the seconds of the whole setup (setup-s),
+// of the cache restore alone (restore-s) and the MB downloaded from the
+// releases (release-MB) and from the cache (cache-MB).
+//
+//	go test ./internal/actions/ -run '^$' -bench CLISetup -benchtime 5x
+func BenchmarkCLISetup(b *testing.B) {
+	tf := tfcli.Must(b)
+	out, err := exec.Command(tf, "version").Output()
+	if err != nil {
+		b.Fatal(err)
+	}
+	version := strings.TrimPrefix(strings.Fields(string(out))[1], "v")
+	binary, err := os.ReadFile(tf)
+	if err != nil {
+		b.Fatal(err)
+	}
+	key := newSigningKey(b)
+	lib := libWithKey(b, key.armoredPublic)
+	rel := newReleaseFiles(b, "terraform", version, binary, &key)
+	releases := newReleasesServer(b, releasesDownload)
+	releases.serve("/terraform/"+version+"/", rel)
+	b.Logf("terraform %s: its zip is %.1f MB", version, float64(len(rel.zip))/1e6)
+
+	cacheDir := filepath.Join(b.TempDir(), "cache")
+	env := map[string]string{
+		"PATH": noCLIPath(b), "EC2RUNNERS_POOL": "ci-runners", "EC2RUNNERS_PROVIDER_VERSION": "1.2.3",
+		"EC2RUNNERS_CACHE_DIR": cacheDir, "EC2RUNNERS_CLI_VERSION": version,
+		"EC2RUNNERS_TERRAFORM_RELEASES_URL": releases.URL,
+	}
+	setup := func(b *testing.B) {
+		j := newJob(b, env)
+		j.script = filepath.Join(lib, "ec2runners.sh")
+		j.must("prepare", "claim")
+		outs := j.outputs()
+		j.env["EC2RUNNERS_CLI_VERSION"] = outs["cli-version"]
+		j.env["EC2RUNNERS_CLI_DIR"] = outs["cli-dir"]
+		j.must("cli")
+	}
+	emptyCache := func(b *testing.B) {
+		if err := os.RemoveAll(cacheDir + "-cli"); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	// The cache entry the first run saves, as actions/cache would.
+	emptyCache(b)
+	setup(b)
+	entry := tarDir(b, cacheDir+"-cli")
+	cache := newReleasesServer(b, cacheRestore)
+	cache.serve("/", releaseFiles{zipName: "entry.tar", zip: entry})
+	b.Logf("the cache entry is %.1f MB", float64(len(entry))/1e6)
+
+	b.Run("download", func(b *testing.B) {
+		releases.reset()
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			emptyCache(b)
+			b.StartTimer()
+			setup(b)
+		}
+		b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "setup-s/op")
+		b.ReportMetric(float64(releases.bytesSent())/1e6/float64(b.N), "release-MB/op")
+		b.ReportMetric(0, "cache-MB/op")
+	})
+	b.Run("cache-hit", func(b *testing.B) {
+		releases.reset()
+		cache.reset()
+		var restore time.Duration
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			emptyCache(b)
+			b.StartTimer()
+			start := time.Now()
+			restoreEntry(b, cache.URL+"/entry.tar", cacheDir+"-cli")
+			restore += time.Since(start)
+			setup(b)
+		}
+		if len(releases.requests()) != 0 {
+			b.Fatalf("a cache hit asked the releases for %v", releases.requests())
+		}
+		b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "setup-s/op")
+		b.ReportMetric(restore.Seconds()/float64(b.N), "restore-s/op")
+		b.ReportMetric(float64(releases.bytesSent())/1e6/float64(b.N), "release-MB/op")
+		b.ReportMetric(float64(cache.bytesSent())/1e6/float64(b.N), "cache-MB/op")
+	})
+}
+
+// tarDir packs a directory's regular files, as a cache entry.
+func tarDir(b *testing.B, dir string) []byte {
+	b.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: rel, Mode: 0o644, Size: int64(len(data))}); err != nil {
+			return err
+		}
+		_, err = tw.Write(data)
+		return err
+	})
+	if err == nil {
+		err = tw.Close()
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// restoreEntry downloads a cache entry and unpacks it into dir, as
+// actions/cache restores one.
+func restoreEntry(b *testing.B, url, dir string) {
+	b.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	tr := tar.NewReader(resp.Body)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		path := filepath.Join(dir, h.Name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.Copy(f, tr); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -4,5 +4,6 @@
 // re-run, needs and if: always() rules over the example workflow's job
 // graph, and the actions' script run with the real Terraform CLI and the
 // provider built from this checkout against the emulator, with simulated
-// agents for runners.
+// agents for runners; and the actions' install of the CLI, cached and
+// checked, from a local server that stands in for its releases.
 package actions

@@ -113,19 +113,20 @@ func cliConfig(t testing.TB, mirror string) string {
 }
 
 // job is one job of a workflow run on a fresh runner: its own RUNNER_TEMP,
-// GITHUB_OUTPUT and step summary, as GitHub gives each job, and the
-// environment of the run.
+// GITHUB_OUTPUT, GITHUB_PATH and step summary, as GitHub gives each job,
+// and the environment of the run. script is the actions' script it runs.
 type job struct {
-	t   testing.TB
-	env map[string]string
+	t      testing.TB
+	env    map[string]string
+	script string
 }
 
 func newJob(t testing.TB, env map[string]string) *job {
 	t.Helper()
 	dir := t.TempDir()
-	j := &job{t: t, env: map[string]string{
+	j := &job{t: t, script: script, env: map[string]string{
 		"RUNNER_TEMP": filepath.Join(dir, "temp"), "RUNNER_OS": "Linux", "RUNNER_ARCH": "X64",
-		"GITHUB_OUTPUT": filepath.Join(dir, "output"), "GITHUB_STEP_SUMMARY": filepath.Join(dir, "summary"),
+		"GITHUB_OUTPUT": filepath.Join(dir, "output"), "GITHUB_PATH": filepath.Join(dir, "path"), "GITHUB_STEP_SUMMARY": filepath.Join(dir, "summary"),
 		"GITHUB_REPOSITORY": "acme/app", "GITHUB_EVENT_NAME": "push", "GITHUB_ACTOR": "octocat",
 		"GITHUB_RUN_ID": "4242", "GITHUB_RUN_ATTEMPT": "1", "GITHUB_JOB": "claim",
 	}}
@@ -141,7 +142,7 @@ func newJob(t testing.TB, env map[string]string) *job {
 // command is the script with args, in the job's environment (and none of
 // the GitHub or ec2runners settings of the test's own).
 func (j *job) command(ctx context.Context, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, "bash", append([]string{script}, args...)...)
+	cmd := exec.CommandContext(ctx, "bash", append([]string{j.script}, args...)...)
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(k, "GITHUB_") || strings.HasPrefix(k, "RUNNER_") || strings.HasPrefix(k, "EC2RUNNERS_") || strings.HasPrefix(k, "ACTIONS_") || strings.HasPrefix(k, "TF_") {

@@ -12,10 +12,18 @@ import (
 // the run can claim, for the event GitHub gives no secrets nor OIDC token
 // (a pull request from a fork), for runs Dependabot triggers (which get the
 // OIDC token the workflow grants) and for a job without the id-token
-// permission; and which provider version the actions install: a release
-// tag's, a commit's, or the newest on a branch. It needs no AWS: nothing is
+// permission; which provider version the actions install: a release
+// tag's, a commit's, or the newest on a branch; and whether they install
+// the CLI: not when it is on PATH and cli-version is empty or its version,
+// else cli-version or the default, under a cache key of its own. It needs no AWS: nothing is
 // claimed.
 func TestActions_prepare(t *testing.T) {
+	// terraformOnPath is a PATH with a stand-in terraform of version.
+	terraformOnPath := func(t *testing.T, version string) string {
+		bin := t.TempDir()
+		writeExecutable(t, filepath.Join(bin, "terraform"), standInCLI("Terraform", version))
+		return bin + string(os.PathListSeparator) + "/usr/bin:/bin"
+	}
 	const oidc = "https://token.actions.example/oidc"
 	fork := map[string]string{"GITHUB_EVENT_NAME": "pull_request", "EC2RUNNERS_PR_HEAD_REPO": "mallory/app"}
 	// Dependabot's pull request, from a branch of the repository itself.
@@ -86,7 +94,11 @@ func TestActions_prepare(t *testing.T) {
 			outputs: map[string]string{"proceed": "true"}, says: "the newest ec2runners provider is used"},
 		{name: "no pool", mode: "claim", env: merge(map[string]string{"EC2RUNNERS_POOL": ""}), fails: "the pool input is empty"},
 		{name: "OpenTofu not installed", mode: "claim", env: merge(map[string]string{"EC2RUNNERS_CLI": "tofu", "PATH": "/usr/bin:/bin"}),
-			outputs: map[string]string{"proceed": "true", "setup-tofu": "true"}},
+			outputs: map[string]string{"proceed": "true", "cli-version": "1.10.6", "cli-cache-key": "ec2runners-cli-tofu_1.10.6_linux_amd64"}},
+		{name: "Terraform on PATH, cli-version empty: that one", mode: "release", env: merge(map[string]string{"PATH": terraformOnPath(t, "1.11.4")}),
+			outputs: map[string]string{"proceed": "true", "cli-version": "", "cli-cache-key": ""}},
+		{name: "Terraform on PATH, another cli-version: that one installed", mode: "claim", env: merge(map[string]string{"PATH": terraformOnPath(t, "1.11.4"), "EC2RUNNERS_CLI_VERSION": "1.15.9"}),
+			outputs: map[string]string{"proceed": "true", "cli-version": "1.15.9", "cli-cache-key": "ec2runners-cli-terraform_1.15.9_linux_amd64"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			j := newJob(t, c.env)

@@ -5,6 +5,8 @@
 #
 #   ec2runners.sh prepare claim|release  can this run claim (credentials, forks)?
 #                                        what to install and cache
+#   ec2runners.sh cli                    put the CLI on PATH from the cache, else
+#                                        download and check it into the cache
 #   ec2runners.sh claim                  apply the run's claim; its label for runs-on
 #   ec2runners.sh release                adopt the run's claims by identity and destroy them
 #
@@ -24,6 +26,14 @@ summary() { if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then echo "$*" >>"$GITHUB_STEP
 POOL=${EC2RUNNERS_POOL:-}
 CLI=${EC2RUNNERS_CLI:-terraform}
 CACHE_DIR=${EC2RUNNERS_CACHE_DIR:-${HOME:-/tmp}/.cache/ec2runners}
+# The CLI's release files, in a cache of their own: they change with the
+# CLI's version, the providers with theirs.
+CLI_CACHE_DIR=${CACHE_DIR%/}-cli
+# The CLI versions installed when cli-version is empty and the CLI is not on
+# PATH. Terraform: the newest that the provider's tests run with
+# (.github/workflows/test.yml). OpenTofu: a release of the 1.10 series.
+DEFAULT_TERRAFORM_VERSION=1.15.9
+DEFAULT_TOFU_VERSION=1.10.6
 RUN_ID_PATTERN='^[a-z0-9][a-z0-9_.-]{0,99}$'
 # A new claim's run id leaves room in its label for '-' and the random part.
 MAX_NEW_RUN_ID_LENGTH=86
@@ -76,7 +86,7 @@ provider_version() {
 }
 
 cmd_prepare() {
-  local mode=${1:-} why version key region
+  local mode=${1:-} why version key region cli_version platform
   [ "$mode" = claim ] || [ "$mode" = release ] || die "usage: ec2runners.sh prepare claim|release"
   [ -n "$POOL" ] || die "the pool input is empty: set it to the pool's name (for example a repository or organization variable, vars.EC2RUNNERS_POOL)"
   output attempt "${GITHUB_RUN_ATTEMPT:-1}"
@@ -125,8 +135,161 @@ cmd_prepare() {
   output aws-region "$region"
   output cache-dir "$CACHE_DIR"
   output cache-key "${key//[^A-Za-z0-9._-]/_}"
-  if [ -n "${EC2RUNNERS_CLI_VERSION:-}" ] || ! command -v "$CLI" >/dev/null; then
-    output "setup-$CLI" true
+  # The CLI: the one on PATH when it is of cli-version (or cli-version is
+  # empty), else the cli step installs that version from its own cache.
+  cli_version=${EC2RUNNERS_CLI_VERSION:-}
+  if [ -z "$cli_version" ] && command -v "$CLI" >/dev/null; then
+    return
+  fi
+  if [ -z "$cli_version" ]; then
+    cli_version=$(default_cli_version)
+  fi
+  [[ $cli_version =~ ^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?$ ]] ||
+    die "cli-version '$cli_version': give an exact version, such as $(default_cli_version) (the cache is keyed on it)"
+  if [ "$(path_cli_version)" = "$cli_version" ]; then
+    return
+  fi
+  platform=$(cli_platform)
+  output cli-version "$cli_version"
+  output cli-dir "$CLI_CACHE_DIR/${CLI}_${cli_version}_$platform"
+  output cli-cache-key "ec2runners-cli-${CLI}_${cli_version}_$platform"
+}
+
+default_cli_version() {
+  case "$CLI" in
+  terraform) printf '%s' "$DEFAULT_TERRAFORM_VERSION" ;;
+  tofu) printf '%s' "$DEFAULT_TOFU_VERSION" ;;
+  esac
+}
+
+# path_cli_version prints the version of the CLI on PATH ("Terraform v1.15.9"
+# or "OpenTofu v1.10.6" begins `version`'s output), or nothing.
+path_cli_version() {
+  local out
+  command -v "$CLI" >/dev/null || return 0
+  out=$(CHECKPOINT_DISABLE=1 "$CLI" version 2>/dev/null) || return 0
+  if [[ ${out%%$'\n'*} =~ \ v([0-9][0-9A-Za-z.-]*)$ ]]; then
+    printf '%s' "${BASH_REMATCH[1]}"
+  fi
+}
+
+# cli_platform names the runner's OS and architecture as the release files
+# do: linux_amd64, darwin_arm64.
+cli_platform() {
+  local os arch
+  case "${RUNNER_OS:-$(uname -s)}" in
+  Linux) os=linux ;;
+  macOS | Darwin) os=darwin ;;
+  *) die "the actions install $CLI on Linux and macOS only: put $CLI on the runner's PATH" ;;
+  esac
+  case "${RUNNER_ARCH:-$(uname -m)}" in
+  X64 | x86_64 | amd64) arch=amd64 ;;
+  ARM64 | arm64 | aarch64) arch=arm64 ;;
+  *) die "the actions install $CLI on x64 and arm64 only: put $CLI on the runner's PATH" ;;
+  esac
+  printf '%s_%s' "$os" "$arch"
+}
+
+# cmd_cli puts the CLI of version EC2RUNNERS_CLI_VERSION on PATH for the
+# steps after it. Its release files (the zip, SHA256SUMS and, for Terraform,
+# HashiCorp's signature of SHA256SUMS) are kept in EC2RUNNERS_CLI_DIR, which
+# actions/cache restores and saves. They are checked every time, restored or
+# downloaded, so a cache entry cannot bring in another binary.
+# EC2RUNNERS_TERRAFORM_RELEASES_URL (default https://releases.hashicorp.com)
+# and EC2RUNNERS_TOFU_RELEASES_URL (default OpenTofu's GitHub releases) name
+# a mirror of the same layout.
+cmd_cli() {
+  local version=${EC2RUNNERS_CLI_VERSION:?EC2RUNNERS_CLI_VERSION is not set} dir=${EC2RUNNERS_CLI_DIR:?EC2RUNNERS_CLI_DIR is not set}
+  local platform url zip sums sig="" why bin
+  platform=$(cli_platform)
+  zip="${CLI}_${version}_$platform.zip"
+  sums="${CLI}_${version}_SHA256SUMS"
+  case "$CLI" in
+  terraform)
+    url="${EC2RUNNERS_TERRAFORM_RELEASES_URL:-https://releases.hashicorp.com}/terraform/$version"
+    # Named by the ID of the key that signs every release since 2021.
+    sig="$sums.72D7468F.sig"
+    ;;
+  tofu) url="${EC2RUNNERS_TOFU_RELEASES_URL:-https://github.com/opentofu/opentofu/releases/download}/v$version" ;;
+  *) die "cli '$CLI': use terraform or tofu" ;;
+  esac
+  if [ -n "$sig" ] && ! { command -v gpg && command -v gpgv; } >/dev/null; then
+    die "GnuPG (gpg and gpgv) is needed to check $CLI's signature: install it on the runner, or put $CLI $version on its PATH"
+  fi
+  if [ -f "$dir/$zip" ] && why=$(check_release "$dir" "$zip" "$sums" "$sig"); then
+    echo "$CLI $version: from the cache ($dir)"
+  else
+    if [ -f "$dir/$zip" ]; then
+      notice "the cached $CLI $version failed its check ($why): downloading it again"
+    fi
+    forget_release "$dir" "$zip" "$sums" "$sig"
+    mkdir -p "$dir"
+    download "$url/$sums" "$dir/$sums" ||
+      die "$CLI $version: no $sums at $url: is $version a release of $CLI? (cli-version)"
+    grep -q " $zip\$" "$dir/$sums" || die "$CLI $version has no build for $platform"
+    if [ -n "$sig" ]; then
+      download "$url/$sig" "$dir/$sig" || die "$CLI $version: cannot download $url/$sig"
+    fi
+    download "$url/$zip" "$dir/$zip" || die "$CLI $version: cannot download $url/$zip"
+    if ! why=$(check_release "$dir" "$zip" "$sums" "$sig"); then
+      forget_release "$dir" "$zip" "$sums" "$sig" # not for actions/cache to save
+      die "$CLI $version from $url refused: $why"
+    fi
+    echo "$CLI $version: downloaded from $url and checked; the cache keeps it"
+  fi
+  bin="${RUNNER_TEMP:-/tmp}/ec2runners/bin"
+  mkdir -p "$bin"
+  unzip -o -q "$dir/$zip" "$CLI" -d "$bin" || die "cannot unpack $CLI from $dir/$zip"
+  echo "$bin" >>"${GITHUB_PATH:?GITHUB_PATH is not set: run as a step of the action}"
+}
+
+# forget_release removes a release's files from dir.
+forget_release() {
+  local dir=$1 file
+  shift
+  for file in "$@"; do
+    if [ -n "$file" ]; then rm -f "${dir:?}/$file"; fi
+  done
+}
+
+# download fetches a URL to a file, saying why when it cannot.
+download() {
+  local err
+  if ! err=$(curl -fsSL --retry 3 --proto-redir =https -o "$2" "$1" 2>&1); then
+    echo "$1: ${err:-curl failed}" >&2
+    rm -f "$2"
+    return 1
+  fi
+}
+
+# check_release prints why a release's files in dir fail their check: the
+# signature of SHA256SUMS (when sig names one) by the key shipped beside
+# this script, then the zip's SHA-256 against SHA256SUMS.
+check_release() {
+  local dir=$1 zip=$2 sums=$3 sig=$4 gnupg want got
+  if [ -n "$sig" ]; then
+    gnupg=$(mktemp -d)
+    gpg --batch --quiet --homedir "$gnupg" --dearmor -o "$gnupg/key.gpg" "$(dirname "${BASH_SOURCE[0]}")/hashicorp.asc"
+    if ! gpgv --homedir "$gnupg" --keyring "$gnupg/key.gpg" "$dir/$sig" "$dir/$sums" >/dev/null 2>&1; then
+      rm -rf "$gnupg"
+      echo "$sums is not signed by HashiCorp's key (.github/actions/lib/hashicorp.asc)"
+      return 1
+    fi
+    rm -rf "$gnupg"
+  fi
+  want=$(awk -v f="$zip" '$2 == f { print $1 }' "$dir/$sums")
+  got=$(sha256 "$dir/$zip")
+  if [ -z "$want" ] || [ "$got" != "$want" ]; then
+    echo "$zip has SHA-256 $got, but $sums lists ${want:-none}"
+    return 1
+  fi
+}
+
+sha256() {
+  if command -v sha256sum >/dev/null; then
+    sha256sum "$1" | cut -d' ' -f1
+  else
+    shasum -a 256 "$1" | cut -d' ' -f1
   fi
 }
 
@@ -312,7 +475,8 @@ cmd_release() {
 
 case "${1:-}" in
 prepare) cmd_prepare "${2:-}" ;;
+cli) cmd_cli ;;
 claim) cmd_claim ;;
 release) cmd_release ;;
-*) die "usage: ec2runners.sh prepare claim|release | claim | release" ;;
+*) die "usage: ec2runners.sh prepare claim|release | cli | claim | release" ;;
 esac
