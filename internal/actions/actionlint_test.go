@@ -16,17 +16,19 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// shippedAction is how the workflows in examples/ and the docs use the
-// actions: by this repository and a release tag.
-var shippedAction = regexp.MustCompile(`ec2runners/terraform-provider-ec2runners/(\.github/actions/[a-z]+)@\S+`)
+// shippedUses is how the workflows in examples/ and the docs, and the
+// reusable workflow, use the actions and the reusable workflow: by this
+// repository and a release tag.
+var shippedUses = regexp.MustCompile(`ec2runners/terraform-provider-ec2runners/(\.github/(?:actions/[a-z]+|workflows/[a-z0-9-]+\.yml))@\S+`)
 
 // TestActionlint runs actionlint (pinned in tools/go.mod), with shellcheck,
 // over every workflow this repository ships: its own (.github/workflows),
 // the examples' and the docs' (every *.yml under examples/ and templates/
 // with jobs), and the steps of each of its actions (.github/actions/*),
 // each laid out as a workflow of its own whose workflow_call inputs are the
-// action's. The examples' uses of the shipped actions point at the local
-// copies, so that actionlint checks their inputs against action.yml.
+// action's. Uses of the shipped actions and reusable workflow point at the
+// local copies, so that actionlint checks their inputs against action.yml
+// and the reusable workflow's workflow_call inputs.
 // ec2runners.sh, the actions' script, must pass shellcheck.
 func TestActionlint(t *testing.T) {
 	toolPath(t, "shellcheck", "actionlint checks the workflows' run: scripts with it (apt-get install shellcheck)")
@@ -56,7 +58,8 @@ func TestActionlint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		add("repo-"+filepath.Base(f), data)
+		// Under its own name: the examples call the reusable workflow by it.
+		add(filepath.Base(f), shippedUses.ReplaceAll(data, []byte("./$1")))
 	}
 	// The examples' and the docs' workflows.
 	var shipped int
@@ -72,9 +75,9 @@ func TestActionlint(t *testing.T) {
 			if !regexp.MustCompile(`(?m)^jobs:`).Match(data) {
 				return nil
 			}
-			shipped += len(shippedAction.FindAll(data, -1))
+			shipped += len(shippedUses.FindAll(data, -1))
 			rel, _ := filepath.Rel(root, path)
-			add(strings.ReplaceAll(filepath.ToSlash(rel), "/", "_"), shippedAction.ReplaceAll(data, []byte("./$1")))
+			add(strings.ReplaceAll(filepath.ToSlash(rel), "/", "_"), shippedUses.ReplaceAll(data, []byte("./$1")))
 			return nil
 		})
 		if err != nil {
