@@ -1,6 +1,7 @@
 package actions
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"regexp"
@@ -13,8 +14,8 @@ import (
 // workflows and actions: literals, contexts and property access, !, ==, !=,
 // <, <=, >, >=, && and || (which yield an operand, as in JavaScript), and
 // the functions always, success, failure, cancelled, contains, startsWith,
-// endsWith and format. Values are nil, bool, float64, string and
-// map[string]any. Rules, from GitHub's "Evaluate expressions in workflows
+// endsWith, format and fromJSON. Values are nil, bool, float64, string,
+// []any and map[string]any. Rules, from GitHub's "Evaluate expressions in workflows
 // and actions": false, 0, -0, "", null and NaN are falsy; == compares
 // strings ignoring case and coerces other mixed types to numbers.
 
@@ -202,6 +203,12 @@ func (p *exprParser) call(name string, args []any) (any, error) {
 		return strings.HasPrefix(strings.ToLower(toString(args[0])), strings.ToLower(toString(args[1]))), nil
 	case "endswith":
 		return strings.HasSuffix(strings.ToLower(toString(args[0])), strings.ToLower(toString(args[1]))), nil
+	case "fromjson":
+		var v any
+		if err := json.Unmarshal([]byte(toString(args[0])), &v); err != nil {
+			return nil, fmt.Errorf("fromJSON: %v", err)
+		}
+		return v, nil
 	case "format":
 		s := toString(args[0])
 		for i, a := range args[1:] {
@@ -213,11 +220,16 @@ func (p *exprParser) call(name string, args []any) (any, error) {
 }
 
 func property(v any, name string) any {
-	if m, ok := v.(map[string]any); ok {
-		for k, x := range m { // property names are case-insensitive
+	switch x := v.(type) {
+	case map[string]any:
+		for k, p := range x { // property names are case-insensitive
 			if strings.EqualFold(k, name) {
-				return x
+				return p
 			}
+		}
+	case []any:
+		if i, err := strconv.Atoi(name); err == nil && i >= 0 && i < len(x) {
+			return x[i]
 		}
 	}
 	return nil
@@ -361,6 +373,7 @@ func TestExpressions(t *testing.T) {
 		"needs.nothing.outputs.x || 'fallback'":                                                               "fallback",
 		"format('{0}-{1}', github.run_attempt, 'x')":                                                          "2-x",
 		"always() && ''": "",
+		"fromJSON('[{\"name\": \"build\"}]')[0].name": "build",
 	} {
 		got, err := evalExpr(src, env)
 		if err != nil || got != want {

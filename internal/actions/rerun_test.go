@@ -14,8 +14,10 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// The model of GitHub's rules this test runs the example workflow by, from
-// GitHub's documentation:
+// The model of GitHub's rules this test runs the example workflows by
+// (workflow.yml, and reusable-workflow.yml with the jobs of the reusable
+// workflow it calls in place of its calling job), from GitHub's
+// documentation:
 //
 //   - "Re-running workflows and jobs": "Re-run all jobs" runs every job as
 //     a new attempt; "Re-run failed jobs" re-runs the failed (and
@@ -51,21 +53,53 @@ import (
 // of a marked claim gets that claim revived (runners claimed again with
 // its run id and label, serving the newer attempt), once per attempt.
 
-const examplesWorkflow = "examples/complete/workflow.yml"
+const (
+	examplesWorkflow = "examples/complete/workflow.yml"
+	// The example caller of the shipped reusable workflow.
+	examplesCaller = "examples/complete/reusable-workflow.yml"
+)
+
+// modelVars are the repository's variables the example workflows read.
+var modelVars = map[string]any{"EC2RUNNERS_POOL": "ci-runners", "EC2RUNNERS_CI_ROLE_ARN": "arn:aws:iam::123456789012:role/ci", "AWS_REGION": "eu-west-1"}
 
 type workflow struct {
+	On struct {
+		WorkflowCall struct {
+			Inputs map[string]struct {
+				Default string `yaml:"default"`
+			} `yaml:"inputs"`
+		} `yaml:"workflow_call"`
+	} `yaml:"on"`
 	Jobs  map[string]*wfJob `yaml:"jobs"`
 	order []string          // jobs, each after those it needs
 }
 
 type wfJob struct {
-	ID      string            `yaml:"-"`
-	RawNeed yaml.Node         `yaml:"needs"`
-	Needs   []string          `yaml:"-"`
-	If      string            `yaml:"if"`
-	RunsOn  string            `yaml:"runs-on"`
-	Outputs map[string]string `yaml:"outputs"`
-	Steps   []wfStep          `yaml:"steps"`
+	ID       string            `yaml:"-"`
+	Name     string            `yaml:"name"`
+	RawNeed  yaml.Node         `yaml:"needs"`
+	Needs    []string          `yaml:"-"`
+	If       string            `yaml:"if"`
+	RunsOn   string            `yaml:"runs-on"`
+	Outputs  map[string]string `yaml:"outputs"`
+	Steps    []wfStep          `yaml:"steps"`
+	Uses     string            `yaml:"uses"` // a reusable workflow
+	With     map[string]string `yaml:"with"`
+	Strategy struct {
+		Matrix map[string]string `yaml:"matrix"` // each a ${{ }} list, as the shipped workflows' are
+	} `yaml:"strategy"`
+	// For a job of a called workflow: its id there, which its needs
+	// context names, and its inputs and matrix contexts.
+	calledID string
+	contexts map[string]any
+}
+
+// neededAs is the name needs.<name> gives the job in its own workflow.
+func (j *wfJob) neededAs() string {
+	if j.calledID != "" {
+		return j.calledID
+	}
+	return j.ID
 }
 
 type wfStep struct {
@@ -84,7 +118,22 @@ type actionMeta struct {
 	} `yaml:"outputs"`
 }
 
+// loadWorkflow reads a workflow. A job that calls the shipped reusable
+// workflow becomes the called workflow's jobs, as the caller's run shows
+// them: <job> / <called job's name>, one for each leg of a matrix.
 func loadWorkflow(t *testing.T, path string) *workflow {
+	t.Helper()
+	wf := readWorkflow(t, path)
+	for _, id := range slices.Sorted(maps.Keys(wf.Jobs)) {
+		if m := shippedUses.FindStringSubmatch(wf.Jobs[id].Uses); m != nil {
+			expandCall(t, wf, wf.Jobs[id], readWorkflow(t, filepath.Join(repoRoot, m[1])))
+		}
+	}
+	wf.sortJobs(t, path)
+	return wf
+}
+
+func readWorkflow(t *testing.T, path string) *workflow {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -105,20 +154,119 @@ func loadWorkflow(t *testing.T, path string) *workflow {
 			}
 		}
 	}
-	done := map[string]bool{}
-	for len(wf.order) < len(wf.Jobs) {
-		progress := false
-		for _, id := range slices.Sorted(maps.Keys(wf.Jobs)) {
-			if !done[id] && !slices.ContainsFunc(wf.Jobs[id].Needs, func(n string) bool { return !done[n] }) {
-				done[id], progress = true, true
-				wf.order = append(wf.order, id)
+	return &wf
+}
+
+// expandCall puts the jobs of called in place of caller, with the inputs
+// caller passes (else their defaults) and each leg of their matrices.
+func expandCall(t *testing.T, wf *workflow, caller *wfJob, called *workflow) {
+	t.Helper()
+	inputs := map[string]any{}
+	for name, in := range called.On.WorkflowCall.Inputs {
+		inputs[name] = in.Default
+	}
+	callerEnv := &exprEnv{contexts: map[string]any{"vars": modelVars}}
+	for name, value := range caller.With {
+		v, err := evalTemplate(value, callerEnv)
+		if err != nil {
+			t.Fatalf("job %s with %s: %v", caller.ID, name, err)
+		}
+		inputs[name] = v
+	}
+	expanded := map[string][]string{} // the called workflow's job ids: the caller's ids of their legs
+	for _, id := range slices.Sorted(maps.Keys(called.Jobs)) {
+		j := called.Jobs[id]
+		for _, leg := range matrixLegs(t, j, inputs) {
+			c := *j
+			c.calledID = id
+			c.contexts = map[string]any{"inputs": inputs, "matrix": leg}
+			name := id
+			if j.Name != "" {
+				v, err := evalTemplate(j.Name, &exprEnv{contexts: c.contexts})
+				if err != nil {
+					t.Fatalf("job %s name: %v", id, err)
+				}
+				name = toString(v)
+			}
+			c.ID = caller.ID + " / " + name
+			if _, taken := wf.Jobs[c.ID]; taken {
+				t.Fatalf("job %s: two jobs of the called workflow are named %q", caller.ID, name)
+			}
+			wf.Jobs[c.ID] = &c
+			expanded[id] = append(expanded[id], c.ID)
+		}
+	}
+	for _, ids := range expanded {
+		for _, id := range ids {
+			j := wf.Jobs[id]
+			var needs []string
+			for _, n := range j.Needs {
+				needs = append(needs, expanded[n]...)
+			}
+			j.Needs = needs
+		}
+	}
+	delete(wf.Jobs, caller.ID)
+	var all []string
+	for _, ids := range expanded {
+		all = append(all, ids...)
+	}
+	for _, j := range wf.Jobs {
+		if i := slices.Index(j.Needs, caller.ID); i >= 0 {
+			j.Needs = slices.Concat(j.Needs[:i], all, j.Needs[i+1:])
+		}
+	}
+}
+
+// matrixLegs are the matrix contexts of a job's legs: every combination of
+// its matrix's values (one leg, without a matrix).
+func matrixLegs(t *testing.T, j *wfJob, inputs map[string]any) []map[string]any {
+	t.Helper()
+	legs := []map[string]any{nil}
+	for _, key := range slices.Sorted(maps.Keys(j.Strategy.Matrix)) {
+		v, err := evalTemplate(j.Strategy.Matrix[key], &exprEnv{contexts: map[string]any{"inputs": inputs}})
+		values, ok := v.([]any)
+		if err != nil || !ok {
+			t.Fatalf("job %s matrix %s: want a list, got %v (%v)", j.ID, key, v, err)
+		}
+		var next []map[string]any
+		for _, leg := range legs {
+			for _, value := range values {
+				combined := maps.Clone(leg)
+				if combined == nil {
+					combined = map[string]any{}
+				}
+				combined[key] = value
+				next = append(next, combined)
 			}
 		}
-		if !progress {
+		legs = next
+	}
+	return legs
+}
+
+// sortJobs orders the jobs, each after those it needs, in waves: the jobs
+// whose needs the earlier waves ran start together, and the model runs
+// them in the order of their names.
+func (wf *workflow) sortJobs(t *testing.T, path string) {
+	t.Helper()
+	wf.order = nil
+	done := map[string]bool{}
+	for len(wf.order) < len(wf.Jobs) {
+		var wave []string
+		for _, id := range slices.Sorted(maps.Keys(wf.Jobs)) {
+			if !done[id] && !slices.ContainsFunc(wf.Jobs[id].Needs, func(n string) bool { return !done[n] }) {
+				wave = append(wave, id)
+			}
+		}
+		for _, id := range wave {
+			done[id] = true
+		}
+		wf.order = append(wf.order, wave...)
+		if len(wave) == 0 {
 			t.Fatalf("%s: the jobs' needs form a cycle", path)
 		}
 	}
-	return &wf
 }
 
 func loadAction(t *testing.T, name string) actionMeta {
@@ -241,19 +389,28 @@ func (s *sim) choices() map[string][]string {
 }
 
 func (s *sim) contexts(jobID string, steps map[string]any) map[string]any {
+	// A matrix job's legs are one needs entry: its result the worst of
+	// theirs.
+	worse := []string{"skipped", "success", "cancelled", "failure"}
 	needs := map[string]any{}
 	for _, n := range s.wf.Jobs[jobID].Needs {
-		r := s.jobs[n]
-		needs[n] = map[string]any{"result": r.result, "outputs": r.outputs}
+		r, name := s.jobs[n], s.wf.Jobs[n].neededAs()
+		result := r.result
+		if prev, ok := needs[name].(map[string]any); ok && slices.Index(worse, prev["result"].(string)) > slices.Index(worse, result) {
+			result = prev["result"].(string)
+		}
+		needs[name] = map[string]any{"result": result, "outputs": r.outputs}
 	}
-	return map[string]any{
+	contexts := map[string]any{
 		"github":  map[string]any{"run_id": s.runID, "run_attempt": strconv.Itoa(s.attempt), "repository": "acme/app"},
 		"needs":   needs,
-		"vars":    map[string]any{"EC2RUNNERS_POOL": "ci-runners", "EC2RUNNERS_CI_ROLE_ARN": "arn:aws:iam::123456789012:role/ci", "AWS_REGION": "eu-west-1"},
+		"vars":    modelVars,
 		"secrets": map[string]any{}, // the shipped workflows read none
 		"steps":   steps,
 		"env":     map[string]any{},
 	}
+	maps.Copy(contexts, s.wf.Jobs[jobID].contexts)
+	return contexts
 }
 
 func isHosted(label string) bool {
@@ -304,7 +461,7 @@ func (s *sim) runAttempt(rerun []string, f fault) {
 			where = "runners of claim " + label + ", revived by the pool's maintenance"
 		default:
 			run.result, run.outcome = "failure", "WAITS for runners labelled "+strconv.Quote(label)+", which no claim holds"
-			s.hangs = append(s.hangs, fmt.Sprintf("attempt %d: %s", s.attempt, run.outcome))
+			s.hangs = append(s.hangs, fmt.Sprintf("attempt %d: %s %s", s.attempt, id, run.outcome))
 			continue
 		}
 		faulty := f.job == id
@@ -499,6 +656,58 @@ func (s *sim) describe() string {
 }
 
 // TestRerun_exampleWorkflow runs the example workflow's job graph through
+// GitHub's re-run, needs and if: always() rules, as modelled above (see
+// rerunProblems).
+func TestRerun_exampleWorkflow(t *testing.T) {
+	for _, p := range rerunProblems(t, loadWorkflow(t, filepath.Join(repoRoot, examplesWorkflow)), examplesWorkflow) {
+		t.Error(p)
+	}
+}
+
+// TestRerun_reusableWorkflow does the same for the example caller of the
+// shipped reusable workflow, whose run shows the called workflow's jobs:
+// the claim, a job for each of the caller's two named jobs, and the release.
+func TestRerun_reusableWorkflow(t *testing.T) {
+	wf := loadWorkflow(t, filepath.Join(repoRoot, examplesCaller))
+	want := []string{"ec2runners / claim", "ec2runners / build", "ec2runners / test", "ec2runners / release"}
+	if !slices.Equal(slices.Sorted(maps.Keys(wf.Jobs)), slices.Sorted(slices.Values(want))) {
+		t.Fatalf("%s runs jobs %v, want %v", examplesCaller, wf.order, want)
+	}
+	for _, p := range rerunProblems(t, wf, examplesCaller) {
+		t.Error(p)
+	}
+}
+
+// TestRerun_modelCatchesAReleaseThatDoesNotNeedEveryJob: the model finds
+// what the reusable workflow's graph rules out. A release that needs only
+// the claim gives the runners back while the jobs that start with it wait
+// for them. One that needs the build but not the test job is released
+// after both in the model's order, but re-running the test job alone
+// leaves the claim revived for it held: no release re-runs with it.
+func TestRerun_modelCatchesAReleaseThatDoesNotNeedEveryJob(t *testing.T) {
+	for _, c := range []struct {
+		dropped []string // the jobs the release does not need
+		want    string   // a problem the model finds
+	}{
+		{[]string{"build", "test"}, "push, attempt 1 (no failure): attempt 1: ec2runners / test WAITS for runners"},
+		{[]string{"test"}, "then Re-run job ec2runners / test: claims [4242-2] still hold runners after an attempt without failure"},
+	} {
+		wf := loadWorkflow(t, filepath.Join(repoRoot, examplesCaller))
+		release := wf.Jobs["ec2runners / release"]
+		release.Needs = slices.DeleteFunc(release.Needs, func(n string) bool {
+			return slices.ContainsFunc(c.dropped, func(d string) bool { return n == "ec2runners / "+d })
+		})
+		wf.sortJobs(t, examplesCaller)
+		problems := rerunProblems(t, wf, examplesCaller)
+		if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, c.want) }) {
+			t.Errorf("a release that does not need %v: the model finds %d problems, none with %q:\n%s", c.dropped, len(problems), c.want, strings.Join(problems, "\n"))
+			continue
+		}
+		t.Logf("a release that does not need %v: %d problems, among them %s", c.dropped, len(problems), problems[0])
+	}
+}
+
+// rerunProblems runs a workflow's job graph (wf, read from path) through
 // GitHub's re-run, needs and if: always() rules, as modelled above: from
 // every point of failure of a first attempt (each job failing, the run
 // cancelled during each job, or nothing), every re-run GitHub then offers,
@@ -510,11 +719,13 @@ func (s *sim) describe() string {
 // failed jobs", one job) after whichever failure, or on the fallback for
 // a run that cannot claim; that after an attempt whose release job
 // succeeded no claim of the run holds runners; and that "Re-run all jobs"
-// and re-running the claim job end with the build on the runners of the
+// and re-running the claim job end with the jobs on the runners of the
 // new attempt's claim.
-func TestRerun_exampleWorkflow(t *testing.T) {
-	wf := loadWorkflow(t, filepath.Join(repoRoot, examplesWorkflow))
+func rerunProblems(t *testing.T, wf *workflow, path string) []string {
+	t.Helper()
 	meta := loadAction(t, "claim")
+	var problems []string
+	problem := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	var claimJob, releaseJob string
 	var onRunners []string
 	for _, id := range wf.order {
@@ -533,7 +744,7 @@ func TestRerun_exampleWorkflow(t *testing.T) {
 		}
 	}
 	if claimJob == "" || releaseJob == "" || len(onRunners) == 0 {
-		t.Fatalf("%s: want a claim job, a release job and jobs on the runners; got claim %q, release %q, others %v", examplesWorkflow, claimJob, releaseJob, onRunners)
+		t.Fatalf("%s: want a claim job, a release job and jobs on the runners; got claim %q, release %q, others %v", path, claimJob, releaseJob, onRunners)
 	}
 	var faults []fault
 	faults = append(faults, fault{})
@@ -542,13 +753,12 @@ func TestRerun_exampleWorkflow(t *testing.T) {
 	}
 
 	check := func(s *sim, rerun []string, f fault, what string) {
-		t.Helper()
 		for _, h := range s.hangs {
-			t.Errorf("%s: %s", what, h)
+			problem("%s: %s", what, h)
 		}
 		release := s.jobs[releaseJob]
 		if release.attempt == s.attempt && release.result == "success" && len(s.held) > 0 {
-			t.Errorf("%s: the release job succeeded, yet claims %v hold runners", what, slices.Sorted(maps.Keys(s.held)))
+			problem("%s: the release job succeeded, yet claims %v hold runners", what, slices.Sorted(maps.Keys(s.held)))
 		}
 		for _, id := range onRunners {
 			r := s.jobs[id]
@@ -557,17 +767,17 @@ func TestRerun_exampleWorkflow(t *testing.T) {
 			}
 			switch {
 			case strings.Contains(r.outcome, "FAILED AT ONCE"):
-				t.Errorf("%s: %s %s, want it on a claim's runners", what, id, r.outcome)
+				problem("%s: %s %s, want it on a claim's runners", what, id, r.outcome)
 			case strings.Contains(r.outcome, "runners of claim"):
 			case s.secretless && strings.Contains(r.outcome, " on ubuntu-"): // fallback-runs-on
 			default:
-				t.Errorf("%s: %s %s, want it on a claim's runners (or, for a run that cannot claim, the fallback)", what, id, r.outcome)
+				problem("%s: %s %s, want it on a claim's runners (or, for a run that cannot claim, the fallback)", what, id, r.outcome)
 			}
 		}
 		if f.job == "" && (slices.Equal(rerun, wf.order) || slices.Equal(rerun, s.dependents(claimJob))) && !s.secretless {
 			for _, id := range onRunners {
 				if want := fmt.Sprintf("runners of claim %s-%d", s.runID, s.attempt); !strings.Contains(s.jobs[id].outcome, want) {
-					t.Errorf("%s: %s %s, want it on the %s", what, id, s.jobs[id].outcome, want)
+					problem("%s: %s %s, want it on the %s", what, id, s.jobs[id].outcome, want)
 				}
 			}
 		}
@@ -590,7 +800,7 @@ func TestRerun_exampleWorkflow(t *testing.T) {
 				what := fmt.Sprintf("%s, attempt 1 %s, then %s", event, f1, choice)
 				check(second, c1[choice], fault{}, what)
 				if len(second.held) > 0 {
-					t.Errorf("%s: claims %v still hold runners after an attempt without failure", what, slices.Sorted(maps.Keys(second.held)))
+					problem("%s: claims %v still hold runners after an attempt without failure", what, slices.Sorted(maps.Keys(second.held)))
 				}
 				t.Logf("    then %s: %s", choice, second.describe())
 				// Every re-run of that re-run, going wrong at every point.
@@ -605,13 +815,14 @@ func TestRerun_exampleWorkflow(t *testing.T) {
 						what3 := fmt.Sprintf("%s, attempt 2 %s, then %s", what, f2, choice2)
 						check(s3, c2[choice2], fault{}, what3)
 						if len(s3.held) > 0 {
-							t.Errorf("%s: claims %v still hold runners after an attempt without failure", what3, slices.Sorted(maps.Keys(s3.held)))
+							problem("%s: claims %v still hold runners after an attempt without failure", what3, slices.Sorted(maps.Keys(s3.held)))
 						}
 					}
 				}
 			}
 		}
 	}
+	return problems
 }
 
 // TestRerun_modelCatchesAHang: the model finds what the pool's
