@@ -3,7 +3,7 @@
 # built by goreleaser (.goreleaser.yml) from the working tree, with
 # SHA256SUMS signed by a throwaway RSA key generated for this build. Its
 # public half goes to dist/signing-key.asc for the checks in
-# internal/release; the key itself is deleted at the end. Beside it, the
+# internal/testworld/release; the key itself is deleted at the end. Beside it, the
 # assets a release uploads with the archives: the agent binaries and their
 # signed SHA256SUMS (tools/release-agents.sh, goreleaser's before hook),
 # and the renamed manifest.

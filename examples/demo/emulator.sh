@@ -14,7 +14,7 @@ start_emulator() {
   local root log
   root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
   log=$(mktemp -t ec2runners-emulator.XXXXXX.log)
-  MOTO_ACCOUNT_ID=000000000000 "${EC2RUNNERS_PYTHON:-python3}" "$root/internal/emulator/serialized_moto.py" \
+  MOTO_ACCOUNT_ID=000000000000 "${EC2RUNNERS_PYTHON:-python3}" "$root/internal/testworld/emulator/serialized_moto.py" \
     -H 127.0.0.1 -p "$EMULATOR_PORT" >"$log" 2>&1 &
   EMULATOR_PID=$!
   for _ in $(seq 1 150); do

@@ -24,14 +24,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript/scripttest"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsrecord"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/await"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/awsrecord"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/emulator"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/scripttest"
 )
 
 const (

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript/scripttest"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/await"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/scripttest"
 )
 
 // The files the agent lays out, as root for a separate runner user: its own

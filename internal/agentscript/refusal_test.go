@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript/scripttest"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/await"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/scripttest"
 )
 
 // What the runner prints is the jobs' to forge: a job stops its listener

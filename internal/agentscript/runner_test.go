@@ -13,9 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript/scripttest"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/await"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/scripttest"
 )
 
 // An image with the agent of the provider's version baked in boots from the

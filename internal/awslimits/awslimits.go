@@ -6,8 +6,8 @@
 // or reported.
 //
 // Two places apply the rules, on the same wire form: the emulator's front
-// (internal/emulator), which every test, the demo and the Terraform runs
-// they start talk to, and the in-memory fakes (internal/awsfake), which
+// (internal/testworld/emulator), which every test, the demo and the Terraform runs
+// they start talk to, and the in-memory fakes (internal/testworld/awsfake), which
 // serialize their typed inputs with the SDK first (CheckHTTP). So a
 // fixture, an example, a batch or a rendered user data that grows past a
 // limit fails the tests as it would fail a user's apply.
@@ -15,7 +15,7 @@
 // Adding a rule: one more Rule in the service's file (ec2.go, sqs.go,
 // dynamodb.go, logs.go, ssm.go,
 // secretsmanager.go), with its Source, a case for it in the front's test
-// (internal/emulator's front_rules_test.go, which fails without one), one in
+// (internal/testworld/emulator's front_rules_test.go, which fails without one), one in
 // awsfake's when it implements the action, and a row in the catalogue,
 // templates/guides/service-limits.md.tmpl (awslimits' test checks every rule
 // has one).

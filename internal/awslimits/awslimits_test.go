@@ -13,8 +13,8 @@ import (
 )
 
 // Each rule's refusal is tested through the emulator's front
-// (internal/emulator, front_rules_test.go) and, where it implements the
-// action, the fakes (internal/awsfake): with the SDK, as AWS answers.
+// (internal/testworld/emulator, front_rules_test.go) and, where it implements the
+// action, the fakes (internal/testworld/awsfake): with the SDK, as AWS answers.
 
 // Every rule is complete and named once.
 func TestRules_complete(t *testing.T) {

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript/scripttest"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/scripttest"
 )
 
 // askedRuns counts the questions about run attempts, the lists of their

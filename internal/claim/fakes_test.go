@@ -1,6 +1,6 @@
 package claim
 
-// The claim tests' view of the AWS fakes (internal/awsfake): the fixture
+// The claim tests' view of the AWS fakes (internal/testworld/awsfake): the fixture
 // (its agents, the real ones, are in agents_test.go), and assertions that
 // need a *testing.T.
 
@@ -18,8 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsfake"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/awsfake"
 )
 
 type item = map[string]types.AttributeValue

@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript/scripttest"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/scripttest"
 )
 
 // orgEnv is a pool whose runners register with the organization octo, with

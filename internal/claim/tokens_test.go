@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsfake"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/awsfake"
 )
 
 // fakeTokens issues numbered tokens valid for an hour, or fails.

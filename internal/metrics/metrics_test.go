@@ -11,9 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/smithy-go"
 
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsfake"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/metrics"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/awsfake"
 )
 
 var now = time.Date(2030, 1, 2, 3, 4, 5, 600_000_000, time.UTC)

@@ -18,10 +18,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript/scripttest"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/agentsim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/scripttest"
 )
 
 // A pool keeps its GitHub credential in its account, in an SSM

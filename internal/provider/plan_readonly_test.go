@@ -32,12 +32,12 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfversion"
 
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsrecord"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/faultproxy"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/sigv4"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/tfcli"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/agentsim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/awsrecord"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/faultproxy"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/sigv4"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/tfcli"
 )
 
 // TestAccPool_planUnderReadOnlyRole: `terraform plan` (and its refresh) of

@@ -20,12 +20,12 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentsim"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/audit"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/agentsim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/audit"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/await"
 )
 
 // warm's targets reach the pool config item (where releases read them),

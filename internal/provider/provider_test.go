@@ -14,8 +14,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsconfig"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsrecord"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/awsrecord"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/emulator"
 )
 
 // testProviders runs the provider in-process for acceptance tests. Claims

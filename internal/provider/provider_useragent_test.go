@@ -13,7 +13,7 @@ import (
 
 // The provider hands its version to the GitHub access claims use, whose
 // requests then name it in their User-Agent (the AWS clients' are checked in
-// internal/awsconfig, and with a release build in internal/release).
+// internal/awsconfig, and with a release build in internal/testworld/release).
 func TestGitHubAccessCarriesProviderVersion(t *testing.T) {
 	var agent string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -11,9 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/await"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsrecord"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/await"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/awsrecord"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/emulator"
 )
 
 // The acceptance suite against real AWS (`make testacc-aws` with

@@ -15,8 +15,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfversion"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/emulator"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/emulator"
 )
 
 // A warm fill that cannot launch tells the user why at apply: the pool's

@@ -1,0 +1,301 @@
+package actions
+
+import (
+	"archive/zip"
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+const (
+	// repoRoot is the repository's root relative to this package's
+	// directory, where `go test` runs the tests.
+	repoRoot = "../../.."
+
+	providerAddress = "registry.terraform.io/ec2runners/ec2runners"
+	providerBinary  = "terraform-provider-ec2runners"
+	// mirrorVersion is the version the test's filesystem mirror offers.
+	mirrorVersion = "0.0.1"
+)
+
+// script is the actions' script, as their steps run it.
+var script = filepath.Join(repoRoot, ".github", "actions", "lib", "ec2runners.sh")
+
+// toolPath finds a tool on PATH. Outside CI a missing one skips the test,
+// saying why; CI (CI set, as .ci/run does) fails instead.
+func toolPath(t testing.TB, name, why string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err == nil {
+		return path
+	}
+	msg := name + " is not on PATH: " + why
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// buildProvider builds the provider from this checkout into a filesystem
+// mirror, packed as the registry serves it (a zip of version
+// mirrorVersion), and returns the mirror's directory and the zip's path:
+// terraform init installs from it as from the registry, and fills the
+// plugin cache.
+func buildProvider(t testing.TB) (mirror, archive string) {
+	t.Helper()
+	dir := t.TempDir()
+	binary := filepath.Join(dir, providerBinary+"_v"+mirrorVersion)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-buildvcs=false", "-o", binary, repoRoot)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build of the provider: %v\n%s", err, out)
+	}
+	mirror = filepath.Join(dir, "mirror")
+	archive = filepath.Join(mirror, providerAddress, fmt.Sprintf("%s_%s_%s_%s.zip", providerBinary, mirrorVersion, runtime.GOOS, runtime.GOARCH))
+	if err := os.MkdirAll(filepath.Dir(archive), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := zip.NewWriter(f)
+	h := &zip.FileHeader{Name: filepath.Base(binary), Method: zip.Deflate}
+	h.SetMode(0o755)
+	w, err := zw.CreateHeader(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := os.Open(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if _, err := io.Copy(w, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return mirror, archive
+}
+
+// cliConfig writes a Terraform CLI configuration that installs the
+// provider from mirror and nothing from anywhere else.
+func cliConfig(t testing.TB, mirror string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "terraformrc")
+	writeFile(t, path, fmt.Sprintf(`provider_installation {
+  filesystem_mirror {
+    path    = %q
+    include = [%q]
+  }
+}
+`, filepath.ToSlash(mirror), providerAddress))
+	return path
+}
+
+// job is one job of a workflow run on a fresh runner: its own RUNNER_TEMP,
+// GITHUB_OUTPUT, GITHUB_PATH and step summary, as GitHub gives each job,
+// and the environment of the run. script is the actions' script it runs.
+type job struct {
+	t      testing.TB
+	env    map[string]string
+	script string
+}
+
+func newJob(t testing.TB, env map[string]string) *job {
+	t.Helper()
+	dir := t.TempDir()
+	j := &job{t: t, script: script, env: map[string]string{
+		"RUNNER_TEMP": filepath.Join(dir, "temp"), "RUNNER_OS": "Linux", "RUNNER_ARCH": "X64",
+		"GITHUB_OUTPUT": filepath.Join(dir, "output"), "GITHUB_PATH": filepath.Join(dir, "path"), "GITHUB_STEP_SUMMARY": filepath.Join(dir, "summary"),
+		"GITHUB_REPOSITORY": "acme/app", "GITHUB_EVENT_NAME": "push", "GITHUB_ACTOR": "octocat",
+		"GITHUB_RUN_ID": "4242", "GITHUB_RUN_ATTEMPT": "1", "GITHUB_JOB": "claim",
+	}}
+	for k, v := range env {
+		j.env[k] = v
+	}
+	if err := os.MkdirAll(j.env["RUNNER_TEMP"], 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// command is the script with args, in the job's environment (and none of
+// the GitHub or ec2runners settings of the test's own).
+func (j *job) command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "bash", append([]string{j.script}, args...)...)
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "GITHUB_") || strings.HasPrefix(k, "RUNNER_") || strings.HasPrefix(k, "EC2RUNNERS_") || strings.HasPrefix(k, "ACTIONS_") || strings.HasPrefix(k, "TF_") {
+			continue
+		}
+		cmd.Env = append(cmd.Env, kv)
+	}
+	for k, v := range j.env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	return cmd
+}
+
+// step starts the run: step id of an action (claim or release) as the
+// runner starts a step of shell bash (actions/runner, ScriptHandler): its
+// run: text in a file, run by `bash --noprofile --norc -e -o pipefail
+// <file>`, with GITHUB_ACTION_PATH the action's directory. The process it
+// starts is the one the runner signals when it cancels the step; it is the
+// leader of a process group, which stands for the job's process tree.
+func (j *job) step(ctx context.Context, action, id string) *exec.Cmd {
+	j.t.Helper()
+	dir, err := filepath.Abs(filepath.Join(repoRoot, ".github", "actions", action))
+	if err != nil {
+		j.t.Fatal(err)
+	}
+	run := actionStep(j.t, action, id).Run
+	file := filepath.Join(j.env["RUNNER_TEMP"], fmt.Sprintf("%s-%s.sh", action, id))
+	writeFile(j.t, file, run)
+	cmd := j.command(ctx)
+	cmd.Args = []string{"bash", "--noprofile", "--norc", "-e", "-o", "pipefail", file}
+	cmd.Env = append(cmd.Env, "GITHUB_ACTION_PATH="+dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The runner, too, stops reading the step's output soon after its
+	// process ends, although a process it left may still hold the pipe.
+	cmd.WaitDelay = time.Second
+	return cmd
+}
+
+type actionStepMeta struct {
+	ID    string `yaml:"id"`
+	Shell string `yaml:"shell"`
+	Run   string `yaml:"run"`
+}
+
+// actionSteps are the steps of an action's action.yml.
+func actionSteps(t testing.TB, action string) []actionStepMeta {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot, ".github", "actions", action, "action.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		Runs struct {
+			Steps []actionStepMeta `yaml:"steps"`
+		} `yaml:"runs"`
+	}
+	if err := yaml.Unmarshal(data, &meta); err != nil {
+		t.Fatalf("%s/action.yml: %v", action, err)
+	}
+	return meta.Runs.Steps
+}
+
+func actionStep(t testing.TB, action, id string) actionStepMeta {
+	t.Helper()
+	for _, s := range actionSteps(t, action) {
+		if s.ID == id {
+			if s.Shell != "bash" || s.Run == "" {
+				t.Fatalf("step %s of %s is not a run: step of shell bash", id, action)
+			}
+			return s
+		}
+	}
+	t.Fatalf("%s/action.yml has no step %s", action, id)
+	return actionStepMeta{}
+}
+
+// cancelStep cancels a step started by step as the runner cancels it
+// (actions/runner, ProcessInvoker.CancelAndKillProcessTree): SIGINT to the
+// step's process, SIGTERM to it 7.5 s later if it still runs, and SIGKILL
+// to it alone 2.5 s after that. It returns the last signal the process was
+// sent and how it ended.
+func cancelStep(cmd *exec.Cmd, done <-chan error) (syscall.Signal, error) {
+	for _, s := range []struct {
+		sig   syscall.Signal
+		grace time.Duration
+	}{{syscall.SIGINT, 7500 * time.Millisecond}, {syscall.SIGTERM, 2500 * time.Millisecond}} {
+		_ = cmd.Process.Signal(s.sig)
+		select {
+		case err := <-done:
+			return s.sig, err
+		case <-time.After(s.grace):
+		}
+	}
+	_ = cmd.Process.Kill()
+	return syscall.SIGKILL, <-done
+}
+
+// run runs the script with args and returns its output and whether it
+// succeeded.
+func (j *job) run(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := j.command(ctx, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	j.t.Logf("ec2runners.sh %s (attempt %s):\n%s", strings.Join(args, " "), j.env["GITHUB_RUN_ATTEMPT"], indent(out.String()))
+	return out.String(), err
+}
+
+// must runs the script and fails the test when it fails.
+func (j *job) must(args ...string) string {
+	j.t.Helper()
+	out, err := j.run(args...)
+	if err != nil {
+		j.t.Fatalf("ec2runners.sh %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+// outputs are the step outputs the script wrote, the last value of each.
+func (j *job) outputs() map[string]string {
+	j.t.Helper()
+	f, err := os.Open(j.env["GITHUB_OUTPUT"])
+	if os.IsNotExist(err) {
+		return map[string]string{}
+	}
+	if err != nil {
+		j.t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]string{}
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		k, v, ok := strings.Cut(s.Text(), "=")
+		if !ok {
+			j.t.Fatalf("GITHUB_OUTPUT line %q is not name=value", s.Text())
+		}
+		out[k] = v
+	}
+	return out
+}
+
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ")
+}
+
+func writeFile(t testing.TB, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

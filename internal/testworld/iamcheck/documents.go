@@ -1,0 +1,135 @@
+package iamcheck
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/awsrecord"
+)
+
+// Documents are the policies documented in the repository at root.
+func Documents(root string) ([]Policy, error) {
+	readme, err := ReadmePolicies(filepath.Join(root, "README.md"))
+	if err != nil {
+		return nil, err
+	}
+	example, err := TerraformPolicies(filepath.Join(root, "examples", "complete"))
+	if err != nil {
+		return nil, err
+	}
+	return append(readme, example...), nil
+}
+
+// readmeMarker precedes each policy of the README: an HTML comment (not
+// rendered) naming the role, then the ```json block of the policy.
+var readmeMarker = regexp.MustCompile("(?s)<!-- policy: ([a-z-]+) -->\\s*```json\\n(.*?)\\n```")
+
+// readmePlaceholders are the README's names for one deployment.
+var readmePlaceholders = strings.NewReplacer(
+	"<pool>", "${"+varPool+"}",
+	"<class>", "${"+varClass+"}",
+	"<region>", "${"+varRegion+"}",
+	"<account>", "${"+varAccount+"}",
+	"<runner-instance-role>", "${"+varRole+"}",
+	"<log-group>", "${"+varLogGroup+"}",
+)
+
+// ReadmePolicies reads the README's policies, one per role.
+func ReadmePolicies(path string) ([]Policy, error) {
+	text, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []Policy
+	for _, m := range readmeMarker.FindAllStringSubmatch(string(text), -1) {
+		role, body := m[1], readmePlaceholders.Replace(m[2])
+		if !knownRole(role) {
+			return nil, fmt.Errorf("%s: policy for unknown role %q", path, role)
+		}
+		if rest := regexp.MustCompile(`<[a-z-]+>`).FindString(body); rest != "" {
+			return nil, fmt.Errorf("%s: the %s policy has a placeholder %s the checker does not know", path, role, rest)
+		}
+		statements, err := parseJSONPolicy(body)
+		if err != nil {
+			return nil, fmt.Errorf("%s: the %s policy: %w", path, role, err)
+		}
+		out = append(out, Policy{Source: "README.md (" + role + ")", Role: role, Statements: statements})
+	}
+	for _, role := range awsrecord.Roles {
+		if !hasRole(out, role) {
+			return nil, fmt.Errorf("%s: no policy for the role %s (<!-- policy: %s --> before its ```json block)", path, role, role)
+		}
+	}
+	return out, nil
+}
+
+func knownRole(role string) bool {
+	for _, r := range awsrecord.Roles {
+		if r == role {
+			return true
+		}
+	}
+	return false
+}
+
+func hasRole(policies []Policy, role string) bool {
+	for _, p := range policies {
+		if p.Role == role {
+			return true
+		}
+	}
+	return false
+}
+
+// parseJSONPolicy reads an IAM policy document's statements.
+func parseJSONPolicy(body string) ([]Statement, error) {
+	var doc struct {
+		Statement []struct {
+			Sid                     string
+			Effect                  string
+			Action, Resource        stringOrList
+			NotAction               any
+			NotResource             any
+			NotPrincipal, Principal any
+			Condition               map[string]map[string]stringOrList
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		return nil, err
+	}
+	var out []Statement
+	for _, s := range doc.Statement {
+		if s.NotAction != nil || s.NotResource != nil || s.Principal != nil || s.NotPrincipal != nil {
+			return nil, fmt.Errorf("statement %q: NotAction, NotResource and principals are not evaluated by the checker", s.Sid)
+		}
+		st := Statement{Sid: s.Sid, Effect: s.Effect, Actions: s.Action, Resources: s.Resource}
+		for op, keys := range s.Condition {
+			for key, values := range keys {
+				st.Conditions = append(st.Conditions, Condition{Operator: op, Key: key, Values: values})
+			}
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// stringOrList is a JSON policy value: a string or a list of strings.
+type stringOrList []string
+
+func (s *stringOrList) UnmarshalJSON(b []byte) error {
+	var one string
+	if json.Unmarshal(b, &one) == nil {
+		*s = []string{one}
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		return err
+	}
+	*s = many
+	return nil
+}
