@@ -50,8 +50,15 @@ func openJobsCgroup() (*jobsCgroup, error) {
 
 // readable lets the runner user read the cgroup, whatever the agent's
 // umask: the jobs' cgroupfs is this cgroup (its processes, its limits).
+// It works on the cgroup's descriptor, as root does everywhere a job
+// might reach.
 func (c *jobsCgroup) readable() error {
-	if err := os.Chmod(c.dir, 0o755); err != nil {
+	f, err := c.open()
+	if err != nil {
+		return fmt.Errorf("the jobs' cgroup: %w", err)
+	}
+	defer f.Close()
+	if err := f.Chmod(0o755); err != nil {
 		return fmt.Errorf("the jobs' cgroup: %w", err)
 	}
 	return nil
@@ -140,7 +147,7 @@ func ownCgroup() (string, error) {
 // open is a descriptor of the cgroup, to start a process in it
 // (SysProcAttr.CgroupFD).
 func (c *jobsCgroup) open() (*os.File, error) {
-	return os.OpenFile(c.dir, os.O_RDONLY|unix.O_DIRECTORY, 0)
+	return os.OpenFile(c.dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
 }
 
 // procs are the processes in the cgroup.
