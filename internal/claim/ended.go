@@ -196,8 +196,9 @@ func (c *Claimer) followRuns(ctx context.Context, poolName string, cfg *protocol
 		return followed, nil
 	}
 	if !githubDown {
-		ended = c.notRerun(ctx, g, ended)
-		rerun, err = c.rerunsWaiting(ctx, s, g, poolName)
+		under := newRunsUnderWay(g)
+		ended = c.notRerun(ctx, under, ended)
+		rerun, err = c.rerunsWaiting(ctx, s, under, poolName)
 		errs = append(errs, err)
 	}
 	parallel(len(ended), func(i int) {
@@ -219,33 +220,58 @@ func (c *Claimer) followRuns(ctx context.Context, poolName string, cfg *protocol
 	return followed, errors.Join(append(errs, err)...)
 }
 
+// runsUnderWay asks GitHub, at most once per repository and pass, which
+// of a repository's workflow runs are under way (queued or in progress)
+// and their latest attempts: the ended-run releases and the revivals of a
+// pass ask it of the same repositories.
+type runsUnderWay struct {
+	g      *GitHubAccess
+	latest map[github.Target]map[int64]int
+	errs   map[github.Target]error
+}
+
+func newRunsUnderWay(g *GitHubAccess) *runsUnderWay {
+	return &runsUnderWay{g: g, latest: map[github.Target]map[int64]int{}, errs: map[github.Target]error{}}
+}
+
+// latestAttempts is the latest attempt of each run of repo under way.
+func (u *runsUnderWay) latestAttempts(ctx context.Context, repo github.Target) (map[int64]int, error) {
+	if latest, asked := u.latest[repo]; asked {
+		return latest, u.errs[repo]
+	}
+	runs, err := u.g.Runs.ActiveRuns(ctx, repo)
+	var latest map[int64]int
+	if err == nil {
+		latest = map[int64]int{}
+		for _, r := range runs {
+			latest[r.ID] = max(latest[r.ID], r.Attempt)
+		}
+	}
+	u.latest[repo], u.errs[repo] = latest, err
+	return latest, err
+}
+
+// repositoryKey is repo as the pass keys its questions: GitHub's names
+// ignore case.
+func repositoryKey(repo github.Target) github.Target {
+	return github.Target{Owner: strings.ToLower(repo.Owner), Repository: strings.ToLower(repo.Repository)}
+}
+
 // notRerun is ended less the claims whose workflow run has a newer attempt
 // under way: a re-run of failed jobs runs them on the claim of the attempt
 // that claimed (its outputs are kept), whose own attempt has completed.
 // Such a claim is released once the run's newer attempt ends, by its
 // release job or by a later pass. A repository GitHub cannot tell about
 // keeps its claims for a later pass too.
-func (c *Claimer) notRerun(ctx context.Context, g *GitHubAccess, ended []Record) []Record {
-	active := map[github.Target]map[int64]int{} // a repository's runs under way, and their latest attempt
+func (c *Claimer) notRerun(ctx context.Context, under *runsUnderWay, ended []Record) []Record {
 	var out []Record
 	for _, rec := range ended {
 		attempt, _ := rec.Request.runAttempt()
-		repo := github.Target{Owner: strings.ToLower(attempt.Repository.Owner), Repository: strings.ToLower(attempt.Repository.Repository)}
-		latest, asked := active[repo]
-		if !asked {
-			runs, err := g.Runs.ActiveRuns(ctx, repo)
-			if err != nil {
-				c.log("claims of ended runs left for a later pass: cannot tell whether their runs were re-run", "repository", repo.String(), "error", err.Error())
-			} else {
-				latest = map[int64]int{}
-				for _, r := range runs {
-					latest[r.ID] = max(latest[r.ID], r.Attempt)
-				}
-			}
-			active[repo] = latest
-		}
+		repo := repositoryKey(attempt.Repository)
+		latest, err := under.latestAttempts(ctx, repo)
 		switch {
-		case latest == nil:
+		case err != nil:
+			c.log("claims of ended runs left for a later pass: cannot tell whether their runs were re-run", "repository", repo.String(), "error", err.Error())
 		case latest[attempt.RunID] > attempt.Attempt:
 			c.log("claim of an ended run attempt left to its run's newer attempt, which may run on it", "run", rec.Request.RunID, "attempt", latest[attempt.RunID])
 		default:

@@ -136,7 +136,8 @@ type revival struct {
 // run. A repository the credentials do not serve is left alone and
 // logged. Once GitHub is rate limited, fails or does not answer, it asks
 // no more, and logs it.
-func (c *Claimer) rerunsWaiting(ctx context.Context, s *store, g *GitHubAccess, poolName string) ([]revival, error) {
+func (c *Claimer) rerunsWaiting(ctx context.Context, s *store, under *runsUnderWay, poolName string) ([]revival, error) {
+	g := under.g
 	markers, err := s.releasedClaims(ctx, poolName)
 	if err != nil {
 		return nil, err
@@ -151,23 +152,19 @@ func (c *Claimer) rerunsWaiting(ctx context.Context, s *store, g *GitHubAccess, 
 			c.log("released claim left alone: its run's repository is not one its pool's GitHub credentials serve", "run", m.Request.RunID, "repository", m.Request.Repository)
 			continue
 		}
-		repo := github.Target{Owner: strings.ToLower(attempt.Repository.Owner), Repository: strings.ToLower(attempt.Repository.Repository)}
+		repo := repositoryKey(attempt.Repository)
 		byRepository[repo] = append(byRepository[repo], m)
 	}
 	repos := slices.SortedFunc(maps.Keys(byRepository), func(a, b github.Target) int { return strings.Compare(a.String(), b.String()) })
 	var due []revival
 	for _, repo := range repos {
-		runs, err := g.Runs.ActiveRuns(ctx, repo)
+		latest, err := under.latestAttempts(ctx, repo)
 		if err != nil {
 			c.log("released claims left alone: cannot tell whether their runs were re-run", "repository", repo.String(), "error", err.Error())
 			if github.Temporary(err) {
 				return due, nil
 			}
 			continue
-		}
-		latest := map[int64]int{}
-		for _, r := range runs {
-			latest[r.ID] = max(latest[r.ID], r.Attempt)
 		}
 		jobsOf := map[github.RunAttempt][]github.Job{}
 		for _, m := range byRepository[repo] {
