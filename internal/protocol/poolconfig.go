@@ -57,6 +57,8 @@ type PoolConfig struct {
 	InstanceARNPrefix string `json:"instanceArnPrefix"`
 	// Metrics is where the pool's metrics go; nil: it publishes none.
 	Metrics *MetricsConfig `json:"metrics,omitempty"`
+	// Access is who may claim through the pool's broker (nil: no policy).
+	Access *Access `json:"access,omitempty"`
 }
 
 // GitHubTarget is where a pool's runners register: a repository, or an
