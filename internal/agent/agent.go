@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -329,7 +330,7 @@ func (a *Agent) token(ctx context.Context, sk, runID string, still func(context.
 		item, err := a.agentItem(ctx, sk)
 		if err != nil {
 			a.logf("%v", err)
-		} else if tok, err := protocol.RunnerTokenFromItem(item); err == nil && tok.RunID == runID && tok.Target == a.cfg.GitHubTarget {
+		} else if tok, err := protocol.RunnerTokenFromItem(item); err == nil && tok.RunID == runID && a.registersAt(tok.Target) {
 			if tok.ExpiresAt.After(a.d.Clock.Now().Add(time.Minute)) {
 				return tok, nil
 			}
@@ -346,6 +347,18 @@ func (a *Agent) token(ctx context.Context, sk, runID string, still func(context.
 			return protocol.RunnerToken{}, err
 		}
 	}
+}
+
+// registersAt tells whether a token's target is one the agent registers
+// at: its own, or, when its own is an organization, one repository of it
+// (a claim made through the pool's broker registers its runners with its
+// repository alone, so that no other repository's jobs reach them).
+func (a *Agent) registersAt(target string) bool {
+	if target == a.cfg.GitHubTarget {
+		return true
+	}
+	owner, _, isRepository := strings.Cut(target, "/")
+	return isRepository && !strings.Contains(a.cfg.GitHubTarget, "/") && owner == a.cfg.GitHubTarget
 }
 
 // platform is the runner's name for this machine's architecture.

@@ -452,3 +452,40 @@ func TestRegistersWithTheTokensLabelAndGroup(t *testing.T) {
 		t.Errorf("the agent's log shows the label's secret, or not the group:\n%s", all)
 	}
 }
+
+// An organization's agent registers at one repository of the organization
+// when its token says so (a claim through the pool's broker registers its
+// runners with its own repository), and uses no token for a repository of
+// another owner, nor, as a repository's agent, for another repository.
+func TestRegistersAtTheTokensRepositoryOfItsOrganization(t *testing.T) {
+	cases := []struct {
+		name, agentTarget, tokenTarget, wantURL string
+	}{
+		{"organization agent, its repository", "octo", "octo/app", "https://github.com/octo/app"},
+		{"organization agent, another owner's repository", "octo", "evil/app", ""},
+		{"repository agent, another repository", "octo/app", "octo/other", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWorld(t)
+			w.cfg.GitHubTarget = c.agentTarget
+			w.cfg.Intervals.TokenWait = protocol.Duration(3 * time.Second)
+			w.runner.Install(context.Background(), agent.Archive{Version: "2.331.0"})
+			a := w.agent("")
+			if err := a.Boot(context.Background(), nil); err != nil {
+				t.Fatal(err)
+			}
+			w.record(protocol.StateClaimed, "run-1", w.clock.Now().Add(5*time.Minute))
+			w.table.Put(protocol.RunnerToken{InstanceARN: arn, SortKey: protocol.SortKeyRegistrationToken, Token: "T-run-1", ExpiresAt: w.clock.Now().Add(time.Hour),
+				RunID: "run-1", Target: c.tokenTarget, Label: "run-1-abcdefgh23456", UpdatedAt: protocol.FormatTime(w.clock.Now())}.Item())
+			a.Poll(context.Background())
+			reg := w.runner.Registered()
+			switch {
+			case c.wantURL == "" && reg != nil:
+				t.Fatalf("registered at %s with a token for %s, want no registration", reg.URL, c.tokenTarget)
+			case c.wantURL != "" && (reg == nil || reg.URL != c.wantURL):
+				t.Fatalf("registration %+v, want one at %s", reg, c.wantURL)
+			}
+		})
+	}
+}

@@ -108,7 +108,7 @@ func (a *Agent) registerRun(ctx context.Context, runID string) (string, error) {
 	if err := a.d.Host.EndJobs(ctx); err != nil {
 		return "", err
 	}
-	url := strings.TrimRight(a.cfg.GitHubURL, "/") + "/" + a.cfg.GitHubTarget
+	url := strings.TrimRight(a.cfg.GitHubURL, "/") + "/" + token.Target
 	label := token.RunnerLabel()
 	// The label's secret stays out of the log, which the instance's
 	// console output may show.
