@@ -26,6 +26,7 @@ type Spec struct {
 	GitHubCredential *protocol.GitHubCredential
 	Warm             map[string]protocol.WarmTarget
 	Metrics          *protocol.MetricsConfig // nil: no metrics
+	Access           *protocol.Access        // nil: no broker policy
 	Tags             map[string]string       // already merged with provider default tags
 	ForceDestroy     bool
 }
@@ -44,7 +45,22 @@ func (s Spec) config(queueURLs map[string]string, instanceARNPrefix string) prot
 		Warm:              s.Warm,
 		InstanceARNPrefix: instanceARNPrefix,
 		Metrics:           s.Metrics,
+		Access:            s.Access,
 	}
+}
+
+// validate refuses what would make the config item unreadable (protocol's
+// PoolConfigFromItem) and so the pool unusable, before anything changes:
+// an access policy that names classes the pool does not have, or runtimes
+// beyond its own.
+func (s Spec) validate() error {
+	if s.Access == nil {
+		return nil
+	}
+	if err := s.Access.Validate(s.ResourceClasses, s.MaxRuntime); err != nil {
+		return fmt.Errorf("access %w", err)
+	}
+	return nil
 }
 
 // Status is what exists of a pool.
@@ -59,6 +75,9 @@ type Status struct {
 // Create makes the table, the queues and the config item. On failure it
 // removes what it made, so a failed apply leaves nothing behind.
 func (m *Manager) Create(ctx context.Context, spec Spec) (*Status, error) {
+	if err := spec.validate(); err != nil {
+		return nil, err
+	}
 	if _, err := m.describeTable(ctx, spec.Name); !errors.Is(err, ErrNotFound) {
 		if err != nil {
 			return nil, err
@@ -140,6 +159,9 @@ func (m *Manager) Read(ctx context.Context, name string) (*Status, error) {
 // removed classes' queues deleted, tags and the config item rewritten.
 // Every refusal happens before anything changes.
 func (m *Manager) Update(ctx context.Context, spec Spec) (*Status, error) {
+	if err := spec.validate(); err != nil {
+		return nil, err
+	}
 	cur, err := m.Read(ctx, spec.Name)
 	if err != nil {
 		return nil, err

@@ -485,3 +485,31 @@ func TestUpdateCreatesTheMetricsStream(t *testing.T) {
 		t.Errorf("mutating calls %q", m)
 	}
 }
+
+// The access policy goes into the config item, where the broker reads it.
+// A policy the config item could not hold (here, naming the class the same
+// update removes) fails the update before anything changes: written, it
+// would leave the pool's config unreadable to every claim.
+func TestUpdateWritesTheAccessPolicy(t *testing.T) {
+	f := newFixture(t, "cip", twoClasses)
+	access := &protocol.Access{Repositories: []protocol.RepositoryAccess{
+		{Repository: "octo/app", Workflows: []string{"octo/app/.github/workflows/*"}, MaxRunners: 4, MaxRuntime: protocol.Duration(30 * time.Minute), ResourceClasses: []string{"xlarge"}},
+	}}
+	spec := Spec{Name: "cip", ResourceClasses: twoClasses, MaxRuntime: time.Hour, Access: access}
+	st, err := f.m.Update(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(st.Config.Access, access) {
+		t.Errorf("config's access %+v, want %+v", st.Config.Access, access)
+	}
+	f.log.calls = nil
+	spec.ResourceClasses = map[string]protocol.ResourceClass{"large": twoClasses["large"]}
+	_, err = f.m.Update(context.Background(), spec)
+	if want := `access repositories[0]: resource class "xlarge" is not one of the pool's: large`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Update = %v, want an error containing %q", err, want)
+	}
+	if len(f.log.calls) > 0 {
+		t.Errorf("calls %q, want none", f.log.calls)
+	}
+}

@@ -230,6 +230,13 @@ func FuzzPoolConfigFromItem(f *testing.F) {
 		swap(`"repository":"app"`, `"repository":"octo/app"`),
 		swap(`"github":{"owner":"octo","repository":"app"}`, `"github":{}`),
 		swap(`"github":{"owner":"octo","repository":"app"}`, `"github":null`),
+		swap(`"github":{`, `"access":{"repositories":[{"repository":"octo/app","workflows":["octo/app/.github/workflows/*"],"maxRunners":4,"maxRuntime":"20m","resourceClasses":["large"]},{"repository":"octo/docs"}]},"github":{`),
+		swap(`"github":{`, `"access":{"repositories":[{"repository":"octo/app","workflows":["octo/other/.github/workflows/*"]}]},"github":{`),
+		swap(`"github":{`, `"access":{"repositories":[{"repository":"octo/app","workflows":[]}]},"github":{`),
+		swap(`"github":{`, `"access":{"repositories":[{"repository":"octo/app","maxRuntime":"1h"}]},"github":{`),
+		swap(`"github":{`, `"access":{"repositories":[{"repository":"octo/app"},{"repository":"OCTO/APP"}]},"github":{`),
+		swap(`"github":{`, `"access":{"repositories":null},"github":{`),
+		swap(`"github":{`, `"access":null,"github":{`),
 		swap(`"queueUrls":{`, `"queueUrls":{"xlarge":"","`),
 		swap(`"instanceArnPrefix":"arn:aws:ec2:eu-west-1:123456789012:instance/",`, ``),
 		swap(`:instance/"`, `:instance/i-0abc"`),
@@ -288,6 +295,16 @@ func FuzzPoolConfigFromItem(f *testing.F) {
 		}
 		if g := c.GitHub; g != nil && !GitHubOwnerPattern.MatchString(g.Owner) {
 			t.Errorf("accepted config %q with GitHub owner %q", doc, g.Owner)
+		}
+		// The broker's policy admits each repository's own workflows alone.
+		if a := c.Access; a != nil {
+			for _, r := range a.Repositories {
+				for _, w := range r.Workflows {
+					if !strings.HasPrefix(strings.ToLower(w), strings.ToLower(r.Repository)+"/") || strings.Contains(r.Repository, "*") {
+						t.Errorf("accepted config %q whose entry for %q admits workflow %q", doc, r.Repository, w)
+					}
+				}
+			}
 		}
 		// The config re-renders to an item that reads back the same.
 		again := c.Item(now)

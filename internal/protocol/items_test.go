@@ -340,6 +340,24 @@ func TestPoolConfigItemRoundTrip(t *testing.T) {
 			GitHub:            &GitHubTarget{Owner: "octo", Repository: "app"},
 			GitHubCredential:  &GitHubCredential{SSMParameter: "/ec2runners/ci-runners/github"},
 		}},
+		{name: "with an access policy", cfg: PoolConfig{
+			Name:              "ci-runners",
+			InstanceARNPrefix: testPrefix,
+			ResourceClasses:   map[string]ResourceClass{"large": {CPU: 2, MemoryMiB: 4096}, "xlarge": {CPU: 4, MemoryMiB: 8192}},
+			IdleTimeout:       Duration(7 * time.Minute),
+			MaxRuntime:        Duration(6 * time.Hour),
+			QueueURLs:         map[string]string{},
+			Access: &Access{Repositories: []RepositoryAccess{
+				{
+					Repository:      "octo/app",
+					Workflows:       []string{"octo/app/.github/workflows/ci.yml@refs/heads/main", "octo/app/.github/workflows/release-*"},
+					MaxRunners:      10,
+					MaxRuntime:      Duration(90 * time.Minute),
+					ResourceClasses: []string{"xlarge", "large"},
+				},
+				{Repository: "Octo/Docs"},
+			}},
+		}},
 		// Written before '-' was refused in class names (ValidateClassName):
 		// still read, so that the pool can be refreshed and its class renamed.
 		{name: "class with a dash", cfg: PoolConfig{
@@ -374,6 +392,16 @@ func TestPoolConfigItemRoundTrip(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got, tt.cfg) {
 				t.Errorf("round trip = %+v\nwant        %+v", got, tt.cfg)
+			}
+			if a := tt.cfg.Access; a != nil {
+				// The policy's spelling, as the broker reads it.
+				for _, want := range []string{`"access":{"repositories":[{"repository":"octo/app","workflows":[`, `"maxRunners":10,"maxRuntime":"1h30m","resourceClasses":["xlarge","large"]}`, `{"repository":"Octo/Docs"}`} {
+					if !strings.Contains(doc, want) {
+						t.Errorf("value %s lacks %s", doc, want)
+					}
+				}
+			} else if strings.Contains(doc, `"access"`) {
+				t.Errorf("value %s holds an access policy, want none", doc)
 			}
 			if (got.Fleet == nil) != (tt.cfg.Fleet == nil) {
 				t.Errorf("round trip Fleet = %v, want %v", got.Fleet, tt.cfg.Fleet)
@@ -415,6 +443,10 @@ func TestPoolConfigFromItemInvalid(t *testing.T) {
 			GitHubCredential: &GitHubCredential{SSMParameter: "ec2runners//github"}}.Item("2026-06-01T12:00:00Z")},
 		{name: "metrics in a log group of no valid name", item: PoolConfig{Name: "ci", ResourceClasses: DefaultResourceClasses(), InstanceARNPrefix: testPrefix,
 			Metrics: &MetricsConfig{Namespace: "EC2Runners", LogGroup: "a:b"}}.Item("2026-06-01T12:00:00Z")},
+		{name: "access policy of no repository", item: PoolConfig{Name: "ci", ResourceClasses: DefaultResourceClasses(), InstanceARNPrefix: testPrefix,
+			MaxRuntime: Duration(time.Hour), Access: &Access{}}.Item("2026-06-01T12:00:00Z")},
+		{name: "access to another repository's workflows", item: PoolConfig{Name: "ci", ResourceClasses: DefaultResourceClasses(), InstanceARNPrefix: testPrefix,
+			MaxRuntime: Duration(time.Hour), Access: &Access{Repositories: []RepositoryAccess{{Repository: "octo/app", Workflows: []string{"octo/other/.github/workflows/*"}}}}}.Item("2026-06-01T12:00:00Z")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

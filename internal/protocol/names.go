@@ -42,10 +42,16 @@ var runIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,99}$`)
 // RunIDRule says what a run id may be.
 const RunIDRule = "1-100 characters of lower-case letters, digits, '_', '.' and '-', starting with a letter or digit"
 
-// GitHub's rules for user and organization names, and for repository names.
+// GitHub's rules for user and organization names, and for repository
+// names, and what they allow in words.
 var (
 	GitHubOwnerPattern      = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
 	GitHubRepositoryPattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`)
+)
+
+const (
+	GitHubOwnerRule      = "1-39 letters, digits or '-', not starting with '-'"
+	GitHubRepositoryRule = "1-100 letters, digits, '_', '.' or '-'"
 )
 
 // ParseRepository splits a repository's full name, "owner/name", as
@@ -53,7 +59,7 @@ var (
 func ParseRepository(fullName string) (owner, name string, err error) {
 	owner, name, ok := strings.Cut(fullName, "/")
 	if !ok || !GitHubOwnerPattern.MatchString(owner) || !GitHubRepositoryPattern.MatchString(name) {
-		return "", "", fmt.Errorf("repository %q must be a GitHub repository's full name, owner/name", fullName)
+		return "", "", fmt.Errorf("repository %q must be a GitHub repository's full name, owner/name: the owner %s, the name %s", fullName, GitHubOwnerRule, GitHubRepositoryRule)
 	}
 	return owner, name, nil
 }

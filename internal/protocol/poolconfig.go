@@ -33,6 +33,13 @@ type FleetConfig struct {
 	InstanceSelection     string   `json:"instanceSelection"`
 }
 
+// ShortestMaxRuntime and LongestMaxRuntime bound every max runtime: the
+// pool's, a claim's and an access entry's.
+const (
+	ShortestMaxRuntime = time.Minute
+	LongestMaxRuntime  = 7 * 24 * time.Hour
+)
+
 // PoolConfig is everything a claim needs to know about a pool, stored in the
 // pool config item so that claims in other stacks need only the pool name.
 type PoolConfig struct {
@@ -142,8 +149,8 @@ func (c PoolConfig) Item(now string) map[string]types.AttributeValue {
 // PoolConfigFromItem reads the pool config item. A document that cannot be
 // a pool's settings is an error rather than a zero or half-read config: not
 // a JSON object, an invalid name, instance ARN prefix or resource classes,
-// a negative duration, an unusable fleet, GitHub target or metrics
-// settings.
+// a negative duration, an unusable fleet, GitHub target, metrics settings
+// or access policy.
 func PoolConfigFromItem(item map[string]types.AttributeValue) (PoolConfig, error) {
 	value, ok := item[AttrValue].(*types.AttributeValueMemberS)
 	if !ok {
@@ -210,6 +217,11 @@ func (c PoolConfig) validate() error {
 	if g := c.GitHub; g != nil {
 		if !GitHubOwnerPattern.MatchString(g.Owner) || (g.Repository != "" && !GitHubRepositoryPattern.MatchString(g.Repository)) {
 			return fmt.Errorf("github target %q is not a GitHub owner or owner/repository", g.String())
+		}
+	}
+	if a := c.Access; a != nil {
+		if err := a.Validate(c.ResourceClasses, time.Duration(c.MaxRuntime)); err != nil {
+			return fmt.Errorf("access %w", err)
 		}
 	}
 	if cred := c.GitHubCredential; cred != nil {

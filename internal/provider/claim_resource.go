@@ -52,6 +52,9 @@ var (
 	defaultAllowedTypes = []string{"c*", "m*", "r*"}
 )
 
+// maxInstanceCount is the most runners one claim asks for.
+const maxInstanceCount = 100
+
 var claimInstanceType = types.ObjectType{AttrTypes: map[string]attr.Type{
 	"id":            types.StringType,
 	"instance_type": types.StringType,
@@ -160,9 +163,9 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 				Validators:    []validator.String{stringvalidator.LengthBetween(1, 200)},
 			},
 			"instance_count": schema.Int64Attribute{
-				Optional: true, Computed: true, Description: "How many runners, 1-100. Default 1.",
+				Optional: true, Computed: true, Description: fmt.Sprintf("How many runners, 1-%d. Default 1.", maxInstanceCount),
 				Default:       int64default.StaticInt64(1),
-				Validators:    []validator.Int64{int64validator.Between(1, 100)},
+				Validators:    []validator.Int64{int64validator.Between(1, maxInstanceCount)},
 				PlanModifiers: []planmodifier.Int64{int64planmodifier.RequiresReplace()},
 			},
 			"resource_class": schema.StringAttribute{
@@ -196,7 +199,7 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 			},
 			"max_runtime": schema.StringAttribute{
 				Optional: true, Description: "How long the claim may hold its runners before they terminate themselves, as a duration. A claim made in a GitHub Actions job keeps them longer while a job of its run attempt still runs on one of them, up to GitHub's 5 days per job: the pool's maintenance, run in the last 10 minutes before the deadline, holds them 30 minutes at a time. Default: the pool's `max_runtime`.",
-				Validators:    []validator.String{durationBetween(time.Minute, 7*24*time.Hour)},
+				Validators:    []validator.String{durationBetween(protocol.ShortestMaxRuntime, protocol.LongestMaxRuntime)},
 				PlanModifiers: replace,
 			},
 			"fleet_fallback": schema.BoolAttribute{

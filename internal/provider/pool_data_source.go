@@ -40,6 +40,7 @@ type poolDataSourceModel struct {
 	InstanceCounts    types.Map    `tfsdk:"instance_counts"`
 	WarmStatus        types.Map    `tfsdk:"warm_status"`
 	Metrics           types.Object `tfsdk:"metrics"`
+	Access            types.List   `tfsdk:"access"`
 }
 
 func (d *poolDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
@@ -85,6 +86,17 @@ func (d *poolDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 					"log_group": computedString("Log group of the metrics' events; the pool's log stream in it is named after the pool."),
 					"namespace": computedString("CloudWatch namespace of the metrics."),
 				},
+			},
+			"access": schema.ListNestedAttribute{
+				Computed: true, Description: "The repositories that may claim runners through the pool's broker, and their caps (see the pool resource's `access`), in the pool's order. " +
+					"Claims made with direct AWS access are not checked. Null when the pool has no policy: its broker refuses every claim.",
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"repository":       computedString(accessRepositoryDescription),
+					"workflows":        schema.ListAttribute{Computed: true, ElementType: types.StringType, Description: accessWorkflowsDescription},
+					"max_runners":      schema.Int64Attribute{Computed: true, Description: accessMaxRunnersDescription},
+					"max_runtime":      computedString(accessMaxRuntimeDescription),
+					"resource_classes": schema.ListAttribute{Computed: true, ElementType: types.StringType, Description: accessResourceClassesDescription},
+				}},
 			},
 			"github_repository":   computedString("Repository the runners register with; null for organization runners."),
 			"instance_arn_prefix": computedString("`arn:<partition>:ec2:<region>:<account>:instance/` of the pool's runners: each runner's agent partition in the table is `AGENT#<prefix><instance id>`, for IAM policies (`dynamodb:LeadingKeys`)."),
@@ -151,6 +163,7 @@ func (d *poolDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 	m.Fleet = fleetValue(cfg.Fleet)
 	m.GitHubOwner, m.GitHubRepo = githubTargetValues(cfg.GitHub)
 	m.Metrics = metricsValue(cfg.Metrics)
+	m.Access = accessValue(cfg.Access, types.ListNull(accessEntryType))
 	m.InstanceARNPrefix = types.StringValue(cfg.InstanceARNPrefix)
 	m.TableName = types.StringValue(protocol.TableName(name))
 	m.TableARN = types.StringValue(st.TableARN)

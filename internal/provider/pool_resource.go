@@ -72,6 +72,7 @@ type poolResourceModel struct {
 	WarmStatus      types.Map      `tfsdk:"warm_status"`
 	Metrics         types.Object   `tfsdk:"metrics"`
 	GitHubCred      types.Object   `tfsdk:"github_credential"`
+	Access          types.List     `tfsdk:"access"`
 	Tags            types.Map      `tfsdk:"tags"`
 	TagsAll         types.Map      `tfsdk:"tags_all"`
 	ForceDestroy    types.Bool     `tfsdk:"force_destroy"`
@@ -146,7 +147,7 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 				Optional: true, Computed: true,
 				Description: "How long a claim may hold a runner before it terminates itself, as a duration. Default `30m`; a claim may ask for another.",
 				Default:     stringdefault.StaticString(protocol.FormatDuration(defaultMaxRuntime)),
-				Validators:  []validator.String{durationBetween(time.Minute, 7*24*time.Hour)},
+				Validators:  []validator.String{durationBetween(protocol.ShortestMaxRuntime, protocol.LongestMaxRuntime)},
 			},
 			"max_runner_age": schema.StringAttribute{
 				Optional: true, Computed: true,
@@ -222,6 +223,7 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 			},
 			"warm":        warmAttribute(),
 			"warm_status": warmStatusAttribute(),
+			"access":      accessAttribute(),
 			"metrics": schema.SingleNestedAttribute{
 				Optional: true,
 				Description: "Publishes how the pool serves its claims to CloudWatch, per resource class: see the metrics guide. " +
@@ -279,19 +281,17 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 }
 
 // ValidateConfig checks what spans attributes: every queue name must fit
-// SQS's limit, and warm must name the pool's classes.
+// SQS's limit, and warm and access must name the pool's classes.
 func (r *poolResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	var m poolResourceModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() || m.ResourceClasses.IsUnknown() {
+	if resp.Diagnostics.HasError() {
 		return
 	}
-	classes := protocol.DefaultResourceClasses()
-	if !m.ResourceClasses.IsNull() {
-		var d diag.Diagnostics
-		if classes, d = resourceClassesFromValue(ctx, m.ResourceClasses); d.HasError() {
-			return // unknown parts
-		}
+	classes := configuredClasses(ctx, m.ResourceClasses)
+	validateAccess(ctx, m.Access, classes, m.MaxRuntime, &resp.Diagnostics)
+	if classes == nil {
+		return
 	}
 	validateWarm(ctx, m.Warm, classes, &resp.Diagnostics)
 	if m.Name.IsUnknown() || m.Name.IsNull() || m.ResourceClasses.IsNull() {
@@ -305,6 +305,22 @@ func (r *poolResource) ValidateConfig(ctx context.Context, req resource.Validate
 			resp.Diagnostics.AddAttributeError(path.Root("resource_classes"), "Invalid resource class name", fmt.Sprintf("Attribute resource_classes: %s.", err))
 		}
 	}
+}
+
+// configuredClasses are the pool's classes as configured (the default
+// classes when not set), or nil while some are not known.
+func configuredClasses(ctx context.Context, v types.Map) map[string]protocol.ResourceClass {
+	if v.IsUnknown() {
+		return nil
+	}
+	if v.IsNull() {
+		return protocol.DefaultResourceClasses()
+	}
+	classes, d := resourceClassesFromValue(ctx, v)
+	if d.HasError() {
+		return nil // unknown parts
+	}
+	return classes
 }
 
 func (r *poolResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
@@ -406,6 +422,8 @@ func (r *poolResource) spec(ctx context.Context, m poolResourceModel) (pool.Spec
 	diags.Append(d...)
 	spec.Metrics, d = metricsFromValue(ctx, m.Metrics)
 	diags.Append(d...)
+	spec.Access, d = accessFromValue(ctx, m.Access)
+	diags.Append(d...)
 	return spec, diags
 }
 
@@ -424,6 +442,7 @@ func (r *poolResource) setStatus(m *poolResourceModel, st *pool.Status) {
 	m.Warm = warmValue(cfg.Warm, m.Warm)
 	m.Metrics = metricsValue(cfg.Metrics)
 	m.GitHubCred = githubCredentialValue(cfg.GitHubCredential)
+	m.Access = accessValue(cfg.Access, m.Access)
 	m.TagsAll = stringMapValue(st.Tags)
 	m.Tags = ownTags(st.Tags, r.defaultTags(), m.Tags)
 	if m.ForceDestroy.IsNull() {

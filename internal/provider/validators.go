@@ -190,11 +190,11 @@ func (c resourceClassModel) toProtocol() protocol.ResourceClass {
 }
 
 func githubOwnerValidator() validator.String {
-	return stringvalidator.RegexMatches(protocol.GitHubOwnerPattern, "must be a GitHub user or organization name: 1-39 letters, digits or '-', not starting with '-'")
+	return stringvalidator.RegexMatches(protocol.GitHubOwnerPattern, "must be a GitHub user or organization name: "+protocol.GitHubOwnerRule)
 }
 
 func githubRepositoryValidator() validator.String {
-	return stringvalidator.RegexMatches(protocol.GitHubRepositoryPattern, "must be a repository name: 1-100 letters, digits, '_', '.' or '-'")
+	return stringvalidator.RegexMatches(protocol.GitHubRepositoryPattern, "must be a repository name: "+protocol.GitHubRepositoryRule)
 }
 
 func regionValidator() validator.String {

@@ -51,6 +51,20 @@ resource "ec2runners_pool" "ci" {
     log_group = "/ec2runners/ci-runners"
   }
 
+  # Who may claim through the pool's broker, and how much: the app's CI
+  # workflow on main, and any workflow of the docs. Claims made with direct
+  # AWS access are not checked: give workflows only the right to invoke
+  # the broker.
+  access = [
+    {
+      repository       = "octo-org/app"
+      workflows        = ["octo-org/app/.github/workflows/ci.yml@refs/heads/main"]
+      max_runners      = 10
+      resource_classes = ["large", "xlarge"]
+    },
+    { repository = "octo-org/docs", max_runners = 2, max_runtime = "15m" },
+  ]
+
   tags = {
     Team = "platform"
   }
