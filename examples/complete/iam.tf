@@ -1,14 +1,19 @@
-# IAM for both sides of the pool:
+# IAM of the pool, one role per side:
 #
 # - the runner instances' role: what the agent on every runner needs (it calls
 #   DynamoDB and EC2 with the AWS SDK and the instance's credentials from
 #   IMDSv2, nothing else);
-# - the CI role, assumed by the workflow through GitHub OIDC: what claims need
-#   (README.md of the provider, "IAM permissions"; a claim needs none of the
-#   pool's create, delete or tag actions: whoever applies this configuration
-#   does that, with broader permissions);
-# - the plan role, also assumed through GitHub OIDC: what `terraform plan` of
-#   the pool and the claims reads, and no write (a pull request's plan).
+# - the broker's role (broker.tf): what claims, releases and the pool's
+#   maintenance need (README.md of the provider, "IAM permissions"; none of
+#   the pool's create, delete or tag actions: whoever applies this
+#   configuration does that, with broader permissions). The maintenance role
+#   of the scheduled reap and warm-up holds the same;
+# - the CI role, assumed by workflows through GitHub OIDC: it may only invoke
+#   the broker, which checks the workflow's own OIDC token against the
+#   pool's access list. No workflow reads the GitHub credential, the table
+#   or a runner's tokens;
+# - the plan role, for `terraform plan` of this stack in pull requests: it
+#   reads the pool and writes nothing.
 
 ################################################################################
 # Runner instances
@@ -45,10 +50,11 @@ resource "aws_iam_instance_profile" "runner" {
 # DynamoDB conditions can pin only the partition key (dynamodb:LeadingKeys),
 # never the sort key. Everything an agent reads or writes but its record is
 # in its own partition, PK = AGENT#<its instance ARN> (heartbeat, signal, the
-# tokens a claim or release hands it, the runner release it is told of),
-# which the policy pins to the calling instance with
-# ec2:SourceInstanceARN: a runner reads no other runner's
-# tokens and writes no other runner's heartbeats or signals. It may read the
+# tokens the broker hands it for a claim or release, the runner release it is
+# told of), which the policy pins to the calling instance with
+# ec2:SourceInstanceARN: a runner reads no other runner's tokens and writes
+# no other runner's heartbeats or signals, and no workflow reads them (the
+# CI role reads no table at all). It may read the
 # instance records (TYPE#INSTANCE): other runners' state and run ids, nothing
 # secret. ForAllValues is safe here because GetItem and PutItem always carry
 # the key. ($${...} is an IAM policy variable, not a Terraform one.)
@@ -119,55 +125,35 @@ resource "aws_iam_role_policy" "runner" {
 # }
 
 ################################################################################
-# CI workflow (claims), assumed with GitHub OIDC
+# The broker (broker.tf)
 ################################################################################
 
-locals {
-  # Every workflow of the repository, or of the owner's repositories for
-  # organization-level runners, unless ci_oidc_subjects narrows it.
-  ci_subjects = var.ci_oidc_subjects != null ? var.ci_oidc_subjects : [
-    var.github_repository != null ? "repo:${var.github_owner}/${var.github_repository}:*" : "repo:${var.github_owner}/*",
-  ]
-  plan_subjects = var.plan_oidc_subjects != null ? var.plan_oidc_subjects : local.ci_subjects
-}
-
-# Who may assume the CI role and the plan role: workflows of the subjects
-# each allows, with GitHub OIDC.
-data "aws_iam_policy_document" "github_assume" {
-  for_each = {
-    ci   = local.ci_subjects
-    plan = local.plan_subjects
-  }
-
+data "aws_iam_policy_document" "broker_assume" {
   statement {
-    actions = ["sts:AssumeRoleWithWebIdentity"]
+    actions = ["sts:AssumeRole"]
 
     principals {
-      type        = "Federated"
-      identifiers = [var.github_oidc_provider_arn]
-    }
-
-    condition {
-      test     = "StringEquals"
-      variable = "token.actions.githubusercontent.com:aud"
-      values   = ["sts.amazonaws.com"]
-    }
-
-    condition {
-      test     = "StringLike"
-      variable = "token.actions.githubusercontent.com:sub"
-      values   = each.value
+      type        = "Service"
+      identifiers = ["lambda.amazonaws.com"]
     }
   }
 }
 
-resource "aws_iam_role" "ci" {
-  name               = "${local.pool}-claims"
-  description        = "GitHub Actions workflows claiming runners from the ec2runners pool ${local.pool}"
-  assume_role_policy = data.aws_iam_policy_document.github_assume["ci"].json
+resource "aws_iam_role" "broker" {
+  name               = "${local.pool}-broker"
+  description        = "The broker of the ec2runners pool ${local.pool}: claims, releases and maintenance"
+  assume_role_policy = data.aws_iam_policy_document.broker_assume.json
 }
 
-data "aws_iam_policy_document" "ci" {
+locals {
+  # The pool's GitHub credential (github.tf).
+  github_parameter_arn = "arn:${local.partition}:ssm:${var.region}:${local.account_id}:parameter/ec2runners/${local.pool}/github"
+}
+
+# What a claim, a release and the pool's maintenance do in AWS. The broker
+# runs them for the workflows of the access list, and the maintenance role
+# (below) for the pool's scheduled reap and warm-up.
+data "aws_iam_policy_document" "broker" {
   # The pool's table: its config, instance and claim records, the agents'
   # heartbeats and signals; the table itself, to check it is the pool's.
   statement {
@@ -179,11 +165,13 @@ data "aws_iam_policy_document" "ci" {
     resources = [local.table_arn]
   }
 
-  # Writes to everything but TYPE#METADATA, the pool's config item, which
-  # only whoever applies the pool writes: a claim that could rewrite it could
-  # send runners anywhere. Instance and claim records, the reaper's lease,
-  # the markers of released claims (for re-runs), and the runners' agent
-  # partitions (the tokens claims and releases hand them). Transactions are authorized as the writes they contain.
+  # Writes to everything but TYPE#METADATA, the pool's config item (its
+  # settings and access list), which only whoever applies the pool writes: a
+  # broker that could rewrite it could let any repository claim, or send
+  # runners anywhere. Instance and claim records, the reaper's lease, the
+  # markers of released claims (for re-runs), and the runners' agent
+  # partitions (the tokens claims and releases hand them). Transactions are
+  # authorized as the writes they contain.
   statement {
     sid       = "WritePoolTable"
     actions   = ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"]
@@ -315,7 +303,27 @@ data "aws_iam_policy_document" "ci" {
   statement {
     sid       = "PoolGitHubCredential"
     actions   = ["ssm:GetParameter"]
-    resources = ["arn:${local.partition}:ssm:${var.region}:${local.account_id}:parameter/ec2runners/${local.pool}/github"]
+    resources = [local.github_parameter_arn]
+  }
+
+  # Its key (github.tf), only as SSM decrypts that parameter for the role:
+  # no other use of the key, no other parameter.
+  statement {
+    sid       = "DecryptPoolGitHubCredential"
+    actions   = ["kms:Decrypt"]
+    resources = ["arn:${local.partition}:kms:${var.region}:${local.account_id}:key/*"]
+
+    condition {
+      test     = "StringEquals"
+      variable = "kms:ViaService"
+      values   = ["ssm.${var.region}.amazonaws.com"]
+    }
+
+    condition {
+      test     = "StringEquals"
+      variable = "kms:EncryptionContext:PARAMETER_ARN"
+      values   = [local.github_parameter_arn]
+    }
   }
 
   # The same, kept in Secrets Manager instead (github_credential =
@@ -328,37 +336,94 @@ data "aws_iam_policy_document" "ci" {
     resources = ["arn:${local.partition}:secretsmanager:${var.region}:${local.account_id}:secret:ec2runners/${local.pool}/github-??????"]
   }
 
-  # The claims' Terraform state: the claim job writes it, the release job
-  # reads it to destroy the claim. Terragrunt's claims unit also reads the
-  # pool unit's outputs from its state.
-  dynamic "statement" {
-    for_each = var.state_bucket != null ? [var.state_bucket] : []
+}
 
-    content {
-      sid       = "StateBucket"
-      actions   = ["s3:ListBucket"]
-      resources = ["arn:${local.partition}:s3:::${statement.value}"]
+resource "aws_iam_role_policy" "broker" {
+  name   = "ec2runners-broker"
+  role   = aws_iam_role.broker.id
+  policy = data.aws_iam_policy_document.broker.json
+}
+
+# The function's own logs (broker.tf), which Lambda writes with its role.
+resource "aws_iam_role_policy" "broker_logs" {
+  name = "ec2runners-broker-logs"
+  role = aws_iam_role.broker.id
+  policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Sid      = "FunctionLogs"
+      Effect   = "Allow"
+      Action   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+      Resource = "${aws_cloudwatch_log_group.broker.arn}:*"
+    }]
+  })
+}
+
+################################################################################
+# Workflows, assumed with GitHub OIDC
+################################################################################
+
+locals {
+  # Each repository of the access list (main.tf), and no other, unless
+  # ci_oidc_subjects says otherwise. The broker checks the repository again,
+  # from the job's own token: this trust only keeps other repositories from
+  # invoking it at all.
+  ci_subjects = var.ci_oidc_subjects != null ? var.ci_oidc_subjects : [
+    for r in var.claim_repositories : "repo:${r.repository}:*"
+  ]
+
+  # The roles workflows assume, with the subjects that may: the CI role
+  # always, the maintenance and plan roles when their subjects are set.
+  github_roles = merge(
+    { ci = local.ci_subjects },
+    var.maintenance_oidc_subjects != null ? { maintenance = var.maintenance_oidc_subjects } : {},
+    var.plan_oidc_subjects != null ? { plan = var.plan_oidc_subjects } : {},
+  )
+}
+
+data "aws_iam_policy_document" "github_assume" {
+  for_each = local.github_roles
+
+  statement {
+    actions = ["sts:AssumeRoleWithWebIdentity"]
+
+    principals {
+      type        = "Federated"
+      identifiers = [var.github_oidc_provider_arn]
+    }
+
+    condition {
+      test     = "StringEquals"
+      variable = "token.actions.githubusercontent.com:aud"
+      values   = ["sts.amazonaws.com"]
+    }
+
+    condition {
+      test     = "StringLike"
+      variable = "token.actions.githubusercontent.com:sub"
+      values   = each.value
     }
   }
+}
 
-  dynamic "statement" {
-    for_each = var.state_bucket != null ? [var.state_bucket] : []
+# The CI role: claims, reads and releases, all through the broker. A claim's
+# plan (terraform plan, the release action's import) calls the broker's
+# read, which changes nothing, with the same role: IAM cannot tell a read
+# from a claim inside an invocation, so a plan role for claims would hold
+# exactly this. The broker decides what each workflow may do.
+resource "aws_iam_role" "ci" {
+  name               = "${local.pool}-claims"
+  description        = "GitHub Actions workflows claiming runners from the ec2runners pool ${local.pool} through its broker"
+  assume_role_policy = data.aws_iam_policy_document.github_assume["ci"].json
+}
 
-    content {
-      sid       = "ClaimState"
-      actions   = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
-      resources = ["arn:${local.partition}:s3:::${statement.value}/ec2runners/claims/*"]
-    }
-  }
-
-  dynamic "statement" {
-    for_each = var.state_bucket != null ? [var.state_bucket] : []
-
-    content {
-      sid       = "ReadPoolState"
-      actions   = ["s3:GetObject"]
-      resources = ["arn:${local.partition}:s3:::${statement.value}/ec2runners/pool/terraform.tfstate"]
-    }
+data "aws_iam_policy_document" "ci" {
+  # The function, and its versions and aliases (a qualified ARN): nothing
+  # else in AWS.
+  statement {
+    sid       = "InvokeBroker"
+    actions   = ["lambda:InvokeFunction"]
+    resources = [aws_lambda_function.broker.arn, "${aws_lambda_function.broker.arn}:*"]
   }
 }
 
@@ -368,13 +433,35 @@ resource "aws_iam_role_policy" "ci" {
   policy = data.aws_iam_policy_document.ci.json
 }
 
-################################################################################
-# Plans (terraform plan of the pool or the claims), assumed with GitHub OIDC
-################################################################################
+# The maintenance role: the scheduled reap and warm-up (reap-workflow.yml,
+# warm-workflow.yml) run the pool's maintenance with the broker's rights,
+# the GitHub credential included. Trust only the pool's own repository, on
+# its default branch (maintenance_oidc_subjects).
+resource "aws_iam_role" "maintenance" {
+  count = var.maintenance_oidc_subjects != null ? 1 : 0
 
+  name               = "${local.pool}-maintenance"
+  description        = "Scheduled reaps and warm-ups of the ec2runners pool ${local.pool}"
+  assume_role_policy = data.aws_iam_policy_document.github_assume["maintenance"].json
+}
+
+resource "aws_iam_role_policy" "maintenance" {
+  count = var.maintenance_oidc_subjects != null ? 1 : 0
+
+  name   = "ec2runners-maintenance"
+  role   = aws_iam_role.maintenance[0].id
+  policy = data.aws_iam_policy_document.broker.json
+}
+
+# The plan role: a pull request's plan of this stack. It reads every claim's
+# record and this stack's state, which holds the GitHub credential (github.tf):
+# trust only the pool's own repository (plan_oidc_subjects), never the
+# repositories that claim.
 resource "aws_iam_role" "plan" {
+  count = var.plan_oidc_subjects != null ? 1 : 0
+
   name               = "${local.pool}-plan"
-  description        = "Plans (read-only) of the ec2runners pool ${local.pool} and its claims"
+  description        = "Plans (read-only) of the ec2runners pool ${local.pool}"
   assume_role_policy = data.aws_iam_policy_document.github_assume["plan"].json
 }
 
@@ -406,7 +493,7 @@ data "aws_iam_policy_document" "plan" {
     resources = values(ec2runners_pool.this.queue_arns)
   }
 
-  # The pool's and the claims' Terraform state, read only.
+  # This stack's Terraform state, read only.
   dynamic "statement" {
     for_each = var.state_bucket != null ? [var.state_bucket] : []
 
@@ -415,14 +502,16 @@ data "aws_iam_policy_document" "plan" {
       actions = ["s3:ListBucket", "s3:GetObject"]
       resources = [
         "arn:${local.partition}:s3:::${statement.value}",
-        "arn:${local.partition}:s3:::${statement.value}/ec2runners/*",
+        "arn:${local.partition}:s3:::${statement.value}/ec2runners/pool/terraform.tfstate",
       ]
     }
   }
 }
 
 resource "aws_iam_role_policy" "plan" {
+  count = var.plan_oidc_subjects != null ? 1 : 0
+
   name   = "ec2runners-plan"
-  role   = aws_iam_role.plan.id
+  role   = aws_iam_role.plan[0].id
   policy = data.aws_iam_policy_document.plan.json
 }

@@ -1,8 +1,8 @@
 # A warm pool of self-hosted GitHub Actions runners on real AWS: the runners'
 # launch template and the agent its user data installs, the pool (DynamoDB table and
-# SQS queues), and the IAM roles of the runners and of the CI workflow that
-# claims them (iam.tf). Workflows claim runners with the root module in
-# claim/ (see workflow.yml).
+# SQS queues) with its access list, the broker that claims for the
+# workflows of that list (broker.tf), and the IAM roles (iam.tf). Workflows
+# claim runners with the claim and release actions (see workflow.yml).
 
 provider "aws" {
   region = var.region
@@ -19,9 +19,10 @@ provider "ec2runners" {
     tags = var.tags
   }
 
-  # GitHub credentials for the runners' registration and removal tokens:
-  # each claim mints one and hands it to each of its runners, and each
-  # release a removal token (claim/main.tf). Only for this owner's pools.
+  # GitHub credentials for what this stack's applies do themselves (an
+  # apply that fills the pool's warm targets, or releases the claims of
+  # ended runs); the broker uses the one the pool keeps (github.tf). Only
+  # for this owner's pools.
   github {
     # Null falls back to the GITHUB_TOKEN environment variable.
     token      = var.github_token
@@ -136,7 +137,7 @@ resource "aws_launch_template" "runner" {
   # keeping the default version current helps anyone launching by hand.
   update_default_version = true
 
-  # Claims launch only a template tagged for their pool, and the CI role may
+  # Claims launch only a template tagged for their pool, and the broker may
   # launch only with one (iam.tf): the pool's table names the template, the
   # tag says who may use it.
   tags = {
@@ -161,15 +162,20 @@ resource "aws_launch_template" "runner" {
 resource "ec2runners_pool" "this" {
   name = local.pool
 
-  # Where the runners register: the repository's runners, or the
-  # organization's when github_repository is null.
+  # The owner of the runners. Through the broker, each claim's runners
+  # register with the claim's repository alone.
   github_owner      = var.github_owner
   github_repository = var.github_repository
 
-  # Claims and releases without GitHub credentials of their own mint the
-  # runners' tokens with this one (github.tf): no repository needs a
-  # GitHub secret.
+  # The broker mints the runners' tokens with this one (github.tf): no
+  # repository needs a GitHub secret, and no workflow can read it.
   github_credential = var.github_token != null ? { ssm_parameter = aws_ssm_parameter.github[0].name } : null
+
+  # Who may claim through the broker, and how much: repositories (owner/name),
+  # optionally only some of their workflows, and caps per repository
+  # (claim_repositories). Only this stack writes it: the broker reads it
+  # before every claim, and its role may not change it (iam.tf).
+  access = var.claim_repositories
 
   idle_timeout = var.idle_timeout
   max_runtime  = var.max_runtime

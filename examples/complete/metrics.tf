@@ -2,7 +2,7 @@
 # guide): claims, releases and scans of the pool write embedded metric
 # format events into a log stream named after the pool in this log group,
 # and CloudWatch turns them into metrics of the namespace below, per pool
-# and resource class. The CI role may write into the pool's stream only
+# and resource class. The broker may write into the pool's stream only
 # (iam.tf). Cost: each metric and dimension value is a custom metric
 # ($0.30 a month each in us-east-1, prorated by the hour it is published);
 # each claim's events are about 1 KB of log ingestion ($0.50 per GB).

@@ -1,16 +1,26 @@
 output "pool_name" {
-  description = "Name of the pool, for the claims' `pool` (claim/, TF_VAR_pool in workflow.yml)."
+  description = "Name of the pool, for the claims' `pool` (EC2RUNNERS_POOL in workflow.yml)."
   value       = ec2runners_pool.this.name
 }
 
+output "broker_function_name" {
+  description = "The broker's Lambda function, which claims go through (EC2RUNNERS_BROKER_FUNCTION in workflow.yml)."
+  value       = aws_lambda_function.broker.function_name
+}
+
 output "ci_role_arn" {
-  description = "Role the CI workflow assumes with GitHub OIDC to claim runners (role-to-assume in workflow.yml)."
+  description = "Role the CI workflow assumes with GitHub OIDC to claim runners through the broker (role-to-assume in workflow.yml); it may only invoke the broker."
   value       = aws_iam_role.ci.arn
 }
 
+output "maintenance_role_arn" {
+  description = "Role the scheduled reap and warm-up assume with GitHub OIDC (reap-workflow.yml, warm-workflow.yml); null without maintenance_oidc_subjects."
+  value       = one(aws_iam_role.maintenance[*].arn)
+}
+
 output "plan_role_arn" {
-  description = "Role a workflow assumes with GitHub OIDC to plan the pool or the claims; it only reads."
-  value       = aws_iam_role.plan.arn
+  description = "Role this stack's pull requests assume with GitHub OIDC to plan it; it only reads. Null without plan_oidc_subjects."
+  value       = one(aws_iam_role.plan[*].arn)
 }
 
 output "runner_role_arn" {

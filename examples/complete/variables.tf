@@ -1,5 +1,5 @@
 variable "region" {
-  description = "AWS region of the pool, its runners and the CI role's permissions."
+  description = "AWS region of the pool, its runners and its broker."
   type        = string
 
   validation {
@@ -55,7 +55,7 @@ variable "github_owner" {
 }
 
 variable "github_repository" {
-  description = "Repository (name only, without the owner) the runners register with. Null registers organization-level runners, available to the organization's repositories per its runner group settings."
+  description = "Leave it null: through the broker, each claim's runners register with the claim's repository (of claim_repositories) and serve its jobs alone. A repository name (without the owner) is for a pool of that one repository."
   type        = string
   default     = null
 
@@ -66,14 +66,14 @@ variable "github_repository" {
 }
 
 variable "github_token" {
-  description = "GitHub token that may create runner registration tokens (fine-grained: \"Administration: read and write\" on the repository, or \"Self-hosted runners: read and write\" on the organization). The stack keeps it in an SSM parameter for the workflows' claims (github.tf). Null: no parameter, and the provider reads GITHUB_TOKEN from the environment (then each workflow needs a GitHub credential of its own)."
+  description = "GitHub token that may create runner registration tokens for every repository of claim_repositories (fine-grained: \"Administration: read and write\" and \"Actions: read\" on each of them; a GitHub App installed on them with the same permissions is better, see github.tf). The stack keeps it in an SSM parameter under a key of its own, which only the broker and the maintenance role may read (github.tf). Null: no parameter; name a credential you keep yourself in the pool's github_credential."
   type        = string
   default     = null
   sensitive   = true
 }
 
 variable "github_oidc_provider_arn" {
-  description = "ARN of the account's existing IAM OIDC provider for token.actions.githubusercontent.com, trusted by the CI role."
+  description = "ARN of the account's existing IAM OIDC provider for token.actions.githubusercontent.com, trusted by the roles workflows assume (CI, maintenance, plan)."
   type        = string
 
   validation {
@@ -82,8 +82,50 @@ variable "github_oidc_provider_arn" {
   }
 }
 
+variable "claim_repositories" {
+  description = "The pool's access list: the repositories (\"owner/name\", of github_owner) whose workflows may claim runners through the broker, each with optional workflows (globs on the OIDC token's workflow_ref, e.g. \"acme/app/.github/workflows/ci.yml@refs/heads/main\"), max_runners (runners its claims hold at once), max_runtime (\"2h\") and resource_classes. The broker refuses every other repository, and a repository over a cap."
+  type = list(object({
+    repository       = string
+    workflows        = optional(list(string))
+    max_runners      = optional(number)
+    max_runtime      = optional(string)
+    resource_classes = optional(list(string))
+  }))
+
+  validation {
+    condition     = length(var.claim_repositories) > 0
+    error_message = "Name at least one repository that may claim."
+  }
+
+  validation {
+    condition     = alltrue([for r in var.claim_repositories : can(regex("^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}$", r.repository)) && lower(split("/", r.repository)[0]) == lower(var.github_owner)])
+    error_message = "Each repository must be \"owner/name\", with github_owner as the owner: the runners register with it."
+  }
+
+  validation {
+    condition     = length(distinct([for r in var.claim_repositories : lower(r.repository)])) == length(var.claim_repositories)
+    error_message = "Each repository may appear only once."
+  }
+}
+
+variable "broker_zip" {
+  description = "Local path of the broker's Lambda package, ec2runners-broker_<version>_linux_arm64.zip: published with each release of the provider, beside the agent, at https://github.com/ec2runners/terraform-provider-ec2runners/releases/download/v<version>/ (listed with its SHA-256 in ec2runners-broker_<version>_SHA256SUMS, signed as the provider's). Use the provider's version."
+  type        = string
+}
+
+variable "broker_reserved_concurrency" {
+  description = "Claims, reads and releases the broker runs at once, reserved from the account's Lambda concurrency; more are throttled. Null: no reservation (the account's shared concurrency; new accounts, whose quota is too small to reserve from, need this)."
+  type        = number
+  default     = 50
+
+  validation {
+    condition     = var.broker_reserved_concurrency == null || try(var.broker_reserved_concurrency >= 1 && floor(var.broker_reserved_concurrency) == var.broker_reserved_concurrency, false)
+    error_message = "The reserved concurrency must be a whole number of at least 1 (0 would refuse every claim), or null."
+  }
+}
+
 variable "ci_oidc_subjects" {
-  description = "GitHub OIDC subjects (sub claims, wildcards allowed) that may assume the CI role. Null: every workflow of github_repository, or of every repository of github_owner when github_repository is null. Narrow it to a branch or environment, e.g. [\"repo:acme/app:ref:refs/heads/main\"]."
+  description = "GitHub OIDC subjects (sub claims, wildcards allowed) that may assume the CI role, which may only invoke the broker. Null: \"repo:<repository>:*\" for each repository of claim_repositories. Narrow it to branches or environments; or, past IAM's size limit of a trust policy (2,048 characters, 4,096 on request: some 50 repositories), widen it to [\"repo:<owner>/*\"]: the broker still refuses every repository not in claim_repositories."
   type        = list(string)
   default     = null
 
@@ -93,14 +135,25 @@ variable "ci_oidc_subjects" {
   }
 }
 
+variable "maintenance_oidc_subjects" {
+  description = "GitHub OIDC subjects that may assume the maintenance role of the scheduled reap and warm-up (reap-workflow.yml, warm-workflow.yml), which holds the broker's rights and reads the GitHub credential: this stack's own repository on its default branch, e.g. [\"repo:acme/platform:ref:refs/heads/main\"]. Null: no maintenance role; claims, releases and this stack's applies still maintain the pool."
+  type        = list(string)
+  default     = null
+
+  validation {
+    condition     = var.maintenance_oidc_subjects == null || length(coalesce(var.maintenance_oidc_subjects, [])) > 0
+    error_message = "Give at least one subject, or null for no maintenance role."
+  }
+}
+
 variable "plan_oidc_subjects" {
-  description = "GitHub OIDC subjects (sub claims, wildcards allowed) that may assume the plan role, which only reads. Null: the CI role's subjects. For pull requests' plans: [\"repo:acme/app:pull_request\"]."
+  description = "GitHub OIDC subjects (sub claims, wildcards allowed) that may assume the plan role, which only reads, for this stack's pull requests: e.g. [\"repo:acme/platform:pull_request\"]. Never the claim repositories: it reads every claim's record and this stack's state, which holds the GitHub credential. Null: no plan role. Claims need none: their plans read through the broker with the CI role."
   type        = list(string)
   default     = null
 
   validation {
     condition     = var.plan_oidc_subjects == null || length(coalesce(var.plan_oidc_subjects, [])) > 0
-    error_message = "Give at least one subject, or null for the default."
+    error_message = "Give at least one subject, or null for no plan role."
   }
 }
 
@@ -139,7 +192,7 @@ variable "max_runtime" {
 }
 
 variable "state_bucket" {
-  description = "S3 bucket holding the claims' Terraform state (see claim/ and terragrunt/). When set, the CI role may read and write ec2runners/claims/* in it and read the pool's state ec2runners/pool/terraform.tfstate (Terragrunt reads the pool's outputs). Null: no state permissions."
+  description = "S3 bucket holding this stack's Terraform state, at ec2runners/pool/terraform.tfstate (as terragrunt/ keeps it): the plan role may read it. Null: no state permissions. The CI role reads no state: this stack's state holds the GitHub credential."
   type        = string
   default     = null
 }

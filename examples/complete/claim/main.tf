@@ -31,15 +31,16 @@ terraform {
 # assumed by aws-actions/configure-aws-credentials (AWS_REGION and the role's
 # keys).
 provider "ec2runners" {
-  # Each claim mints a GitHub registration token for its runners, and each
-  # release a removal token. Without a github block (nor GITHUB_TOKEN or
-  # GITHUB_APP_ID in the environment) they use the credential the pool
-  # keeps in its account (the pool stack's github.tf), read with the CI
-  # role. Or bring one, only for pools of the owner, which defaults to
-  # GITHUB_REPOSITORY_OWNER (set in GitHub Actions jobs):
-  # github {
-  #   token = "..." # or GITHUB_TOKEN in the environment
-  # }
+  # The claim, its reads and its release go through the pool's broker
+  # (EC2RUNNERS_BROKER_FUNCTION in the environment: the pool stack's
+  # broker_function_name output), with the job's GitHub OIDC token (the job
+  # needs permissions id-token: write). The CI role may only invoke the
+  # broker; the broker mints the runners' tokens with the credential the
+  # pool keeps, for this repository alone.
+  #
+  # A pool without a broker, whose claimants all trust each other: the
+  # claim reads the pool's table and credential itself, with a role that
+  # holds the broker's rights, or with a github block of its own.
 }
 
 variable "pool" {

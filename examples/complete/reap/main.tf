@@ -1,5 +1,5 @@
 # Reaps the pool on demand (Terraform >= 1.14, which has actions):
-# ../reap-workflow.yml runs, on a schedule, with the CI role,
+# ../reap-workflow.yml runs, on a schedule, with the maintenance role,
 #   terraform apply -invoke=action.ec2runners_reap.pool -auto-approve
 # Claims, releases and pool applies reap too, at most once a minute; this
 # cleans up after cancelled runs and lost claims while no one claims. An
@@ -14,7 +14,8 @@ terraform {
   }
 }
 
-# AWS region and credentials come from the environment, e.g. the CI role.
+# AWS region and credentials come from the environment, e.g. the maintenance
+# role (iam.tf).
 provider "ec2runners" {}
 
 variable "pool" {

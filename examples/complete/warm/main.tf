@@ -1,7 +1,7 @@
 # Fills the pool's warm targets on demand (Terraform >= 1.14, which has
 # actions): ../warm-workflow.yml runs, on weekdays as the pool's
 # office-hours window opens (a quarter of an hour before the first runs),
-# with the CI role,
+# with the maintenance role,
 #   terraform apply -invoke=action.ec2runners_warm.pool -auto-approve
 # The pool's own apply fills the targets too, and claims top the stopped
 # tier up; this brings the window's hot runners up before the first run of
@@ -16,7 +16,8 @@ terraform {
   }
 }
 
-# AWS region and credentials come from the environment, e.g. the CI role.
+# AWS region and credentials come from the environment, e.g. the maintenance
+# role (iam.tf).
 provider "ec2runners" {}
 
 variable "pool" {

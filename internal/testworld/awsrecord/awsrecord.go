@@ -4,9 +4,9 @@
 //
 // Tests put a recording reverse proxy in front of the emulator (Start) and
 // give each role its own test access key: the provider's pool management
-// configuration PoolManagementKey, the claims-only configuration ClaimsKey,
-// the read-only configuration of plans ReadOnlyKey, and each instance
-// stand-in's role credentials AgentKey(instance id). The
+// configuration PoolManagementKey, the claim code's configuration ClaimsKey
+// (the broker's rights), the read-only configuration of plans ReadOnlyKey,
+// and each instance stand-in's role credentials AgentKey(instance id). The
 // proxy attributes every request by the access key id of its SigV4
 // credential, turns it into the IAM authorizations AWS would evaluate for it
 // (a TransactWriteItems into one PutItem, UpdateItem, DeleteItem or
@@ -40,13 +40,22 @@ const EnvDir = "EC2RUNNERS_AWS_CALLS"
 // Roles, as the documents name their policies.
 const (
 	RolePoolManagement = "pool-management" // applies ec2runners_pool, reads its data sources
-	RoleClaims         = "claims"          // applies ec2runners_claim only
-	RoleAgent          = "agent"           // the runner instances' role
-	RoleReadOnly       = "read-only"       // plans, refreshes, data sources and queries: no writes
+	// RoleBroker makes the claim code's AWS calls (claims, releases, reaps
+	// and fills): the pool's broker, the pool's scheduled maintenance, and,
+	// in a pool without a broker, whatever applies claims directly.
+	RoleBroker   = "broker"
+	RoleAgent    = "agent"     // the runner instances' role
+	RoleReadOnly = "read-only" // plans, refreshes, data sources and queries: no writes
+	// RoleCI is the role workflows assume to claim through the broker: it
+	// may only invoke the broker's function. No test key records it (the
+	// tests' Lambda is not an endpoint the recorder fronts): the cases of
+	// internal/testworld/iamcheck pin its policy.
+	RoleCI = "ci"
 )
 
-// Roles lists every role, in the order reports show them.
-var Roles = []string{RolePoolManagement, RoleClaims, RoleAgent, RoleReadOnly}
+// Roles lists every role whose calls the tests record, in the order
+// reports show them.
+var Roles = []string{RolePoolManagement, RoleBroker, RoleAgent, RoleReadOnly}
 
 // Test access keys, one per role. Any secret signs (the emulator checks
 // none); TestSecret is the conventional one.
@@ -71,7 +80,7 @@ func role(accessKeyID string) (role, instanceID string) {
 	case accessKeyID == PoolManagementKey:
 		return RolePoolManagement, ""
 	case accessKeyID == ClaimsKey:
-		return RoleClaims, ""
+		return RoleBroker, ""
 	case accessKeyID == ReadOnlyKey:
 		return RoleReadOnly, ""
 	case strings.HasPrefix(accessKeyID, agentKeyPrefix) && len(accessKeyID) > len(agentKeyPrefix):

@@ -14,7 +14,7 @@ func TestLogsCalls(t *testing.T) {
 		"CreateLogStream": "arn:aws:logs:eu-west-1:000000000000:log-group:/ec2runners/ci",
 	} {
 		q := request{service: "logs", action: action, body: []byte(`{"logGroupName":"/ec2runners/ci","logStreamName":"ci","logEvents":[]}`),
-			base: Call{Role: RoleClaims, Partition: "aws", Region: "eu-west-1", Account: "000000000000"}}
+			base: Call{Role: RoleBroker, Partition: "aws", Region: "eu-west-1", Account: "000000000000"}}
 		calls := q.calls(context.Background(), r)
 		if len(calls) != 1 || calls[0].Action != "logs:"+action || calls[0].Resource != want {
 			t.Errorf("%s: %v, want logs:%s on %s", action, calls, action, want)
@@ -35,7 +35,7 @@ func TestCredentialReads(t *testing.T) {
 		{"secretsmanager", "GetSecretValue", `{"SecretId":"arn:aws:secretsmanager:eu-west-1:000000000000:secret:x-AbCdEf"}`, "arn:aws:secretsmanager:eu-west-1:000000000000:secret:x-AbCdEf"},
 	} {
 		q := request{service: tc.service, action: tc.action, body: []byte(tc.body),
-			base: Call{Role: RoleClaims, Partition: "aws", Region: "eu-west-1", Account: "000000000000"}}
+			base: Call{Role: RoleBroker, Partition: "aws", Region: "eu-west-1", Account: "000000000000"}}
 		calls := q.calls(context.Background(), r)
 		if len(calls) != 1 || calls[0].Action != tc.service+":"+tc.action || calls[0].Resource != tc.want {
 			t.Errorf("%s: %v, want %s:%s on %s", tc.body, calls, tc.service, tc.action, tc.want)

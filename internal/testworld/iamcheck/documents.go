@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/awsrecord"
@@ -36,6 +37,7 @@ var readmePlaceholders = strings.NewReplacer(
 	"<account>", "${"+varAccount+"}",
 	"<runner-instance-role>", "${"+varRole+"}",
 	"<log-group>", "${"+varLogGroup+"}",
+	"<broker-function>", "${"+varFunction+"}",
 )
 
 // ReadmePolicies reads the README's policies, one per role.
@@ -59,7 +61,7 @@ func ReadmePolicies(path string) ([]Policy, error) {
 		}
 		out = append(out, Policy{Source: "README.md (" + role + ")", Role: role, Statements: statements})
 	}
-	for _, role := range awsrecord.Roles {
+	for _, role := range documentedRoles {
 		if !hasRole(out, role) {
 			return nil, fmt.Errorf("%s: no policy for the role %s (<!-- policy: %s --> before its ```json block)", path, role, role)
 		}
@@ -67,13 +69,12 @@ func ReadmePolicies(path string) ([]Policy, error) {
 	return out, nil
 }
 
+// documentedRoles are the roles the documents must give a policy: those
+// the tests record, and the CI role.
+var documentedRoles = append(slices.Clone(awsrecord.Roles), awsrecord.RoleCI)
+
 func knownRole(role string) bool {
-	for _, r := range awsrecord.Roles {
-		if r == role {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(documentedRoles, role)
 }
 
 func hasRole(policies []Policy, role string) bool {

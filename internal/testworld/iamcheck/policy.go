@@ -2,7 +2,8 @@
 // policies and examples/complete/iam.tf) against the AWS calls the tests
 // recorded (internal/testworld/awsrecord): every call must be granted to its role by
 // an Allow statement, with the statement's conditions holding in the call's
-// context; grants no call used are reported.
+// context; grants no call used are reported. The CI role's policy, whose
+// calls no test records, is pinned by the package's test cases.
 //
 // Policies are evaluated as IAM does for what they use: Action and Resource
 // with * and ? wildcards (actions case-insensitively), policy variables
@@ -60,6 +61,7 @@ const (
 	varClass     = "doc:class" // a resource class of the pool: the suffix of its queue names
 	varRole      = "doc:runner-role"
 	varLogGroup  = "doc:log-group" // the log group of the pool's metrics
+	varFunction  = "doc:broker-function"
 )
 
 // Evaluate tells whether p grants c, and by which Allow statements (all of

@@ -25,7 +25,8 @@ const (
 // longest are the longest values the documents' placeholders take: what a
 // policy grows to in the largest deployment the provider allows (a pool
 // name of 40 characters, a class name filling the queue name's 80, a role
-// name of 64, a bucket name of 63, a log group name of 512).
+// name of 64, a bucket name of 63, a log group name of 512, a function name
+// of 64).
 var longest = map[string]string{
 	varPool:            strings.Repeat("p", 40),
 	varRegion:          "ap-southeast-5",
@@ -35,6 +36,7 @@ var longest = map[string]string{
 	varRole:            strings.Repeat("r", 64),
 	"doc:state-bucket": strings.Repeat("b", 63),
 	varLogGroup:        strings.Repeat("g", 512),
+	varFunction:        strings.Repeat("f", 64),
 }
 
 // Size is a policy's size as IAM counts it, its placeholders at their

@@ -16,8 +16,11 @@ import (
 )
 
 // exampleRoles: the aws_iam_policy_document data sources of the example
-// that are a role's permissions (the others are trust policies).
-var exampleRoles = map[string]string{"runner": awsrecord.RoleAgent, "ci": awsrecord.RoleClaims, "plan": awsrecord.RoleReadOnly}
+// that are a role's permissions (the others are trust policies). The
+// maintenance role holds the broker's document.
+var exampleRoles = map[string]string{
+	"runner": awsrecord.RoleAgent, "broker": awsrecord.RoleBroker, "ci": awsrecord.RoleCI, "plan": awsrecord.RoleReadOnly,
+}
 
 // exampleInputs are what the example's policies and locals refer to beyond
 // its own locals, bound to the document variables.
@@ -40,6 +43,9 @@ func exampleInputs() map[string]cty.Value {
 		})}),
 		"aws_iam_role": cty.ObjectVal(map[string]cty.Value{"runner": cty.ObjectVal(map[string]cty.Value{
 			"arn": str("arn:${" + varPartition + "}:iam::${" + varAccount + "}:role/${" + varRole + "}"),
+		})}),
+		"aws_lambda_function": cty.ObjectVal(map[string]cty.Value{"broker": cty.ObjectVal(map[string]cty.Value{
+			"arn": str("arn:${" + varPartition + "}:lambda:${" + varRegion + "}:${" + varAccount + "}:function:${" + varFunction + "}"),
 		})}),
 	}
 }

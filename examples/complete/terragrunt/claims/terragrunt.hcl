@@ -2,8 +2,11 @@
 # its release job (-auto-approve: CI has no terminal to answer a prompt):
 #   CLAIM_RUN_ID="$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT" terragrunt apply -auto-approve
 #   CLAIM_RUN_ID="$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT" terragrunt destroy -auto-approve
-# with the AWS credentials of the CI role; the runners' tokens are minted
-# with the GitHub credential the pool keeps in its account.
+# in a workflow of the pool's own repository: its role invokes the broker,
+# as the CI role does (EC2RUNNERS_BROKER_FUNCTION), and also uses the state
+# bucket (this unit's state, and the pool unit's outputs), which the CI role
+# may not: the pool unit's state holds the GitHub credential. Workflows of
+# other repositories claim with the actions, which need no state.
 include "root" {
   path   = find_in_parent_folders("root.hcl")
   expose = true
@@ -27,8 +30,8 @@ download_dir = "${get_terragrunt_dir()}/.terragrunt-cache/${local.run_id}"
 # the release job finds the claim job's. Replaces the root's remote_state.
 remote_state {
   backend = "s3"
-  # The pool unit has created the bucket; the CI role may only use objects
-  # under ec2runners/claims/, not check or change the bucket's settings.
+  # The pool unit has created the bucket; the claims' role needs only the
+  # objects under ec2runners/claims/, not the bucket's settings.
   disable_init = true
 
   generate = {

@@ -17,11 +17,20 @@ inputs = {
   subnet_ids               = ["subnet-0a1b2c3d4e5f60718", "subnet-0b2c3d4e5f6071829"]
   security_group_ids       = ["sg-0c3d4e5f60718293a"]
   github_owner             = "acme"
-  github_repository        = "app" # null: organization-level runners
   github_oidc_provider_arn = "arn:aws:iam::123456789012:oidc-provider/token.actions.githubusercontent.com"
   state_bucket             = include.root.locals.state_bucket
   tags                     = include.root.locals.default_tags
 
-  # github_token: export TF_VAR_github_token or GITHUB_TOKEN instead of
-  # writing it here.
+  # Who may claim through the broker, and the release's broker package.
+  claim_repositories = [
+    { repository = "acme/app", max_runners = 10 },
+    { repository = "acme/web", workflows = ["acme/web/.github/workflows/ci.yml@refs/heads/*"], resource_classes = ["large"] },
+  ]
+  broker_zip = "${get_terragrunt_dir()}/ec2runners-broker_0.1.0_linux_arm64.zip"
+
+  # This repository's scheduled reap and warm-up, and its pull requests' plans.
+  maintenance_oidc_subjects = ["repo:acme/platform:ref:refs/heads/main"]
+  plan_oidc_subjects        = ["repo:acme/platform:pull_request"]
+
+  # github_token: export TF_VAR_github_token instead of writing it here.
 }
