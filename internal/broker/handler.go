@@ -114,12 +114,12 @@ func (h *Handler) handle(ctx context.Context, req Request, w *warnings) (Identit
 // post-check counts those of its claims under way (pending: they may yet
 // get their runners) and of its complete claims that got them first (by
 // their record's time, ties by run id), and a claim over the cap releases
-// its runners. Of two concurrent claims, the later one in that order
+// its runners. Of two claims that overlap, the later one in that order
 // finds the earlier one recorded (pending or complete) at its post-check,
-// unless the earlier one began after the later one's pre-check and its
-// clock runs behind by more than the time a claim takes: two claims never
-// both keep runners over the cap. Both may fail when both find the other
-// under way.
+// or else the earlier one's pre-check found the later one: two claims
+// never both keep runners over the cap, unless the clocks of two broker
+// instances differ by more than a claim takes. Both may fail, when each
+// finds the other under way.
 func (h *Handler) claim(ctx context.Context, c Claimer, g grant, id Identity, r Request, w *warnings) Response {
 	if r.Claim == nil {
 		return invalid("operation %s needs its claim", OpClaim)

@@ -27,7 +27,10 @@ const (
 // Identity is what a verified GitHub Actions OIDC token says a call acts
 // for: GitHub sets these claims, no workflow can.
 type Identity struct {
-	Repository string // "owner/name", as GitHub spells it now
+	// Repository is "owner/name", as GitHub spells it when it issues the
+	// token: the pool's access names repositories by name, so a renamed
+	// repository needs its new name there.
+	Repository string
 	Owner      string
 	RunID      int64 // GITHUB_RUN_ID
 	RunAttempt int   // GITHUB_RUN_ATTEMPT
@@ -81,8 +84,6 @@ const discoveryTimeout = 10 * time.Second
 // it; only callers that may invoke the broker can cause one.
 type Verifier struct {
 	issuer, audience string
-	// now is the clock tokens are checked against (nil: time.Now).
-	now func() time.Time
 
 	mu       sync.Mutex
 	verifier *oidc.IDTokenVerifier // nil until the discovery document is read
@@ -120,7 +121,7 @@ func (v *Verifier) Verify(ctx context.Context, rawToken string) (Identity, error
 	if err != nil {
 		return denied(err)
 	}
-	if tok.IssuedAt.After(v.clock().Add(issuedAtLeeway)) {
+	if tok.IssuedAt.After(time.Now().Add(issuedAtLeeway)) {
 		return denied(fmt.Errorf("it was issued in the future (iat %s)", tok.IssuedAt.UTC().Format(time.RFC3339)))
 	}
 	var c actionsClaims
@@ -174,7 +175,7 @@ func (v *Verifier) idTokenVerifier(ctx context.Context) (*oidc.IDTokenVerifier, 
 	// The key set outlives this call's context: it fetches keys for later
 	// tokens too.
 	v.verifier = provider.VerifierContext(context.WithoutCancel(ctx), &oidc.Config{
-		ClientID: v.audience, SupportedSigningAlgs: []string{oidc.RS256}, Now: v.now,
+		ClientID: v.audience, SupportedSigningAlgs: []string{oidc.RS256},
 	})
 	return v.verifier, nil
 }
@@ -182,11 +183,4 @@ func (v *Verifier) idTokenVerifier(ctx context.Context) (*oidc.IDTokenVerifier, 
 // httpContext makes go-oidc's requests with a bounded client.
 func (v *Verifier) httpContext(ctx context.Context) context.Context {
 	return oidc.ClientContext(ctx, &http.Client{Timeout: discoveryTimeout})
-}
-
-func (v *Verifier) clock() time.Time {
-	if v.now != nil {
-		return v.now()
-	}
-	return time.Now()
 }

@@ -12,7 +12,9 @@ import (
 
 // orgPool makes e's pool register its runners with organization octo, and
 // its agents take the tokens of octo/app: the target the claims of these
-// tests register with (RegisterWithRepository).
+// tests register with (RegisterWithRepository). The agents are configured
+// with that target here: the agent takes only tokens for its configured
+// target (internal/agent, Agent.token), and registers there.
 func orgPool(e *env) {
 	e.cfg.GitHub = &protocol.GitHubTarget{Owner: "octo"}
 	e.writeConfig()
