@@ -146,6 +146,13 @@ func (c *Claimer) claim(ctx context.Context, req Request) (*Result, error) {
 	if err := CheckRunnerGroup(cfg, req.RunnerGroup); err != nil {
 		return nil, err
 	}
+	if req.RegisterWithRepository && req.RunnerGroup != "" {
+		return nil, fmt.Errorf("runner group %q: the runners of run %s register with its repository, and only organization runners join runner groups", req.RunnerGroup, req.RunID)
+	}
+	target, err := req.runnerTarget(cfg)
+	if err != nil {
+		return nil, err
+	}
 	wants, err := req.wants(cfg)
 	if err != nil {
 		return nil, err
@@ -158,7 +165,7 @@ func (c *Claimer) claim(ctx context.Context, req Request) (*Result, error) {
 	}
 	// Minted before any runner is touched, and handed to each runner before
 	// it learns the run id: it registers at once.
-	regToken, err := c.mintToken(ctx, cfg, registrationToken, req.RunID)
+	regToken, err := c.mintToken(ctx, cfg, target, registrationToken, req.RunID)
 	if err != nil {
 		return nil, err
 	}
@@ -329,6 +336,10 @@ func (a *attempt) begin(ctx context.Context) (*Result, error) {
 			continue // gone meanwhile
 		case prev.Nonce == a.rec.Nonce:
 			return nil, nil // our own write, its response lost
+		case a.req.RegisterWithRepository && (!prev.Request.RegisterWithRepository || !strings.EqualFold(prev.Request.Repository, a.req.Repository)):
+			// Not this repository's claim: never adopted, waited for nor
+			// cleaned up by it, and not described to it.
+			return nil, fmt.Errorf("run %s in pool %s is %w", a.req.RunID, a.req.Pool, ErrOtherRepository)
 		case prev.Request.Claimant != a.req.Claimant:
 			// Another claimant's claim, under way or complete: waiting for
 			// it and adopting it would share its runners, which its
@@ -402,7 +413,7 @@ func (a *attempt) stillHeld(ctx context.Context, rec Record) bool {
 // keeps its own.
 func sameClaim(a, b Request) bool {
 	return a.InstanceCount == b.InstanceCount && a.ResourceClass == b.ResourceClass && a.UsageClass == b.UsageClass &&
-		slices.Equal(a.AllowedTypes, b.AllowedTypes) && a.RunnerGroup == b.RunnerGroup
+		slices.Equal(a.AllowedTypes, b.AllowedTypes) && a.RunnerGroup == b.RunnerGroup && a.RegisterWithRepository == b.RegisterWithRepository
 }
 
 // keepLease refreshes the pending claim record until the returned stop is

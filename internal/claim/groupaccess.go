@@ -24,12 +24,13 @@ type RunnerGroupSource interface {
 // admits selected repositories without it, or refuses public ones and it
 // is public, or there is no such group. Such a claim would succeed and its
 // jobs queue until GitHub cancels them. The check is skipped when the
-// claim knows no repository, the pool's runners register with a
-// repository (a repository's runners have no groups), or the credentials
+// claim knows no repository, its runners register with a repository (the
+// pool's, or the claim's own: a repository's runners have no groups), or
+// the credentials
 // g cannot read the organization's groups (logged: it needs the
 // organization permission "Self-hosted runners", read).
 func (c *Claimer) checkGroupAdmits(ctx context.Context, g *GitHubAccess, cfg protocol.PoolConfig, req Request) error {
-	if cfg.GitHub == nil || cfg.GitHub.Repository != "" || req.Repository == "" || g == nil || g.Groups == nil {
+	if cfg.GitHub == nil || cfg.GitHub.Repository != "" || req.RegisterWithRepository || req.Repository == "" || g == nil || g.Groups == nil {
 		return nil
 	}
 	org := cfg.GitHub.Owner

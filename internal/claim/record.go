@@ -57,12 +57,15 @@ type recordDoc struct {
 	ReleaseWait         protocol.Duration `json:"releaseWait"`
 	// The workflow run attempt the claim serves (Request.Repository and
 	// WorkflowRun); absent when not known.
-	Repository      string     `json:"repository,omitempty"`
-	WorkflowRunID   int64      `json:"workflowRunId,omitempty"`
-	WorkflowAttempt int        `json:"workflowRunAttempt,omitempty"`
-	State           string     `json:"state"`
-	Nonce           string     `json:"nonce"`
-	Instances       []Instance `json:"instances"`
+	Repository      string `json:"repository,omitempty"`
+	WorkflowRunID   int64  `json:"workflowRunId,omitempty"`
+	WorkflowAttempt int    `json:"workflowRunAttempt,omitempty"`
+	// RegisterWithRepository: the runners register with Repository
+	// (Request.RegisterWithRepository); absent: with the pool's target.
+	RegisterWithRepository bool       `json:"registerWithRepository,omitempty"`
+	State                  string     `json:"state"`
+	Nonce                  string     `json:"nonce"`
+	Instances              []Instance `json:"instances"`
 }
 
 func (r Record) item(now string) map[string]types.AttributeValue {
@@ -89,6 +92,7 @@ func requestDoc(q Request) recordDoc {
 		SpotFallback: q.SpotFallback, HeartbeatMaxAge: protocol.Duration(q.Timings.HeartbeatMaxAge), RegistrationWait: protocol.Duration(q.Timings.RegistrationWait),
 		FleetValidationWait: protocol.Duration(q.Timings.FleetValidationWait), ReleaseWait: protocol.Duration(q.Timings.ReleaseWait),
 		Repository: q.Repository, WorkflowRunID: q.WorkflowRun.ID, WorkflowAttempt: q.WorkflowRun.Attempt,
+		RegisterWithRepository: q.RegisterWithRepository,
 	}
 }
 
@@ -113,6 +117,7 @@ func (d recordDoc) request(pool, runID string) (Request, error) {
 			PollInterval: DefaultTimings().PollInterval,
 		},
 		Repository: d.Repository, WorkflowRun: WorkflowRun{ID: d.WorkflowRunID, Attempt: d.WorkflowAttempt},
+		RegisterWithRepository: d.RegisterWithRepository,
 	}, nil
 }
 
@@ -161,6 +166,11 @@ func (s *store) readRecord(ctx context.Context, pool, runID string) (Record, boo
 // ErrOtherClaimant: the run id's claim record was made by another
 // claimant.
 var ErrOtherClaimant = errors.New("claimed by another claimant")
+
+// ErrOtherRepository: a claim that registers with its repository found the
+// run id's claim record made for another repository (or by a claim that
+// does not register with its repository).
+var ErrOtherRepository = errors.New("claimed for another repository")
 
 var errLeaseLost = errors.New("the claim record was taken over by another attempt of the run (this one's lease lapsed)")
 

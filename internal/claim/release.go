@@ -208,7 +208,7 @@ func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConf
 			toIdle = append(toIdle, id)
 		}
 	}
-	toIdle = c.handRemovalToken(ctx, s, cfg, req.RunID, toIdle, discards)
+	toIdle = c.handRemovalToken(ctx, s, cfg, req, toIdle, discards)
 	candidates := make([]keepable, len(toIdle))
 	for i, id := range toIdle {
 		inst := byID[id].inst
@@ -312,23 +312,27 @@ func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConf
 	return lines, errors.Join(errs...)
 }
 
-// handRemovalToken mints one removal token for the runners of ids and
-// writes it into their agent partitions, before they are told to leave.
-// It returns the runners that may go back to the pool: all, unless no
-// token could be had or written; then each goes to discards instead, as a
-// release never fails for tokens.
-func (c *Claimer) handRemovalToken(ctx context.Context, s *store, cfg protocol.PoolConfig, runID string, ids []string, discards map[string]string) []string {
+// handRemovalToken mints one removal token for the runners of ids, for
+// the target they registered with (req's), and writes it into their agent
+// partitions, before they are told to leave. It returns the runners that
+// may go back to the pool: all, unless no token could be had or written;
+// then each goes to discards instead, as a release never fails for tokens.
+func (c *Claimer) handRemovalToken(ctx context.Context, s *store, cfg protocol.PoolConfig, req Request, ids []string, discards map[string]string) []string {
 	if len(ids) == 0 {
 		return nil
 	}
-	tok, err := c.mintToken(ctx, cfg, removalToken, runID)
+	target, err := req.runnerTarget(cfg)
+	var tok *runnerToken
+	if err == nil {
+		tok, err = c.mintToken(ctx, cfg, target, removalToken, req.RunID)
+	}
 	if err == nil {
 		err = s.handToken(ctx, cfg.InstanceARNPrefix, ids, tok)
 	}
 	if err == nil {
 		return ids
 	}
-	c.log("release: runners cannot deregister from GitHub, terminating them", "run", runID, "error", err.Error())
+	c.log("release: runners cannot deregister from GitHub, terminating them", "run", req.RunID, "error", err.Error())
 	for _, id := range ids {
 		discards[id] = fmt.Sprintf("cannot deregister from GitHub (%v)", err)
 	}

@@ -62,6 +62,14 @@ type Request struct {
 	// made outside Actions), neither released nor held so.
 	Repository  string
 	WorkflowRun WorkflowRun
+	// RegisterWithRepository registers the runners with Repository, as
+	// its repository-level runners, instead of the pool's GitHub target:
+	// no label and no runner group of another repository reaches them.
+	// Repository's owner must be the pool's GitHub owner; a pool without
+	// a GitHub target registers its runners nowhere either way. The
+	// release mints the removal token for the same repository. The broker
+	// sets it on every claim it makes (no runner group then).
+	RegisterWithRepository bool
 }
 
 // WorkflowRun is one attempt of a GitHub Actions workflow run: its

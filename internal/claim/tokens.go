@@ -103,15 +103,33 @@ func (c *Claimer) githubAccess(ctx context.Context, cfg protocol.PoolConfig) (*G
 	return c.StoredGitHub.access(ctx, *cfg.GitHubCredential)
 }
 
-// mintToken mints the token of kind for the runners of cfg serving runID:
-// nil without error for a pool without a GitHub target (its runners get
-// no token), an error naming the provider's github block when there are no
-// credentials, or when they are not for the pool's target.
-func (c *Claimer) mintToken(ctx context.Context, cfg protocol.PoolConfig, kind tokenKind, runID string) (*runnerToken, error) {
-	if cfg.GitHub == nil {
+// runnerTarget is where the runners of r register with GitHub: the pool's
+// GitHub target, or, for a claim that registers with its repository
+// (RegisterWithRepository), that repository, which must be the pool's
+// GitHub owner's. nil: nowhere (a pool without a GitHub target).
+func (r Request) runnerTarget(cfg protocol.PoolConfig) (*protocol.GitHubTarget, error) {
+	if !r.RegisterWithRepository || cfg.GitHub == nil {
+		return cfg.GitHub, nil
+	}
+	owner, name, err := protocol.ParseRepository(r.Repository)
+	if err != nil {
+		return nil, fmt.Errorf("the runners of run %s register with the claim's repository: %w", r.RunID, err)
+	}
+	if !strings.EqualFold(owner, cfg.GitHub.Owner) {
+		return nil, fmt.Errorf("the runners of run %s cannot register with repository %s: pool %s registers its runners with GitHub owner %s, and with no repository of another owner",
+			r.RunID, r.Repository, cfg.Name, cfg.GitHub.Owner)
+	}
+	return &protocol.GitHubTarget{Owner: cfg.GitHub.Owner, Repository: name}, nil
+}
+
+// mintToken mints the token of kind for the runners of cfg serving runID,
+// which register with target: nil without error for no target (the
+// runners get no token), an error naming the provider's github block when
+// there are no credentials, or when they are not for target.
+func (c *Claimer) mintToken(ctx context.Context, cfg protocol.PoolConfig, target *protocol.GitHubTarget, kind tokenKind, runID string) (*runnerToken, error) {
+	if target == nil {
 		return nil, nil
 	}
-	target := *cfg.GitHub
 	g, err := c.githubAccess(ctx, cfg)
 	switch {
 	case err != nil:

@@ -1,0 +1,40 @@
+// Command ec2runners-broker is the broker of one ec2runners pool, run as
+// an AWS Lambda function (package broker): it serves the claims workflows
+// make with their GitHub Actions OIDC token, within the pool's access
+// policy.
+//
+// Environment: EC2RUNNERS_POOL (the pool it serves), EC2RUNNERS_AUDIENCE
+// (of the tokens it takes; default ec2runners), EC2RUNNERS_OIDC_ISSUER
+// (tests only; default GitHub Actions'), GITHUB_API_URL (GitHub Enterprise
+// only), and the AWS SDK's (AWS_REGION, AWS_ENDPOINT_URL, ...).
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/broker"
+)
+
+// version is the release's, set by the linker (-X main.version=...).
+var version = "dev"
+
+func main() {
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	settings, err := broker.SettingsFromEnv(version)
+	if err != nil {
+		logger.Error("ec2runners-broker: " + err.Error())
+		os.Exit(1)
+	}
+	h, err := broker.NewHandler(context.Background(), settings, logger.Info)
+	if err != nil {
+		logger.Error("ec2runners-broker: " + err.Error())
+		os.Exit(1)
+	}
+	lambda.Start(func(ctx context.Context, req broker.Request) (broker.Response, error) {
+		return h.Handle(ctx, req), nil
+	})
+}

@@ -1,0 +1,88 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsconfig"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/metrics"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+// Settings are a broker function's, from its environment.
+type Settings struct {
+	Pool     string // EC2RUNNERS_POOL: the one pool it serves
+	Audience string // EC2RUNNERS_AUDIENCE: of the tokens it takes ("": DefaultAudience)
+	// Issuer is EC2RUNNERS_OIDC_ISSUER, for tests only ("": DefaultIssuer).
+	Issuer string
+	// GitHubAPI is GITHUB_API_URL, the GitHub API the pool's credential
+	// is for ("": github.com's).
+	GitHubAPI string
+	Version   string // the release's, for the User-Agent of its requests
+}
+
+// SettingsFromEnv reads the settings from the environment.
+func SettingsFromEnv(version string) (Settings, error) {
+	s := Settings{Pool: os.Getenv("EC2RUNNERS_POOL"), Audience: os.Getenv("EC2RUNNERS_AUDIENCE"),
+		Issuer: os.Getenv("EC2RUNNERS_OIDC_ISSUER"), GitHubAPI: os.Getenv("GITHUB_API_URL"), Version: version}
+	if err := protocol.ValidatePoolName(s.Pool); err != nil {
+		return s, fmt.Errorf("EC2RUNNERS_POOL: %w", err)
+	}
+	return s, nil
+}
+
+// NewHandler is the Handler of the broker function: AWS clients from the
+// SDK's default configuration (which honours AWS_ENDPOINT_URL), a
+// claim.Claimer with the pool's stored GitHub credential, and metrics as
+// the provider publishes them. log receives what the pool logic logs.
+func NewHandler(ctx context.Context, s Settings, log claim.Logger) (*Handler, error) {
+	clients, err := awsconfig.New(ctx, awsconfig.Options{ProviderVersion: s.Version})
+	if err != nil {
+		return nil, err
+	}
+	base := claim.Claimer{DynamoDB: clients.DynamoDB, SQS: clients.SQS, EC2: clients.EC2,
+		Metrics: &metrics.Publisher{Logs: clients.Logs}, Log: log}
+	creds := &credentials{read: func() *claim.StoredGitHub {
+		return &claim.StoredGitHub{SSM: clients.SSM, SecretsManager: clients.SecretsManager,
+			Client: github.Config{BaseURL: s.GitHubAPI, Version: s.Version}}
+	}}
+	return &Handler{
+		Pool: s.Pool, Verifier: NewVerifier(s.Issuer, s.Audience), DynamoDB: clients.DynamoDB, Log: log,
+		Claimer: func(warn func(summary, detail string)) Claimer {
+			c := base
+			c.StoredGitHub, c.Warn = creds.current(), warn
+			return &c
+		},
+	}, nil
+}
+
+// credentialLifetime is how long the broker uses the GitHub credential it
+// read (and the GitHub App installation token made with it) before reading
+// it again: a Lambda function's container lives for hours, and a rotated
+// credential takes effect within this.
+const credentialLifetime = 10 * time.Minute
+
+// credentials hands out the StoredGitHub of the pool's credential, read
+// again once credentialLifetime passed (a StoredGitHub keeps what it read
+// for its life).
+type credentials struct {
+	read func() *claim.StoredGitHub
+
+	mu   sync.Mutex
+	kept *claim.StoredGitHub
+	at   time.Time
+}
+
+func (c *credentials) current() *claim.StoredGitHub {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.kept == nil || time.Since(c.at) >= credentialLifetime {
+		c.kept, c.at = c.read(), time.Now()
+	}
+	return c.kept
+}
