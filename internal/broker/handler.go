@@ -88,11 +88,14 @@ func (h *Handler) handle(ctx context.Context, req Request, w *warnings) (Identit
 		if req.RunID == "" {
 			return id, invalid("operation %s needs the claim's run id", req.Operation)
 		}
-		rec, live, err := h.ownClaim(ctx, c, id, req.RunID)
-		if err != nil {
+		rec, live, own, err := h.ownClaim(ctx, c, id, req.RunID)
+		switch {
+		case err != nil:
 			return id, failure(err)
-		}
-		if req.Operation == OpRead {
+		case !own:
+			// Not found, and nothing to release: what a missing claim answers.
+			return id, Response{}
+		case req.Operation == OpRead:
 			return id, Response{Record: &rec, Live: live}
 		}
 		outcomes, err := c.Release(ctx, h.Pool, req.RunID)
@@ -225,19 +228,16 @@ func (h *Handler) repositoryClaims(ctx context.Context, c Claimer, id Identity, 
 	return slices.DeleteFunc(all, func(l claim.Listed) bool { return !ownedBy(l.Record, id) }), nil
 }
 
-// ownClaim reads the claim of runID when id's repository made it through
-// the broker. Another repository's claim, a claim made directly, or none,
-// is the same refusal: a claim's existence is not told to other
-// repositories.
-func (h *Handler) ownClaim(ctx context.Context, c Claimer, id Identity, runID string) (claim.Record, []claim.Instance, error) {
+// ownClaim reads the claim of runID, own when id's repository made it
+// through the broker. Another repository's claim, a claim made directly,
+// and none all read as none: a claim's existence is not told to other
+// repositories, and a release of one releases nothing.
+func (h *Handler) ownClaim(ctx context.Context, c Claimer, id Identity, runID string) (rec claim.Record, live []claim.Instance, own bool, err error) {
 	rec, live, ok, err := c.Read(ctx, h.Pool, runID)
-	if err != nil {
-		return claim.Record{}, nil, err
+	if err != nil || !ok || !ownedBy(rec, id) {
+		return claim.Record{}, nil, false, err
 	}
-	if !ok || !ownedBy(rec, id) {
-		return claim.Record{}, nil, denied("repository %s has no claim with run id %q in pool %s", id.Repository, runID, h.Pool)
-	}
-	return rec, live, nil
+	return rec, live, true, nil
 }
 
 // ownedBy tells whether the broker made rec for id's repository.
