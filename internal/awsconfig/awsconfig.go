@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -45,6 +46,7 @@ type Endpoints struct {
 	Logs           string
 	SSM            string
 	SecretsManager string
+	Lambda         string
 }
 
 // Options are the provider's AWS settings; zero values mean "SDK default".
@@ -85,6 +87,8 @@ type Clients struct {
 	// its account.
 	SSM            *ssm.Client
 	SecretsManager *secretsmanager.Client
+	// Lambda invokes a pool's broker.
+	Lambda *lambda.Client
 }
 
 // DefaultMaxAttempts: enough to ride out throttling and 5xx bursts; the
@@ -128,6 +132,7 @@ func New(ctx context.Context, o Options) (*Clients, error) {
 		SecretsManager: secretsmanager.NewFromConfig(cfg, func(opt *secretsmanager.Options) {
 			setEndpoint(&opt.BaseEndpoint, o.Endpoints.SecretsManager)
 		}),
+		Lambda: lambda.NewFromConfig(cfg, func(opt *lambda.Options) { setEndpoint(&opt.BaseEndpoint, o.Endpoints.Lambda) }),
 	}, nil
 }
 

@@ -145,7 +145,7 @@ func TestAssumeRoleWrapsCredentials(t *testing.T) {
 func TestEndpoints(t *testing.T) {
 	isolate(t)
 	t.Setenv("AWS_ENDPOINT_URL", "http://from-env:4566")
-	c, err := New(context.Background(), Options{Region: "us-east-1", AccessKey: "a", SecretKey: "b", Endpoints: Endpoints{SQS: "http://sqs-only:1", STS: "http://sts-only:2"}})
+	c, err := New(context.Background(), Options{Region: "us-east-1", AccessKey: "a", SecretKey: "b", Endpoints: Endpoints{SQS: "http://sqs-only:1", STS: "http://sts-only:2", Lambda: "http://lambda-only:3"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,6 +160,9 @@ func TestEndpoints(t *testing.T) {
 	}
 	if got := aws.ToString(c.STS.Options().BaseEndpoint); got != "http://sts-only:2" {
 		t.Errorf("STS endpoint %q, want the endpoints block's", got)
+	}
+	if got := aws.ToString(c.Lambda.Options().BaseEndpoint); got != "http://lambda-only:3" {
+		t.Errorf("Lambda endpoint %q, want the endpoints block's", got)
 	}
 }
 

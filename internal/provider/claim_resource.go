@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/identityschema"
@@ -34,6 +35,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/broker"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
@@ -304,6 +306,12 @@ func (r *claimResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 		}
 		return
 	}
+	if r.data.broker != nil {
+		// The broker checks the claim against its pool, which the job's
+		// role cannot read.
+		checkBrokerRepository(plan.Repository, os.Getenv("GITHUB_REPOSITORY"), &resp.Diagnostics)
+		return
+	}
 	if plan.Pool.IsUnknown() || plan.ResourceClass.IsUnknown() {
 		return
 	}
@@ -328,6 +336,17 @@ func (r *claimResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 		resp.Diagnostics.AddAttributeWarning(path.Root("fleet_fallback"), "The pool cannot launch runners",
 			fmt.Sprintf("Pool %s has no fleet settings: this claim can only reuse runners already in the pool.", cfg.Name))
 	}
+}
+
+// checkBrokerRepository refuses a claim through the broker for another
+// repository than the job's: the broker claims for the repository of the
+// job's OIDC token, whatever the claim says.
+func checkBrokerRepository(repository types.String, jobRepository string, diags *diag.Diagnostics) {
+	if repository.IsNull() || repository.IsUnknown() || jobRepository == "" || strings.EqualFold(repository.ValueString(), jobRepository) {
+		return
+	}
+	diags.AddAttributeError(path.Root("repository"), "Claim for another repository through the broker",
+		fmt.Sprintf("Attribute repository is %q, but the broker claims for the repository of the job's OIDC token, %s (GITHUB_REPOSITORY). Remove repository, or set it to %s.", repository.ValueString(), jobRepository, jobRepository))
 }
 
 // defaultSpotFallback is the spot fallback of a claim that sets none:
@@ -363,7 +382,11 @@ func (r *claimResource) Create(ctx context.Context, req resource.CreateRequest, 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	timeout, d := plan.Timeouts.Create(ctx, 20*time.Minute)
+	defaultTimeout := 20 * time.Minute
+	if r.data.broker != nil {
+		defaultTimeout = broker.MaxInvocationTime // the claim runs in one invocation
+	}
+	timeout, d := plan.Timeouts.Create(ctx, defaultTimeout)
 	resp.Diagnostics.Append(d...)
 	if plan.RunID.IsUnknown() || plan.RunID.IsNull() {
 		plan.RunID = types.StringValue(newRunID())
@@ -391,7 +414,7 @@ func (r *claimResource) Create(ctx context.Context, req resource.CreateRequest, 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	started := time.Now()
-	c, warned := r.data.warnedClaimer(ctx)
+	c, warned := r.data.warnedClaims(ctx)
 	res, err := c.Create(ctx, creq)
 	warned.into(&resp.Diagnostics)
 	if errors.Is(err, claim.ErrOtherClaimant) {
@@ -426,7 +449,9 @@ func (r *claimResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	// Before the read: the framework wants an identity also when the claim is
 	// gone, which Terraform before 1.12 never holds.
 	resp.Diagnostics.Append(resp.Identity.Set(ctx, claimIdentity{Pool: state.Pool, RunID: state.RunID})...)
-	rec, live, ok, err := r.data.reader(ctx).Read(ctx, state.Pool.ValueString(), state.RunID.ValueString())
+	c, warned := r.data.claimReads(ctx)
+	rec, live, ok, err := c.Read(ctx, state.Pool.ValueString(), state.RunID.ValueString())
+	warned.into(&resp.Diagnostics)
 	if err != nil {
 		resp.Diagnostics.AddError(fmt.Sprintf("Cannot read claim %s", state.ID.ValueString()), err.Error())
 		return
@@ -460,7 +485,7 @@ func (r *claimResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c, warned := r.data.warnedClaimer(ctx)
+	c, warned := r.data.warnedClaims(ctx)
 	outcomes, err := c.Release(ctx, state.Pool.ValueString(), state.RunID.ValueString())
 	warned.into(&resp.Diagnostics)
 	tflog.Info(ctx, "released runners", map[string]any{"run_id": state.RunID.ValueString(), "outcomes": outcomes})

@@ -23,6 +23,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsconfig"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/broker"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 )
 
@@ -49,7 +50,10 @@ type providerData struct {
 	// storedGitHub reads the pools' own GitHub credentials when github is
 	// nil, once per provider configuration.
 	storedGitHub *claim.StoredGitHub
-	version      string // the provider's, and so the agent's the user data installs
+	// broker makes the claim resource's claims through the pool's broker
+	// (nil: directly, with the clients).
+	broker  *broker.Client
+	version string // the provider's, and so the agent's the user data installs
 }
 
 type providerModel struct {
@@ -75,11 +79,13 @@ type providerModel struct {
 		Logs           types.String `tfsdk:"logs"`
 		SSM            types.String `tfsdk:"ssm"`
 		SecretsManager types.String `tfsdk:"secretsmanager"`
+		Lambda         types.String `tfsdk:"lambda"`
 	} `tfsdk:"endpoints"`
 	DefaultTags *struct {
 		Tags types.Map `tfsdk:"tags"`
 	} `tfsdk:"default_tags"`
 	GitHub *githubModel `tfsdk:"github"`
+	Broker *brokerModel `tfsdk:"broker"`
 }
 
 func (p *ec2runnersProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
@@ -171,9 +177,11 @@ func (p *ec2runnersProvider) Schema(_ context.Context, _ provider.SchemaRequest,
 					"logs":           endpoint("CloudWatch Logs (the pools' metrics)", "CLOUDWATCH_LOGS"),
 					"ssm":            endpoint("SSM (a pool's GitHub credential)", "SSM"),
 					"secretsmanager": endpoint("Secrets Manager (a pool's GitHub credential)", "SECRETS_MANAGER"),
+					"lambda":         endpoint("Lambda (the pool's broker)", "LAMBDA"),
 				},
 			},
 			"github": githubBlock(),
+			"broker": brokerBlock(),
 			"default_tags": schema.SingleNestedBlock{
 				Description: "Tags for every taggable resource the provider creates: the pools' tables and queues, and the instances that claims launch. " +
 					"A pool's own `tags` win on conflicts. They never replace the instances' own tags (`ec2runners:pool`, `AllowSelfTermination`, `InitialRunId`). " +
@@ -227,7 +235,7 @@ func (p *ec2runnersProvider) Configure(ctx context.Context, req provider.Configu
 	}
 	if e := m.Endpoints; e != nil {
 		opts.Endpoints = awsconfig.Endpoints{SQS: e.SQS.ValueString(), DynamoDB: e.DynamoDB.ValueString(), EC2: e.EC2.ValueString(), STS: e.STS.ValueString(), Logs: e.Logs.ValueString(),
-			SSM: e.SSM.ValueString(), SecretsManager: e.SecretsManager.ValueString()}
+			SSM: e.SSM.ValueString(), SecretsManager: e.SecretsManager.ValueString(), Lambda: e.Lambda.ValueString()}
 	}
 	data := &providerData{defaultTags: map[string]string{}, version: p.version}
 	if m.DefaultTags != nil {
@@ -242,6 +250,11 @@ func (p *ec2runnersProvider) Configure(ctx context.Context, req provider.Configu
 		return
 	}
 	data.github = gh
+	brokerFunction, brokerAudience, d := m.Broker.settings()
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
 	clients, err := awsconfig.New(ctx, opts)
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot configure the ec2runners provider", err.Error())
@@ -249,6 +262,9 @@ func (p *ec2runnersProvider) Configure(ctx context.Context, req provider.Configu
 	}
 	data.clients = clients
 	data.storedGitHub = &claim.StoredGitHub{SSM: clients.SSM, SecretsManager: clients.SecretsManager, Client: m.GitHub.storedClient(p.version)}
+	if brokerFunction != "" {
+		data.broker = &broker.Client{Lambda: clients.Lambda, Function: brokerFunction, Audience: brokerAudience, Token: broker.ActionsToken{}}
+	}
 	resp.ResourceData = data
 	resp.DataSourceData = data
 	resp.ListResourceData = data

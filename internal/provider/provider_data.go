@@ -41,6 +41,36 @@ func (d *providerData) warnedClaimer(ctx context.Context) (*claim.Claimer, *warn
 	return c, w
 }
 
+// claimService is how the claim resource reaches its pool, with the pool
+// logic's methods: claim.Claimer directly, or broker.Client through the
+// pool's broker.
+type claimService interface {
+	Create(ctx context.Context, req claim.Request) (*claim.Result, error)
+	Read(ctx context.Context, pool, runID string) (claim.Record, []claim.Instance, bool, error)
+	Release(ctx context.Context, pool, runID string) ([]string, error)
+}
+
+// warnedClaims makes and releases claims: through the broker when the
+// provider has one, else directly (warnedClaimer); warnings are
+// collected.
+func (d *providerData) warnedClaims(ctx context.Context) (claimService, *warnings) {
+	if d.broker == nil {
+		return d.warnedClaimer(ctx)
+	}
+	c, w := *d.broker, &warnings{}
+	c.Warn = w.add
+	return &c, w
+}
+
+// claimReads reads claims: through the broker when the provider has one,
+// else directly with clients that refuse writes (reader).
+func (d *providerData) claimReads(ctx context.Context) (claimService, *warnings) {
+	if d.broker == nil {
+		return d.reader(ctx), &warnings{}
+	}
+	return d.warnedClaims(ctx)
+}
+
 // warnings are an operation's warnings from the pool logic, which may come
 // from its goroutines, each once.
 type warnings struct {

@@ -71,6 +71,22 @@ data "ec2runners_runner_script" "test" {
 		"endpoint with a space": {`endpoints {
     sqs = "http://local host:4566"
   }`, `Attribute endpoints.sqs must be an http:// or https:// URL`},
+		"bad Lambda endpoint": {`endpoints {
+    lambda = "lambda.eu-west-1.amazonaws.com"
+  }`, `Attribute endpoints.lambda must be an http:// or https:// URL, got: lambda.eu-west-1.amazonaws.com`},
+		"broker function not a function": {`broker {
+    function_name = "arn:aws:iam::123456789012:role/broker"
+  }`, `Attribute broker.function_name: "arn:aws:iam::123456789012:role/broker" is not a Lambda function's name \(1-64 letters, digits, '-' and '_'\), ARN`},
+		"broker function name too long": {`broker {
+    function_name = "` + strings.Repeat("b", 65) + `"
+  }`, `Attribute broker.function_name: "b+" is not a Lambda function's name`},
+		"broker audience with a space": {`broker {
+    function_name = "ci-broker"
+    audience      = "ec2 runners"
+  }`, `Attribute broker.audience: "ec2 runners" is not printable ASCII characters without spaces, such as ec2runners`},
+		"broker audience without a function": {`broker {
+    audience = "ec2runners"
+  }`, `The broker block sets an audience but names no function: set broker.function_name \(or EC2RUNNERS_BROKER_FUNCTION\)`},
 		"reserved default tag": {`default_tags {
     tags = { "aws:owner" = "platform" }
   }`, `Attribute default_tags.tags: tag key "aws:owner" starts with aws:, which AWS reserves; tag keys must be 1-128 characters and values at most 256`},
