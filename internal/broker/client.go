@@ -19,10 +19,6 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
-// DefaultAudience is the audience of the OIDC tokens the broker accepts
-// unless configured otherwise.
-const DefaultAudience = "ec2runners"
-
 // Lambda's limits on one synchronous invocation
 // (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html).
 const (
