@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
@@ -50,9 +49,9 @@ type Handler struct {
 // Handle serves one invocation. Whatever went wrong is in the response's
 // Error, never a failed invocation.
 func (h *Handler) Handle(ctx context.Context, req Request) Response {
-	w := &warnings{}
+	w := &claim.Warnings{}
 	id, resp := h.handle(ctx, req, w)
-	resp.Warnings = w.all()
+	resp.Warnings = w.List()
 	if h.Log != nil {
 		outcome := "done"
 		if resp.Error != nil {
@@ -64,7 +63,7 @@ func (h *Handler) Handle(ctx context.Context, req Request) Response {
 	return resp
 }
 
-func (h *Handler) handle(ctx context.Context, req Request, w *warnings) (Identity, Response) {
+func (h *Handler) handle(ctx context.Context, req Request, w *claim.Warnings) (Identity, Response) {
 	id, err := h.Verifier.Verify(ctx, req.IDToken)
 	if err != nil {
 		return id, failure(err)
@@ -80,7 +79,7 @@ func (h *Handler) handle(ctx context.Context, req Request, w *warnings) (Identit
 	if err != nil {
 		return id, failure(err)
 	}
-	c := h.Claimer(w.add)
+	c := h.Claimer(w.Add)
 	switch req.Operation {
 	case OpClaim:
 		return id, h.claim(ctx, c, g, id, req, w)
@@ -123,7 +122,7 @@ func (h *Handler) handle(ctx context.Context, req Request, w *warnings) (Identit
 // never both keep runners over the cap, unless the clocks of two broker
 // instances differ by more than a claim takes. Both may fail, when each
 // finds the other under way.
-func (h *Handler) claim(ctx context.Context, c Claimer, g grant, id Identity, r Request, w *warnings) Response {
+func (h *Handler) claim(ctx context.Context, c Claimer, g grant, id Identity, r Request, w *claim.Warnings) Response {
 	if r.Claim == nil {
 		return invalid("operation %s needs its claim", OpClaim)
 	}
@@ -170,7 +169,7 @@ func (h *Handler) claim(ctx context.Context, c Claimer, g grant, id Identity, r 
 // recheck is claim's post-check of the cap, once Create got req's runners;
 // a claim over it releases them and fails over_cap. One whose claims
 // cannot be listed releases them too: its cap could not be checked.
-func (h *Handler) recheck(ctx context.Context, c Claimer, g grant, id Identity, req claim.Request, w *warnings) (Response, bool) {
+func (h *Handler) recheck(ctx context.Context, c Claimer, g grant, id Identity, req claim.Request, w *claim.Warnings) (Response, bool) {
 	claims, err := h.repositoryClaims(ctx, c, id, w)
 	var over error
 	if err == nil {
@@ -217,13 +216,13 @@ func completedBefore(a, b claim.Record) bool {
 
 // repositoryClaims are the claims id's repository has recorded in the
 // pool. Records that cannot be read are skipped, with a warning.
-func (h *Handler) repositoryClaims(ctx context.Context, c Claimer, id Identity, w *warnings) ([]claim.Listed, error) {
+func (h *Handler) repositoryClaims(ctx context.Context, c Claimer, id Identity, w *claim.Warnings) ([]claim.Listed, error) {
 	all, corrupt, err := c.List(ctx, h.Pool, claim.ListFilter{})
 	if err != nil {
 		return nil, fmt.Errorf("listing the claims of repository %s, to count its runners: %w", id.Repository, err)
 	}
 	if len(corrupt) > 0 {
-		w.add(fmt.Sprintf("Claim records of pool %s skipped", h.Pool), "Not counted against the repositories' max_runners: "+strings.Join(corrupt, "; "))
+		w.Add(fmt.Sprintf("Claim records of pool %s skipped", h.Pool), "Not counted against the repositories' max_runners: "+strings.Join(corrupt, "; "))
 	}
 	return slices.DeleteFunc(all, func(l claim.Listed) bool { return !ownedBy(l.Record, id) }), nil
 }
@@ -268,24 +267,4 @@ func claimRunID(r Request) string {
 		return ""
 	}
 	return r.Claim.RunID
-}
-
-// warnings are an invocation's warnings, each once.
-type warnings struct {
-	mu   sync.Mutex
-	list [][2]string
-}
-
-func (w *warnings) add(summary, detail string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if x := [2]string{summary, detail}; !slices.Contains(w.list, x) {
-		w.list = append(w.list, x)
-	}
-}
-
-func (w *warnings) all() [][2]string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.list)
 }

@@ -416,7 +416,7 @@ func (r *claimResource) Create(ctx context.Context, req resource.CreateRequest, 
 	started := time.Now()
 	c, warned := r.data.warnedClaims(ctx)
 	res, err := c.Create(ctx, creq)
-	warned.into(&resp.Diagnostics)
+	addWarnings(&resp.Diagnostics, warned)
 	if errors.Is(err, claim.ErrOtherClaimant) {
 		resp.Diagnostics.AddAttributeError(path.Root("run_id"), fmt.Sprintf("Run %s is claimed by another claimant", creq.RunID), err.Error())
 		return
@@ -451,7 +451,7 @@ func (r *claimResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	resp.Diagnostics.Append(resp.Identity.Set(ctx, claimIdentity{Pool: state.Pool, RunID: state.RunID})...)
 	c, warned := r.data.claimReads(ctx)
 	rec, live, ok, err := c.Read(ctx, state.Pool.ValueString(), state.RunID.ValueString())
-	warned.into(&resp.Diagnostics)
+	addWarnings(&resp.Diagnostics, warned)
 	if err != nil {
 		resp.Diagnostics.AddError(fmt.Sprintf("Cannot read claim %s", state.ID.ValueString()), err.Error())
 		return
@@ -487,7 +487,7 @@ func (r *claimResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 	defer cancel()
 	c, warned := r.data.warnedClaims(ctx)
 	outcomes, err := c.Release(ctx, state.Pool.ValueString(), state.RunID.ValueString())
-	warned.into(&resp.Diagnostics)
+	addWarnings(&resp.Diagnostics, warned)
 	tflog.Info(ctx, "released runners", map[string]any{"run_id": state.RunID.ValueString(), "outcomes": outcomes})
 	if err != nil {
 		resp.Diagnostics.AddError(fmt.Sprintf("Cannot release claim %s", state.ID.ValueString()), err.Error())

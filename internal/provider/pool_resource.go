@@ -478,7 +478,7 @@ func (r *poolResource) fill(ctx context.Context, m *poolResourceModel, timeout t
 	}
 	name := m.Name.ValueString()
 	c, warned := r.data.warnedClaimer(ctx)
-	defer warned.into(diags)
+	defer addWarnings(diags, warned)
 	if m.Fleet.IsNull() || m.Warm.IsNull() {
 		r.setWarmStatus(ctx, c, m, diags)
 		return
@@ -562,7 +562,7 @@ func (r *poolResource) reap(ctx context.Context, name string, diags *diag.Diagno
 		return
 	}
 	c, warned := r.data.warnedClaimer(ctx)
-	defer warned.into(diags)
+	defer addWarnings(diags, warned)
 	res, ran, err := c.ReapIfDue(ctx, name, claim.DefaultReapInterval)
 	switch {
 	case err != nil:

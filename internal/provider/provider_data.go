@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 
@@ -34,10 +33,10 @@ func (d *providerData) claimer(ctx context.Context) *claim.Claimer {
 
 // warnedClaimer is claimer whose warnings are collected, for the
 // operation's diagnostics (warnings.into).
-func (d *providerData) warnedClaimer(ctx context.Context) (*claim.Claimer, *warnings) {
+func (d *providerData) warnedClaimer(ctx context.Context) (*claim.Claimer, *claim.Warnings) {
 	c := d.claimer(ctx)
-	w := &warnings{}
-	c.Warn = w.add
+	w := &claim.Warnings{}
+	c.Warn = w.Add
 	return c, w
 }
 
@@ -53,49 +52,27 @@ type claimService interface {
 // warnedClaims makes and releases claims: through the broker when the
 // provider has one, else directly (warnedClaimer); warnings are
 // collected.
-func (d *providerData) warnedClaims(ctx context.Context) (claimService, *warnings) {
+func (d *providerData) warnedClaims(ctx context.Context) (claimService, *claim.Warnings) {
 	if d.broker == nil {
 		return d.warnedClaimer(ctx)
 	}
-	c, w := *d.broker, &warnings{}
-	c.Warn = w.add
+	c, w := *d.broker, &claim.Warnings{}
+	c.Warn = w.Add
 	return &c, w
 }
 
 // claimReads reads claims: through the broker when the provider has one,
 // else directly with clients that refuse writes (reader).
-func (d *providerData) claimReads(ctx context.Context) (claimService, *warnings) {
+func (d *providerData) claimReads(ctx context.Context) (claimService, *claim.Warnings) {
 	if d.broker == nil {
-		return d.reader(ctx), &warnings{}
+		return d.reader(ctx), &claim.Warnings{}
 	}
 	return d.warnedClaims(ctx)
 }
 
-// warnings are an operation's warnings from the pool logic, which may come
-// from its goroutines, each once.
-type warnings struct {
-	mu   sync.Mutex
-	seen map[string]bool
-	list [][2]string
-}
-
-func (w *warnings) add(summary, detail string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.seen == nil {
-		w.seen = map[string]bool{}
-	}
-	if key := summary + "\x00" + detail; !w.seen[key] {
-		w.seen[key] = true
-		w.list = append(w.list, [2]string{summary, detail})
-	}
-}
-
-// into adds the warnings to diags.
-func (w *warnings) into(diags *diag.Diagnostics) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, x := range w.list {
+// addWarnings adds an operation's warnings to diags.
+func addWarnings(diags *diag.Diagnostics, w *claim.Warnings) {
+	for _, x := range w.List() {
 		diags.AddWarning(x[0], x[1])
 	}
 }

@@ -85,7 +85,7 @@ func (a *reapAction) Invoke(ctx context.Context, req action.InvokeRequest, resp 
 	resp.SendProgress(action.InvokeProgressEvent{Message: fmt.Sprintf("Reaping pool %s", name)})
 	c, warned := a.data.warnedClaimer(ctx)
 	res, err := c.Reap(ctx, name)
-	warned.into(&resp.Diagnostics)
+	addWarnings(&resp.Diagnostics, warned)
 	for _, msg := range reapReport(name, res) {
 		resp.SendProgress(action.InvokeProgressEvent{Message: msg})
 	}

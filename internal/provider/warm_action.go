@@ -54,7 +54,7 @@ func (a *warmAction) Invoke(ctx context.Context, req action.InvokeRequest, resp 
 	resp.SendProgress(action.InvokeProgressEvent{Message: fmt.Sprintf("Warming pool %s", name)})
 	c, warned := a.data.warnedClaimer(ctx)
 	res, err := c.Warm(ctx, name, claim.WarmOptions{Timings: claim.DefaultTimings()})
-	warned.into(&resp.Diagnostics)
+	addWarnings(&resp.Diagnostics, warned)
 	for _, msg := range warmReport(name, res) {
 		resp.SendProgress(action.InvokeProgressEvent{Message: msg})
 	}
