@@ -4,14 +4,15 @@
 # SHA256SUMS signed by a throwaway RSA key generated for this build. Its
 # public half goes to dist/signing-key.asc for the checks in
 # internal/testworld/release; the key itself is deleted at the end. Beside it, the
-# assets a release uploads with the archives: the agent binaries and their
-# signed SHA256SUMS (tools/release-agents.sh, goreleaser's before hook),
-# and the renamed manifest.
+# assets a release uploads with the archives: the agent's binaries and the
+# broker's zips, each with its signed SHA256SUMS
+# (tools/release-agent-and-broker.sh, goreleaser's before hook), and the
+# renamed manifest.
 #
 # SNAPSHOT_PLATFORMS=all (the default) builds every platform of the
 # configuration; host builds only this machine's (what the install test
-# needs: make test and CI build that). The agent is built for linux/amd64
-# and linux/arm64 either way.
+# needs: make test and CI build that). The agent and the broker are built
+# for linux/amd64 and linux/arm64 either way.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -61,12 +62,12 @@ fi
 
 # What release.extra_files uploads, which a snapshot publishes nowhere:
 # the manifest, as the registry reads it, <name>_<version>_manifest.json
-# (SHA256SUMS already lists it), and the agent's files.
+# (SHA256SUMS already lists it), and the files of the agent and the broker.
 sums=$(echo dist/terraform-provider-ec2runners_*_SHA256SUMS)
 version=${sums#dist/terraform-provider-ec2runners_}
 version=${version%_SHA256SUMS}
 cp terraform-registry-manifest.json "dist/terraform-provider-ec2runners_${version}_manifest.json"
-cp bin/release-agents/ec2runners-agent_"${version}"_* dist/
+cp bin/release-agent-and-broker/ec2runners-{agent,broker}_"${version}"_* dist/
 gpg --batch --armor --export "$GPG_FINGERPRINT" >dist/signing-key.asc
 touch dist/.snapshot-stamp # make test's record that a snapshot of this tree exists
 

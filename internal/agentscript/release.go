@@ -27,9 +27,9 @@ var Architectures = []string{"amd64", "arm64"}
 const ReleaseRepository = "https://github.com/ec2runners/terraform-provider-ec2runners"
 
 // builtDigests is set by the release build (.goreleaser.yml: -X with
-// "amd64=<hex>,arm64=<hex>", which tools/release-agents.sh computes from the
-// binaries it builds for the release): the digests of the agent binaries
-// released with this provider.
+// "amd64=<hex>,arm64=<hex>", which tools/release-agent-and-broker.sh
+// computes from the binaries it builds for the release): the digests of the
+// agent binaries released with this provider.
 var builtDigests string
 
 // Built is the agent released with this provider of version.

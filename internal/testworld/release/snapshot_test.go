@@ -135,6 +135,26 @@ func readSums(t *testing.T, path string) map[string]string {
 	return sums
 }
 
+// checkSignedSums: the SHA256SUMS file name lists exactly the files of
+// digests (file name to SHA-256 in hex), with those digests, and gpg
+// verifies its signature with the release's key.
+func checkSignedSums(t *testing.T, s *snapshot, name string, digests map[string]string) {
+	t.Helper()
+	if _, err := os.Stat(s.path(name)); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	sums := readSums(t, s.path(name))
+	for _, file := range slices.Sorted(maps.Keys(digests)) {
+		if sums[file] != digests[file] {
+			t.Errorf("%s lists %s with SHA-256 %q; the file's is %s", name, file, sums[file], digests[file])
+		}
+	}
+	if got, want := slices.Sorted(maps.Keys(sums)), slices.Sorted(maps.Keys(digests)); !slices.Equal(got, want) {
+		t.Errorf("%s lists %v, want %v", name, got, want)
+	}
+	verifySignature(t, s, name)
+}
+
 // TestAccRelease_layout checks dist/ against what the Terraform Registry
 // requires of a release: an archive per platform named
 // terraform-provider-ec2runners_<version>_<os>_<arch>.zip holding the
@@ -174,7 +194,8 @@ func TestAccRelease_layout(t *testing.T) {
 	}
 	// The registry ingests the archives and the manifest, and rejects a
 	// SHA256SUMS that lists anything else (a signature, an SBOM, the agent's
-	// binaries, which have a SHA256SUMS of their own: TestAccRelease_agent).
+	// binaries and the broker's zips, which have SHA256SUMS of their own:
+	// TestAccRelease_agent, TestAccRelease_broker).
 	for name := range s.sums {
 		if name != manifest && !slices.Contains(slices.Collect(maps.Values(s.zips)), name) {
 			t.Errorf("%s lists %s, which is neither an archive nor the manifest", s.sumsFile(), name)
