@@ -2,7 +2,9 @@
 // (docs/guides/protocol.md, "The agent"): the program that keeps one EC2
 // instance in a pool. It heartbeats into its agent partition, follows its
 // instance record (a GitHub runner registered for each run the pool hands
-// it, deregistered and its jobs' traces wiped at release), keeps the runner
+// it, deregistered and its jobs' traces wiped at release; for a run claimed
+// through the pool's broker, a just-in-time runner for each job, the runner
+// user wiped between them), keeps the runner
 // within GitHub's version policy while it waits, and stops or terminates
 // its instance when its record says so.
 //
@@ -10,7 +12,8 @@
 // and EC2 calls it makes (Table, Instances), a Clock, the Host (the wall
 // between jobs and the pool: the runner user, the metadata firewall, the
 // jobs' processes and files) and the Runner (the GitHub runner: install,
-// register, run, remove). The binary (cmd/ec2runners-agent) plugs in Linux
+// register, run, remove), and the pool's Broker, which mints each job's
+// just-in-time registration. The binary (cmd/ec2runners-agent) plugs in Linux
 // (package linux); the simulations of the tests, the demo and the simulator
 // plug in fakes (package agenttest), so every simulated agent runs this
 // code.
@@ -89,10 +92,18 @@ type Runner interface {
 	// reaches a process of the runner user) and starts it as the runner
 	// user.
 	Register(ctx context.Context, r Registration) error
+	// StartJIT starts the run's runner for one job, as the runner user,
+	// from a fresh copy of the installation registrations use now, with a
+	// just-in-time configuration (run.sh --jitconfig): a registration
+	// GitHub sends one job and then removes.
+	StartJIT(ctx context.Context, encodedConfig string) error
 	// Running tells whether the run's runner is running (true when no run
 	// is registered). It is what the kernel says of the runner's process,
 	// never what the runner prints or writes: that is the jobs' to forge.
 	Running() bool
+	// Exited is closed once the run's runner, as started last, exits (nil
+	// when none was started), so that the next job's runner starts at once.
+	Exited() <-chan struct{}
 	// Restart ends every process of the run (its jobs included: none may
 	// outlive its runner) and starts the run's runner again, from a fresh
 	// copy of the installation registrations use now, with the run's
@@ -125,6 +136,18 @@ type Registration struct {
 	Token       string
 }
 
+// Broker is the pool's broker, as a runner claimed through it reaches it:
+// with the registration grant its claim handed it, which proves the
+// request is this instance's.
+type Broker interface {
+	// Register asks for a just-in-time runner for the next job of the
+	// grant's run.
+	Register(ctx context.Context, g protocol.RegistrationGrant) (protocol.JITRunner, error)
+	// Deregister asks for the run's runner runnerID to be deleted (one
+	// whose job is done is gone already).
+	Deregister(ctx context.Context, g protocol.RegistrationGrant, runnerID int64) error
+}
+
 // Releases tells the newest runner release: asked only when the pool told
 // the agent of none.
 type Releases interface {
@@ -148,6 +171,9 @@ type Deps struct {
 	Host     Host
 	Runner   Runner
 	Releases Releases // nil: none to ask
+	// Broker is the pool's broker (Config.BrokerFunction); nil: none, and
+	// registration grants are not used.
+	Broker Broker
 	// Background runs work that must not hold up a step (a runner update);
 	// nil runs it in a goroutine of its own.
 	Background func(func())
@@ -208,6 +234,11 @@ type Agent struct {
 	updating    bool
 	restarting  bool      // the run's runner is being started again, in the background
 	nextRestart time.Time // not before: a runner that keeps stopping starts again once per runner check
+
+	// jit is the run's just-in-time registrations, nil for a run whose
+	// runner has a registration of its own; the serving loop alone
+	// (Poll) uses it.
+	jit *jitRun
 }
 
 // New is the agent of one boot of an instance with cfg (defaults filled in
@@ -325,28 +356,101 @@ func (a *Agent) token(ctx context.Context, sk, runID string, still func(context.
 	if a.cfg.GitHubTarget == "" {
 		return protocol.RunnerToken{RunID: runID}, nil // a pool without a GitHub target hands out no token
 	}
+	var tok protocol.RunnerToken
+	err := a.await(ctx, fmt.Sprintf("%s token for run %s and %s", sk, runID, a.cfg.GitHubTarget), still, func(ctx context.Context) (found bool) {
+		tok, found = a.usableToken(ctx, sk, runID)
+		return found
+	})
+	return tok, err
+}
+
+// registration is what the runner of runID registers with: its
+// registration grant, when the agent has a broker to present it to, else
+// its registration token (see token), whichever arrives first.
+func (a *Agent) registration(ctx context.Context, runID string, still func(context.Context) bool) (protocol.RunnerToken, *protocol.RegistrationGrant, error) {
+	if a.d.Broker == nil || a.cfg.GitHubTarget == "" {
+		tok, err := a.token(ctx, protocol.SortKeyRegistrationToken, runID, still)
+		return tok, nil, err
+	}
+	var (
+		tok   protocol.RunnerToken
+		grant protocol.RegistrationGrant
+	)
+	what := fmt.Sprintf("%s token or %s grant for run %s and %s", protocol.SortKeyRegistrationToken, protocol.SortKeyRegistrationGrant, runID, a.cfg.GitHubTarget)
+	granted := false
+	err := a.await(ctx, what, still, func(ctx context.Context) (found bool) {
+		if grant, granted = a.usableGrant(ctx, runID); granted {
+			return true
+		}
+		tok, found = a.usableToken(ctx, protocol.SortKeyRegistrationToken, runID)
+		return found
+	})
+	if err != nil || !granted {
+		return tok, nil, err
+	}
+	return protocol.RunnerToken{}, &grant, nil
+}
+
+// await calls look once a second until it finds what it waits for, up to
+// the token wait; what names that in the error. It gives up early, with
+// errRunChanged, when still reports that the run is no longer the one to
+// wait for.
+func (a *Agent) await(ctx context.Context, what string, still func(context.Context) bool, look func(context.Context) bool) error {
 	deadline := a.d.Clock.Now().Add(a.interval(a.cfg.Intervals.TokenWait))
 	for {
-		item, err := a.agentItem(ctx, sk)
-		if err != nil {
-			a.logf("%v", err)
-		} else if tok, err := protocol.RunnerTokenFromItem(item); err == nil && tok.RunID == runID && a.registersAt(tok.Target) {
-			if tok.ExpiresAt.After(a.d.Clock.Now().Add(time.Minute)) {
-				return tok, nil
-			}
-			a.logf("the %s token for run %s expired at %s", sk, runID, protocol.FormatTime(tok.ExpiresAt))
+		if look(ctx) {
+			return nil
 		}
 		if !a.d.Clock.Now().Before(deadline) {
-			return protocol.RunnerToken{}, fmt.Errorf("%w: no %s token for run %s and %s within %s: configure the provider's github block",
-				errNoToken, sk, runID, a.cfg.GitHubTarget, protocol.FormatDuration(a.interval(a.cfg.Intervals.TokenWait)))
+			return fmt.Errorf("%w: no %s within %s: configure the provider's github block",
+				errNoToken, what, protocol.FormatDuration(a.interval(a.cfg.Intervals.TokenWait)))
 		}
 		if still != nil && !still(ctx) {
-			return protocol.RunnerToken{}, errRunChanged
+			return errRunChanged
 		}
 		if err := a.d.Clock.Sleep(ctx, time.Second); err != nil {
-			return protocol.RunnerToken{}, err
+			return err
 		}
 	}
+}
+
+// usableToken is the token sk for runID and the agent's GitHub target,
+// valid for another minute, if its partition holds one.
+func (a *Agent) usableToken(ctx context.Context, sk, runID string) (protocol.RunnerToken, bool) {
+	item, err := a.agentItem(ctx, sk)
+	if err != nil {
+		a.logf("%v", err)
+		return protocol.RunnerToken{}, false
+	}
+	tok, err := protocol.RunnerTokenFromItem(item)
+	if err != nil || tok.RunID != runID || !a.registersAt(tok.Target) {
+		return protocol.RunnerToken{}, false
+	}
+	if !tok.ExpiresAt.After(a.d.Clock.Now().Add(time.Minute)) {
+		a.logf("the %s token for run %s expired at %s", sk, runID, protocol.FormatTime(tok.ExpiresAt))
+		return protocol.RunnerToken{}, false
+	}
+	return tok, true
+}
+
+// usableGrant is the registration grant for runID and a repository the
+// agent registers at, valid for another minute, if its partition holds
+// one: a grant for another run or target, planted or stale, is none.
+func (a *Agent) usableGrant(ctx context.Context, runID string) (protocol.RegistrationGrant, bool) {
+	item, err := a.agentItem(ctx, protocol.SortKeyRegistrationGrant)
+	if err != nil {
+		a.logf("%v", err)
+		return protocol.RegistrationGrant{}, false
+	}
+	grant, err := protocol.RegistrationGrantFromItem(item)
+	if err != nil || grant.RunID != runID || !a.registersAt(grant.Target) {
+		return protocol.RegistrationGrant{}, false
+	}
+	if !grant.ExpiresAt.After(a.d.Clock.Now().Add(time.Minute)) {
+		a.logf("the registration grant for run %s expired at %s", runID, protocol.FormatTime(grant.ExpiresAt))
+		return protocol.RegistrationGrant{}, false
+	}
+	return grant, true
 }
 
 // registersAt tells whether a token's target is one the agent registers

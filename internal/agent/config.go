@@ -33,6 +33,13 @@ type Config struct {
 	// JobsMetadataAccess lets jobs reach the instance metadata service (and
 	// with it the instance role): off, a firewall rule keeps them away.
 	JobsMetadataAccess bool `json:"jobsMetadataAccess,omitempty"`
+	// BrokerFunction is the Lambda function (name or ARN) of the pool's
+	// broker, which the agent asks for a just-in-time registration for
+	// each job of a run claimed through the broker; "": the pool has none,
+	// and its runs register as direct claims' do. The pool's admin renders
+	// it into the user data: no workflow chooses the function an agent
+	// presents its grant to.
+	BrokerFunction string `json:"brokerFunction,omitempty"`
 
 	Intervals Intervals `json:"intervals"`
 	// Paths and Endpoints default to an EC2 instance's; tests move them.
@@ -133,8 +140,9 @@ const (
 
 // Endpoints are the services the agent talks to; "" is AWS's and EC2's.
 type Endpoints struct {
-	AWS  string `json:"aws,omitempty"`  // one URL for DynamoDB and EC2 (an emulator)
-	IMDS string `json:"imds,omitempty"` // the instance metadata service
+	AWS    string `json:"aws,omitempty"`    // one URL for DynamoDB and EC2 (an emulator)
+	IMDS   string `json:"imds,omitempty"`   // the instance metadata service
+	Lambda string `json:"lambda,omitempty"` // Lambda, where the pool's broker runs
 }
 
 // WithDefaults fills in every unset interval and path.
@@ -165,6 +173,9 @@ var (
 	UserPattern = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 	// SHA256Pattern is a SHA-256 digest in hex (either case).
 	SHA256Pattern = regexp.MustCompile(`^[0-9A-Fa-f]{64}$`)
+	// BrokerFunctionPattern is a Lambda function's name, or its ARN (with
+	// a version or alias, or without), as Lambda's Invoke takes them.
+	BrokerFunctionPattern = regexp.MustCompile(`^([A-Za-z0-9_-]{1,64}|arn:aws(-[a-z]+)*:lambda:[a-z]{2}(-[a-z]+)+-[0-9]+:[0-9]{12}:function:[A-Za-z0-9_-]{1,64}(:(\$LATEST|[A-Za-z0-9_-]{1,128}))?)$`)
 )
 
 // Validate reports every invalid setting, each naming it.
@@ -184,6 +195,8 @@ func (c Config) Validate() error {
 			"github target: %q is not an owner or owner/repository", c.GitHubTarget)
 	}
 	check(UserPattern.MatchString(c.RunnerUser), "runner_user: %q is not a user name (lower-case letters, digits, _ and -)", c.RunnerUser)
+	check(c.BrokerFunction == "" || BrokerFunctionPattern.MatchString(c.BrokerFunction),
+		"broker_function: %q is not a Lambda function's name (1-64 characters of A-Z a-z 0-9 _ -) or ARN", c.BrokerFunction)
 	if c.Runner.Version != "" {
 		check(protocol.ValidateRunnerVersion(c.Runner.Version) == nil, "runner_version: %q is not a release version such as %s", c.Runner.Version, protocol.MinimumRunnerVersion)
 	}

@@ -66,6 +66,13 @@ func (a *Agent) giveUp() {
 	a.mu.Unlock()
 }
 
+// retire ends an instance that can serve its run no more: it heartbeats no
+// more, so the pool ends it even if EC2 refuses, and terminates it.
+func (a *Agent) retire(ctx context.Context, runID, why string) {
+	a.giveUp()
+	a.terminate(ctx, runID, why)
+}
+
 // heartbeats beats on a fixed schedule, one interval after the last beat
 // was due, so that a slow write does not stretch the interval; a late beat
 // goes at once, without a burst to catch up.
@@ -89,8 +96,33 @@ func (a *Agent) heartbeats(ctx context.Context) {
 func (a *Agent) serve(ctx context.Context) {
 	a.logf("ready: waiting for a claim")
 	for ctx.Err() == nil {
-		_ = a.d.Clock.Sleep(ctx, a.Poll(ctx))
+		a.pause(ctx, a.Poll(ctx))
 	}
+}
+
+// pause waits d, or until the run's runner exits, whichever comes first:
+// the runner of a run's next job starts as soon as the last one exited.
+func (a *Agent) pause(ctx context.Context, d time.Duration) {
+	exited := a.d.Runner.Exited()
+	select {
+	case <-exited:
+		exited = nil // Poll saw it exit, and said when to act on it
+	default:
+	}
+	if exited == nil {
+		_ = a.d.Clock.Sleep(ctx, d)
+		return
+	}
+	wake, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		select {
+		case <-exited:
+			stop()
+		case <-wake.Done():
+		}
+	}()
+	_ = a.d.Clock.Sleep(wake, d)
 }
 
 // Boot prepares the instance at this boot, given how raising the walls

@@ -16,9 +16,10 @@ var errRunChanged = errors.New("the record no longer names the run")
 
 // Poll is one step of serving: it reads its record once and acts on it. A
 // record that names a run (created, claimed or running) gets the runner
-// registered for it; one that no longer names the run served gets it
-// released; an idle agent keeps its runner on the release the pool told it
-// of. It returns when to poll next.
+// registered for it (and, for a run of just-in-time registrations, the
+// next job's runner once the last one exited); one that no longer names
+// the run served gets it released; an idle agent keeps its runner on the
+// release the pool told it of. It returns when to poll next.
 func (a *Agent) Poll(ctx context.Context) time.Duration {
 	rec, found, err := a.record(ctx)
 	if err != nil {
@@ -38,7 +39,11 @@ func (a *Agent) Poll(ctx context.Context) time.Duration {
 		a.keepRunnerCurrent(ctx)
 		return a.interval(a.cfg.Intervals.ClaimPoll)
 	case found && rec.RunID == serving:
-		if registered && !a.d.Runner.Running() {
+		switch {
+		case !registered || a.d.Runner.Running():
+		case a.jit != nil:
+			return a.nextJob(ctx, serving)
+		default:
 			a.restartRunner(ctx, serving)
 		}
 		return a.interval(a.cfg.Intervals.ReleasePoll)
@@ -64,6 +69,7 @@ func (a *Agent) register(ctx context.Context, runID string) {
 	a.mu.Lock()
 	a.serving, a.registered = runID, false
 	a.mu.Unlock()
+	a.jit = nil
 	label, err := a.registerRun(ctx, runID)
 	switch {
 	case ctx.Err() != nil:
@@ -89,9 +95,11 @@ func (a *Agent) register(ctx context.Context, runID string) {
 }
 
 // registerRun registers the runner for runID with the label and in the
-// runner group its registration token names, and returns the label.
+// runner group its registration token names, and returns the label; or,
+// given a registration grant, starts the runner of the run's first job on
+// a just-in-time registration with the grant's label.
 func (a *Agent) registerRun(ctx context.Context, runID string) (string, error) {
-	token, err := a.token(ctx, protocol.SortKeyRegistrationToken, runID, func(ctx context.Context) bool {
+	token, grant, err := a.registration(ctx, runID, func(ctx context.Context) bool {
 		rec, found, err := a.record(ctx)
 		return err != nil || (found && rec.RunID == runID)
 	})
@@ -103,6 +111,9 @@ func (a *Agent) registerRun(ctx context.Context, runID string) (string, error) {
 	}
 	if err := a.d.Runner.Check(ctx); err != nil {
 		return "", err
+	}
+	if grant != nil {
+		return grant.Label, a.startFirstJob(ctx, *grant)
 	}
 	// No process of the runner user may be left to read the token.
 	if err := a.d.Host.EndJobs(ctx); err != nil {
@@ -129,6 +140,7 @@ func (a *Agent) leave(ctx context.Context, runID string) {
 	a.mu.Lock()
 	a.serving, a.registered = "", false
 	a.mu.Unlock()
+	a.jit = nil
 	if err != nil {
 		a.logf("releasing from run %s failed: %v", runID, err)
 		if a.signal(ctx, protocol.SignalDeregistrationFailed, runID) == nil {
@@ -143,8 +155,9 @@ func (a *Agent) leave(ctx context.Context, runID string) {
 
 // releaseRun stops the run's runner and every process of the runner user,
 // deregisters the runner (only once no process of the runner user is
-// left: a process that outlived the run could read the removal token) and
-// wipes what the run left.
+// left: a process that outlived the run could read the removal token; a
+// run of just-in-time registrations has the broker delete the last one,
+// used or not) and wipes what the run left.
 func (a *Agent) releaseRun(ctx context.Context, runID string) error {
 	if err := a.d.Runner.Stop(ctx); err != nil {
 		a.logf("stopping the runner: %v", err)
@@ -155,7 +168,15 @@ func (a *Agent) releaseRun(ctx context.Context, runID string) error {
 	a.mu.Lock()
 	registered := a.registered
 	a.mu.Unlock()
-	if registered {
+	switch {
+	case a.jit != nil:
+		if id := a.jit.runner.RunnerID; id != 0 {
+			a.logf("asking the pool's broker to delete runner %s of run %s", a.jit.runner.RunnerName, runID)
+			if err := a.d.Broker.Deregister(ctx, a.jit.grant, id); err != nil {
+				return err
+			}
+		}
+	case registered:
 		token, err := a.token(ctx, protocol.SortKeyRemovalToken, runID, nil)
 		if err != nil {
 			return err
@@ -293,12 +314,8 @@ func (a *Agent) restartRunner(ctx context.Context, runID string) {
 				a.emit(EventRunnerUpdated, runID, archive.Version)
 			}
 		}
-		err := a.d.Runner.Restart(ctx)
-		switch {
-		case ctx.Err() != nil:
-		case err != nil:
-			a.giveUp()
-			a.terminate(ctx, runID, "its runner could not start again: "+err.Error())
+		if err := a.d.Runner.Restart(ctx); err != nil && ctx.Err() == nil {
+			a.retire(ctx, runID, "its runner could not start again: "+err.Error())
 		}
 	})
 }

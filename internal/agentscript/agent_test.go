@@ -83,7 +83,7 @@ func runTests(m *testing.M) int {
 // run in the instance stand-in, and a claimer that mints the runners'
 // tokens from the stub GitHub, as the provider does.
 type fixture struct {
-	t          *testing.T
+	t          testing.TB
 	env        *scripttest.Env
 	pool       string
 	repository string // of the pool's GitHub target; "": organization runners
@@ -108,6 +108,11 @@ func newFixture(t *testing.T, repository string, tags map[string]string) *fixtur
 // newFixtureOf is newFixture for an instance of usageClass.
 func newFixtureOf(t *testing.T, usageClass, repository string, tags map[string]string) *fixture {
 	t.Parallel()
+	return setUpFixture(t, usageClass, repository, tags)
+}
+
+// setUpFixture is newFixtureOf for a test or a benchmark.
+func setUpFixture(t testing.TB, usageClass, repository string, tags map[string]string) *fixture {
 	ctx := context.Background()
 	f := &fixture{t: t, env: scripttest.NewEnv(t, endpoint, region), pool: "agent-" + randomHex(4), repository: repository, usageClass: usageClass,
 		labels: map[string]string{}}

@@ -63,6 +63,10 @@ type Options struct {
 	// JobsMetadataAccess lets jobs reach the instance metadata service, and
 	// with it the instance role's credentials.
 	JobsMetadataAccess bool
+	// BrokerFunction is the pool's broker (a Lambda function's name or
+	// ARN), which mints the just-in-time registration of each job of a run
+	// claimed through it; "": the pool has none.
+	BrokerFunction string
 	// Agent is the agent the user data installs; AgentDownloadURL the
 	// directory of its release assets ("": the release on GitHub).
 	Agent            Release
@@ -120,6 +124,8 @@ func (o Options) Validate() error {
 	check(o.RunnerSHA256 == "" || agent.SHA256Pattern.MatchString(o.RunnerSHA256), "runner_sha256: %q is not a SHA-256 digest (64 hexadecimal digits)", o.RunnerSHA256)
 	check(o.RunnerSHA256 == "" || o.RunnerVersion != "", "runner_sha256: needs runner_version, the version of the archive it is the digest of")
 	check(agent.UserPattern.MatchString(o.RunnerUser), "runner_user: %q is not a user name (lower-case letters, digits, _ and -)", o.RunnerUser)
+	check(o.BrokerFunction == "" || agent.BrokerFunctionPattern.MatchString(o.BrokerFunction),
+		"broker_function: %q is not a Lambda function's name (1-64 characters of A-Z a-z 0-9 _ -) or ARN", o.BrokerFunction)
 	check(o.HeartbeatInterval >= agent.MinimumHeartbeatInterval && o.HeartbeatInterval <= agent.MaximumHeartbeatInterval,
 		"heartbeat_interval: %s is outside 1s-10s (a claim calls a runner unhealthy after 15s without one)", o.HeartbeatInterval)
 	checkURL("agent_download_url", o.AgentDownloadURL)
@@ -142,7 +148,7 @@ func (o Options) config() agent.Config {
 		RunnerUser: o.RunnerUser,
 		Runner: agent.RunnerSource{Version: o.RunnerVersion, DownloadURL: o.RunnerDownloadURL, SHA256: strings.ToLower(o.RunnerSHA256),
 			ReleasesURL: o.RunnerReleasesURL, DownloadBase: o.RunnerDownloadBase},
-		PreRunnerScript: o.PreRunnerScript, JobsMetadataAccess: o.JobsMetadataAccess,
+		PreRunnerScript: o.PreRunnerScript, JobsMetadataAccess: o.JobsMetadataAccess, BrokerFunction: o.BrokerFunction,
 		Intervals: intervals, Paths: o.Paths, Endpoints: o.Endpoints,
 	}
 }

@@ -41,6 +41,7 @@ func TestValidate_namesTheSetting(t *testing.T) {
 		"heartbeat_interval":  func(o *Options) { o.HeartbeatInterval = 30 * time.Second },
 		"runner_sha256":       func(o *Options) { o.RunnerVersion, o.RunnerSHA256 = "2.331.0", "abc123" },
 		"agent_download_url":  func(o *Options) { o.AgentDownloadURL = "http://mirror.internal/agent" },
+		"broker_function":     func(o *Options) { o.BrokerFunction = "arn:aws:s3:::ci-runners-broker" },
 	}
 	for setting, breakIt := range cases {
 		t.Run(setting, func(t *testing.T) {
@@ -105,12 +106,13 @@ func TestRender_settingsReachTheAgent(t *testing.T) {
 	o.RunnerVersion = "2.331.0"
 	o.RunnerDownloadURL = "https://mirror.example.com/runner.tar.gz?a=1&b='2'"
 	o.RunnerSHA256 = strings.Repeat("AB", 32)
+	o.BrokerFunction = "arn:aws:lambda:eu-west-1:123456789012:function:ci-runners-broker:live"
 	userData, err := Render(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := configOf(t, userData)
-	if got.Pool != "ci-runners" || got.GitHubURL != "https://ghe.example.com" || got.GitHubTarget != "octo/app" ||
+	if got.Pool != "ci-runners" || got.GitHubURL != "https://ghe.example.com" || got.GitHubTarget != "octo/app" || got.BrokerFunction != o.BrokerFunction ||
 		got.Runner.DownloadURL != o.RunnerDownloadURL || got.Runner.SHA256 != strings.Repeat("ab", 32) ||
 		got.PreRunnerScript != o.PreRunnerScript || time.Duration(got.Intervals.Heartbeat) != 5*time.Second {
 		t.Errorf("the agent's configuration = %+v", got)
@@ -139,6 +141,7 @@ func TestRender_bootstrapUnder4KB(t *testing.T) {
 	o.AgentDownloadURL = long("https://mirror.example.com/")
 	o.RunnerUser = strings.Repeat("u", 32)
 	o.JobsMetadataAccess = true
+	o.BrokerFunction = "arn:aws-us-gov:lambda:us-gov-west-1:123456789012:function:" + strings.Repeat("f", 64) + ":" + strings.Repeat("v", 128)
 	userData, err := Render(o)
 	if err != nil {
 		t.Fatal(err)

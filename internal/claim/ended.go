@@ -288,7 +288,7 @@ func (c *Claimer) notRerun(ctx context.Context, under *runsUnderWay, ended []Rec
 func heldUntil(jobs []github.Job, runners []protocol.Instance, now time.Time) time.Time {
 	var end time.Time
 	for _, j := range jobs {
-		onClaim := slices.ContainsFunc(runners, func(r protocol.Instance) bool { return r.ID == j.RunnerName })
+		onClaim := slices.ContainsFunc(runners, func(r protocol.Instance) bool { return protocol.RunnerOfInstance(j.RunnerName, r.ID) })
 		if j.InProgress() && onClaim && !j.StartedAt.IsZero() && j.StartedAt.Add(github.MaxJobExecutionTime).After(end) {
 			end = j.StartedAt.Add(github.MaxJobExecutionTime)
 		}

@@ -199,3 +199,20 @@ func TestReapLeavesDeadlinesWhenGitHubCannotTell(t *testing.T) {
 		})
 	}
 }
+
+// A job on a just-in-time runner of a claim's instance (its name the
+// instance id and a suffix) holds the claim's runners as a job on the
+// instance's own registration does.
+func TestReapHoldsTheRunnersOfAJobOnAJustInTimeRunner(t *testing.T) {
+	t.Parallel()
+	e, gh, _ := runsEnv(t, "")
+	gh.StartRunAttempt("octo/app", 7, 1)
+	e.claimForRun("run-7-1", "i-1", 7)
+	start := time.Now()
+	e.setDeadline("i-1", start.Add(5*time.Minute))
+	gh.StartJob("octo/app", 7, 1, protocol.JITRunnerName("i-1", "k2m4q7x3"), start.Add(-20*time.Minute))
+	if res := e.reap(); !slices.Equal(res.HeldRuns, []string{"run-7-1"}) {
+		t.Errorf("held %v, want run-7-1 held", res.HeldRuns)
+	}
+	during(start, heldRunExtension).check(t, "i-1's deadline", e.db.instance(t, "i-1").Threshold)
+}

@@ -5,6 +5,7 @@
 package github
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -165,10 +166,7 @@ func (c *Client) runnerToken(ctx context.Context, t Target, name, suffix string)
 		return Token{}, fmt.Errorf("%s: %w", op.what, err)
 	}
 	tok, err := c.post(ctx, op, t.runnersPath()+suffix, bearer)
-	if c.app != nil && statusOf(err) == http.StatusUnauthorized {
-		// A revoked installation token would otherwise stay cached until it expires.
-		c.app.forget(bearer)
-	}
+	c.forgetRevoked(bearer, err)
 	return tok, err
 }
 
@@ -177,6 +175,14 @@ func (c *Client) bearer(ctx context.Context) (string, error) {
 		return c.pat, nil
 	}
 	return c.installationToken(ctx)
+}
+
+// forgetRevoked drops an App's installation token GitHub answered 401
+// to: revoked, it would otherwise stay cached until it expires.
+func (c *Client) forgetRevoked(bearer string, err error) {
+	if c.app != nil && statusOf(err) == http.StatusUnauthorized {
+		c.app.forget(bearer)
+	}
 }
 
 // operation describes an API call for error messages.
@@ -198,8 +204,13 @@ func (c *Client) post(ctx context.Context, op operation, path, bearer string) (T
 // call sends an authenticated request without a body and returns the body
 // of a 2xx answer, retrying server errors and rate limits.
 func (c *Client) call(ctx context.Context, op operation, method, path, bearer string) ([]byte, int, error) {
+	return c.callWith(ctx, op, method, path, bearer, nil)
+}
+
+// callWith is call with a JSON request body (nil: none).
+func (c *Client) callWith(ctx context.Context, op operation, method, path, bearer string, request []byte) ([]byte, int, error) {
 	for attempt := 1; ; attempt++ {
-		status, header, body, err := c.send(ctx, method, path, bearer)
+		status, header, body, err := c.send(ctx, method, path, bearer, request)
 		if err != nil {
 			return nil, 0, fmt.Errorf("%s: %w", op.what, err)
 		}
@@ -216,10 +227,17 @@ func (c *Client) call(ctx context.Context, op operation, method, path, bearer st
 	}
 }
 
-func (c *Client) send(ctx context.Context, method, path, bearer string) (int, http.Header, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, c.baseURL+path, nil)
+func (c *Client) send(ctx context.Context, method, path, bearer string, request []byte) (int, http.Header, []byte, error) {
+	var reqBody io.Reader
+	if request != nil {
+		reqBody = bytes.NewReader(request)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.baseURL+path, reqBody)
 	if err != nil {
 		return 0, nil, nil, err
+	}
+	if request != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/vnd.github+json")
 	req.Header.Set("X-GitHub-Api-Version", apiVersion)

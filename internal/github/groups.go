@@ -95,9 +95,7 @@ func (c *Client) RepositoryIsPublic(ctx context.Context, t Target) (bool, error)
 		return false, fmt.Errorf("%s: %w", op.what, err)
 	}
 	body, status, err := c.call(ctx, op, http.MethodGet, "/repos/"+url.PathEscape(t.Owner)+"/"+url.PathEscape(t.Repository), bearer)
-	if c.app != nil && statusOf(err) == http.StatusUnauthorized {
-		c.app.forget(bearer)
-	}
+	c.forgetRevoked(bearer, err)
 	if err != nil {
 		return false, err
 	}

@@ -30,9 +30,7 @@ func listAll[T any](ctx context.Context, c *Client, op operation, path, field, b
 			return nil, fmt.Errorf("%s: more than %d items", op.what, perPage*maxListPages)
 		}
 		body, status, err := c.call(ctx, op, http.MethodGet, path+sep+"per_page="+strconv.Itoa(perPage)+"&page="+strconv.Itoa(page), bearer)
-		if c.app != nil && statusOf(err) == http.StatusUnauthorized {
-			c.app.forget(bearer) // revoked: not cached until it expires
-		}
+		c.forgetRevoked(bearer, err)
 		if err != nil {
 			return nil, err
 		}

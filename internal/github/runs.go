@@ -52,9 +52,7 @@ func (c *Client) RunAttemptEnded(ctx context.Context, a RunAttempt) (bool, error
 	}
 	repo := "/repos/" + url.PathEscape(t.Owner) + "/" + url.PathEscape(t.Repository)
 	body, status, err := c.call(ctx, op, http.MethodGet, repo+"/actions/runs/"+strconv.FormatInt(a.RunID, 10)+"/attempts/"+strconv.Itoa(a.Attempt), bearer)
-	if c.app != nil && statusOf(err) == http.StatusUnauthorized {
-		c.app.forget(bearer) // revoked: not cached until it expires
-	}
+	c.forgetRevoked(bearer, err)
 	if statusOf(err) == http.StatusNotFound {
 		seen := operation{what: fmt.Sprintf("read repository %s, which has no %s", t, a), hint: hint}
 		if _, _, rerr := c.call(ctx, seen, http.MethodGet, repo, bearer); rerr != nil {

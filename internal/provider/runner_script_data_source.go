@@ -42,6 +42,7 @@ type runnerScriptModel struct {
 	PreRunnerScript    types.String `tfsdk:"pre_runner_script"`
 	HeartbeatInterval  types.String `tfsdk:"heartbeat_interval"`
 	JobsMetadataAccess types.Bool   `tfsdk:"jobs_metadata_access"`
+	BrokerFunction     types.String `tfsdk:"broker_function"`
 	AgentDownloadURL   types.String `tfsdk:"agent_download_url"`
 	AgentVersion       types.String `tfsdk:"agent_version"`
 	Content            types.String `tfsdk:"content"`
@@ -127,6 +128,15 @@ func (d *runnerScriptDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 					"Set it only if jobs need the metadata service: they then hold the instance role. " +
 					"Jobs that need AWS should assume a role of their own with GitHub's OIDC token.",
 			},
+			"broker_function": schema.StringAttribute{
+				Optional: true,
+				MarkdownDescription: "Name or ARN of the pool's broker, the Lambda function through which workflows claim runners. " +
+					"A run claimed through it hands each runner a registration grant instead of a registration token, and the agent asks the broker, with the grant, for a just-in-time registration for each job: " +
+					"every job starts on a registration no other job used, the runner user wiped since the last one, while the instance stays warm across jobs and runs. " +
+					"Required when workflows claim through the broker (an agent without it cannot use a grant, and fails the claim's registration); " +
+					"the instance role needs `lambda:InvokeFunction` on it. Runs claimed directly register one runner for all their jobs, with or without it.",
+				Validators: []validator.String{stringvalidator.RegexMatches(agent.BrokerFunctionPattern, "must be a Lambda function's name (1-64 characters of A-Z a-z 0-9 _ -) or its ARN")},
+			},
 			"agent_download_url": schema.StringAttribute{
 				Optional: true, MarkdownDescription: "URL of a directory holding the agent's release binaries, `ec2runners-agent_<version>_linux_amd64` and `ec2runners-agent_<version>_linux_arm64` (a mirror for instances without internet access). " +
 					"The bootstrap checks a download against the SHA-256 of the release all the same. https only; http only to a loopback host, for tests. At most 512 characters. " +
@@ -187,6 +197,7 @@ func (d *runnerScriptDataSource) Read(ctx context.Context, req datasource.ReadRe
 		PreRunnerScript:    m.PreRunnerScript.ValueString(),
 		HeartbeatInterval:  heartbeat,
 		JobsMetadataAccess: m.JobsMetadataAccess.ValueBool(),
+		BrokerFunction:     m.BrokerFunction.ValueString(),
 		Agent:              release,
 		AgentDownloadURL:   m.AgentDownloadURL.ValueString(),
 	})

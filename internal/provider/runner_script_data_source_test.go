@@ -35,6 +35,7 @@ data "ec2runners_runner_script" "test" {
   runner_version      = "2.329.0"
   runner_download_url = "https://mirror.example.com/actions-runner-linux-x64-2.329.0.tar.gz"
   runner_sha256       = "` + testRunnerSHA256 + `"
+  broker_function     = "ci-runners-broker"
 }`,
 			ConfigStateChecks: []statecheck.StateCheck{
 				statecheck.ExpectKnownValue(address, tfjsonpath.New("region"), knownvalue.StringExact(testClients.Region)),
@@ -51,7 +52,7 @@ data "ec2runners_runner_script" "test" {
 					Pool: "ci-runners", Region: testClients.Region, GitHubURL: "https://github.com", GitHubOwner: "octo", GitHubRepository: "app",
 					RunnerVersion: "2.329.0", RunnerUser: "runner", PreRunnerScript: "dnf install -y git",
 					RunnerDownloadURL: "https://mirror.example.com/actions-runner-linux-x64-2.329.0.tar.gz", RunnerSHA256: testRunnerSHA256,
-					HeartbeatInterval: agentscript.DefaultHeartbeatInterval, Agent: agentscript.Built("test"),
+					HeartbeatInterval: agentscript.DefaultHeartbeatInterval, BrokerFunction: "ci-runners-broker", Agent: agentscript.Built("test"),
 				})
 				if err != nil || content != want {
 					return fmt.Errorf("content is not the script rendered from the arguments and defaults (%v):\n%.400s", err, content)
@@ -127,6 +128,7 @@ func TestAccRunnerScriptDataSource_invalidInput(t *testing.T) {
 		"sha256 too long":      {`runner_sha256 = "` + strings.Repeat("a", 65) + `"`, `Attribute runner_sha256 must be a SHA-256 digest: 64 hexadecimal digits`},
 		"bad user":             {`runner_user = "Runner"`, `Attribute runner_user must be a user name`},
 		"heartbeat too slow":   {`heartbeat_interval = "30s"`, `Attribute heartbeat_interval must be a duration such as .90s., .7m. or .1h30m., from 1s to 10s`},
+		"broker not Lambda's":  {`broker_function = "arn:aws:s3:::ci-runners-broker"`, `Attribute broker_function must be a Lambda function's name \(1-64 characters of A-Z a-z 0-9 _ -\) or its ARN`},
 
 		"empty pool":                 {`pool = ""`, `Attribute pool string length must be between 3 and 40, got: 0`},
 		"empty region":               {`region = ""`, `Attribute region must be an AWS region such as eu-west-1, got: `},

@@ -21,14 +21,14 @@ import (
 // agent executes itself to make it.
 const StartRunnerCommand = "start-runner"
 
-// runnerCommand starts script as acct, in dir with env, in the jobs'
-// cgroup, in a session of its own and in mount, IPC and cgroup namespaces
-// of its own: self (the agent's executable) starts as root with
+// runnerCommand starts script with args as acct, in dir with env, in the
+// jobs' cgroup, in a session of its own and in mount, IPC and cgroup
+// namespaces of its own: self (the agent's executable) starts as root with
 // StartRunnerCommand, sets the namespaces up, becomes acct and executes
 // script.
-func runnerCommand(self, script, dir string, env []string, acct account, cgroup *os.File) *exec.Cmd {
-	cmd := exec.Command(self, StartRunnerCommand,
-		"--uid", strconv.FormatUint(uint64(acct.uid), 10), "--gid", strconv.FormatUint(uint64(acct.gid), 10), "--", script)
+func runnerCommand(self, script, dir string, env []string, acct account, cgroup *os.File, args ...string) *exec.Cmd {
+	cmd := exec.Command(self, append([]string{StartRunnerCommand,
+		"--uid", strconv.FormatUint(uint64(acct.uid), 10), "--gid", strconv.FormatUint(uint64(acct.gid), 10), "--", script}, args...)...)
 	cmd.Dir, cmd.Env = dir, env
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setsid:      true,
@@ -40,10 +40,10 @@ func runnerCommand(self, script, dir string, env []string, acct account, cgroup 
 }
 
 // StartRunner is StartRunnerCommand, run as root by runnerCommand with
-// args "--uid UID --gid GID -- SCRIPT" in a mount namespace of its own and
-// in the jobs' cgroup: it makes the jobs' cgroup the root of a cgroup
-// namespace, mounts cgroupfs as that namespace sees it, drops root for good
-// and executes SCRIPT with its environment. It returns only when a step
+// args "--uid UID --gid GID -- SCRIPT [ARG...]" in a mount namespace of its
+// own and in the jobs' cgroup: it makes the jobs' cgroup the root of a
+// cgroup namespace, mounts cgroupfs as that namespace sees it, drops root
+// for good and executes SCRIPT with its arguments and its environment. It returns only when a step
 // failed, and then the runner does not start.
 func StartRunner(args []string) error {
 	flags := flag.NewFlagSet(StartRunnerCommand, flag.ContinueOnError)
@@ -54,8 +54,8 @@ func StartRunner(args []string) error {
 	}
 	u, errU := strconv.ParseUint(*uid, 10, 32)
 	g, errG := strconv.ParseUint(*gid, 10, 32)
-	if errU != nil || errG != nil || u == 0 || flags.NArg() != 1 {
-		return errors.New("usage: ec2runners-agent " + StartRunnerCommand + " --uid UID --gid GID -- SCRIPT (UID not 0)")
+	if errU != nil || errG != nil || u == 0 || flags.NArg() < 1 {
+		return errors.New("usage: ec2runners-agent " + StartRunnerCommand + " --uid UID --gid GID -- SCRIPT [ARG...] (UID not 0)")
 	}
 	// A namespace entered with unshare is the calling thread's: this
 	// thread does every step and executes the script.
@@ -67,7 +67,7 @@ func StartRunner(args []string) error {
 		return fmt.Errorf("becoming the runner user: %w", err)
 	}
 	script := flags.Arg(0)
-	err := syscall.Exec(script, []string{script}, os.Environ())
+	err := syscall.Exec(script, flags.Args(), os.Environ())
 	return fmt.Errorf("executing %s: %w", script, err)
 }
 

@@ -22,7 +22,8 @@ import (
 // Runner is the agent's agent.Runner on a Linux instance: the GitHub
 // Actions runner installed below RunnerDir (a directory per version, root's
 // alone), registered for each run from a root-only copy in the state
-// directory, and run as the runner user from a copy in its home.
+// directory (or just in time for each job), and run as the runner user
+// from a copy in its home.
 type Runner struct {
 	cfg  agent.Config
 	logf func(string, ...any)
@@ -180,6 +181,45 @@ func (r *Runner) startFrom(install, regDir string) error {
 	return r.start()
 }
 
+// StartJIT starts the run's runner for one job from a fresh copy of the
+// installation registrations use now, with a just-in-time configuration:
+// run.sh --jitconfig, which writes the registration's files into the
+// runner's own directory. The configuration reaches the runner in its
+// arguments alone, never in a file of root's on a path the runner user
+// controls; the job it runs may read it, as it may any runner's
+// credentials, and GitHub removes the registration after that one job.
+func (r *Runner) StartJIT(_ context.Context, encodedConfig string) error {
+	r.lifecycle.Lock()
+	defer r.lifecycle.Unlock()
+	install, err := r.installation()
+	if err != nil {
+		return err
+	}
+	acct, _, err := r.jobs.get()
+	if err != nil {
+		return err
+	}
+	runDir, err := prepareRunDir(install, "", acct)
+	if err != nil {
+		return fmt.Errorf("preparing the job's runner directory: %w", err)
+	}
+	r.mu.Lock()
+	r.runDir = runDir
+	r.mu.Unlock()
+	return r.start("--jitconfig", encodedConfig)
+}
+
+// Exited is closed once the runner process started last exits; nil
+// before one started.
+func (r *Runner) Exited() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.run == nil {
+		return nil
+	}
+	return r.run.exited
+}
+
 // Running tells whether the run's runner process runs (true when none
 // was started).
 func (r *Runner) Running() bool {
@@ -250,11 +290,11 @@ func (r *Runner) configure(ctx context.Context, dir, token string, args ...strin
 	return nil
 }
 
-// start starts run.sh as the runner user, in the jobs' cgroup, in a
-// session of its own and in mount, cgroup and IPC namespaces of its own
-// (runnerCommand): System V IPC and POSIX message queues end with its last
-// process, and its cgroupfs shows its own processes alone.
-func (r *Runner) start() error {
+// start starts run.sh with args as the runner user, in the jobs' cgroup,
+// in a session of its own and in mount, cgroup and IPC namespaces of its
+// own (runnerCommand): System V IPC and POSIX message queues end with its
+// last process, and its cgroupfs shows its own processes alone.
+func (r *Runner) start(args ...string) error {
 	acct, cg, err := r.jobs.get()
 	if err != nil {
 		return err
@@ -269,7 +309,7 @@ func (r *Runner) start() error {
 	defer fd.Close()
 	cmd := runnerCommand(r.jobs.self, filepath.Join(runDir, "run.sh"), runDir,
 		[]string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin", "HOME=" + acct.home, "USER=" + acct.name,
-			"LOGNAME=" + acct.name, "SHELL=/bin/bash", "LANG=C.UTF-8"}, acct, fd)
+			"LOGNAME=" + acct.name, "SHELL=/bin/bash", "LANG=C.UTF-8"}, acct, fd, args...)
 	out := &lineLog{logf: r.logf, prefix: "runner: "}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

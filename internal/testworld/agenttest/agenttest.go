@@ -1,14 +1,15 @@
 // Package agenttest is the machine of a simulated instance: a Host and a
 // Runner for the real agent (package agent) that touch nothing on this
 // machine, keep what an instance keeps across its boots (the runner
-// installed, the preparation done), and misbehave when a test asks, so that
-// the simulations of the tests, the demo and the simulator run the agent's
-// own code against the AWS of their choice.
+// installed, the preparation done), and misbehave when a test asks, and a
+// pool's Broker, so that the simulations of the tests, the demo and the
+// simulator run the agent's own code against the AWS of their choice.
 package agenttest
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -75,6 +76,8 @@ type Runner struct {
 	installed  string
 	registered *agent.Registration
 	restarts   int
+	jitConfigs []string      // the just-in-time configurations started, in order
+	jobDone    chan struct{} // closed once the just-in-time runner started last exits
 }
 
 var _ agent.Runner = (*Runner)(nil)
@@ -119,16 +122,70 @@ func (r *Runner) Register(ctx context.Context, reg agent.Registration) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.registered = &reg
+	r.registered, r.jobDone = &reg, nil
 	return nil
 }
 
-// Running tells whether the registered runner runs: not while GitHub
-// refuses its version.
+// StartJIT starts a just-in-time runner with the configuration: it runs
+// until its job is done (EndJob) or it is stopped.
+func (r *Runner) StartJIT(_ context.Context, encodedConfig string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.jitConfigs = append(r.jitConfigs, encodedConfig)
+	r.jobDone = make(chan struct{})
+	return nil
+}
+
+// EndJob ends the job of the just-in-time runner started last: it exits,
+// as an ephemeral runner does once its job is done.
+func (r *Runner) EndJob() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.exit()
+}
+
+// exit makes the just-in-time runner exit; the caller holds r.mu.
+func (r *Runner) exit() {
+	select {
+	case <-r.jobDone:
+	default:
+		if r.jobDone != nil {
+			close(r.jobDone)
+		}
+	}
+}
+
+// JITConfigs are the just-in-time configurations runners started with,
+// in order.
+func (r *Runner) JITConfigs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.jitConfigs...)
+}
+
+// Running tells whether the run's runner runs: a just-in-time runner until
+// its job is done, a registered one while GitHub does not refuse its
+// version.
 func (r *Runner) Running() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.jobDone != nil {
+		select {
+		case <-r.jobDone:
+			return false
+		default:
+			return true
+		}
+	}
 	return r.registered == nil || r.RefuseOlderThan == "" || protocol.CompareRunnerVersions(r.installed, r.RefuseOlderThan) >= 0
+}
+
+// Exited is closed once the just-in-time runner started last exits; nil
+// before one started.
+func (r *Runner) Exited() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.jobDone
 }
 
 // Restart starts the runner again, on the installation, unless
@@ -147,8 +204,13 @@ func (r *Runner) Restarts() int {
 	return r.restarts
 }
 
-// Stop stops nothing.
-func (r *Runner) Stop(context.Context) error { return nil }
+// Stop stops the just-in-time runner, if one runs.
+func (r *Runner) Stop(context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.exit()
+	return nil
+}
 
 // Remove deregisters as the test asked.
 func (r *Runner) Remove(ctx context.Context, _ string) error {
@@ -170,4 +232,64 @@ func (r *Runner) Registered() *agent.Registration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.registered
+}
+
+// Broker is a pool's broker: it mints numbered just-in-time runners, named
+// after the instance whose grant it is shown, and deletes them, unless a
+// test asks otherwise. It trusts every grant: the broker's checks are
+// package broker's to test.
+type Broker struct {
+	// RegisterFails: minting fails with this error.
+	RegisterFails error
+
+	mu           sync.Mutex
+	minted       []protocol.JITRunner
+	presented    []protocol.RegistrationGrant // with each Register, in order
+	deregistered []int64
+}
+
+var _ agent.Broker = (*Broker)(nil)
+
+// Register mints the next just-in-time runner, unless RegisterFails.
+func (b *Broker) Register(_ context.Context, g protocol.RegistrationGrant) (protocol.JITRunner, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.presented = append(b.presented, g)
+	if b.RegisterFails != nil {
+		return protocol.JITRunner{}, b.RegisterFails
+	}
+	_, id, _ := protocol.SplitInstanceARN(g.InstanceARN)
+	n := len(b.minted) + 1
+	runner := protocol.JITRunner{RunnerID: int64(n), RunnerName: protocol.JITRunnerName(id, fmt.Sprint(n)), EncodedJITConfig: fmt.Sprintf("jit-config-%d", n)}
+	b.minted = append(b.minted, runner)
+	return runner, nil
+}
+
+// Deregister deletes the runner.
+func (b *Broker) Deregister(_ context.Context, _ protocol.RegistrationGrant, runnerID int64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.deregistered = append(b.deregistered, runnerID)
+	return nil
+}
+
+// Minted are the runners it minted, in order.
+func (b *Broker) Minted() []protocol.JITRunner {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]protocol.JITRunner(nil), b.minted...)
+}
+
+// Presented are the grants the agent presented to mint, in order.
+func (b *Broker) Presented() []protocol.RegistrationGrant {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]protocol.RegistrationGrant(nil), b.presented...)
+}
+
+// Deregistered are the runners it was asked to delete, in order.
+func (b *Broker) Deregistered() []int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]int64(nil), b.deregistered...)
 }

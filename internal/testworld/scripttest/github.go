@@ -24,8 +24,8 @@ import (
 )
 
 // GitHub is a stub of GitHub: the REST API that issues registration and
-// removal tokens (for the provider), makes just-in-time runners (jit.go)
-// and lists the runner's releases with their digests, tells whether a
+// removal tokens (for the provider), makes just-in-time runners, reads
+// and deletes a repository's runners (jit.go), and lists the runner's releases with their digests, tells whether a
 // workflow run attempt has completed and lists its jobs (runs.go), lists
 // an organization's runner groups and whom they admit (groups.go), the
 // release archives of the runner and of the agent, and the service the
@@ -165,6 +165,12 @@ func NewGitHub(t testing.TB) *GitHub {
 	})
 	mux.HandleFunc("POST /orgs/{org}/actions/runners/generate-jitconfig", func(w http.ResponseWriter, r *http.Request) {
 		g.generateJITConfig(w, r, r.PathValue("org"))
+	})
+	mux.HandleFunc("GET /repos/{owner}/{repo}/actions/runners/{id}", func(w http.ResponseWriter, r *http.Request) {
+		g.getRunner(w, r, r.PathValue("owner")+"/"+r.PathValue("repo"))
+	})
+	mux.HandleFunc("DELETE /repos/{owner}/{repo}/actions/runners/{id}", func(w http.ResponseWriter, r *http.Request) {
+		g.deleteRunner(w, r, r.PathValue("owner")+"/"+r.PathValue("repo"))
 	})
 	mux.HandleFunc("GET /repos/{owner}/{repo}/actions/runs", g.listRuns)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/actions/runs/{run}/attempts/{attempt}", g.getRunAttempt)

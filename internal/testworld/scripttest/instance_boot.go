@@ -60,7 +60,7 @@ func (i *Instance) powerOn() error {
 	if err := b.serveMetadata(i.Metadata.Handler()); err != nil {
 		return err
 	}
-	urls := append([]string{i.Options.Endpoints.AWS, i.Options.GitHubURL, i.Options.RunnerDownloadURL, i.Options.AgentDownloadURL,
+	urls := append([]string{i.Options.Endpoints.AWS, i.Options.Endpoints.Lambda, i.Options.GitHubURL, i.Options.RunnerDownloadURL, i.Options.AgentDownloadURL,
 		i.Options.RunnerReleasesURL, i.Options.RunnerDownloadBase}, i.reach...)
 	for _, addr := range loopbackAddrs(urls...) {
 		f, err := b.netns.forward(addr)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -71,7 +72,7 @@ func (g *GitHub) generateJITConfig(w http.ResponseWriter, r *http.Request, targe
 	credentials, _ := json.Marshal(map[string]any{"scheme": "OAuth", "data": map[string]string{"clientId": runner.Name}})
 	files, _ := json.Marshal(map[string]string{".runner": base64.StdEncoding.EncodeToString(settings),
 		".credentials": base64.StdEncoding.EncodeToString(credentials)})
-	writeJSON(w, http.StatusCreated, map[string]any{"runner": newRunnerJSON(runner), "encoded_jit_config": base64.StdEncoding.EncodeToString(files)})
+	writeJSON(w, http.StatusCreated, map[string]any{"runner": g.runnerJSON(runner), "encoded_jit_config": base64.StdEncoding.EncodeToString(files)})
 }
 
 // runnerGroupByID is the name of target's runner group id; the caller
@@ -91,12 +92,71 @@ func (g *GitHub) runnerGroupByID(target string, id int64) (string, bool) {
 	return "", false
 }
 
-// newRunnerJSON is a just-in-time runner as the REST API shows it when it
-// makes it: offline, idle, its os not known yet.
-func newRunnerJSON(runner *Runner) map[string]any {
+// runnerJSON is a runner as the REST API shows it: online while its
+// run.sh runs, busy while it runs a job (a just-in-time runner GitHub
+// just made is offline, its os not known yet); the caller holds g.mu.
+func (g *GitHub) runnerJSON(runner *Runner) map[string]any {
 	var labels []map[string]any
 	for i, l := range strings.Split(runner.Labels, ",") {
 		labels = append(labels, map[string]any{"id": i + 1, "name": l, "type": "custom"})
 	}
-	return map[string]any{"id": runner.ID, "name": runner.Name, "os": "unknown", "status": "offline", "busy": false, "labels": labels}
+	status, os := "offline", "unknown"
+	if runner.Running {
+		status, os = "online", "Linux"
+	}
+	busy := slices.ContainsFunc(g.jobs.list, func(j *Job) bool { return j.Runner == runner.Name && !j.Done })
+	return map[string]any{"id": runner.ID, "name": runner.Name, "os": os, "status": status, "busy": busy, "labels": labels}
+}
+
+// runnerOf is target's runner of the path's {id}, or nil; the caller
+// holds g.mu.
+func (g *GitHub) runnerOf(r *http.Request, target string) *Runner {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		return nil
+	}
+	for _, runner := range g.runners {
+		if runner.ID == id && strings.EqualFold(runner.Target, target) {
+			return runner
+		}
+	}
+	return nil
+}
+
+// getRunner answers GET /repos/{owner}/{repo}/actions/runners/{id} ("Get a
+// self-hosted runner for a repository"): 200 with the runner, 404 for an
+// id the repository has no runner of (never made, or removed).
+func (g *GitHub) getRunner(w http.ResponseWriter, r *http.Request, target string) {
+	if !g.authorized(w, r) {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.apiCalls = append(g.apiCalls, "get-runner "+target)
+	runner := g.runnerOf(r, target)
+	if runner == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	writeJSON(w, http.StatusOK, g.runnerJSON(runner))
+}
+
+// deleteRunner answers DELETE /repos/{owner}/{repo}/actions/runners/{id}
+// ("Delete a self-hosted runner from a repository"): 204 once removed, 404
+// for an id the repository has no runner of.
+func (g *GitHub) deleteRunner(w http.ResponseWriter, r *http.Request, target string) {
+	if !g.authorized(w, r) {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.apiCalls = append(g.apiCalls, "delete-runner "+target)
+	runner := g.runnerOf(r, target)
+	if runner == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	delete(g.runners, runner.Name)
+	g.events = append(g.events, "remove "+runner.Name)
+	w.WriteHeader(http.StatusNoContent)
 }

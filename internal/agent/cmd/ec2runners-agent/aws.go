@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agent"
@@ -22,12 +23,13 @@ import (
 )
 
 // world is what the agent learns and reaches through AWS: its identity from
-// instance metadata (IMDSv2), and DynamoDB and EC2 with the instance
-// role's credentials.
+// instance metadata (IMDSv2), and DynamoDB, EC2 and the pool's broker (a
+// Lambda function) with the instance role's credentials.
 type world struct {
 	identity agent.Identity
 	dynamoDB *dynamodb.Client
 	ec2      *ec2.Client
+	broker   agent.Broker // nil: the pool has none
 }
 
 var (
@@ -62,6 +64,10 @@ func connect(ctx context.Context, cfg agent.Config) (world, error) {
 		BaseEndpoint: endpoint(cfg.Endpoints.AWS)})
 	w.ec2 = ec2.New(ec2.Options{Region: cfg.Region, Credentials: creds, Retryer: retryer(), AppID: appID,
 		BaseEndpoint: endpoint(cfg.Endpoints.AWS)})
+	if cfg.BrokerFunction != "" {
+		w.broker = lambdaBroker{function: cfg.BrokerFunction, lambda: lambda.New(lambda.Options{Region: cfg.Region, Credentials: creds,
+			Retryer: retryer(), AppID: appID, BaseEndpoint: endpoint(cfg.Endpoints.Lambda)})}
+	}
 	return w, nil
 }
 

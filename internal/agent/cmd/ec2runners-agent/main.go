@@ -104,7 +104,7 @@ func run(args []string) error {
 	}
 	host, runner := linux.New(cfg, self, logf)
 	a := agent.New(cfg, w.identity, agent.Deps{
-		Table: w.dynamoDB, EC2: w.ec2, Clock: agent.SystemClock{}, Host: host, Runner: runner, Logf: logf,
+		Table: w.dynamoDB, EC2: w.ec2, Clock: agent.SystemClock{}, Host: host, Runner: runner, Broker: w.broker, Logf: logf,
 		Releases: agent.GitHubReleases{URL: cfg.Runner.ReleasesURL, UserAgent: "ec2runners-agent/" + version},
 	})
 	switch a.Run(ctx) {
