@@ -42,7 +42,7 @@ func startBroker(t testing.TB, f *fixture) *brokerStandIn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	registrar := &broker.Registrar{DynamoDB: clients.DynamoDB, Pool: f.pool, GitHub: gh}
+	registrar := &broker.Registrar{DynamoDB: clients.DynamoDB, Pool: f.pool, GitHub: func(context.Context) (claim.JITRunners, error) { return gh, nil }}
 	b := &brokerStandIn{}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /2015-03-31/functions/{function}/invocations", func(w http.ResponseWriter, r *http.Request) {

@@ -48,14 +48,6 @@ type RegistrarTable interface {
 	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 }
 
-// JITRunners makes, reads and deletes a repository's just-in-time runners
-// (github.Client).
-type JITRunners interface {
-	GenerateJITConfig(context.Context, github.Target, github.JITRequest) (github.JITRunner, error)
-	RepositoryRunner(context.Context, github.Target, int64) (github.Runner, bool, error)
-	DeleteRunner(context.Context, github.Target, int64) error
-}
-
 // Registrar serves the agents' requests for the pool's runners.
 //
 // A request is the instance's only when its grant's secret matches the
@@ -72,8 +64,10 @@ type JITRunners interface {
 type Registrar struct {
 	DynamoDB RegistrarTable
 	Pool     string // the pool the broker serves
-	GitHub   JITRunners
-	Now      func() time.Time // nil: time.Now
+	// GitHub is the pool's GitHub credential's access to just-in-time
+	// runners, read when a request needs it.
+	GitHub func(context.Context) (claim.JITRunners, error)
+	Now    func() time.Time // nil: time.Now
 }
 
 // Serve answers one agent's request.
@@ -109,13 +103,19 @@ func (r *Registrar) serve(ctx context.Context, req AgentRequest) (*protocol.JITR
 	if err != nil {
 		return nil, err
 	}
-	if req.Operation == OpDeregister {
-		return nil, r.deregister(ctx, instanceID, repository, req.RunnerID)
+	if req.Operation == OpRegister {
+		if err := r.checkRecords(ctx, instanceID, grant); err != nil {
+			return nil, err
+		}
 	}
-	if err := r.checkRecords(ctx, instanceID, grant); err != nil {
+	gh, err := r.GitHub(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return r.register(ctx, instanceID, repository, grant)
+	if req.Operation == OpDeregister {
+		return nil, deregister(ctx, gh, instanceID, repository, req.RunnerID)
+	}
+	return register(ctx, gh, instanceID, repository, grant)
 }
 
 // grant is the instance's grant, when req presents its secret for its run
@@ -181,12 +181,12 @@ const jitSuffixLength = 8
 // register makes the next just-in-time runner of the instance for the
 // grant's repository, with the grant's label alone, in the repository's
 // runner group.
-func (r *Registrar) register(ctx context.Context, instanceID string, repository github.Target, grant protocol.RegistrationGrant) (*protocol.JITRunner, error) {
+func register(ctx context.Context, gh claim.JITRunners, instanceID string, repository github.Target, grant protocol.RegistrationGrant) (*protocol.JITRunner, error) {
 	name := protocol.JITRunnerName(instanceID, strings.ToLower(rand.Text()[:jitSuffixLength]))
 	if utf8.RuneCountInString(name) > github.MaxRunnerNameLength {
 		return nil, refused(ErrorInvalid, "instance id %q is too long for a runner name of at most %d characters", instanceID, github.MaxRunnerNameLength)
 	}
-	made, err := r.GitHub.GenerateJITConfig(ctx, repository, github.JITRequest{Name: name, Labels: []string{grant.Label}, RunnerGroupID: github.DefaultRunnerGroupID})
+	made, err := gh.GenerateJITConfig(ctx, repository, github.JITRequest{Name: name, Labels: []string{grant.Label}, RunnerGroupID: github.DefaultRunnerGroupID})
 	if err != nil {
 		return nil, err
 	}
@@ -196,8 +196,8 @@ func (r *Registrar) register(ctx context.Context, instanceID string, repository 
 // deregister deletes the repository's runner id, when it is the
 // instance's; one GitHub no longer has (removed after its job) is gone
 // already.
-func (r *Registrar) deregister(ctx context.Context, instanceID string, repository github.Target, id int64) error {
-	runner, found, err := r.GitHub.RepositoryRunner(ctx, repository, id)
+func deregister(ctx context.Context, gh claim.JITRunners, instanceID string, repository github.Target, id int64) error {
+	runner, found, err := gh.RepositoryRunner(ctx, repository, id)
 	switch {
 	case err != nil:
 		return err
@@ -206,7 +206,7 @@ func (r *Registrar) deregister(ctx context.Context, instanceID string, repositor
 	case !protocol.RunnerOfInstance(runner.Name, instanceID):
 		return refused(ErrorDenied, "runner %d of %s is %s, not a runner of instance %s", id, repository, runner.Name, instanceID)
 	}
-	return r.GitHub.DeleteRunner(ctx, repository, id)
+	return gh.DeleteRunner(ctx, repository, id)
 }
 
 // get reads the item of key, strongly consistent; nil when there is none.

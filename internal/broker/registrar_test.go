@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/awsfake"
@@ -45,7 +46,7 @@ func newRegistrarWorld(t testing.TB) *registrarWorld {
 	}
 	w := &registrarWorld{table: awsfake.NewTable(testPool), gh: gh, now: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC),
 		label: protocol.NewLabel(testRun), grants: map[string]string{}}
-	w.r = &Registrar{DynamoDB: w.table, Pool: testPool, GitHub: client, Now: func() time.Time { return w.now }}
+	w.r = &Registrar{DynamoDB: w.table, Pool: testPool, GitHub: func(context.Context) (claim.JITRunners, error) { return client, nil }, Now: func() time.Time { return w.now }}
 	for _, id := range []string{instance, neighbour} {
 		w.record(id, protocol.StateClaimed, testRun)
 		w.grant(id, testRun, repository, w.label, w.now.Add(time.Hour))

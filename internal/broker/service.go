@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/metrics"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -36,11 +38,12 @@ func SettingsFromEnv(version string) (Settings, error) {
 	return s, nil
 }
 
-// NewHandler is the Handler of the broker function: AWS clients from the
-// SDK's default configuration (which honours AWS_ENDPOINT_URL), a
-// claim.Claimer with the pool's stored GitHub credential, and metrics as
-// the provider publishes them. log receives what the pool logic logs.
-func NewHandler(ctx context.Context, s Settings, log claim.Logger) (*Handler, error) {
+// NewService is the broker function's service: AWS clients from the SDK's
+// default configuration (which honours AWS_ENDPOINT_URL), a claim.Claimer
+// with the pool's stored GitHub credential and metrics as the provider
+// publishes them, and a Registrar minting with that credential. log
+// receives what the pool logic logs.
+func NewService(ctx context.Context, s Settings, log claim.Logger) (*Service, error) {
 	clients, err := awsconfig.New(ctx, awsconfig.Options{ProviderVersion: s.Version})
 	if err != nil {
 		return nil, err
@@ -51,14 +54,62 @@ func NewHandler(ctx context.Context, s Settings, log claim.Logger) (*Handler, er
 		return &claim.StoredGitHub{SSM: clients.SSM, SecretsManager: clients.SecretsManager,
 			Client: github.Config{BaseURL: s.GitHubAPI, Version: s.Version}}
 	}}
-	return &Handler{
+	claims := &Handler{
 		Pool: s.Pool, Verifier: NewVerifier(s.Issuer, s.Audience), DynamoDB: clients.DynamoDB, Log: log,
 		Claimer: func(warn func(summary, detail string)) Claimer {
 			c := base
 			c.StoredGitHub, c.Warn = creds.current(), warn
 			return &c
 		},
-	}, nil
+	}
+	agents := &Registrar{DynamoDB: clients.DynamoDB, Pool: s.Pool,
+		GitHub: func(ctx context.Context) (claim.JITRunners, error) {
+			cfg, err := pool.ReadConfig(ctx, clients.DynamoDB, s.Pool)
+			if err != nil {
+				return nil, err
+			}
+			if cfg.GitHubCredential == nil {
+				return nil, fmt.Errorf("pool %s keeps no GitHub credential (its github_credential is not set): the broker cannot register its runners", s.Pool)
+			}
+			access, err := creds.current().Access(ctx, *cfg.GitHubCredential)
+			if err != nil {
+				return nil, err
+			}
+			return access.JIT, nil
+		},
+	}
+	return &Service{Claims: claims, Agents: agents}, nil
+}
+
+// Service is the broker's function: one entry for the claims workflows
+// make (Request, with the job's OIDC token) and the agents' requests for
+// their runners' registrations (AgentRequest, with the grant's secret).
+type Service struct {
+	Claims *Handler
+	Agents *Registrar
+}
+
+// Serve answers one invocation's payload, told apart by its operation.
+// Whatever went wrong is in the answer's error, never a failed invocation.
+func (s *Service) Serve(ctx context.Context, payload []byte) any {
+	var op struct {
+		Operation string `json:"operation"`
+	}
+	if err := json.Unmarshal(payload, &op); err != nil {
+		return invalid("the payload is not a JSON object with an operation: %v", err)
+	}
+	if op.Operation == OpRegister || op.Operation == OpDeregister {
+		var req AgentRequest
+		if err := json.Unmarshal(payload, &req); err != nil {
+			return AgentResponse{Error: &Error{Kind: ErrorInvalid, Message: fmt.Sprintf("the %s request: %v", op.Operation, err)}}
+		}
+		return s.Agents.Serve(ctx, req)
+	}
+	var req Request
+	if err := json.Unmarshal(payload, &req); err != nil {
+		return invalid("the %s request: %v", op.Operation, err)
+	}
+	return s.Claims.Handle(ctx, req)
 }
 
 // credentialLifetime is how long the broker uses the GitHub credential it

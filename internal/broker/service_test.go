@@ -1,23 +1,43 @@
 package broker
 
 import (
-	"strings"
+	"context"
+	"encoding/json"
 	"testing"
 )
 
-// The broker serves the pool its environment names, and refuses to start
-// without a valid one.
-func TestSettingsFromEnv(t *testing.T) {
-	t.Setenv("EC2RUNNERS_POOL", "builds")
-	t.Setenv("EC2RUNNERS_AUDIENCE", "")
-	t.Setenv("EC2RUNNERS_OIDC_ISSUER", "https://issuer.test")
-	t.Setenv("GITHUB_API_URL", "")
-	s, err := SettingsFromEnv("1.2.3")
-	if err != nil || s != (Settings{Pool: "builds", Issuer: "https://issuer.test", Version: "1.2.3"}) {
-		t.Errorf("settings %+v (%v)", s, err)
+// The broker's one function serves the agents' requests (by their
+// operation) with the Registrar, and everything else with the claims'
+// Handler, which asks for the job's OIDC token; a payload that is not an
+// object with an operation is refused as invalid, never a failed
+// invocation.
+func TestServiceServesAgentsAndClaims(t *testing.T) {
+	w := newRegistrarWorld(t)
+	b := newBroker(t)
+	s := &Service{Claims: b.Handler, Agents: w.r}
+	serve := func(v any) any {
+		payload, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Serve(context.Background(), payload)
 	}
-	t.Setenv("EC2RUNNERS_POOL", "")
-	if _, err := SettingsFromEnv("1.2.3"); err == nil || !strings.HasPrefix(err.Error(), "EC2RUNNERS_POOL: pool name") {
-		t.Errorf("without a pool: %v, want EC2RUNNERS_POOL refused", err)
+
+	answer, ok := serve(w.ask(OpRegister, instance)).(AgentResponse)
+	if !ok || answer.Error != nil || answer.Runner == nil || answer.Runner.EncodedJITConfig == "" {
+		t.Errorf("an agent's register: %#v, want the registrar's runner", answer)
+	}
+	claimed, ok := serve(Request{Operation: OpRead, IDToken: b.token("octo/app"), Pool: "builds", RunID: "run-none"}).(Response)
+	if !ok || claimed.Error != nil || claimed.Record != nil {
+		t.Errorf("a claim's read: %#v, want the handler's answer: not found", claimed)
+	}
+	unsigned, ok := serve(Request{Operation: OpRead, Pool: "builds", RunID: "run-none"}).(Response)
+	if !ok || unsigned.Error == nil || unsigned.Error.Kind != ErrorDenied {
+		t.Errorf("a read without a token: %#v, want the handler's refusal", unsigned)
+	}
+	for _, payload := range []string{`[]`, `"claim"`, `{"operation": 3}`} {
+		if got, ok := s.Serve(context.Background(), []byte(payload)).(Response); !ok || got.Error == nil || got.Error.Kind != ErrorInvalid {
+			t.Errorf("payload %s: %#v, want an invalid request", payload, got)
+		}
 	}
 }

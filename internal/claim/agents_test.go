@@ -87,6 +87,9 @@ type agentHarness struct {
 	mu sync.Mutex
 	// target: the pool's GitHub target ("": none, no tokens needed).
 	target string
+	// broker: the pool's broker, which the agents ask for each job's
+	// registration when a claim hands them grants (nil: none).
+	broker *agenttest.Broker
 	// clockSkew: the agents' clocks run this far ahead of the provider's
 	// (behind when negative).
 	clockSkew time.Duration
@@ -315,7 +318,7 @@ func (h *agentHarness) config() agent.Config {
 	defer h.mu.Unlock()
 	short := protocol.Duration(10 * time.Millisecond)
 	return agent.Config{
-		Pool: testPool, GitHubURL: "https://github.com", GitHubTarget: h.target, RunnerUser: "runner",
+		Pool: testPool, GitHubURL: "https://github.com", GitHubTarget: h.target, RunnerUser: "runner", BrokerFunction: brokerFunction(h.broker),
 		Runner: agent.RunnerSource{Version: runnerVersion},
 		Intervals: agent.Intervals{
 			Heartbeat: protocol.Duration(time.Second), SelfCheck: short, ClaimPoll: short, ReleasePoll: short, RunnerCheck: short,
@@ -462,10 +465,29 @@ func (m *machine) apply(b behavior) {
 	m.h.mu.Unlock()
 }
 
+// brokerFunction is the broker's function the agents are configured with:
+// none without a broker.
+func brokerFunction(b *agenttest.Broker) string {
+	if b == nil {
+		return ""
+	}
+	return "ec2runners-" + testPool + "-broker"
+}
+
+// brokerDep is the agents' broker dependency: none without one.
+func (h *agentHarness) brokerDep() agent.Broker {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.broker == nil {
+		return nil
+	}
+	return h.broker
+}
+
 func (m *machine) newAgent() *agent.Agent {
 	h := m.h
 	return agent.New(h.config(), agent.Identity{InstanceID: m.id, InstanceARN: arn(m.id), InitialRunID: h.initialRunID(m.id)}, agent.Deps{
-		Table: agentTable{m}, EC2: h.ec2, Clock: agentClock{h}, Host: m.host, Runner: harnessRunner{m.runner, m},
+		Table: agentTable{m}, EC2: h.ec2, Clock: agentClock{h}, Host: m.host, Runner: harnessRunner{m.runner, m}, Broker: h.brokerDep(),
 		Background: func(f func()) { f() },
 		Logf: func(format string, args ...any) {
 			if !h.isClosed() {

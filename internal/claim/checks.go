@@ -41,8 +41,11 @@ type registration struct {
 // registration is what the attempt's runners must register for.
 func (a *attempt) registration() registration {
 	r := registration{runID: a.req.RunID}
-	if a.regToken != nil {
+	switch {
+	case a.regToken != nil:
 		r.label = a.regToken.label
+	case a.grant != nil:
+		r.label = a.grant.label
 	}
 	return r
 }

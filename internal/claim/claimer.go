@@ -164,8 +164,16 @@ func (c *Claimer) claim(ctx context.Context, req Request) (*Result, error) {
 		return nil, fmt.Errorf("pool %s has no queue for resource class %q; apply the pool to re-create it", req.Pool, req.ResourceClass)
 	}
 	// Minted before any runner is touched, and handed to each runner before
-	// it learns the run id: it registers at once.
-	regToken, err := c.mintToken(ctx, cfg, target, registrationToken, req.RunID)
+	// it learns the run id: it registers at once. A claim through the
+	// broker hands a grant instead, each job's registration minted later,
+	// by the runner's agent.
+	var regToken *runnerToken
+	var grant *runnerGrant
+	if req.RegisterWithRepository {
+		grant, err = c.newGrant(ctx, cfg, req)
+	} else {
+		regToken, err = c.mintToken(ctx, cfg, target, registrationToken, req.RunID)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +188,7 @@ func (c *Claimer) claim(ctx context.Context, req Request) (*Result, error) {
 	// Reaping overlaps the claim's own waits, the top-up follows it; both
 	// are bounded, and their failures only logged.
 	defer c.maintainAlongside(ctx, req.Pool, &cfg)()
-	a := &attempt{c: c, s: s, req: req, cfg: cfg, wants: wants, regToken: regToken, held: map[string]*held{},
+	a := &attempt{c: c, s: s, req: req, cfg: cfg, wants: wants, regToken: regToken, grant: grant, held: map[string]*held{},
 		template: template, templateErr: templateErr, started: started, checks: &checkLog{}}
 	a.rec = Record{Request: req, State: recordPending, Nonce: newNonce()}
 	if adopted, err := a.begin(ctx); err != nil || adopted != nil {
@@ -277,8 +285,10 @@ type attempt struct {
 	rec    Record
 	pickup *Pickup
 	// regToken is handed to every runner before it is given the run (nil:
-	// the pool's runners get no token).
+	// the pool's runners get no token), or grant, for a claim through the
+	// broker (nil: a direct claim).
 	regToken *runnerToken
+	grant    *runnerGrant
 	// selectUntil: claim workers take no new candidate after it.
 	selectUntil time.Time
 	// template is the pool's launch template as read when the attempt
@@ -595,7 +605,7 @@ func (a *attempt) selectWarm(ctx context.Context) (ready, late []Instance, err e
 			}
 			for _, inst := range insts {
 				claimed[inst.ID] = inst
-				watch.add(inst.ID, a.req.Timings.RegistrationWait, registered(a.registration(), a.req.Timings.RegistrationWait, true, a.req.Timings, a.regToken.runnerPolicy()))
+				watch.add(inst.ID, a.req.Timings.RegistrationWait, registered(a.registration(), a.req.Timings.RegistrationWait, true, a.req.Timings, a.runnerPolicy()))
 			}
 			if len(insts) < len(msgs) && more {
 				continue // replace the ones lost at once
@@ -690,7 +700,7 @@ func (a *attempt) claimAll(ctx context.Context, msgs []protocol.Message) ([]Inst
 	if err := a.s.addOwned(ctx, a.req.RunID, a.rec.Nonce, ids...); err != nil {
 		return nil, err
 	}
-	if err := a.s.handToken(ctx, a.cfg.InstanceARNPrefix, ids, a.regToken); err != nil {
+	if err := a.handRegistration(ctx, ids); err != nil {
 		return nil, err // the messages become visible again when the pickup closes
 	}
 	claim := transition{
@@ -797,7 +807,7 @@ func (a *attempt) createMissing(ctx context.Context, missing int) ([]Instance, e
 	watch := newAgentWatch(a.s, a.cfg.InstanceARNPrefix)
 	wait := a.req.Timings.FleetValidationWait
 	for _, inst := range created {
-		watch.add(inst.ID, wait, registered(a.registration(), wait, false, a.req.Timings, a.regToken.runnerPolicy()))
+		watch.add(inst.ID, wait, registered(a.registration(), wait, false, a.req.Timings, a.runnerPolicy()))
 	}
 	decided, err := watch.wait(ctx, a.req.Timings.PollInterval)
 	if err != nil {

@@ -84,8 +84,8 @@ type StoredGitHub struct {
 	read map[protocol.GitHubCredential]*GitHubAccess
 }
 
-// access is what the credential at cred allows.
-func (s *StoredGitHub) access(ctx context.Context, cred protocol.GitHubCredential) (*GitHubAccess, error) {
+// Access is what the credential at cred allows.
+func (s *StoredGitHub) Access(ctx context.Context, cred protocol.GitHubCredential) (*GitHubAccess, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if a := s.read[cred]; a != nil {
@@ -109,7 +109,7 @@ func (s *StoredGitHub) access(ctx context.Context, cred protocol.GitHubCredentia
 	if err != nil {
 		return nil, fmt.Errorf("the GitHub credential in %s: %w", cred, err)
 	}
-	a := &GitHubAccess{Tokens: client, Releases: client, Runs: client, Groups: client, Owner: c.Owner, Repository: c.Repository, From: "the GitHub credential in " + cred.String()}
+	a := &GitHubAccess{Tokens: client, Releases: client, Runs: client, Groups: client, JIT: client, Owner: c.Owner, Repository: c.Repository, From: "the GitHub credential in " + cred.String()}
 	if s.read == nil {
 		s.read = map[protocol.GitHubCredential]*GitHubAccess{}
 	}

@@ -126,7 +126,7 @@ func (a *attempt) launchFleet(ctx context.Context, usage string, n int, template
 		return nil, "", abandon(launched, err)
 	}
 	// The agent reads its token once its record names the run.
-	if err := a.s.handToken(ctx, a.cfg.InstanceARNPrefix, instanceIDs(launched), a.regToken); err != nil {
+	if err := a.handRegistration(ctx, instanceIDs(launched)); err != nil {
 		return nil, "", abandon(launched, err)
 	}
 	now := a.c.now()

@@ -20,6 +20,14 @@ import (
 // call for it: the just-in-time registrations are minted by the agents,
 // off the claim's path.
 
+// JITRunners makes, reads and deletes a repository's just-in-time runners
+// (github.Client).
+type JITRunners interface {
+	GenerateJITConfig(context.Context, github.Target, github.JITRequest) (github.JITRunner, error)
+	RepositoryRunner(context.Context, github.Target, int64) (github.Runner, bool, error)
+	DeleteRunner(context.Context, github.Target, int64) error
+}
+
 // runnerGrant is a claim's grant, ready to hand to its runners (each gets
 // a secret of its own), with GitHub's runner version policy at the time
 // (nil: unknown), as a runnerToken carries it.
@@ -33,13 +41,13 @@ type runnerGrant struct {
 
 // newGrant is the grant of the claim req of the pool of cfg, made through
 // the pool's broker for req.Repository: its runners register with that
-// repository alone, so that no other repository's jobs reach them. It
-// fails unless the pool registers its runners with GitHub and the
-// repository is one the pool registers at: its owner's, and the pool's
-// repository when it names one.
+// repository alone, so that no other repository's jobs reach them; nil
+// for a pool whose runners register nowhere (no GitHub target). It fails
+// unless the repository is one the pool registers at: its owner's, and
+// the pool's repository when it names one.
 func (c *Claimer) newGrant(ctx context.Context, cfg protocol.PoolConfig, req Request) (*runnerGrant, error) {
 	if cfg.GitHub == nil {
-		return nil, fmt.Errorf("pool %s registers its runners with no GitHub owner (its github_owner is not set): its runners cannot register just in time for repository %q", cfg.Name, req.Repository)
+		return nil, nil // a pool without a GitHub target: its runners register nowhere
 	}
 	owner, name, err := protocol.ParseRepository(req.Repository)
 	switch {
@@ -95,6 +103,24 @@ func (s *store) handGrant(ctx context.Context, arnPrefix string, ids []string, g
 	}
 	s.log("handed registration grants", "run", g.runID, "target", g.target, "runners", len(ids), "expires_at", protocol.FormatTime(g.expiresAt))
 	return nil
+}
+
+// handRegistration hands ids what registers them for the attempt's run:
+// its registration token, or its grant.
+func (a *attempt) handRegistration(ctx context.Context, ids []string) error {
+	if err := a.s.handToken(ctx, a.cfg.InstanceARNPrefix, ids, a.regToken); err != nil {
+		return err
+	}
+	return a.s.handGrant(ctx, a.cfg.InstanceARNPrefix, ids, a.grant)
+}
+
+// runnerPolicy is GitHub's runner version policy the attempt's token or
+// grant was made under (nil: unknown).
+func (a *attempt) runnerPolicy() *protocol.RunnerPolicy {
+	if a.grant != nil {
+		return a.grant.policy
+	}
+	return a.regToken.runnerPolicy()
 }
 
 // RecordFromItem reads the claim record item of a claim of pool. The

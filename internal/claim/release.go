@@ -314,12 +314,18 @@ func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConf
 
 // handRemovalToken mints one removal token for the runners of ids, for
 // the target they registered with (req's), and writes it into their agent
-// partitions, before they are told to leave. It returns the runners that
+// partitions, before they are told to leave (none for a claim through the
+// broker). It returns the runners that
 // may go back to the pool: all, unless no token could be had or written;
 // then each goes to discards instead, as a release never fails for tokens.
 func (c *Claimer) handRemovalToken(ctx context.Context, s *store, cfg protocol.PoolConfig, req Request, ids []string, discards map[string]string) []string {
 	if len(ids) == 0 {
 		return nil
+	}
+	// A claim through the broker handed grants: each agent has the pool's
+	// broker delete its runner's registration, with no token.
+	if req.RegisterWithRepository {
+		return ids
 	}
 	target, err := req.runnerTarget(cfg)
 	var tok *runnerToken

@@ -8,17 +8,21 @@ import (
 	"testing"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/agenttest"
 )
 
-// orgPool makes e's pool register its runners with organization octo, and
-// its agents take the tokens of octo/app: the target the claims of these
-// tests register with (RegisterWithRepository). The agents are configured
-// with that target here: the agent takes only tokens for its configured
-// target (internal/agent, Agent.token), and registers there.
-func orgPool(e *env) {
+// orgPool makes e's pool register its runners with organization octo, its
+// agents configured for octo and with the pool's broker, which they ask
+// for each job's registration when a claim hands them grants (the claims
+// through the broker, RegisterWithRepository).
+func orgPool(e *env) *agenttest.Broker {
 	e.cfg.GitHub = &protocol.GitHubTarget{Owner: "octo"}
 	e.writeConfig()
-	e.agents.target = "octo/app"
+	b := &agenttest.Broker{}
+	e.agents.mu.Lock()
+	e.agents.target, e.agents.broker = "octo", b
+	e.agents.mu.Unlock()
+	return b
 }
 
 // registerWithApp makes a claim for attempt 1 of workflow run 7 of
@@ -27,28 +31,39 @@ func registerWithApp(r *Request) {
 	r.Repository, r.WorkflowRun, r.RegisterWithRepository = "octo/app", WorkflowRun{ID: 7, Attempt: 1}, true
 }
 
-// A claim that registers with its repository has its runners register
-// with octo/app, not with the pool's organization (whose runners any
-// repository's `group:` or label can reach), and its release deregisters
-// them from octo/app: the tokens are minted for that target, and the claim
-// record keeps it for the release. A direct claim of the same pool
-// registers with the organization, as before.
+// A claim that registers with its repository hands each runner a grant
+// for octo/app, not for the pool's organization (whose runners any
+// repository's `group:` or label can reach): the agents register each job
+// there through the broker, and the claim asks GitHub for no token. Its
+// release asks for none either: the agents have the broker delete their
+// registrations. A direct claim of the same pool registers with the
+// organization, with a token, as before.
 func TestClaimRegistersWithItsRepository(t *testing.T) {
 	t.Parallel()
 	src := &fakeTokens{}
 	e := tokenEnv(t, src)
-	orgPool(e)
+	broker := orgPool(e)
 	e.seedMany(2)
 	res, err := e.create(2, registerWithApp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := src.issued(); !slices.Equal(got, []string{"registration octo/app"}) {
-		t.Errorf("GitHub calls %q, want a registration token for octo/app alone", got)
+	if got := src.issued(); len(got) != 0 {
+		t.Errorf("GitHub calls %q, want none: the agents register each job through the broker", got)
 	}
 	for _, id := range ids(res.Instances) {
-		if tok, _ := e.token(id, protocol.SortKeyRegistrationToken); tok.Target != "octo/app" {
-			t.Errorf("%s's registration token is for %q, want octo/app", id, tok.Target)
+		g, err := protocol.RegistrationGrantFromItem(e.db.getAgent(id, protocol.SortKeyRegistrationGrant))
+		if err != nil || g.Target != "octo/app" || g.Label != res.Label {
+			t.Errorf("%s's grant %+v (%v), want one for octo/app with the claim's label", id, g, err)
+		}
+	}
+	presented := broker.Presented()
+	if len(presented) != 2 {
+		t.Fatalf("the agents asked the broker %d times, want once each", len(presented))
+	}
+	for _, g := range presented {
+		if g.Target != "octo/app" {
+			t.Errorf("an agent asked for a registration at %q, want octo/app", g.Target)
 		}
 	}
 	if rec, _ := e.claimRecord(); !rec.Request.RegisterWithRepository || rec.Request.Repository != "octo/app" {
@@ -57,13 +72,11 @@ func TestClaimRegistersWithItsRepository(t *testing.T) {
 	if _, err := e.release(); err != nil {
 		t.Fatal(err)
 	}
-	if got := src.issued(); !slices.Equal(got, []string{"registration octo/app", "remove octo/app"}) {
-		t.Errorf("GitHub calls %q, want the removal token for octo/app too", got)
+	if got := src.issued(); len(got) != 0 {
+		t.Errorf("GitHub calls %q, want none at release either", got)
 	}
-	for _, id := range ids(res.Instances) {
-		if tok, _ := e.token(id, protocol.SortKeyRemovalToken); tok.Target != "octo/app" {
-			t.Errorf("%s's removal token is for %q, want octo/app", id, tok.Target)
-		}
+	if got := broker.Deregistered(); len(got) != 2 {
+		t.Errorf("the broker deleted registrations %v, want each agent's", got)
 	}
 
 	t.Run("direct", func(t *testing.T) {
@@ -71,7 +84,6 @@ func TestClaimRegistersWithItsRepository(t *testing.T) {
 		src := &fakeTokens{}
 		e := tokenEnv(t, src)
 		orgPool(e)
-		e.agents.target = "octo"
 		e.seedIdle("i-1", healthy)
 		if _, err := e.create(1, func(r *Request) { r.Repository = "octo/app" }); err != nil {
 			t.Fatal(err)
@@ -128,7 +140,7 @@ func TestClaimOfAnotherRepositorysRunIDRefused(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t) // no GitHub target: the runners need no token
+			e := newEnv(t) // no GitHub target: the runners register nowhere
 			e.seedMany(2)
 			first, err := e.create(1, other)
 			if err != nil {
@@ -148,16 +160,17 @@ func TestClaimOfAnotherRepositorysRunIDRefused(t *testing.T) {
 	}
 }
 
-// The pool's maintenance deregisters the runners of a claim whose run
-// ended from the claim's repository, and revives a released claim for a
-// re-run with runners registered there again: both read the target from
-// the claim record (or the released claim's marker).
+// The pool's maintenance releases the claim of an ended run with no
+// removal token (its agents have the broker delete their registrations),
+// and revives a released claim for a re-run with grants for the claim's
+// repository again: both read the claim's kind from its record (or the
+// released claim's marker).
 func TestMaintenanceRegistersWithTheClaimsRepository(t *testing.T) {
 	t.Parallel()
 	t.Run("ended run", func(t *testing.T) {
 		t.Parallel()
 		e, gh, _ := runsEnv(t, "")
-		orgPool(e)
+		broker := orgPool(e)
 		src := e.c.GitHub.Tokens.(*fakeTokens)
 		gh.StartRunAttempt("octo/app", 7, 1)
 		e.claimForRun("run-7-1", "i-1", 7, registerWithApp)
@@ -165,15 +178,17 @@ func TestMaintenanceRegistersWithTheClaimsRepository(t *testing.T) {
 		if res := e.reap(); !slices.Equal(res.EndedRuns, []string{"run-7-1"}) {
 			t.Fatalf("released %v, want [run-7-1]", res.EndedRuns)
 		}
-		if got := src.issued(); !slices.Equal(got, []string{"registration octo/app", "remove octo/app"}) {
-			t.Errorf("GitHub calls %q, want the removal token for octo/app", got)
+		if got := src.issued(); len(got) != 0 {
+			t.Errorf("GitHub calls %q, want no token", got)
+		}
+		if got := broker.Deregistered(); len(got) != 1 {
+			t.Errorf("the broker deleted registrations %v, want i-1's", got)
 		}
 	})
 	t.Run("revival", func(t *testing.T) {
 		t.Parallel()
 		e, gh, _ := runsEnv(t, "")
-		orgPool(e)
-		src := e.c.GitHub.Tokens.(*fakeTokens)
+		broker := orgPool(e)
 		gh.StartRunAttempt("octo/app", 7, 1)
 		e.claimForRun("run-7-1", "i-1", 7, registerWithApp)
 		label := e.recordOf(t, "run-7-1").Request.Label
@@ -186,8 +201,9 @@ func TestMaintenanceRegistersWithTheClaimsRepository(t *testing.T) {
 		if res := e.reap(); !slices.Equal(res.RevivedRuns, []string{"run-7-1"}) {
 			t.Fatalf("revived %v, want [run-7-1]", res.RevivedRuns)
 		}
-		if got := src.issued(); !slices.Equal(got, []string{"registration octo/app", "remove octo/app", "registration octo/app"}) {
-			t.Errorf("GitHub calls %q, want the revival's registration token for octo/app", got)
+		presented := broker.Presented()
+		if len(presented) != 2 || presented[1].Target != "octo/app" || presented[1].Label != label {
+			t.Errorf("grants presented %+v, want the revival's for octo/app with the claim's label", presented)
 		}
 		if rec := e.recordOf(t, "run-7-1"); !rec.Request.RegisterWithRepository {
 			t.Errorf("revived claim %+v, want it to register with octo/app", rec.Request)

@@ -35,7 +35,7 @@ func (a *attempt) startStopped(ctx context.Context, n int) ([]Instance, error) {
 	if err := a.s.addOwned(ctx, a.req.RunID, a.rec.Nonce, instanceIDs(ids)...); err != nil {
 		return nil, err
 	}
-	if err := a.s.handToken(ctx, a.cfg.InstanceARNPrefix, instanceIDs(ids), a.regToken); err != nil {
+	if err := a.handRegistration(ctx, instanceIDs(ids)); err != nil {
 		return nil, err
 	}
 	take := transition{
@@ -186,7 +186,7 @@ func (a *attempt) waitStarted(ctx context.Context, started []Instance) (map[stri
 	watch := newAgentWatch(a.s, a.cfg.InstanceARNPrefix)
 	wait := a.req.Timings.FleetValidationWait
 	for _, inst := range started {
-		watch.add(inst.ID, wait, registered(a.registration(), wait, false, a.req.Timings, a.regToken.runnerPolicy()))
+		watch.add(inst.ID, wait, registered(a.registration(), wait, false, a.req.Timings, a.runnerPolicy()))
 	}
 	decided, err := watch.wait(ctx, a.req.Timings.PollInterval)
 	failed := map[string]error{}

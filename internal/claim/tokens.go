@@ -53,7 +53,10 @@ type GitHubAccess struct {
 	Runs RunSource
 	// Groups reads the organization's runner groups, for a claim to check
 	// that its runner group admits its repository (nil: it does not).
-	Groups     RunnerGroupSource
+	Groups RunnerGroupSource
+	// JIT makes, reads and deletes repositories' just-in-time runners, for
+	// the registrations the pool's broker mints its agents (nil: none).
+	JIT        JITRunners
 	Owner      string // "": not configured, no token is minted
 	Repository string // "": any repository of Owner, and its organization runners
 	// From names a pool's stored credential the access comes from, for
@@ -100,7 +103,7 @@ func (c *Claimer) githubAccess(ctx context.Context, cfg protocol.PoolConfig) (*G
 	if c.GitHub != nil || cfg.GitHubCredential == nil || c.StoredGitHub == nil {
 		return c.GitHub, nil
 	}
-	return c.StoredGitHub.access(ctx, *cfg.GitHubCredential)
+	return c.StoredGitHub.Access(ctx, *cfg.GitHubCredential)
 }
 
 // runnerTarget is where the runners of r register with GitHub: the pool's

@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"os"
 
@@ -29,12 +30,12 @@ func main() {
 		logger.Error("ec2runners-broker: " + err.Error())
 		os.Exit(1)
 	}
-	h, err := broker.NewHandler(context.Background(), settings, logger.Info)
+	svc, err := broker.NewService(context.Background(), settings, logger.Info)
 	if err != nil {
 		logger.Error("ec2runners-broker: " + err.Error())
 		os.Exit(1)
 	}
-	lambda.Start(func(ctx context.Context, req broker.Request) (broker.Response, error) {
-		return h.Handle(ctx, req), nil
+	lambda.Start(func(ctx context.Context, payload json.RawMessage) (any, error) {
+		return svc.Serve(ctx, payload), nil
 	})
 }
