@@ -24,6 +24,9 @@ output() { echo "$1=$2" >>"${GITHUB_OUTPUT:?GITHUB_OUTPUT is not set: run as a s
 summary() { if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then echo "$*" >>"$GITHUB_STEP_SUMMARY"; fi; }
 
 POOL=${EC2RUNNERS_POOL:-}
+# The pool's broker (the broker-function input): the provider makes the
+# claim, its reads and its release through it, with the job's OIDC token.
+BROKER=${EC2RUNNERS_BROKER_FUNCTION:-}
 CLI=${EC2RUNNERS_CLI:-terraform}
 CACHE_DIR=${EC2RUNNERS_CACHE_DIR:-${HOME:-/tmp}/.cache/ec2runners}
 # The CLI's release files, in a cache of their own: they change with the
@@ -86,18 +89,25 @@ provider_version() {
 }
 
 cmd_prepare() {
-  local mode=${1:-} why version key region cli_version platform
+  local mode=${1:-} why oidc_use version key region cli_version platform
   [ "$mode" = claim ] || [ "$mode" = release ] || die "usage: ec2runners.sh prepare claim|release"
   [ -n "$POOL" ] || die "the pool input is empty: set it to the pool's name (for example a repository or organization variable, vars.EC2RUNNERS_POOL)"
   output attempt "${GITHUB_RUN_ATTEMPT:-1}"
 
   why=$(secretless_event)
-  if [ -n "${EC2RUNNERS_ROLE_TO_ASSUME:-}" ] && [ -z "${ACTIONS_ID_TOKEN_REQUEST_URL:-}" ]; then
-    if [ -z "$why" ]; then
-      die "GitHub gave this job no OIDC token, so it cannot assume ${EC2RUNNERS_ROLE_TO_ASSUME}: give the job 'permissions: id-token: write'"
-    fi
-  elif [ -n "$why" ] && [ -n "${ACTIONS_ID_TOKEN_REQUEST_URL:-}${AWS_ACCESS_KEY_ID:-}" ]; then
-    why="" # credentials after all (an OIDC token, or keys the workflow set)
+  oidc_use="" # what needs the job's OIDC token
+  if [ -n "$BROKER" ]; then
+    oidc_use="the pool's broker $BROKER checks it"
+  elif [ -n "${EC2RUNNERS_ROLE_TO_ASSUME:-}" ]; then
+    oidc_use="it assumes ${EC2RUNNERS_ROLE_TO_ASSUME} with it"
+  fi
+  # Credentials after all: an OIDC token, or keys the workflow set when
+  # nothing needs the token.
+  if [ -n "$why" ] && { [ -n "${ACTIONS_ID_TOKEN_REQUEST_URL:-}" ] || { [ -z "$oidc_use" ] && [ -n "${AWS_ACCESS_KEY_ID:-}" ]; }; }; then
+    why=""
+  fi
+  if [ -z "$why" ] && [ -n "$oidc_use" ] && [ -z "${ACTIONS_ID_TOKEN_REQUEST_URL:-}" ]; then
+    die "GitHub gave this job no OIDC token, and $oidc_use: give the job 'permissions: id-token: write'"
   fi
   if [ -n "$why" ]; then
     output proceed false
@@ -345,6 +355,12 @@ workdir() {
     if [ -n "${line// /}" ]; then args+=("-backend-config=$line"); fi
   done <<<"${EC2RUNNERS_BACKEND_CONFIG:-}"
   export TF_PLUGIN_CACHE_DIR="$CACHE_DIR/plugins" TF_IN_AUTOMATION=1 TF_INPUT=0 CHECKPOINT_DISABLE=1
+  if [ -n "$BROKER" ] && [ -n "${GITHUB_TOKEN:-}" ]; then
+    # The broker mints the runners' tokens with the pool's credential, and
+    # the token would only sit in Terraform's environment.
+    notice "the github-token input is not used: with a broker, the pool's GitHub credential mints the runners' tokens"
+    unset GITHUB_TOKEN
+  fi
   if [ -n "${EC2RUNNERS_AWS_REGION:-}" ]; then export AWS_REGION="$EC2RUNNERS_AWS_REGION"; fi
   cd "$dir"
   if [ -f "$lock" ]; then cp "$lock" .terraform.lock.hcl; fi
@@ -418,7 +434,7 @@ cmd_claim() {
   output run-id "$run_id"
   output instance-ids "$ids"
   output claimed true
-  echo "Claimed runners from pool $POOL for runs-on: $label ($counts) in $((SECONDS - started)) s: $ids"
+  echo "Claimed runners from pool $POOL${BROKER:+ through broker $BROKER} for runs-on: $label ($counts) in $((SECONDS - started)) s: $ids"
   summary "ec2runners: runners of pool \`$POOL\` for \`runs-on: $label\`: $ids ($counts)"
 }
 
@@ -446,7 +462,8 @@ cmd_release() {
   export TF_VAR_run_ids="[${list%,}]"
   workdir "${RUNNER_TEMP:-/tmp}/ec2runners/release-${ids[0]}"
   # With a backend, the claim job's state may hold the claim; without one,
-  # it is adopted from the pool's table by its identity: pool and run id.
+  # it is adopted by its identity, pool and run id: from the pool's table,
+  # or through the broker, which reads only this repository's claims.
   state=$("$CLI" state list 2>/dev/null || true)
   for id in "${ids[@]}"; do
     if grep -qxF "ec2runners_claim.this[\"$id\"]" <<<"$state"; then

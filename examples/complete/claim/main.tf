@@ -2,8 +2,8 @@
 # Terraform or Terragrunt: the claim job applies this root module, the build
 # jobs run on the label it outputs, and the release job destroys it.
 # (../workflow.yml uses the claim and release actions instead, which need
-# none of this.) Only the ec2runners provider is needed: everything about
-# the pool is read from the pool's table, by its name.
+# none of this.) Only the ec2runners provider is needed: it reaches the
+# pool by its name, through the pool's broker.
 terraform {
   required_version = ">= 1.11"
 

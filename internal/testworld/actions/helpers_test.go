@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -164,12 +165,18 @@ func (j *job) command(ctx context.Context, args ...string) *exec.Cmd {
 // leader of a process group, which stands for the job's process tree.
 func (j *job) step(ctx context.Context, action, id string) *exec.Cmd {
 	j.t.Helper()
+	return j.stepCommand(ctx, action, id, actionStep(j.t, action, id).Run)
+}
+
+// stepCommand is step's command for the run: script of an action,
+// written to a file named after name (the step's id).
+func (j *job) stepCommand(ctx context.Context, action, name, run string) *exec.Cmd {
+	j.t.Helper()
 	dir, err := filepath.Abs(filepath.Join(repoRoot, ".github", "actions", action))
 	if err != nil {
 		j.t.Fatal(err)
 	}
-	run := actionStep(j.t, action, id).Run
-	file := filepath.Join(j.env["RUNNER_TEMP"], fmt.Sprintf("%s-%s.sh", action, id))
+	file := filepath.Join(j.env["RUNNER_TEMP"], fmt.Sprintf("%s-%s.sh", action, name))
 	writeFile(j.t, file, run)
 	cmd := j.command(ctx)
 	cmd.Args = []string{"bash", "--noprofile", "--norc", "-e", "-o", "pipefail", file}
@@ -182,9 +189,12 @@ func (j *job) step(ctx context.Context, action, id string) *exec.Cmd {
 }
 
 type actionStepMeta struct {
-	ID    string `yaml:"id"`
-	Shell string `yaml:"shell"`
-	Run   string `yaml:"run"`
+	ID    string            `yaml:"id"`
+	If    string            `yaml:"if"`
+	Uses  string            `yaml:"uses"`
+	Shell string            `yaml:"shell"`
+	Run   string            `yaml:"run"`
+	Env   map[string]string `yaml:"env"`
 }
 
 // actionSteps are the steps of an action's action.yml.
@@ -266,12 +276,18 @@ func (j *job) must(args ...string) string {
 // outputs are the step outputs the script wrote, the last value of each.
 func (j *job) outputs() map[string]string {
 	j.t.Helper()
-	f, err := os.Open(j.env["GITHUB_OUTPUT"])
+	return readOutputs(j.t, j.env["GITHUB_OUTPUT"])
+}
+
+// readOutputs reads a GITHUB_OUTPUT file: the last value of each name.
+func readOutputs(t testing.TB, path string) map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
 	if os.IsNotExist(err) {
 		return map[string]string{}
 	}
 	if err != nil {
-		j.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer f.Close()
 	out := map[string]string{}
@@ -279,7 +295,7 @@ func (j *job) outputs() map[string]string {
 	for s.Scan() {
 		k, v, ok := strings.Cut(s.Text(), "=")
 		if !ok {
-			j.t.Fatalf("GITHUB_OUTPUT line %q is not name=value", s.Text())
+			t.Fatalf("GITHUB_OUTPUT line %q is not name=value", s.Text())
 		}
 		out[k] = v
 	}
@@ -298,4 +314,100 @@ func writeFile(t testing.TB, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// runAction runs an action in the job as the runner runs a composite
+// action: its steps in order, each step's if: and env: evaluated with the
+// action's inputs (those given, else their defaults), the outputs of the
+// steps before it and the job's env, each run: step with a GITHUB_OUTPUT
+// of its own. Its uses: steps are left out: the job has what they would
+// give (AWS credentials; no cache). It fails the test at a step that
+// fails, and returns the action's outputs and what its steps printed.
+func (j *job) runAction(action string, given map[string]string) (map[string]string, string) {
+	j.t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot, ".github", "actions", action, "action.yml"))
+	if err != nil {
+		j.t.Fatal(err)
+	}
+	var meta struct {
+		Inputs map[string]struct {
+			Default string `yaml:"default"`
+		} `yaml:"inputs"`
+		Outputs map[string]struct {
+			Value string `yaml:"value"`
+		} `yaml:"outputs"`
+		Runs struct {
+			Steps []actionStepMeta `yaml:"steps"`
+		} `yaml:"runs"`
+	}
+	if err := yaml.Unmarshal(data, &meta); err != nil {
+		j.t.Fatalf("%s/action.yml: %v", action, err)
+	}
+	inputs := map[string]any{}
+	for name, in := range meta.Inputs {
+		inputs[name] = in.Default
+	}
+	for name, v := range given {
+		if _, ok := meta.Inputs[name]; !ok {
+			j.t.Fatalf("the %s action has no input %s", action, name)
+		}
+		inputs[name] = v
+	}
+	jobEnv := map[string]any{}
+	for k, v := range j.env {
+		jobEnv[k] = v
+	}
+	steps := map[string]any{}
+	env := &exprEnv{
+		contexts: map[string]any{"inputs": inputs, "steps": steps, "env": jobEnv, "github": map[string]any{}},
+		status:   func(name string) bool { return name == "always" || name == "success" },
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var log strings.Builder
+	for i, st := range meta.Runs.Steps {
+		run, err := evalIf(st.If, env)
+		if err != nil {
+			j.t.Fatalf("step %d of the %s action, if: %v", i, action, err)
+		}
+		if !run || st.Uses != "" {
+			continue
+		}
+		name := st.ID
+		if name == "" {
+			name = strconv.Itoa(i)
+		}
+		cmd := j.stepCommand(ctx, action, name, st.Run)
+		output := filepath.Join(j.env["RUNNER_TEMP"], fmt.Sprintf("%s-%s.output", action, name))
+		cmd.Env = append(cmd.Env, "GITHUB_OUTPUT="+output)
+		for k, value := range st.Env {
+			v, err := evalTemplate(value, env)
+			if err != nil {
+				j.t.Fatalf("step %s of the %s action, env %s: %v", name, action, k, err)
+			}
+			cmd.Env = append(cmd.Env, k+"="+toString(v))
+		}
+		out, err := cmd.CombinedOutput()
+		log.Write(out)
+		j.t.Logf("the %s action's step %s:\n%s", action, name, indent(string(out)))
+		if err != nil {
+			j.t.Fatalf("the %s action's step %s failed: %v", action, name, err)
+		}
+		if st.ID != "" {
+			outputs := map[string]any{}
+			for k, v := range readOutputs(j.t, output) {
+				outputs[k] = v
+			}
+			steps[st.ID] = map[string]any{"outputs": outputs}
+		}
+	}
+	outputs := map[string]string{}
+	for name, o := range meta.Outputs {
+		v, err := evalTemplate(o.Value, env)
+		if err != nil {
+			j.t.Fatalf("output %s of the %s action: %v", name, action, err)
+		}
+		outputs[name] = toString(v)
+	}
+	return outputs, log.String()
 }

@@ -12,7 +12,8 @@ import (
 // the run can claim, for the event GitHub gives no secrets nor OIDC token
 // (a pull request from a fork), for runs Dependabot triggers (which get the
 // OIDC token the workflow grants) and for a job without the id-token
-// permission; which provider version the actions install: a release
+// permission, which a broker needs whatever AWS credentials the job has;
+// which provider version the actions install: a release
 // tag's, a commit's, or the newest on a branch; and whether they install
 // the CLI: not when it is on PATH and cli-version is empty or its version,
 // else cli-version or the default, under a cache key of its own. It needs no AWS: nothing is
@@ -29,6 +30,9 @@ func TestActions_prepare(t *testing.T) {
 	// Dependabot's pull request, from a branch of the repository itself.
 	dependabot := map[string]string{"GITHUB_ACTOR": "dependabot[bot]", "GITHUB_EVENT_NAME": "pull_request", "EC2RUNNERS_PR_HEAD_REPO": "acme/app", "EC2RUNNERS_FALLBACK_RUNS_ON": "ubuntu-latest"}
 	role := map[string]string{"EC2RUNNERS_ROLE_TO_ASSUME": "arn:aws:iam::123456789012:role/ci", "EC2RUNNERS_AWS_REGION": "eu-west-1"}
+	// The broker checks the job's own OIDC token: AWS keys are not enough.
+	broker := map[string]string{"EC2RUNNERS_BROKER_FUNCTION": "ci-runners-broker", "EC2RUNNERS_AWS_REGION": "eu-west-1"}
+	keys := map[string]string{"AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE"}
 	// A workflow that pins the actions to a commit gets the provider the
 	// commit's provider-version names: make release checks that a release's
 	// commit names its own version.
@@ -69,6 +73,16 @@ func TestActions_prepare(t *testing.T) {
 			fails: "this is a pull request from the fork mallory/app: GitHub gives it no secrets and no OIDC token, so it cannot claim runners from pool ci-runners. Set the claim action's fallback-runs-on input"},
 		{name: "a fork's pull request, no role: keys of its own are missing too", mode: "claim", env: merge(fork),
 			fails: "cannot claim runners from pool ci-runners"},
+		{name: "a broker, with an OIDC token", mode: "claim", env: merge(role, broker, map[string]string{"ACTIONS_ID_TOKEN_REQUEST_URL": oidc}),
+			outputs: map[string]string{"proceed": "true", "aws-region": "eu-west-1"}},
+		{name: "a broker and AWS keys, without id-token: write", mode: "claim", env: merge(broker, keys),
+			fails: "GitHub gave this job no OIDC token, and the pool's broker ci-runners-broker checks it: give the job 'permissions: id-token: write'"},
+		{name: "the release through a broker, without id-token: write", mode: "release", env: merge(role, broker),
+			fails: "the pool's broker ci-runners-broker checks it"},
+		{name: "a fork's pull request, a broker and AWS keys: no OIDC token, so the fallback", mode: "claim", env: merge(broker, keys, fork, map[string]string{"EC2RUNNERS_FALLBACK_RUNS_ON": "ubuntu-latest"}),
+			outputs: map[string]string{"proceed": "false", "runs-on": "ubuntu-latest", "claimed": "false"}},
+		{name: "a fork's pull request, no broker, AWS keys the workflow set: a claim", mode: "claim", env: merge(keys, fork),
+			outputs: map[string]string{"proceed": "true"}},
 		{name: "Dependabot, with id-token: write, claims as any run", mode: "claim", env: merge(role, dependabot, map[string]string{"ACTIONS_ID_TOKEN_REQUEST_URL": oidc}),
 			outputs: map[string]string{"proceed": "true", "aws-region": "eu-west-1"}},
 		{name: "Dependabot, without id-token: write", mode: "claim", env: merge(role, dependabot),

@@ -60,7 +60,7 @@ const (
 )
 
 // modelVars are the repository's variables the example workflows read.
-var modelVars = map[string]any{"EC2RUNNERS_POOL": "ci-runners", "EC2RUNNERS_CI_ROLE_ARN": "arn:aws:iam::123456789012:role/ci", "AWS_REGION": "eu-west-1"}
+var modelVars = map[string]any{"EC2RUNNERS_POOL": "ci-runners", "EC2RUNNERS_CI_ROLE_ARN": "arn:aws:iam::123456789012:role/ci", "EC2RUNNERS_BROKER_FUNCTION": "ci-runners-broker", "AWS_REGION": "eu-west-1"}
 
 type workflow struct {
 	On struct {

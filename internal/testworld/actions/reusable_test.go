@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 )
 
 const reusableWorkflow = ".github/workflows/ec2runners.yml"
@@ -94,4 +96,55 @@ func TestReusableWorkflow_checksTheJobs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReusableWorkflow_passesItsInputsToTheActions: each input the
+// reusable workflow shares with the claim or release action reaches it,
+// from the input itself or a step computed from it. A caller's env never
+// reaches a called workflow, so what the workflow does not pass on (the
+// broker, say) the actions never see.
+func TestReusableWorkflow_passesItsInputsToTheActions(t *testing.T) {
+	wf := readWorkflow(t, filepath.Join(repoRoot, reusableWorkflow))
+	inputs := wf.On.WorkflowCall.Inputs
+	if _, ok := inputs["broker-function"]; !ok {
+		t.Errorf("%s has no broker-function input", reusableWorkflow)
+	}
+	used := 0
+	for _, id := range []string{"claim", "release"} {
+		for _, st := range wf.Jobs[id].Steps {
+			m := shippedUses.FindStringSubmatch(st.Uses)
+			if m == nil || !strings.HasPrefix(m[1], ".github/actions/") {
+				continue
+			}
+			used++
+			action := strings.TrimPrefix(m[1], ".github/actions/")
+			for name := range actionInputs(t, action) {
+				if _, shared := inputs[name]; !shared {
+					continue
+				}
+				if v := st.With[name]; !strings.Contains(v, "inputs."+name) && !strings.Contains(v, "steps.") {
+					t.Errorf("job %s: the %s action's %s is %q, want the workflow's input %s", id, action, name, v, name)
+				}
+			}
+		}
+	}
+	if used != 2 {
+		t.Errorf("%s: found %d uses of the claim and release actions in its claim and release jobs, want 2", reusableWorkflow, used)
+	}
+}
+
+// actionInputs are the inputs of an action's action.yml.
+func actionInputs(t *testing.T, action string) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot, ".github", "actions", action, "action.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		Inputs map[string]any `yaml:"inputs"`
+	}
+	if err := yaml.Unmarshal(data, &meta); err != nil {
+		t.Fatalf("%s/action.yml: %v", action, err)
+	}
+	return meta.Inputs
 }

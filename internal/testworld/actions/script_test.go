@@ -80,9 +80,10 @@ func TestActions_claimAndRelease(t *testing.T) {
 		_ = (&pool.Manager{DynamoDB: clients.DynamoDB, SQS: clients.SQS, EC2: clients.EC2}).Delete(context.Background(), name, true)
 	})
 
-	// The actions run as the CI role that only claims, the pool's stack as
-	// its manager: make test records their AWS calls and checks them
-	// against the documented policies (internal/testworld/iamcheck).
+	// The actions run without a broker, with the broker's rights
+	// (TestActions_broker runs them with one), the pool's stack as its
+	// manager: make test records their AWS calls and checks them against
+	// the documented policies (internal/testworld/iamcheck).
 	recorded, stopRecording, err := awsrecord.Start(ctx, endpoint, "actions")
 	if err != nil {
 		t.Fatal(err)
