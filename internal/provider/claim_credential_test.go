@@ -97,7 +97,7 @@ func TestAccClaim_storedGitHubCredential(t *testing.T) {
 						Check: resource.ComposeTestCheckFunc(
 							e.checkRecords(protocol.StateRunning, "run-cred", &ids),
 							apiCalls(gh, "registration-token octo/app", "list-runner-releases"),
-							handedIssuedToken(gh, e.pool, &ids),
+							handedIssuedToken(gh, e.pool, "octo/app", &ids),
 						),
 					},
 					{
@@ -160,8 +160,8 @@ func denyingEndpoint(t *testing.T, action string) string {
 }
 
 // handedIssuedToken checks that each runner holds a registration token the
-// stub GitHub issued.
-func handedIssuedToken(gh *scripttest.GitHub, poolName string, ids *[]string) func(*terraform.State) error {
+// stub GitHub issued, for target.
+func handedIssuedToken(gh *scripttest.GitHub, poolName, target string, ids *[]string) func(*terraform.State) error {
 	return func(*terraform.State) error {
 		ctx := context.Background()
 		cfg, err := pool.ReadConfig(ctx, testClients.DynamoDB, poolName)
@@ -178,8 +178,8 @@ func handedIssuedToken(gh *scripttest.GitHub, poolName string, ids *[]string) fu
 			if err != nil {
 				return fmt.Errorf("%s's registration token: %w", id, err)
 			}
-			if !slices.Contains(gh.IssuedTokens(), tok.Token) || tok.Target != "octo/app" {
-				return fmt.Errorf("%s holds a registration token for %s the stub GitHub did not issue", id, tok.Target)
+			if !slices.Contains(gh.IssuedTokens(), tok.Token) || tok.Target != target {
+				return fmt.Errorf("%s holds a registration token for %s, want one the stub GitHub issued for %s", id, tok.Target, target)
 			}
 		}
 		return nil

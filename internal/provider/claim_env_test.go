@@ -20,6 +20,7 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/agentsim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/awsrecord"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/emulator"
 )
 
@@ -32,7 +33,10 @@ type claimEnv struct {
 	subnets        []string
 	sim            *agentsim.Sim
 	claimsSettings string // more settings of the claims' provider configuration
-	poolSettings   string // more arguments of the pool
+	// claimsKey is the access key of the claims' provider configuration,
+	// against the emulator ("": awsrecord.ClaimsKey, see claimsCredentials).
+	claimsKey    string
+	poolSettings string // more arguments of the pool
 }
 
 // newClaimEnv makes a launch template and simulated agents (their options
@@ -123,15 +127,19 @@ resource "ec2runners_pool" "test" {
 
 // claimsProvider is the provider configuration of the test's claims, a
 // claims-only role of its own (its calls are recorded apart from the
-// pool's, see awsrecord; against real AWS, the default chain's), with the
-// test's claimsSettings.
+// pool's, see awsrecord; against real AWS, the default chain's), or the
+// role of claimsKey, with the test's claimsSettings.
 func (e *claimEnv) claimsProvider() string {
+	credentials := claimsCredentials()
+	if e.claimsKey != "" {
+		credentials = fmt.Sprintf("access_key = %q\n  secret_key = %q", e.claimsKey, awsrecord.TestSecret)
+	}
 	return fmt.Sprintf(`
 provider "ec2runnersclaims" {
   %s
   %s
 }
-`, claimsCredentials(), e.claimsSettings)
+`, credentials, e.claimsSettings)
 }
 
 // claimConfig is a claim of the test pool named name, with extra arguments.

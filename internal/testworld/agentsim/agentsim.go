@@ -298,6 +298,24 @@ func (s *Sim) Registrations(instanceID string) []string {
 	return append([]string(nil), s.regs[instanceID]...)
 }
 
+// Registration is the registration instanceID's runner holds, as its agent
+// made it (the URL and token of the target it registered with, its label
+// and runner group): its machine registers nowhere, so a test with a stub
+// GitHub registers it there (scripttest.GitHub.RegisterAgent). ok is false
+// while it holds none.
+func (s *Sim) Registration(instanceID string) (reg agentpkg.Registration, ok bool) {
+	s.mu.Lock()
+	a := s.agents[instanceID]
+	s.mu.Unlock()
+	if a == nil {
+		return reg, false
+	}
+	if r := a.runner.Registered(); r != nil {
+		return *r, true
+	}
+	return reg, false
+}
+
 // Releases lists the runIds instanceID's agent signalled
 // UD_REMOVE_REG_REMOVE_RUN_OK for, in order.
 func (s *Sim) Releases(instanceID string) []string {

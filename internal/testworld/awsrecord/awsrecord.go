@@ -5,8 +5,10 @@
 // Tests put a recording reverse proxy in front of the emulator (Start) and
 // give each role its own test access key: the provider's pool management
 // configuration PoolManagementKey, the claim code's configuration ClaimsKey
-// (the broker's rights), the read-only configuration of plans ReadOnlyKey,
-// and each instance stand-in's role credentials AgentKey(instance id). The
+// (the broker's rights), the configuration of claims made through the
+// broker CIKey (the CI role's), the read-only configuration of plans
+// ReadOnlyKey, and each instance stand-in's role credentials
+// AgentKey(instance id). The
 // proxy attributes every request by the access key id of its SigV4
 // credential, turns it into the IAM authorizations AWS would evaluate for it
 // (a TransactWriteItems into one PutItem, UpdateItem, DeleteItem or
@@ -14,9 +16,13 @@
 // one per instance, with the condition keys the documents pin:
 // dynamodb:LeadingKeys, aws:ResourceTag/ec2runners:pool,
 // ec2:SourceInstanceARN, ec2:CreateAction; a CloudWatch Logs write on its
-// log stream's ARN), and appends each distinct one
-// to a file. Requests with any other key (the
+// log stream's ARN; a Lambda Invoke on its function's ARN), and appends
+// each distinct one to a file. Requests with any other key (the
 // tests' own setup and checks) pass unrecorded.
+//
+// The emulator serves no Lambda (moto's needs Docker): the tests run
+// Lambda functions in internal/testworld/lambdaworld, and StartFor puts a
+// recorder in front of it, naming the emulator's account in its calls.
 //
 // The proxy only forwards: with EC2RUNNERS_AWS_CALLS unset, Start returns
 // the endpoint itself, and the tests run as they would without it.
@@ -47,21 +53,22 @@ const (
 	RoleAgent    = "agent"     // the runner instances' role
 	RoleReadOnly = "read-only" // plans, refreshes, data sources and queries: no writes
 	// RoleCI is the role workflows assume to claim through the broker: it
-	// may only invoke the broker's function. No test key records it (the
-	// tests' Lambda is not an endpoint the recorder fronts): the cases of
-	// internal/testworld/iamcheck pin its policy.
+	// may only invoke the broker's function. The broker's acceptance tests
+	// give the claims' provider its key, and put a recorder in front of
+	// their Lambda (StartFor).
 	RoleCI = "ci"
 )
 
 // Roles lists every role whose calls the tests record, in the order
 // reports show them.
-var Roles = []string{RolePoolManagement, RoleBroker, RoleAgent, RoleReadOnly}
+var Roles = []string{RolePoolManagement, RoleBroker, RoleCI, RoleAgent, RoleReadOnly}
 
 // Test access keys, one per role. Any secret signs (the emulator checks
 // none); TestSecret is the conventional one.
 const (
 	PoolManagementKey = "AKIATESTPOOLMANAGER1"
 	ClaimsKey         = "AKIATESTCLAIMSONLY01"
+	CIKey             = "AKIATESTCIINVOKER001"
 	ReadOnlyKey       = "AKIATESTREADONLY0001"
 	TestSecret        = "test"
 	agentKeyPrefix    = "ASIATESTAGENT"
@@ -81,6 +88,8 @@ func role(accessKeyID string) (role, instanceID string) {
 		return RolePoolManagement, ""
 	case accessKeyID == ClaimsKey:
 		return RoleBroker, ""
+	case accessKeyID == CIKey:
+		return RoleCI, ""
 	case accessKeyID == ReadOnlyKey:
 		return RoleReadOnly, ""
 	case strings.HasPrefix(accessKeyID, agentKeyPrefix) && len(accessKeyID) > len(agentKeyPrefix):

@@ -28,14 +28,21 @@ import (
 // writing the calls to <dir>/<name>.jsonl, and returns the URL to use
 // instead of endpoint; otherwise it returns endpoint. Call stop when done.
 func Start(ctx context.Context, endpoint, name string) (url string, stop func(), err error) {
+	return StartFor(ctx, endpoint, endpoint, name)
+}
+
+// StartFor is Start for target, an endpoint of a service the emulator at
+// emulator does not serve (lambdaworld's Lambda): the calls name the
+// emulator's account and partition, as the calls of the other services.
+func StartFor(ctx context.Context, target, emulator, name string) (url string, stop func(), err error) {
 	dir := os.Getenv(EnvDir)
 	if dir == "" {
-		return endpoint, func() {}, nil
+		return target, func() {}, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", nil, fmt.Errorf("awsrecord: %w", err)
 	}
-	r, err := newRecorder(ctx, endpoint, filepath.Join(dir, name+".jsonl"))
+	r, err := newRecorder(ctx, target, emulator, filepath.Join(dir, name+".jsonl"))
 	if err != nil {
 		return "", nil, err
 	}
@@ -55,14 +62,16 @@ type recorder struct {
 	seen map[string]bool
 }
 
-func newRecorder(ctx context.Context, endpoint, path string) (*recorder, error) {
+// newRecorder forwards to endpoint; the emulator at emulator tells the
+// account and the resources' tags.
+func newRecorder(ctx context.Context, endpoint, emulator, path string) (*recorder, error) {
 	target, err := url.Parse(endpoint)
 	if err != nil || target.Host == "" {
 		return nil, fmt.Errorf("awsrecord: bad endpoint %q", endpoint)
 	}
 	// The emulator's account and partition, as the pool resource learns them.
 	creds := credentials.NewStaticCredentialsProvider("test", TestSecret, "")
-	who, err := sts.New(sts.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), Credentials: creds}).
+	who, err := sts.New(sts.Options{Region: "us-east-1", BaseEndpoint: aws.String(emulator), Credentials: creds}).
 		GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
 	if err != nil {
 		return nil, fmt.Errorf("awsrecord: the emulator's account: %w", err)
@@ -82,7 +91,7 @@ func newRecorder(ctx context.Context, endpoint, path string) (*recorder, error) 
 	}
 	r := &recorder{
 		url:       "http://" + ln.Addr().String(),
-		lookup:    newTagLookup(endpoint, creds),
+		lookup:    newTagLookup(emulator, creds),
 		partition: a.Partition,
 		account:   aws.ToString(who.Account),
 		out:       out,
@@ -121,7 +130,10 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		key, region := scope.AccessKeyID, scope.Region
 		if role, instance := role(key); role != "" {
 			service, action := faultproxy.Identify(req, body)
-			rq := request{service: service, action: action, body: body, base: Call{
+			if service == "" && scope.Service == "lambda" && req.Method == http.MethodPost && lambdaInvoke.MatchString(req.URL.EscapedPath()) {
+				service, action = "lambda", "Invoke" // a REST API: the action is in the path
+			}
+			rq := request{service: service, action: action, body: body, url: req.URL, base: Call{
 				Role: role, Partition: r.partition, Region: region, Account: r.account,
 			}}
 			if instance != "" {

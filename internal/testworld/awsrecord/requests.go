@@ -1,12 +1,15 @@
 package awsrecord
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"net/url"
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws/arn"
 )
 
 // Condition keys the documents pin.
@@ -22,8 +25,9 @@ const (
 type request struct {
 	service, action string
 	body            []byte
-	base            Call   // the role, partition, region and account
-	sourceInstance  string // the agent's instance ARN; "" for other roles
+	url             *url.URL // its path and query, for the REST APIs' (Lambda's)
+	base            Call     // the role, partition, region and account
+	sourceInstance  string   // the agent's instance ARN; "" for other roles
 }
 
 // call is base for action on resource with the context keys of cond.
@@ -68,6 +72,8 @@ func (q request) calls(ctx context.Context, r *recorder) []Call {
 		return q.ssm(r)
 	case "secretsmanager":
 		return q.secretsManager(r)
+	case "lambda":
+		return q.lambda()
 	case "":
 		return nil // not an AWS API request
 	}
@@ -225,6 +231,35 @@ func (q request) secretsManager(r *recorder) []Call {
 		return []Call{q.call(q.action, in.SecretId, nil)}
 	}
 	return []Call{q.call(q.action, r.arn(q.base.Region, "secretsmanager", "secret:"+in.SecretId+"-??????"), nil)}
+}
+
+// lambdaInvoke is the path of Lambda's Invoke,
+// /2015-03-31/functions/{function}/invocations.
+var lambdaInvoke = regexp.MustCompile(`^/2015-03-31/functions/([^/]+)/invocations$`)
+
+// lambda: Invoke is authorized as lambda:InvokeFunction on the function's
+// ARN, qualified as invoked (<arn>:<version or alias>), whether the call
+// names the function by name, ARN or partial ARN (<account>:function:<name>).
+func (q request) lambda() []Call {
+	var ref string
+	if m := lambdaInvoke.FindStringSubmatch(q.url.EscapedPath()); m != nil {
+		ref, _ = url.PathUnescape(m[1])
+	}
+	if ref == "" {
+		return []Call{q.call("InvokeFunction", "*", nil)}
+	}
+	region, account := q.base.Region, q.base.Account
+	if parts := strings.SplitN(ref, ":", 7); len(parts) == 7 && parts[0] == "arn" {
+		region, account, ref = parts[3], parts[4], parts[6]
+	} else if id, name, ok := strings.Cut(ref, ":function:"); ok {
+		account, ref = id, name
+	}
+	name, qualifier, _ := strings.Cut(ref, ":")
+	resource := "function:" + name
+	if qualifier = cmp.Or(qualifier, q.url.Query().Get("Qualifier")); qualifier != "" {
+		resource += ":" + qualifier
+	}
+	return []Call{q.call("InvokeFunction", arn.ARN{Partition: q.base.Partition, Service: "lambda", Region: region, AccountID: account, Resource: resource}.String(), nil)}
 }
 
 // sqs: the queue's ARN; batch calls are authorized as their single forms.

@@ -2,6 +2,7 @@ package awsrecord
 
 import (
 	"context"
+	"net/url"
 	"testing"
 )
 
@@ -39,6 +40,31 @@ func TestCredentialReads(t *testing.T) {
 		calls := q.calls(context.Background(), r)
 		if len(calls) != 1 || calls[0].Action != tc.service+":"+tc.action || calls[0].Resource != tc.want {
 			t.Errorf("%s: %v, want %s:%s on %s", tc.body, calls, tc.service, tc.action, tc.want)
+		}
+	}
+}
+
+// Lambda authorizes an Invoke as lambda:InvokeFunction on the function's
+// ARN, qualified as invoked, however the call names the function.
+func TestLambdaInvokes(t *testing.T) {
+	const function = "arn:aws:lambda:eu-west-1:000000000000:function:ci-broker"
+	for _, tc := range []struct{ path, want string }{
+		{"/2015-03-31/functions/ci-broker/invocations", function},
+		{"/2015-03-31/functions/ci-broker/invocations?Qualifier=live", function + ":live"},
+		{"/2015-03-31/functions/ci-broker%3A3/invocations", function + ":3"},
+		{"/2015-03-31/functions/000000000000%3Afunction%3Aci-broker/invocations", function},
+		{"/2015-03-31/functions/arn%3Aaws%3Alambda%3Aus-west-2%3A111111111111%3Afunction%3Aci-broker%3A%24LATEST/invocations",
+			"arn:aws:lambda:us-west-2:111111111111:function:ci-broker:$LATEST"},
+	} {
+		u, err := url.Parse(tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := request{service: "lambda", action: "Invoke", url: u, body: []byte(`{"operation":"claim"}`),
+			base: Call{Role: RoleCI, Partition: "aws", Region: "eu-west-1", Account: "000000000000"}}
+		calls := q.calls(context.Background(), &recorder{partition: "aws", account: "000000000000"})
+		if len(calls) != 1 || calls[0].Action != "lambda:InvokeFunction" || calls[0].API != "Invoke" || calls[0].Resource != tc.want {
+			t.Errorf("%s: %v, want lambda:InvokeFunction on %s", tc.path, calls, tc.want)
 		}
 	}
 }

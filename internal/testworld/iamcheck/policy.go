@@ -2,8 +2,8 @@
 // policies and examples/complete/iam.tf) against the AWS calls the tests
 // recorded (internal/testworld/awsrecord): every call must be granted to its role by
 // an Allow statement, with the statement's conditions holding in the call's
-// context; grants no call used are reported. The CI role's policy, whose
-// calls no test records, is pinned by the package's test cases.
+// context; grants no call used are reported. The package's test cases pin
+// each policy's boundaries besides.
 //
 // Policies are evaluated as IAM does for what they use: Action and Resource
 // with * and ? wildcards (actions case-insensitively), policy variables
@@ -238,6 +238,13 @@ func bindings(c awsrecord.Call) []map[string]string {
 			if name, ok := strings.CutPrefix(parts[5], "table/"); ok {
 				name, _, _ = strings.Cut(name, "/")
 				add(name, "")
+			}
+		case "lambda":
+			// function:<name>[:<qualifier>]: the broker function, whatever
+			// the deployment names it.
+			if rest, ok := strings.CutPrefix(parts[5], "function:"); ok {
+				name, _, _ := strings.Cut(rest, ":")
+				base[varFunction] = name
 			}
 		case "ssm", "secretsmanager":
 			// The pool's GitHub credential, as the documents name it:

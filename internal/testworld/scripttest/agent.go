@@ -137,6 +137,13 @@ func BuildAgent(t testing.TB) (binary []byte, digest string) {
 	return binary, hex.EncodeToString(sum[:])
 }
 
+// BuildBroker builds the broker (ec2runners-broker) as a release does, for
+// this machine, its version AgentVersion (a release's agent and broker are
+// of one version), and returns the binary: the function lambdaworld runs.
+func BuildBroker(t testing.TB) []byte {
+	return buildBinary(t, "internal/broker/cmd/ec2runners-broker", "main.version="+AgentVersion)
+}
+
 // JobToolPath is where every instance stand-in has the hostile jobs' tool
 // (package jobtool), for jobs to run.
 const JobToolPath = "bin/jobtool"

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/agent"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -358,10 +360,30 @@ func (g *GitHub) issue(w http.ResponseWriter, r *http.Request, target, kind stri
 // runnergroup, ephemeral, version.
 func (g *GitHub) register(w http.ResponseWriter, r *http.Request) {
 	target := strings.Trim(strings.TrimPrefix(r.FormValue("url"), g.URL), "/")
-	name, labels, version := r.FormValue("name"), r.FormValue("labels"), r.FormValue("version")
+	if err := g.registerRunner(target, r.FormValue("token"), r.FormValue("name"), r.FormValue("labels"), r.FormValue("runnergroup"),
+		r.FormValue("version"), r.FormValue("ephemeral") == "1"); err != nil {
+		http.Error(w, err.Error(), http.StatusForbidden)
+	}
+}
+
+// RegisterAgent registers the runner of reg as its config.sh would, with
+// GitHub's checks: for agents whose machine registers nowhere (agentsim's),
+// so that the stub knows their runners as the agent registered them. The
+// target is the path of reg.URL, whatever its host.
+func (g *GitHub) RegisterAgent(reg agent.Registration) error {
+	u, err := url.Parse(reg.URL)
+	if err != nil {
+		return err
+	}
+	return g.registerRunner(strings.Trim(u.Path, "/"), reg.Token, reg.Name, reg.Label, reg.RunnerGroup, RunnerVersion, false)
+}
+
+// registerRunner registers a runner with target, or says why GitHub
+// refuses it.
+func (g *GitHub) registerRunner(target, token, name, labels, runnerGroup, version string, ephemeral bool) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	err := g.checkToken(r.FormValue("token"), "registration-token", target)
+	err := g.checkToken(token, "registration-token", target)
 	var group string
 	switch {
 	case err != nil:
@@ -374,17 +396,16 @@ func (g *GitHub) register(w http.ResponseWriter, r *http.Request) {
 	case slices.ContainsFunc(strings.Split(labels, ","), func(l string) bool { return strings.TrimSpace(l) == "" }):
 		err = fmt.Errorf("labels %q hold an empty label", labels)
 	default:
-		group, err = g.runnerGroup(target, r.FormValue("runnergroup"))
+		group, err = g.runnerGroup(target, runnerGroup)
 	}
 	if err != nil {
 		g.events = append(g.events, "refused register "+name+": "+err.Error())
-		http.Error(w, err.Error(), http.StatusForbidden)
-		return
+		return err
 	}
 	g.runnerIDs++
-	g.runners[name] = &Runner{ID: g.runnerIDs, Name: name, Target: target, Labels: labels, Group: group, Version: version,
-		Ephemeral: r.FormValue("ephemeral") == "1"}
+	g.runners[name] = &Runner{ID: g.runnerIDs, Name: name, Target: target, Labels: labels, Group: group, Version: version, Ephemeral: ephemeral}
 	g.events = append(g.events, "register "+name+" "+labels)
+	return nil
 }
 
 func (g *GitHub) remove(w http.ResponseWriter, r *http.Request) {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/agent"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 )
 
@@ -91,6 +92,24 @@ func TestGitHub_registrationRules(t *testing.T) {
 		if !strings.Contains(events, want) {
 			t.Errorf("events %q: no refusal saying %q", events, want)
 		}
+	}
+}
+
+// An agent's registration registers where its URL says, as config.sh
+// would, with the same checks: a repository's token registers a runner of
+// that repository, and never one of its organization.
+func TestGitHub_registersAgents(t *testing.T) {
+	g := NewGitHub(t)
+	tok, _ := g.IssueToken("registration-token", "octo/app")
+	if err := g.RegisterAgent(agent.Registration{URL: "https://github.com/octo", Name: "i-1", Label: "run-1", Token: tok}); err == nil ||
+		!strings.Contains(err.Error(), "token issued for octo/app, not octo") {
+		t.Errorf("a repository's token registering with its organization: %v", err)
+	}
+	if err := g.RegisterAgent(agent.Registration{URL: "https://github.com/octo/app", Name: "i-1", Label: "run-1", Token: tok}); err != nil {
+		t.Fatal(err)
+	}
+	if r := g.Runners()["i-1"]; r.Target != "octo/app" || r.Labels != "run-1" || r.Group != "Default" {
+		t.Errorf("registered %+v, want a runner of octo/app labelled run-1", r)
 	}
 }
 

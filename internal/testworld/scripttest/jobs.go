@@ -195,6 +195,16 @@ func (g *GitHub) takeJob(runner *Runner) *Job {
 	return nil
 }
 
+// Routes tells whether GitHub would send a job of repository ("owner/name")
+// with runsOn to the registered runner named runner, by the rules a queued
+// job follows, without queuing one: false for a runner not registered.
+func (g *GitHub) Routes(repository string, runsOn RunsOn, runner string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r, ok := g.runners[runner]
+	return ok && g.routes(&Job{Repository: repository, RunsOn: runsOn}, r)
+}
+
 // routes tells whether GitHub would send job to runner (see the rules
 // above); the caller holds g.mu.
 func (g *GitHub) routes(job *Job, runner *Runner) bool {

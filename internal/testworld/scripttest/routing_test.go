@@ -13,7 +13,7 @@ import (
 // job to its group's runners; and a runner must have every label. Each
 // case queues one job in a fresh world and polls the runners in order,
 // the wrong ones first: the job must land on the runner the case names, or
-// on none.
+// on none, the first in that order that Routes says it reaches.
 func TestGitHub_routesJobsAsGitHub(t *testing.T) {
 	// world: runners in the order they poll.
 	world := func(t *testing.T) *GitHub {
@@ -61,6 +61,16 @@ func TestGitHub_routesJobsAsGitHub(t *testing.T) {
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			g := world(t)
+			routed := ""
+			for _, runner := range order {
+				if g.Routes(tc.repository, tc.runsOn, runner) {
+					routed = runner
+					break
+				}
+			}
+			if routed != tc.want {
+				t.Errorf("Routes: the first runner a job of %s with runs-on %+v reaches is %q, want %q", tc.repository, tc.runsOn, routed, tc.want)
+			}
 			id := g.QueueJobFor(tc.repository, tc.runsOn, "true")
 			took := ""
 			for _, runner := range order {
