@@ -1,8 +1,8 @@
 # IAM of the pool, one role per side:
 #
 # - the runner instances' role: what the agent on every runner needs (it calls
-#   DynamoDB and EC2 with the AWS SDK and the instance's credentials from
-#   IMDSv2, nothing else);
+#   DynamoDB, EC2 and the pool's broker with the AWS SDK and the instance's
+#   credentials from IMDSv2, nothing else);
 # - the broker's role (broker.tf): what claims, releases and the pool's
 #   maintenance need (README.md of the provider, "IAM permissions"; none of
 #   the pool's create, delete or tag actions: whoever applies this
@@ -108,6 +108,17 @@ data "aws_iam_policy_document" "runner" {
       variable = "aws:ResourceTag/ec2runners:pool"
       values   = [local.pool]
     }
+  }
+
+  # A runner of a run claimed through the broker presents its registration
+  # grant to the broker (the runner script's broker_function, main.tf) for
+  # each job's just-in-time registration, and to delete the last one at
+  # release: the broker, which checks the grant against the pool's records,
+  # and no other function.
+  statement {
+    sid       = "InvokeBroker"
+    actions   = ["lambda:InvokeFunction"]
+    resources = [aws_lambda_function.broker.arn, "${aws_lambda_function.broker.arn}:*"]
   }
 }
 

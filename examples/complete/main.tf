@@ -78,6 +78,10 @@ data "ec2runners_runner_script" "this" {
   github_owner      = var.github_owner
   github_repository = var.github_repository
   runner_user       = local.runner_user
+  # Runs claimed through the broker (broker.tf) hand each runner a
+  # registration grant, which the agent presents to the broker for each
+  # job's just-in-time registration (the runner role's InvokeBroker, iam.tf).
+  broker_function = local.broker_function
   # Unset, the agent installs GitHub's newest runner and keeps it up to date
   # while the runner waits in the pool. A pin (2.329.0 or later) is never
   # updated: GitHub stops sending it jobs about 30 days after the next

@@ -14,9 +14,9 @@
 // jobs' processes and files) and the Runner (the GitHub runner: install,
 // register, run, remove), and the pool's Broker, which mints each job's
 // just-in-time registration. The binary (cmd/ec2runners-agent) plugs in Linux
-// (package linux); the simulations of the tests, the demo and the simulator
-// plug in fakes (package agenttest), so every simulated agent runs this
-// code.
+// (package linux) and the broker's Lambda function (LambdaBroker); the
+// simulations of the tests, the demo and the simulator plug in fakes
+// (package agenttest), so every simulated agent runs this code.
 //
 // Run is one boot of the instance: it raises the walls, prepares the
 // instance, and runs the heartbeat, the self-check and the serving loops

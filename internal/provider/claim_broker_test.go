@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,15 +13,22 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/agent"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/broker"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/actionsoidc"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/agentsim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/await"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/awsrecord"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/lambdaworld"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/scripttest"
@@ -32,21 +40,27 @@ import (
 // max_runners = 1, and octo/web. The provider is a GitHub Actions job
 // whose token and variables each step sets (actAs), with the CI role's key:
 // it only invokes the broker, whose own AWS calls are the broker role's.
+// The simulated agents reach the broker as the agent binary does, with
+// their instances' role.
 //
-// A job of octo/app claims: its runner registers with the repository
-// octo/app (the token is the repository's, never the organization's), so
-// no job of another repository reaches it, by any runs-on (checkTenancy),
-// while the same claim registered with the organization is reached (the
-// check with the protection removed). Another job of octo/app imports it:
-// what the import reads is what the apply wrote, and the plan after the
-// apply is empty. A second claim of octo/app while the first holds its
-// runner is over max_runners, and a claim of the first's run by another
-// claimant is refused as without a broker. octo/lib, not in the access
-// list, is refused, naming itself and the pool. octo/web, listed, imports
-// octo/app's claim and finds nothing; claims for itself when its job says
-// it is octo/app; and its destroy of a resource pointed at octo/app's run
-// releases its own claim alone, octo/app's untouched in the table. Then
-// octo/app's destroy releases its claim, with a removal token for octo/app.
+// A job of octo/app claims: no registration token is minted, its runner
+// holds a registration grant for octo/app with the claim's label, and its
+// agent has the broker mint a just-in-time registration for each job, with
+// the repository octo/app (never the organization), so no job of another
+// repository reaches it, by any runs-on (checkTenancy), while the same
+// claim registered with the organization is reached (the check with the
+// protection removed); two jobs of the run, one after the other, run on
+// two registrations. Another job of octo/app imports it: what the import
+// reads is what the apply wrote, and the plan after the apply is empty. A
+// second claim of octo/app while the first holds its runner is over
+// max_runners, and a claim of the first's run by another claimant is
+// refused as without a broker. octo/lib, not in the access list, is
+// refused, naming itself and the pool. octo/web, listed, imports octo/app's
+// claim and finds nothing; claims for itself when its job says it is
+// octo/app; and its destroy of a resource pointed at octo/app's run
+// releases its own claim alone, octo/app's untouched in the table and at
+// GitHub. Then octo/app's destroy releases its claim, and the broker
+// deletes its runner's registration at GitHub, without a removal token.
 //
 // Terraform never refreshes (NoRefresh): a refresh would read every claim
 // in the state as the step's job, and the steps of octo/lib and octo/web
@@ -59,13 +73,10 @@ func TestAccClaim_broker(t *testing.T) {
 	app := w.claim("app", "run-app", "build")
 	imported := w.claim("imported", "run-app", "build")
 	var seeded, appIDs, webIDs []string
-	// The tokens GitHub minted by step 4: octo/app's claim's, the claim
-	// registered with the organization (and its release's), and the other
-	// claimant's claim's, minted before it finds the run taken. None for
-	// octo/lib.
-	minted := func(more ...string) []string {
-		return slices.Concat([]string{"registration-token octo/app", "registration-token octo", "remove-token octo", "registration-token octo/app"}, more)
-	}
+	// The runner tokens GitHub minted from step 2 on: those of the claim
+	// registered with the organization, made directly (the tenancy check
+	// with the protection removed). Claims through the broker mint none.
+	organizationTokens := []string{"registration-token octo", "remove-token octo"}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviders,
 		AdditionalCLIOptions:     &resource.AdditionalCLIOptions{Plan: resource.PlanOptions{NoRefresh: true}},
@@ -76,7 +87,8 @@ func TestAccClaim_broker(t *testing.T) {
 				Check:     w.seed(2, agentsim.SeedSpec{}, &seeded),
 			},
 			{
-				// octo/app's claim, registered with the repository.
+				// octo/app's claim, its runner registered with the
+				// repository, a registration per job.
 				Config: pool + app,
 				Check: resource.ComposeAggregateTestCheckFunc(
 					resource.TestCheckResourceAttr("ec2runners_claim.app", "repository", "octo/app"),
@@ -84,9 +96,11 @@ func TestAccClaim_broker(t *testing.T) {
 					resource.TestCheckResourceAttr("ec2runners_claim.app", "reused_count", "1"),
 					captureIDs("ec2runners_claim.app", &appIDs),
 					w.checkRecord("run-app", "octo/app"),
-					handedIssuedToken(w.gh, w.pool, "octo/app", &appIDs),
-					tokenCalls(w.gh, "registration-token octo/app"),
+					w.checkGrants("ec2runners_claim.app", "octo/app"),
+					w.checkJITRunners("ec2runners_claim.app", "octo/app"),
+					tokenCalls(w.gh),
 					w.checkTenancy("ec2runners_claim.app"),
+					w.checkJobsOnFreshRegistrations("ec2runners_claim.app"),
 					w.checkOrganizationRunnerReached,
 				),
 			},
@@ -132,8 +146,9 @@ func TestAccClaim_broker(t *testing.T) {
 				Check: resource.ComposeTestCheckFunc(
 					captureIDs("ec2runners_claim.web", &webIDs),
 					w.checkRecord("run-web", "octo/web"),
-					handedIssuedToken(w.gh, w.pool, "octo/web", &webIDs),
-					tokenCalls(w.gh, minted("registration-token octo/web")...),
+					w.checkGrants("ec2runners_claim.web", "octo/web"),
+					w.checkJITRunners("ec2runners_claim.web", "octo/web"),
+					tokenCalls(w.gh, organizationTokens...),
 				),
 			},
 			{
@@ -144,7 +159,9 @@ func TestAccClaim_broker(t *testing.T) {
 					w.checkRecord("run-app", "octo/app"),
 					w.checkRecords(protocol.StateRunning, "run-app", &appIDs),
 					w.checkRecords(protocol.StateIdle, "", &webIDs),
-					tokenCalls(w.gh, minted("registration-token octo/web", "remove-token octo/web")...),
+					w.checkJITRunners("ec2runners_claim.app", "octo/app"),
+					w.checkRegistrationsDeleted("octo/web", &webIDs),
+					tokenCalls(w.gh, organizationTokens...),
 				),
 			},
 			{
@@ -153,7 +170,8 @@ func TestAccClaim_broker(t *testing.T) {
 				Check: resource.ComposeTestCheckFunc(
 					w.checkNoClaim("run-app"),
 					w.checkRecords(protocol.StateIdle, "", &appIDs),
-					tokenCalls(w.gh, minted("registration-token octo/web", "remove-token octo/web", "remove-token octo/app")...),
+					w.checkRegistrationsDeleted("octo/app", &appIDs),
+					tokenCalls(w.gh, organizationTokens...),
 					w.checkRecordedRoles,
 				),
 			},
@@ -169,6 +187,7 @@ type brokerWorld struct {
 	gh       *scripttest.GitHub
 	issuer   *actionsoidc.Issuer
 	function string // the broker function's name
+	lambda   string // the Lambda endpoint the broker is invoked at
 }
 
 // brokerOtherRepositories are the organization's repositories besides octo/app:
@@ -181,17 +200,19 @@ var brokerOtherRepositories = []string{"octo/web", "octo/lib", "octo/site"}
 var brokerRunnerGroups = []string{protocol.DefaultRunnerGroup, "Trusted builds", "Open"}
 
 // newBrokerWorld starts the stub GitHub, the OIDC issuer and the broker,
-// and configures the claims' provider as a GitHub Actions job with the CI
-// role's key, claiming through the broker.
+// configures the claims' provider as a GitHub Actions job with the CI
+// role's key, claiming through the broker, and gives the pool's agents the
+// broker (agentBroker).
 //
 // The broker runs in lambdaworld whatever the emulator, which keeps the
 // test as runnable against LocalStack as against moto: lambdaworld is the
 // test's own process, no service of the emulator's (moto's and
-// LocalStack's Lambda run functions in Docker). The provider invokes the
-// function there, through a recorder of its own that records the
-// invocations as the CI role's; the function reaches the emulator, either
-// one, at AWS_ENDPOINT_URL (the package's recorder when calls are
-// recorded) with the claims' key, its calls the broker role's.
+// LocalStack's Lambda run functions in Docker). The provider and the
+// agents invoke the function there, through a recorder of its own that
+// records the invocations as the CI role's and the agent role's; the
+// function reaches the emulator, either one, at AWS_ENDPOINT_URL (the
+// package's recorder when calls are recorded) with the claims' key, its
+// calls the broker role's.
 func newBrokerWorld(t *testing.T) *brokerWorld {
 	gh := scripttest.NewGitHub(t)
 	gh.AddRepository("octo/site", true)
@@ -203,7 +224,8 @@ func newBrokerWorld(t *testing.T) *brokerWorld {
 	t.Setenv("GITHUB_APP_ID", "")
 	t.Setenv("GITHUB_REPOSITORY_OWNER", "")
 	t.Setenv("GITHUB_API_URL", gh.URL)
-	w := &brokerWorld{claimEnv: newClaimEnv(t, "acc-broker"), gh: gh, issuer: actionsoidc.New(t)}
+	w := &brokerWorld{gh: gh, issuer: actionsoidc.New(t)}
+	w.claimEnv = newClaimEnv(t, "acc-broker", func(o *agentsim.Options) { o.Broker = w.agentBroker })
 	w.function = w.pool + "-broker"
 	credential := "/ec2runners/" + w.pool + "/github"
 	value, err := json.Marshal(map[string]string{"owner": "octo", "token": gh.APIKey})
@@ -234,11 +256,12 @@ func newBrokerWorld(t *testing.T) *brokerWorld {
 		t.Fatal(err)
 	}
 	t.Cleanup(world.Close)
-	lambdaEndpoint, stop, err := awsrecord.StartFor(context.Background(), world.Endpoint(), os.Getenv("AWS_ENDPOINT_URL"), "provider-lambda")
+	lambdaEndpoint, stop, err := awsrecord.StartFor(context.Background(), world.Endpoint(), os.Getenv("AWS_ENDPOINT_URL"), "lambda")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
+	w.lambda = lambdaEndpoint
 
 	w.issuer.Setenv(t)
 	t.Setenv("GITHUB_ACTIONS", "true")
@@ -250,6 +273,18 @@ func newBrokerWorld(t *testing.T) *brokerWorld {
     function_name = %q
   }`, lambdaEndpoint, w.function)
 	return w
+}
+
+// agentBroker is the pool's broker as the agent of instance id reaches it,
+// as the agent binary does: the function invoked with the AWS SDK's Lambda
+// client and the instance role's credentials, each instance its own
+// (awsrecord.AgentKey: the recorder records its calls as the agent
+// role's, from the instance).
+func (w *brokerWorld) agentBroker(id string) agent.LambdaBroker {
+	return agent.LambdaBroker{Function: w.function, Lambda: lambda.New(lambda.Options{
+		Region: testClients.Region, BaseEndpoint: aws.String(w.lambda),
+		Credentials: credentials.NewStaticCredentialsProvider(awsrecord.AgentKey(id), awsrecord.TestSecret, ""),
+	})}
 }
 
 // actAs makes the provider a job of attempt 1 of workflow run run of
@@ -307,17 +342,114 @@ func (w *brokerWorld) checkNoClaim(runID string) func(*terraform.State) error {
 	}
 }
 
+// claimAttributes are the attributes of the claim at address in the
+// state.
+func claimAttributes(s *terraform.State, address string) (map[string]string, error) {
+	rs, ok := s.RootModule().Resources[address]
+	if !ok {
+		return nil, fmt.Errorf("%s not in state", address)
+	}
+	return rs.Primary.Attributes, nil
+}
+
+// checkGrants checks that each runner of the claim at address holds its
+// registration grant: for its run, registering with repository (the OIDC
+// token's, whatever the job says), with its label.
+func (w *brokerWorld) checkGrants(address, repository string) func(*terraform.State) error {
+	return func(s *terraform.State) error {
+		attrs, err := claimAttributes(s, address)
+		if err != nil {
+			return err
+		}
+		ids, err := stateIDs(s, address)
+		if err != nil {
+			return err
+		}
+		ctx := context.Background()
+		cfg, err := pool.ReadConfig(ctx, testClients.DynamoDB, w.pool)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			out, err := testClients.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(w.pool),
+				Key: protocol.AgentKey(protocol.InstanceARN(cfg.InstanceARNPrefix, id), protocol.SortKeyRegistrationGrant)})
+			if err != nil {
+				return err
+			}
+			grant, err := protocol.RegistrationGrantFromItem(out.Item)
+			switch {
+			case err != nil:
+				return fmt.Errorf("%s's registration grant: %w", id, err)
+			case grant.RunID != attrs["run_id"] || grant.Target != repository || grant.Label != attrs["label"]:
+				return fmt.Errorf("%s holds a grant for run %s, registering with %s (the claim's label: %t), want run %s's, with %s and the claim's label",
+					id, grant.RunID, grant.Target, grant.Label == attrs["label"], attrs["run_id"], repository)
+			}
+		}
+		return nil
+	}
+}
+
+// checkJITRunners checks that each runner of the claim at address runs on
+// a just-in-time registration of repository, with the claim's label alone,
+// as the stub GitHub made it: the one the broker minted when the runner's
+// agent asked, which the agent started last. The broker minted none with
+// the organization.
+func (w *brokerWorld) checkJITRunners(address, repository string) func(*terraform.State) error {
+	return func(s *terraform.State) error {
+		attrs, err := claimAttributes(s, address)
+		if err != nil {
+			return err
+		}
+		ids, err := stateIDs(s, address)
+		if err != nil {
+			return err
+		}
+		registered := w.gh.Runners()
+		for _, id := range ids {
+			name, err := w.jitRunner(id)
+			if err != nil {
+				return err
+			}
+			r, ok := registered[name]
+			switch {
+			case !ok:
+				return fmt.Errorf("GitHub has no runner %s, which the agent of %s started", name, id)
+			case r.Target != repository || r.Labels != attrs["label"] || !r.Ephemeral:
+				return fmt.Errorf("runner %s of %s is registered with %s (ephemeral: %t; the claim's label alone: %t), want a just-in-time runner of %s with the claim's label alone",
+					name, id, r.Target, r.Ephemeral, r.Labels == attrs["label"], repository)
+			}
+		}
+		if slices.Contains(w.gh.APICalls(), "generate-jitconfig octo") {
+			return errors.New("the broker minted a just-in-time runner of the organization octo")
+		}
+		return nil
+	}
+}
+
+// jitRunner is the just-in-time runner instance id's agent started last.
+func (w *brokerWorld) jitRunner(id string) (string, error) {
+	started := w.sim.JITRunners(id)
+	if len(started) == 0 {
+		return "", fmt.Errorf("the agent of %s started no just-in-time runner", id)
+	}
+	return started[len(started)-1], nil
+}
+
 // checkTenancy checks that no job of another repository of the
-// organization reaches the runner of the claim at address, by any runs-on,
-// where a job of the claim's repository does with the claim's label.
+// organization reaches the just-in-time runner of the claim at address, as
+// the stub GitHub registered it, by any runs-on, where a job of the
+// claim's repository does with the claim's label.
 func (w *brokerWorld) checkTenancy(address string) func(*terraform.State) error {
 	return func(s *terraform.State) error {
-		rs, ok := s.RootModule().Resources[address]
-		if !ok {
-			return fmt.Errorf("%s not in state", address)
+		attrs, err := claimAttributes(s, address)
+		if err != nil {
+			return err
 		}
-		attrs := rs.Primary.Attributes
-		leaks, err := w.tenancyLeaks(attrs["instance_ids.0"], attrs["repository"], attrs["label"])
+		runner, err := w.jitRunner(attrs["instance_ids.0"])
+		if err != nil {
+			return err
+		}
+		leaks, err := w.tenancyLeaks(runner, attrs["repository"], attrs["label"])
 		if err != nil {
 			return err
 		}
@@ -328,11 +460,67 @@ func (w *brokerWorld) checkTenancy(address string) func(*terraform.State) error 
 	}
 }
 
+// checkJobsOnFreshRegistrations checks that two jobs of the run of the
+// claim at address, one after the other, run on two registrations of its
+// runner: GitHub sends the first to the runner's just-in-time registration
+// and removes it after that one job, the runner exits, and its agent
+// starts the next job's runner on a registration the broker mints anew.
+func (w *brokerWorld) checkJobsOnFreshRegistrations(address string) func(*terraform.State) error {
+	return func(s *terraform.State) error {
+		attrs, err := claimAttributes(s, address)
+		if err != nil {
+			return err
+		}
+		id, repository, label := attrs["instance_ids.0"], attrs["repository"], attrs["label"]
+		first, err := w.runJob(id, repository, label)
+		if err != nil {
+			return fmt.Errorf("the run's first job: %w", err)
+		}
+		second, err := w.runJob(id, repository, label)
+		if err != nil {
+			return fmt.Errorf("the run's second job, after the first ran on %s: %w", first, err)
+		}
+		if first == second {
+			return fmt.Errorf("both jobs of the run ran on registration %s", first)
+		}
+		return nil
+	}
+}
+
+// runJob queues a job of repository with runs-on: label, and runs it at
+// the stub GitHub on the runner instance id's agent started last, once
+// GitHub sends it there; its job done, the runner exits, as an ephemeral
+// runner does. It returns the runner the job ran on.
+func (w *brokerWorld) runJob(id, repository, label string) (string, error) {
+	queued := w.gh.QueueJobFor(repository, scripttest.RunsOn{Labels: []string{label}}, "true")
+	var ran scripttest.Job
+	err := await.Poll(await.Patience, func() error {
+		runner, err := w.jitRunner(id)
+		if err != nil {
+			return err
+		}
+		job, ok := w.gh.RunJob(runner)
+		if !ok {
+			return fmt.Errorf("GitHub sends no job to %s, the runner the agent of %s started last", runner, id)
+		}
+		ran = job
+		return nil
+	})
+	switch {
+	case err != nil:
+		return "", err
+	case ran.ID != queued:
+		return "", fmt.Errorf("runner %s ran job %s, not the one queued, %s", ran.Runner, ran.ID, queued)
+	}
+	w.sim.EndJob(id)
+	return ran.Runner, nil
+}
+
 // checkOrganizationRunnerReached is checkTenancy with the protection
 // removed: the broker's claim of octo/app made again directly, as the
 // broker makes it but RegisterWithRepository, so that its runner registers
-// with the pool's organization. The check must find it reached by jobs of
-// other repositories, or it shows nothing.
+// with the pool's organization, with a registration token. The check must
+// find it reached by jobs of other repositories, or it shows nothing.
 func (w *brokerWorld) checkOrganizationRunnerReached(*terraform.State) error {
 	ctx := context.Background()
 	c := w.direct()
@@ -346,7 +534,11 @@ func (w *brokerWorld) checkOrganizationRunnerReached(*terraform.State) error {
 	if err != nil {
 		return err
 	}
-	leaks, err := w.tenancyLeaks(res.Instances[0].ID, req.Repository, res.Label)
+	runner, err := w.registerAgentRunner(res.Instances[0].ID)
+	var leaks []string
+	if err == nil {
+		leaks, err = w.tenancyLeaks(runner, req.Repository, res.Label)
+	}
 	if _, relErr := c.Release(ctx, w.pool, req.RunID); relErr != nil {
 		return relErr
 	}
@@ -360,21 +552,29 @@ func (w *brokerWorld) checkOrganizationRunnerReached(*terraform.State) error {
 	return nil
 }
 
-// tenancyLeaks registers the runner of instance id at the stub GitHub as
-// its agent registered it, checks that a job of repository reaches it with
-// runs-on: label (the claim's), and lists the jobs of the organization's
-// other repositories that GitHub would send it: by the label, with
-// self-hosted, and by each runner group, alone and with the label.
-func (w *brokerWorld) tenancyLeaks(id, repository, label string) ([]string, error) {
+// registerAgentRunner registers the runner of instance id at the stub
+// GitHub as its agent registered it with its registration token (its
+// machine registers nowhere), and returns its name.
+func (w *brokerWorld) registerAgentRunner(id string) (string, error) {
 	reg, ok := w.sim.Registration(id)
 	if !ok {
-		return nil, fmt.Errorf("runner %s holds no registration", id)
+		return "", fmt.Errorf("runner %s holds no registration", id)
 	}
 	if err := w.gh.RegisterAgent(reg); err != nil {
-		return nil, fmt.Errorf("registering runner %s at %s as its agent did: %w", id, reg.URL, err)
+		return "", fmt.Errorf("registering runner %s at %s as its agent did: %w", id, reg.URL, err)
 	}
-	if own := (scripttest.RunsOn{Labels: []string{label}}); !w.gh.Routes(repository, own, id) {
-		return nil, fmt.Errorf("a job of %s with runs-on: %s does not reach runner %s (registered at %s): it is not the claim's runner", repository, label, id, reg.URL)
+	return reg.Name, nil
+}
+
+// tenancyLeaks checks that a job of repository reaches the runner the
+// stub GitHub has registered as runner with runs-on: label (the claim's),
+// and lists the jobs of the organization's other repositories that GitHub
+// would send it: by the label, with self-hosted, and by each runner group,
+// alone and with the label.
+func (w *brokerWorld) tenancyLeaks(runner, repository, label string) ([]string, error) {
+	if own := (scripttest.RunsOn{Labels: []string{label}}); !w.gh.Routes(repository, own, runner) {
+		_, registered := w.gh.Runners()[runner]
+		return nil, fmt.Errorf("a job of %s with runs-on: %s does not reach runner %s (registered: %t): it is not the claim's runner", repository, label, runner, registered)
 	}
 	forms := []scripttest.RunsOn{{Labels: []string{label}}, {Labels: []string{"self-hosted", label}}}
 	for _, group := range brokerRunnerGroups {
@@ -383,12 +583,31 @@ func (w *brokerWorld) tenancyLeaks(id, repository, label string) ([]string, erro
 	var leaks []string
 	for _, other := range brokerOtherRepositories {
 		for _, runsOn := range forms {
-			if w.gh.Routes(other, runsOn, id) {
+			if w.gh.Routes(other, runsOn, runner) {
 				leaks = append(leaks, fmt.Sprintf("%s with runs-on: %s", other, describeRunsOn(runsOn, label)))
 			}
 		}
 	}
 	return leaks, nil
+}
+
+// checkRegistrationsDeleted checks that the release of the claim of
+// repository whose runners were ids had the broker delete their
+// registrations at GitHub: none is left.
+func (w *brokerWorld) checkRegistrationsDeleted(repository string, ids *[]string) func(*terraform.State) error {
+	return func(*terraform.State) error {
+		for name, r := range w.gh.Runners() {
+			for _, id := range *ids {
+				if protocol.RunnerOfInstance(name, id) && strings.EqualFold(r.Target, repository) {
+					return fmt.Errorf("GitHub still has runner %s of %s, the released runner %s's", name, repository, id)
+				}
+			}
+		}
+		if !slices.Contains(w.gh.APICalls(), "delete-runner "+repository) {
+			return fmt.Errorf("the broker deleted no runner of %s: %q", repository, w.gh.APICalls())
+		}
+		return nil
+	}
 }
 
 // describeRunsOn writes runs-on as a workflow does, the claim's label as
@@ -405,9 +624,10 @@ func describeRunsOn(r scripttest.RunsOn, label string) string {
 }
 
 // checkRecordedRoles checks, when the calls are recorded, that the broker
-// made its calls as the broker role (its table's, its GitHub
-// credential's) and the provider invoked it as the CI role, which called
-// nothing else.
+// made its calls as the broker role (its table's, the runners' grants
+// among them, its GitHub credential's), the provider invoked it as the CI
+// role, which called nothing else, and the agents as the agent role, from
+// their instances.
 func (w *brokerWorld) checkRecordedRoles(*terraform.State) error {
 	dir := os.Getenv(awsrecord.EnvDir)
 	if dir == "" {
@@ -421,6 +641,9 @@ func (w *brokerWorld) checkRecordedRoles(*terraform.State) error {
 	seen := map[string]bool{}
 	for _, c := range calls {
 		switch {
+		case c.Role == awsrecord.RoleBroker && c.Action == "dynamodb:GetItem" && strings.HasSuffix(c.Resource, ":table/"+w.pool) &&
+			slices.ContainsFunc(c.Context[awsrecord.KeyLeadingKeys], func(k string) bool { return strings.HasPrefix(k, "AGENT#") }):
+			seen["the broker's reads of the runners' grants"] = true
 		case c.Role == awsrecord.RoleBroker && strings.HasSuffix(c.Resource, ":table/"+w.pool):
 			seen["the broker's table calls"] = true
 		case c.Role == awsrecord.RoleBroker && strings.HasSuffix(c.Resource, ":parameter/ec2runners/"+w.pool+"/github"):
@@ -429,9 +652,13 @@ func (w *brokerWorld) checkRecordedRoles(*terraform.State) error {
 			seen["the CI role's invocations"] = true
 		case c.Role == awsrecord.RoleCI && c.Action != "lambda:InvokeFunction":
 			return fmt.Errorf("the CI role called %s", c)
+		case c.Role == awsrecord.RoleAgent && c.Action == "lambda:InvokeFunction" && strings.HasSuffix(c.Resource, ":function:"+w.function) &&
+			len(c.Context[awsrecord.KeySourceInstance]) == 1:
+			seen["the agents' invocations"] = true
 		}
 	}
-	for _, want := range []string{"the broker's table calls", "the broker's read of the GitHub credential", "the CI role's invocations"} {
+	for _, want := range []string{"the broker's table calls", "the broker's reads of the runners' grants", "the broker's read of the GitHub credential",
+		"the CI role's invocations", "the agents' invocations"} {
 		if !seen[want] {
 			return fmt.Errorf("%s are not recorded in %s", want, dir)
 		}
@@ -440,8 +667,8 @@ func (w *brokerWorld) checkRecordedRoles(*terraform.State) error {
 }
 
 // tokenCalls checks the runner tokens the stub GitHub minted, in any order:
-// with whom each claim registered its runners, and each release removed
-// them.
+// with whom each direct claim registered its runners, and each release
+// removed them.
 func tokenCalls(g *scripttest.GitHub, want ...string) func(*terraform.State) error {
 	return func(*terraform.State) error {
 		var got []string

@@ -43,6 +43,7 @@ type agent struct {
 
 	host   *agenttest.Host
 	runner *agenttest.Runner
+	broker *simBroker // the pool's, as the instance reaches it; nil: none
 
 	described    bool
 	initialRunID string // the InitialRunId tag (if a run id), once described
@@ -195,11 +196,15 @@ func (a *agent) boot(ctx context.Context) (end string) {
 
 // core is the real agent of a boot of the instance.
 func (a *agent) core() *agentpkg.Agent {
-	return agentpkg.New(a.sim.config(a.target), agentpkg.Identity{InstanceID: a.id, InstanceARN: a.arn, InitialRunID: a.initialRunID},
-		agentpkg.Deps{
-			Table: simTable{a}, EC2: simEC2{a}, Clock: skewedClock{a.sim.opts.ClockSkew}, Host: a.host, Runner: a.runner,
-			OnEvent: a.onEvent,
-		})
+	cfg := a.sim.config(a.target)
+	deps := agentpkg.Deps{
+		Table: simTable{a}, EC2: simEC2{a}, Clock: skewedClock{a.sim.opts.ClockSkew}, Host: a.host, Runner: a.runner,
+		OnEvent: a.onEvent,
+	}
+	if a.broker != nil {
+		cfg.BrokerFunction, deps.Broker = a.broker.lambda.Function, a.broker
+	}
+	return agentpkg.New(cfg, agentpkg.Identity{InstanceID: a.id, InstanceARN: a.arn, InitialRunID: a.initialRunID}, deps)
 }
 
 // prime makes a seeded instance a runner a release gave back: prepared,
@@ -322,6 +327,38 @@ func (e simEC2) StopInstances(ctx context.Context, in *ec2.StopInstancesInput, o
 		e.a.sim.logf("agent %s: stopping its instance failed, terminating it instead: %v", e.a.id, err)
 	}
 	return out, err
+}
+
+// simBroker is the instance's way to the pool's broker: the binary's
+// (agent.LambdaBroker), with errors recorded and the runners it minted
+// kept for JITRunners.
+type simBroker struct {
+	a      *agent
+	lambda agentpkg.LambdaBroker
+}
+
+func (b *simBroker) Register(ctx context.Context, g protocol.RegistrationGrant) (protocol.JITRunner, error) {
+	runner, err := b.lambda.Register(ctx, g)
+	if err != nil {
+		b.a.fail(ctx, "asking the pool's broker for a registration", err)
+		return runner, err
+	}
+	b.a.ok()
+	s := b.a.sim
+	s.mu.Lock()
+	s.jit[b.a.id] = append(s.jit[b.a.id], runner)
+	s.mu.Unlock()
+	return runner, nil
+}
+
+func (b *simBroker) Deregister(ctx context.Context, g protocol.RegistrationGrant, runnerID int64) error {
+	err := b.lambda.Deregister(ctx, g, runnerID)
+	if err != nil {
+		b.a.fail(ctx, "asking the pool's broker to delete its runner", err)
+		return err
+	}
+	b.a.ok()
+	return nil
 }
 
 // watchInstance looks at the instance's EC2 state at once and then every

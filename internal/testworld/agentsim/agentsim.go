@@ -4,9 +4,11 @@
 // Host and Runner that touch nothing, install at once and register without
 // GitHub), against the emulator: the agent heartbeats, registers for the
 // runs its record names with the token handed for the run and the pool's
-// target (no token in a pool without a GitHub target), confirms each
-// release, and stops or terminates its instance past its record's
-// deadlines, as on EC2.
+// target (no token in a pool without a GitHub target) or, given the run's
+// registration grant and the pool's broker (Options.Broker), starts
+// each job's runner on a just-in-time registration the broker mints,
+// confirms each release, and stops or terminates its instance past its
+// record's deadlines, as on EC2.
 //
 // What the simulation adds is the instance around the agent: its
 // InitialRunId tag is read from DescribeInstances (as the agent would from
@@ -24,7 +26,8 @@
 // a claim's failure paths.
 //
 // Instances talk to the emulator through small client interfaces satisfied
-// by *dynamodb.Client, *ec2.Client and *sqs.Client. The emulator is
+// by *dynamodb.Client, *ec2.Client and *sqs.Client, and to the pool's
+// broker as the agent binary does (agent.LambdaBroker). The emulator is
 // single-core (about 120-160 DynamoDB writes/s in total): the default
 // intervals keep an idle agent at 4 reads/s and one write per 5 s, and a
 // stopped instance at one DescribeInstances per 15 s.
@@ -35,6 +38,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -140,6 +144,13 @@ type Options struct {
 	TokenWait time.Duration
 	// FleetWatchInterval between WatchFleet's DescribeInstances (default 200ms).
 	FleetWatchInterval time.Duration
+	// Broker, if set, is the pool's broker as instance id's agent reaches
+	// it, as the binary does: the function the user data names
+	// (agent.Config.BrokerFunction), invoked with a Lambda client of the
+	// instance's role (each instance has credentials of its own, as on
+	// EC2). Asked once per instance, when its agent first starts. nil: the
+	// pool has none.
+	Broker func(instanceID string) agentpkg.LambdaBroker
 	// ClockSkew: the agents' clocks run this far ahead of the machine's
 	// (behind when negative), in what they write and in their deadlines,
 	// as an instance's clock may be off the provider's.
@@ -213,6 +224,7 @@ type Sim struct {
 	agents   map[string]*agent // every agent ever started, by instance id
 	regs     map[string][]string
 	rels     map[string][]string
+	jit      map[string][]protocol.JITRunner // the just-in-time runners minted for each agent, by instance id
 	err      error
 
 	// beforeStopRecheck, set by tests before any agent starts, runs between
@@ -230,6 +242,7 @@ func New(c Clients, pool string, opts Options) *Sim {
 		agents: map[string]*agent{},
 		regs:   map[string][]string{},
 		rels:   map[string][]string{},
+		jit:    map[string][]protocol.JITRunner{},
 	}
 }
 
@@ -264,6 +277,9 @@ func (s *Sim) newAgent(id string, b Behavior, r rendered) *agent {
 	a := &agent{sim: s, id: id, b: b, rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		arn: protocol.InstanceARN(r.arnPrefix, id), target: r.target}
 	a.newMachine()
+	if s.opts.Broker != nil {
+		a.broker = &simBroker{a, s.opts.Broker(id)}
+	}
 	s.agents[id] = a
 	s.wg.Add(1)
 	return a
@@ -314,6 +330,39 @@ func (s *Sim) Registration(instanceID string) (reg agentpkg.Registration, ok boo
 		return *r, true
 	}
 	return reg, false
+}
+
+// JITRunners lists the just-in-time runners instanceID's agent started, in
+// order: each on a registration the pool's broker minted when the agent
+// asked for its run's next job's.
+func (s *Sim) JITRunners(instanceID string) []string {
+	s.mu.Lock()
+	a, minted := s.agents[instanceID], slices.Clone(s.jit[instanceID])
+	s.mu.Unlock()
+	if a == nil {
+		return nil
+	}
+	started := a.runner.JITConfigs()
+	var names []string
+	for _, runner := range minted {
+		if slices.Contains(started, runner.EncodedJITConfig) {
+			names = append(names, runner.RunnerName)
+		}
+	}
+	return names
+}
+
+// EndJob makes the just-in-time runner instanceID's agent started last
+// exit, as an ephemeral runner does once its job is done (its machine runs
+// no job: a test runs it at its stub GitHub, scripttest.GitHub.RunJob), so
+// that the agent starts the run's next job on a registration of its own.
+func (s *Sim) EndJob(instanceID string) {
+	s.mu.Lock()
+	a := s.agents[instanceID]
+	s.mu.Unlock()
+	if a != nil {
+		a.runner.EndJob()
+	}
 }
 
 // Releases lists the runIds instanceID's agent signalled

@@ -91,6 +91,10 @@ var longest = map[string]string{
 	"github_owner":      strings.Repeat("o", 39),
 	"github_repository": strings.Repeat("r", 100),
 	"runner_user":       strings.Repeat("u", 32),
+	// A qualified function ARN, in the partition with the longest name
+	// (the pattern bounds the function's name and qualifier, not the
+	// partition's).
+	"broker_function": "arn:aws-us-gov:lambda:ap-southeast-4:123456789012:function:" + strings.Repeat("f", 64) + ":" + strings.Repeat("q", 128),
 }
 
 // metaArguments are Terraform's, not the data source's.
@@ -130,6 +134,7 @@ func exampleOptions(t *testing.T, name string, body *hclsyntax.Body) agentscript
 		RunnerVersion: args["runner_version"], RunnerDownloadURL: args["runner_download_url"], RunnerSHA256: args["runner_sha256"],
 		RunnerUser: args["runner_user"], PreRunnerScript: args["pre_runner_script"], HeartbeatInterval: heartbeat,
 		JobsMetadataAccess: args["jobs_metadata_access"] == "true", AgentDownloadURL: args["agent_download_url"],
+		BrokerFunction: args["broker_function"],
 		// A release's agent (a snapshot's version is the longest), whose
 		// digests the user data pins.
 		Agent: agentscript.Release{Version: "10.10.10-snapshot-" + strings.Repeat("0", 40), SHA256: map[string]string{

@@ -262,13 +262,41 @@ func (g *GitHub) jobResult(w http.ResponseWriter, r *http.Request) {
 	defer g.mu.Unlock()
 	for _, job := range g.jobs.list {
 		if job.ID == r.FormValue("id") && job.Runner != "" {
-			job.Output, job.ExitCode, job.Done = r.FormValue("output"), code, true
-			if runner := g.runners[job.Runner]; runner != nil && runner.Ephemeral {
-				delete(g.runners, job.Runner)
-				g.events = append(g.events, "remove "+job.Runner)
-			}
+			g.finish(job, r.FormValue("output"), code)
 			return
 		}
 	}
 	http.Error(w, "no job "+r.FormValue("id")+" taken by a runner", http.StatusNotFound)
+}
+
+// finish records the result of the job a runner took, and removes the
+// runner when it is ephemeral; the caller holds g.mu.
+func (g *GitHub) finish(job *Job, output string, exitCode int) {
+	job.Output, job.ExitCode, job.Done = output, exitCode, true
+	if runner := g.runners[job.Runner]; runner != nil && runner.Ephemeral {
+		delete(g.runners, job.Runner)
+		g.events = append(g.events, "remove "+job.Runner)
+	}
+}
+
+// RunJob is the registered runner named runner taking the oldest queued
+// job GitHub would send it and finishing it at once, exit code 0 and no
+// output, as its listener would on a machine that runs nothing: for
+// agents whose machine registers nowhere (agentsim's), whose runners a
+// test runs here. An ephemeral runner is then removed. ok is false when
+// GitHub sends the runner no job: none queued for it, or no such runner
+// (never registered, or removed after its one job).
+func (g *GitHub) RunJob(runner string) (job Job, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r, registered := g.runners[runner]
+	if !registered {
+		return Job{}, false
+	}
+	taken := g.takeJob(r)
+	if taken == nil {
+		return Job{}, false
+	}
+	g.finish(taken, "", 0)
+	return *taken, true
 }

@@ -225,6 +225,37 @@ func TestGitHub_justInTimeRunners(t *testing.T) {
 	}
 }
 
+// RunJob runs on a just-in-time runner the one job GitHub sends it, of its
+// repository and with its labels, and GitHub then removes the runner: the
+// next job waits for another.
+func TestGitHub_runJob(t *testing.T) {
+	g := NewGitHub(t)
+	if status, answer := generateJIT(t, g, "octo/app", map[string]any{"name": "i-1-a", "runner_group_id": 1, "labels": []string{"run-1"}}); status != http.StatusCreated {
+		t.Fatalf("generate-jitconfig: HTTP %d %v", status, answer)
+	}
+	other := g.QueueJobFor("octo/web", RunsOn{Labels: []string{"run-1"}}, "true")
+	unlabelled := g.QueueJobFor("octo/app", RunsOn{Labels: []string{"self-hosted"}}, "true")
+	if job, ok := g.RunJob("i-1-a"); ok {
+		t.Fatalf("i-1-a ran %+v: no job of octo/app has its label", job)
+	}
+	first := g.QueueJobFor("octo/app", RunsOn{Labels: []string{"RUN-1"}}, "true")
+	second := g.QueueJobFor("octo/app", RunsOn{Labels: []string{"run-1"}}, "true")
+	if job, ok := g.RunJob("i-1-a"); !ok || job.ID != first || !job.Done || job.Runner != "i-1-a" || job.ExitCode != 0 {
+		t.Fatalf("i-1-a ran %+v (%t), want the first job of octo/app, done", job, ok)
+	}
+	if _, registered := g.Runners()["i-1-a"]; registered {
+		t.Error("the just-in-time runner is still registered after its job")
+	}
+	if job, ok := g.RunJob("i-1-a"); ok {
+		t.Errorf("i-1-a ran a second job, %+v", job)
+	}
+	for _, id := range []string{other, unlabelled, second} {
+		if job := g.JobResult(id); job.Runner != "" || job.Done {
+			t.Errorf("job %s: %+v, want it queued", id, job)
+		}
+	}
+}
+
 // An ephemeral runner, just-in-time (run.sh --jitconfig, from the REST
 // API's configuration) or configured with config.sh --ephemeral, takes one
 // job: then GitHub removes it and its run.sh exits, leaving the next job

@@ -65,7 +65,7 @@ func connect(ctx context.Context, cfg agent.Config) (world, error) {
 	w.ec2 = ec2.New(ec2.Options{Region: cfg.Region, Credentials: creds, Retryer: retryer(), AppID: appID,
 		BaseEndpoint: endpoint(cfg.Endpoints.AWS)})
 	if cfg.BrokerFunction != "" {
-		w.broker = lambdaBroker{function: cfg.BrokerFunction, lambda: lambda.New(lambda.Options{Region: cfg.Region, Credentials: creds,
+		w.broker = agent.LambdaBroker{Function: cfg.BrokerFunction, Lambda: lambda.New(lambda.Options{Region: cfg.Region, Credentials: creds,
 			Retryer: retryer(), AppID: appID, BaseEndpoint: endpoint(cfg.Endpoints.Lambda)})}
 	}
 	return w, nil
