@@ -27,7 +27,7 @@ func TestWireRoundTrip(t *testing.T) {
 	for name, v := range map[string]any{
 		"request": &Request{Operation: OpClaim, IDToken: "a.b.c", Pool: "builds", RunID: "run-1", Claim: &req},
 		"response": &Response{
-			Result: &claim.Result{Instances: []claim.Instance{inst}, Label: "run-1-abcdefgh23456", Reused: 1, Started: 2, Created: 3,
+			Result: &claim.Result{Instances: []claim.Instance{inst}, Label: "run-1-abcdefgh23456", Repository: "octo/app", Reused: 1, Started: 2, Created: 3,
 				Pickup:   claim.PickupStats{Received: 1, Discarded: 2, Requeued: 3, Accepted: 4, Returned: 5, Retired: 6, InFlightWaits: 7},
 				Warnings: []string{"launched on-demand"}},
 			Record: &claim.Record{Request: req, State: claim.StateComplete, Nonce: "n-1", Instances: []claim.Instance{inst},

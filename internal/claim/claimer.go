@@ -88,7 +88,10 @@ type Result struct {
 	Instances []Instance
 	// Label is the runners' label: the request's, or the one of the
 	// complete claim of an earlier apply it adopted.
-	Label   string
+	Label string
+	// Repository is the repository whose workflow run the claim serves, as
+	// recorded ("": none): through the broker, the OIDC token's.
+	Repository string
 	Reused  int // from the pool's queue (hot)
 	Started int // from the stopped tier
 	Created int // launched
@@ -359,7 +362,7 @@ func (a *attempt) begin(ctx context.Context) (*Result, error) {
 		case prev.State == recordComplete && sameClaim(prev.Request, a.req) && a.stillHeld(ctx, prev):
 			// An apply that crashed after the claim was complete: adopt it.
 			a.c.log("adopting the complete claim of an earlier apply", "run", a.req.RunID, "instances", prev.OwnedIDs)
-			res := &Result{Instances: prev.Instances, Label: prev.Request.Label}
+			res := &Result{Instances: prev.Instances, Label: prev.Request.Label, Repository: prev.Request.Repository}
 			res.Reused, res.Started, res.Created = CountSources(prev.Instances)
 			return res, nil
 		case prev.State == recordComplete && sameClaim(prev.Request, a.req):
@@ -476,7 +479,7 @@ func (a *attempt) run(ctx context.Context) (*Result, error) {
 	a.mu.Lock()
 	warnings := slices.Clone(a.warnings)
 	a.mu.Unlock()
-	return &Result{Instances: all, Label: a.req.Label, Reused: len(reused), Started: len(started), Created: len(created), Pickup: a.pickup.Stats(), Warnings: warnings}, nil
+	return &Result{Instances: all, Label: a.req.Label, Repository: a.req.Repository, Reused: len(reused), Started: len(started), Created: len(created), Pickup: a.pickup.Stats(), Warnings: warnings}, nil
 }
 
 // fillMissing gets the missing runners the pool's queue did not have: it

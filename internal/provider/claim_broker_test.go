@@ -145,6 +145,8 @@ func TestAccClaim_broker(t *testing.T) {
 				Config: pool + app + imported + w.claim("web", "run-web", "build"),
 				Check: resource.ComposeTestCheckFunc(
 					captureIDs("ec2runners_claim.web", &webIDs),
+					// The state records the repository claimed for, the token's.
+					resource.TestCheckResourceAttr("ec2runners_claim.web", "repository", "octo/web"),
 					w.checkRecord("run-web", "octo/web"),
 					w.checkGrants("ec2runners_claim.web", "octo/web"),
 					w.checkJITRunners("ec2runners_claim.web", "octo/web"),

@@ -395,7 +395,8 @@ func (r *claimResource) Create(ctx context.Context, req resource.CreateRequest, 
 		plan.SpotFallback = defaultSpotFallback(plan.UsageClass)
 	}
 	run := workflowRunOfJob(os.Getenv)
-	if plan.Repository.IsUnknown() || plan.Repository.IsNull() {
+	repositoryGiven := !plan.Repository.IsUnknown() && !plan.Repository.IsNull()
+	if !repositoryGiven {
 		plan.Repository = types.StringNull()
 		if run.Repository != "" {
 			plan.Repository = types.StringValue(run.Repository)
@@ -434,6 +435,18 @@ func (r *claimResource) Create(ctx context.Context, req resource.CreateRequest, 
 	}
 	plan.ID = types.StringValue(creq.Pool + "/" + creq.RunID)
 	plan.Label = types.StringValue(res.Label)
+	if claimed := res.Repository; !strings.EqualFold(claimed, plan.Repository.ValueString()) {
+		// Through the broker, the job's OIDC token names the repository,
+		// whatever GITHUB_REPOSITORY says: the state records the claim as
+		// made. One the configuration named otherwise is an error, which
+		// taints the claim, so that the next apply releases it.
+		if repositoryGiven {
+			resp.Diagnostics.AddAttributeError(path.Root("repository"), "Claimed for another repository",
+				fmt.Sprintf("Claim %s/%s was made for repository %s, the repository of the job's OIDC token, not %q. Run the claim in a job of %s, or remove repository.",
+					creq.Pool, creq.RunID, claimed, plan.Repository.ValueString(), plan.Repository.ValueString()))
+		}
+		plan.Repository = optionalString(claimed)
+	}
 	setCounts(&plan, res.Instances)
 	setInstances(&plan, res.Instances)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
