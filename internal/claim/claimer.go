@@ -92,10 +92,10 @@ type Result struct {
 	// Repository is the repository whose workflow run the claim serves, as
 	// recorded ("": none): through the broker, the OIDC token's.
 	Repository string
-	Reused  int // from the pool's queue (hot)
-	Started int // from the stopped tier
-	Created int // launched
-	Pickup  PickupStats
+	Reused     int // from the pool's queue (hot)
+	Started    int // from the stopped tier
+	Created    int // launched
+	Pickup     PickupStats
 	// Warnings say what the claim did that its caller should know: the
 	// on-demand instances it launched for spot capacity EC2 did not have.
 	Warnings []string
