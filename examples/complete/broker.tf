@@ -10,7 +10,8 @@
 # The function holds what claims need (iam.tf, data.aws_iam_policy_document.broker):
 # the pool's table and queues, launches, the GitHub credential. The CI role
 # that workflows assume may only invoke it: no workflow reads the credential,
-# the table or a runner's tokens.
+# the table or a runner's tokens. It also maintains the pool on a schedule
+# (schedule.tf), so no workflow needs the broker's rights for that either.
 
 locals {
   broker_function = "${local.pool}-broker"
@@ -40,14 +41,16 @@ resource "aws_lambda_function" "broker" {
   # Lambda's maximum, 15 minutes. A claim that launches waits for its new
   # runners (up to about 5 minutes) and, when it fails, gives back what it
   # took (up to 3 minutes more); a release waits up to 2 minutes for its
-  # runners to deregister. The invocation is synchronous: the provider waits
-  # for the answer (Lambda's limit for synchronous requests and answers,
-  # 6 MB, is far above a claim's few KB).
+  # runners to deregister; the pool's maintenance ends within 10 minutes.
+  # Claims are synchronous: the provider waits for the answer (Lambda's
+  # limit for synchronous requests and answers, 6 MB, is far above a
+  # claim's few KB).
   timeout = 900
 
-  # At most this many claims, reads and releases at once: each holds one for
-  # as long as it runs (seconds for warm runners, minutes for a launch), and
-  # more are throttled (TooManyRequestsException). It caps what a flood of
+  # At most this many claims, reads and releases at once (and the agents'
+  # registrations, and the pool's maintenance): each holds one for as long
+  # as it runs (seconds for warm runners, minutes for a launch), and more
+  # are throttled (TooManyRequestsException). It caps what a flood of
   # invocations costs, and keeps them when the account's other functions
   # use all the rest. Lambda keeps 100 of the account's concurrency
   # unreserved, and new accounts start with less than that: null (-1)

@@ -1,7 +1,6 @@
 # The GitHub credential the broker mints the runners' registration and
-# removal tokens with, kept in this account: the broker and the maintenance
-# role read it (iam.tf), no workflow can, and no repository holds a GitHub
-# secret. The value is in this stack's state too: keep the state encrypted,
+# removal tokens with, kept in this account: the broker reads it (iam.tf),
+# no workflow can, and no repository holds a GitHub secret. The value is in this stack's state too: keep the state encrypted,
 # and readable only by whoever applies or plans this stack.
 resource "aws_ssm_parameter" "github" {
   count = var.github_token != null ? 1 : 0

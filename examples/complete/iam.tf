@@ -6,12 +6,14 @@
 # - the broker's role (broker.tf): what claims, releases and the pool's
 #   maintenance need (README.md of the provider, "IAM permissions"; none of
 #   the pool's create, delete or tag actions: whoever applies this
-#   configuration does that, with broader permissions). The maintenance role
-#   of the scheduled reap and warm-up holds the same;
+#   configuration does that, with broader permissions);
 # - the CI role, assumed by workflows through GitHub OIDC: it may only invoke
 #   the broker, which checks the workflow's own OIDC token against the
 #   pool's access list. No workflow reads the GitHub credential, the table
 #   or a runner's tokens;
+# - the schedule's role, with which the pool's schedule (schedule.tf) asks
+#   the broker for the pool's maintenance: it too may only invoke the
+#   broker;
 # - the plan role, for `terraform plan` of this stack in pull requests: it
 #   reads the pool and writes nothing.
 
@@ -162,8 +164,8 @@ locals {
 }
 
 # What a claim, a release and the pool's maintenance do in AWS. The broker
-# runs them for the workflows of the access list, and the maintenance role
-# (below) for the pool's scheduled reap and warm-up.
+# runs claims and releases for the workflows of the access list, and the
+# maintenance on the pool's schedule (schedule.tf).
 data "aws_iam_policy_document" "broker" {
   # The pool's table: its config, instance and claim records, the agents'
   # heartbeats and signals; the table itself, to check it is the pool's.
@@ -371,6 +373,51 @@ resource "aws_iam_role_policy" "broker_logs" {
 }
 
 ################################################################################
+# The broker's schedule (schedule.tf)
+################################################################################
+
+# Only this account's schedules may use the role.
+data "aws_iam_policy_document" "scheduler_assume" {
+  statement {
+    actions = ["sts:AssumeRole"]
+
+    principals {
+      type        = "Service"
+      identifiers = ["scheduler.amazonaws.com"]
+    }
+
+    condition {
+      test     = "StringEquals"
+      variable = "aws:SourceAccount"
+      values   = [local.account_id]
+    }
+  }
+}
+
+# The schedule's role: it asks the broker for the pool's maintenance, which
+# the broker runs with its own role. Whatever holds this role reaches
+# nothing of the pool but that function: no table, no credential.
+resource "aws_iam_role" "scheduler" {
+  name               = "${local.pool}-schedule"
+  description        = "The schedule of the ec2runners pool ${local.pool}: invokes its broker's maintenance"
+  assume_role_policy = data.aws_iam_policy_document.scheduler_assume.json
+}
+
+data "aws_iam_policy_document" "scheduler" {
+  statement {
+    sid       = "InvokeBroker"
+    actions   = ["lambda:InvokeFunction"]
+    resources = [aws_lambda_function.broker.arn]
+  }
+}
+
+resource "aws_iam_role_policy" "scheduler" {
+  name   = "ec2runners-schedule"
+  role   = aws_iam_role.scheduler.id
+  policy = data.aws_iam_policy_document.scheduler.json
+}
+
+################################################################################
 # Workflows, assumed with GitHub OIDC
 ################################################################################
 
@@ -384,10 +431,9 @@ locals {
   ]
 
   # The roles workflows assume, with the subjects that may: the CI role
-  # always, the maintenance and plan roles when their subjects are set.
+  # always, the plan role when its subjects are set.
   github_roles = merge(
     { ci = local.ci_subjects },
-    var.maintenance_oidc_subjects != null ? { maintenance = var.maintenance_oidc_subjects } : {},
     var.plan_oidc_subjects != null ? { plan = var.plan_oidc_subjects } : {},
   )
 }
@@ -442,26 +488,6 @@ resource "aws_iam_role_policy" "ci" {
   name   = "ec2runners-claims"
   role   = aws_iam_role.ci.id
   policy = data.aws_iam_policy_document.ci.json
-}
-
-# The maintenance role: the scheduled reap and warm-up (reap-workflow.yml,
-# warm-workflow.yml) run the pool's maintenance with the broker's rights,
-# the GitHub credential included. Trust only the pool's own repository, on
-# its default branch (maintenance_oidc_subjects).
-resource "aws_iam_role" "maintenance" {
-  count = var.maintenance_oidc_subjects != null ? 1 : 0
-
-  name               = "${local.pool}-maintenance"
-  description        = "Scheduled reaps and warm-ups of the ec2runners pool ${local.pool}"
-  assume_role_policy = data.aws_iam_policy_document.github_assume["maintenance"].json
-}
-
-resource "aws_iam_role_policy" "maintenance" {
-  count = var.maintenance_oidc_subjects != null ? 1 : 0
-
-  name   = "ec2runners-maintenance"
-  role   = aws_iam_role.maintenance[0].id
-  policy = data.aws_iam_policy_document.broker.json
 }
 
 # The plan role: a pull request's plan of this stack. It reads every claim's

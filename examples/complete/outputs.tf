@@ -13,11 +13,6 @@ output "ci_role_arn" {
   value       = aws_iam_role.ci.arn
 }
 
-output "maintenance_role_arn" {
-  description = "Role the scheduled reap and warm-up assume with GitHub OIDC (reap-workflow.yml, warm-workflow.yml); null without maintenance_oidc_subjects."
-  value       = one(aws_iam_role.maintenance[*].arn)
-}
-
 output "plan_role_arn" {
   description = "Role this stack's pull requests assume with GitHub OIDC to plan it; it only reads. Null without plan_oidc_subjects."
   value       = one(aws_iam_role.plan[*].arn)

@@ -66,14 +66,14 @@ variable "github_repository" {
 }
 
 variable "github_token" {
-  description = "GitHub token that may create runner registration tokens for every repository of claim_repositories (fine-grained: \"Administration: read and write\" and \"Actions: read\" on each of them; a GitHub App installed on them with the same permissions is better, see github.tf). The stack keeps it in an SSM parameter under a key of its own, which only the broker and the maintenance role may read (github.tf). Null: no parameter; name a credential you keep yourself in the pool's github_credential."
+  description = "GitHub token that may create runner registration tokens for every repository of claim_repositories (fine-grained: \"Administration: read and write\" and \"Actions: read\" on each of them; a GitHub App installed on them with the same permissions is better, see github.tf). The stack keeps it in an SSM parameter under a key of its own, which only the broker may read (github.tf). Null: no parameter; name a credential you keep yourself in the pool's github_credential."
   type        = string
   default     = null
   sensitive   = true
 }
 
 variable "github_oidc_provider_arn" {
-  description = "ARN of the account's existing IAM OIDC provider for token.actions.githubusercontent.com, trusted by the roles workflows assume (CI, maintenance, plan)."
+  description = "ARN of the account's existing IAM OIDC provider for token.actions.githubusercontent.com, trusted by the roles workflows assume (CI, plan)."
   type        = string
 
   validation {
@@ -132,17 +132,6 @@ variable "ci_oidc_subjects" {
   validation {
     condition     = var.ci_oidc_subjects == null || length(coalesce(var.ci_oidc_subjects, [])) > 0
     error_message = "Give at least one subject, or null for the default."
-  }
-}
-
-variable "maintenance_oidc_subjects" {
-  description = "GitHub OIDC subjects that may assume the maintenance role of the scheduled reap and warm-up (reap-workflow.yml, warm-workflow.yml), which holds the broker's rights and reads the GitHub credential: this stack's own repository on its default branch, e.g. [\"repo:acme/platform:ref:refs/heads/main\"]. Null: no maintenance role; claims, releases and this stack's applies still maintain the pool."
-  type        = list(string)
-  default     = null
-
-  validation {
-    condition     = var.maintenance_oidc_subjects == null || length(coalesce(var.maintenance_oidc_subjects, [])) > 0
-    error_message = "Give at least one subject, or null for no maintenance role."
   }
 }
 

@@ -54,14 +54,16 @@ func NewService(ctx context.Context, s Settings, log claim.Logger) (*Service, er
 		return &claim.StoredGitHub{SSM: clients.SSM, SecretsManager: clients.SecretsManager,
 			Client: github.Config{BaseURL: s.GitHubAPI, Version: s.Version}}
 	}}
+	claimer := func(warn func(summary, detail string)) *claim.Claimer {
+		c := base
+		c.StoredGitHub, c.Warn = creds.current(), warn
+		return &c
+	}
 	claims := &Handler{
 		Pool: s.Pool, Verifier: NewVerifier(s.Issuer, s.Audience), DynamoDB: clients.DynamoDB, Log: log,
-		Claimer: func(warn func(summary, detail string)) Claimer {
-			c := base
-			c.StoredGitHub, c.Warn = creds.current(), warn
-			return &c
-		},
+		Claimer: func(warn func(summary, detail string)) Claimer { return claimer(warn) },
 	}
+	maintenance := &Maintenance{Pool: s.Pool, Claimer: claimer, Timings: claim.DefaultTimings(), Log: log}
 	agents := &Registrar{DynamoDB: clients.DynamoDB, Pool: s.Pool,
 		GitHub: func(ctx context.Context) (claim.JITRunners, error) {
 			cfg, err := pool.ReadConfig(ctx, clients.DynamoDB, s.Pool)
@@ -78,15 +80,17 @@ func NewService(ctx context.Context, s Settings, log claim.Logger) (*Service, er
 			return access.JIT, nil
 		},
 	}
-	return &Service{Claims: claims, Agents: agents}, nil
+	return &Service{Claims: claims, Agents: agents, Maintenance: maintenance}, nil
 }
 
 // Service is the broker's function: one entry for the claims workflows
-// make (Request, with the job's OIDC token) and the agents' requests for
-// their runners' registrations (AgentRequest, with the grant's secret).
+// make (Request, with the job's OIDC token), the agents' requests for
+// their runners' registrations (AgentRequest, with the grant's secret)
+// and the pool's scheduled maintenance (OpMaintain).
 type Service struct {
-	Claims *Handler
-	Agents *Registrar
+	Claims      *Handler
+	Agents      *Registrar
+	Maintenance *Maintenance
 }
 
 // Serve answers one invocation's payload, told apart by its operation.
@@ -97,6 +101,9 @@ func (s *Service) Serve(ctx context.Context, payload []byte) any {
 	}
 	if err := json.Unmarshal(payload, &op); err != nil {
 		return invalid("the payload is not a JSON object with an operation: %v", err)
+	}
+	if op.Operation == OpMaintain {
+		return s.Maintenance.Serve(ctx)
 	}
 	if op.Operation == OpRegister || op.Operation == OpDeregister {
 		var req AgentRequest

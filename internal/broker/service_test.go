@@ -7,14 +7,14 @@ import (
 )
 
 // The broker's one function serves the agents' requests (by their
-// operation) with the Registrar, and everything else with the claims'
-// Handler, which asks for the job's OIDC token; a payload that is not an
-// object with an operation is refused as invalid, never a failed
-// invocation.
-func TestServiceServesAgentsAndClaims(t *testing.T) {
+// operation) with the Registrar, the pool's maintenance (without a token)
+// with the Maintenance, and everything else with the claims' Handler,
+// which asks for the job's OIDC token; a payload that is not an object
+// with an operation is refused as invalid, never a failed invocation.
+func TestServiceServesAgentsClaimsAndMaintenance(t *testing.T) {
 	w := newRegistrarWorld(t)
 	b := newBroker(t)
-	s := &Service{Claims: b.Handler, Agents: w.r}
+	s := &Service{Claims: b.Handler, Agents: w.r, Maintenance: newMaintenanceWorld(t).m}
 	serve := func(v any) any {
 		payload, err := json.Marshal(v)
 		if err != nil {
@@ -30,6 +30,10 @@ func TestServiceServesAgentsAndClaims(t *testing.T) {
 	claimed, ok := serve(Request{Operation: OpRead, IDToken: b.token("octo/app"), Pool: "builds", RunID: "run-none"}).(Response)
 	if !ok || claimed.Error != nil || claimed.Record != nil {
 		t.Errorf("a claim's read: %#v, want the handler's answer: not found", claimed)
+	}
+	maintained, ok := serve(map[string]string{"operation": OpMaintain}).(MaintainResponse)
+	if !ok || !maintained.Ran || maintained.Launched != 1 {
+		t.Errorf("the schedule's maintain: %#v, want the maintenance's answer: it ran", maintained)
 	}
 	unsigned, ok := serve(Request{Operation: OpRead, Pool: "builds", RunID: "run-none"}).(Response)
 	if !ok || unsigned.Error == nil || unsigned.Error.Kind != ErrorDenied {

@@ -3,7 +3,9 @@
 // workflows only through a Lambda invocation that carries the job's GitHub
 // Actions OIDC token. It verifies the token, checks the pool's access
 // policy (protocol.Access) and runs the claim for the token's repository
-// alone. The provider's claim resource talks to it with Client.
+// alone. The provider's claim resource talks to it with Client. The same
+// function serves the agents of the runners it claimed (Registrar) and
+// runs the pool's scheduled maintenance (OpMaintain).
 package broker
 
 import (

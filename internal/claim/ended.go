@@ -47,9 +47,9 @@ const (
 	// records past theirs, and the agents terminate their instances a
 	// minute after it. The maintenance runs at most once a minute, and
 	// only when something of the pool runs (a claim, a release, an apply,
-	// a scheduled reap: GitHub runs schedules every 5 minutes at the most
-	// often, and late at busy times); 10 minutes give a reap every 5
-	// minutes two chances.
+	// the broker's scheduled maintenance: every 5 minutes in
+	// examples/complete); 10 minutes give a reap every 5 minutes two
+	// chances.
 	heldRunWindow = 10 * time.Minute
 	// heldRunExtension: a claim whose job still runs on its runners holds
 	// them until this long from now. Longer would keep them longer after
@@ -80,8 +80,8 @@ const (
 	followHolds followScope = iota
 	// followAll also releases the claims of ended runs and revives the
 	// released claims a re-run's job waits for, which wait for agents and
-	// may launch runners: the pool's maintenance (its apply, the reap
-	// action, the scheduled reaper) does it.
+	// may launch runners: the pool's maintenance (the broker's Maintain,
+	// its apply, the reap action) does it.
 	followAll
 )
 

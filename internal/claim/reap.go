@@ -71,12 +71,20 @@ func (c *Claimer) reapIfDue(ctx context.Context, poolName string, interval time.
 	}
 	budget, cancel := context.WithTimeout(ctx, reapBudget)
 	defer cancel()
-	s := c.store(poolName)
-	due, err := s.takeReaperLease(budget, interval)
+	due, err := c.store(poolName).takeReaperLease(budget, interval)
 	if err != nil || !due {
 		return ReapResult{}, false, ignoreMissingPool(err)
 	}
-	res, err = c.reap(budget, poolName, cfg)
+	res, err = c.boundedReap(ctx, budget, poolName, cfg, scope)
+	return res, true, err
+}
+
+// boundedReap reaps the pool within budget (a context bounded by
+// reapBudget), then follows the claims' runs as far as scope says, within
+// reapBudget again, or endedReleaseBudget when it releases the claims of
+// ended runs and revives (followAll).
+func (c *Claimer) boundedReap(ctx, budget context.Context, poolName string, cfg *protocol.PoolConfig, scope followScope) (ReapResult, error) {
+	res, err := c.reap(budget, poolName, cfg)
 	following, cancelFollowing := context.WithTimeout(ctx, reapBudget)
 	if scope == followAll {
 		following, cancelFollowing = context.WithTimeout(ctx, endedReleaseBudget)
@@ -84,7 +92,7 @@ func (c *Claimer) reapIfDue(ctx context.Context, poolName string, interval time.
 	defer cancelFollowing()
 	followed, runsErr := c.followRuns(following, poolName, cfg, scope)
 	res.EndedRuns, res.HeldRuns, res.RevivedRuns = followed.Ended, followed.Held, followed.Revived
-	return res, true, errors.Join(err, runsErr)
+	return res, errors.Join(err, runsErr)
 }
 
 // takeReaperLease records this reap, unless one ran within interval.

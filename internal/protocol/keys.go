@@ -22,6 +22,9 @@ const (
 const (
 	PoolConfigID  = "pool_config"
 	ReaperLeaseID = "reaper"
+	// MaintenanceLeaseID is the lease of the pool's scheduled maintenance
+	// (its broker's), held while it runs.
+	MaintenanceLeaseID = "maintenance"
 )
 
 // Attribute names shared by every item.

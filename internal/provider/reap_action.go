@@ -67,7 +67,8 @@ func (a *reapAction) Schema(_ context.Context, _ action.SchemaRequest, resp *act
 			"It terminates runners past their deadline and instances without a live record, closes the records of vanished instances, and deletes the records of claims whose apply crashed. " +
 			"It releases, as their destroy would, the claims whose GitHub Actions workflow run ended without releasing them (see the claim's `repository`). " +
 			"It reports what it did as progress messages. " +
-			"Invoke it with `terraform apply -invoke=action.ec2runners_reap.<name>`, e.g. from a scheduled workflow, or from an `action_trigger`.",
+			"Invoke it with `terraform apply -invoke=action.ec2runners_reap.<name>`, or from an `action_trigger`. " +
+			"A pool's broker runs the same reap, and then the `ec2runners_warm` action's fill, on the pool stack's schedule.",
 		Attributes: poolActionAttributes(),
 	}
 }

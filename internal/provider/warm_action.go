@@ -32,7 +32,8 @@ func (a *warmAction) Schema(_ context.Context, _ action.SchemaRequest, resp *act
 			"It reports what it launched and terminated as progress messages. " +
 			"A class it leaves below its targets is a warning that names the class and says why. " +
 			"Invoke it with `terraform apply -invoke=action.ec2runners_warm.<name>`, or from an `action_trigger`. " +
-			"Scheduled, run it a boot's time before a schedule window's runs: it fills the targets in force when it runs.",
+			"Scheduled, run it a boot's time before a schedule window's runs: it fills the targets in force when it runs. " +
+			"A pool's broker runs the same fill, after the `ec2runners_reap` action's reap, on the pool stack's schedule.",
 		Attributes: poolActionAttributes(),
 	}
 }

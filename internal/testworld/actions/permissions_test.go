@@ -22,7 +22,6 @@ import (
 var stepPermissions = map[string]map[string]string{
 	"actions/checkout":                      {"contents": "read"},
 	"aws-actions/configure-aws-credentials": {"id-token": "write"},
-	"hashicorp/setup-terraform":             {},
 	".github/actions/claim":                 {"id-token": "write"},
 	".github/actions/release":               {"id-token": "write"},
 }

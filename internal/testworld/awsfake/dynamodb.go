@@ -142,6 +142,7 @@ var (
 		"#nonce = :nonce AND #updatedAt = :updatedAt":      true,
 		"#value = :prev":                                   true,
 		"attribute_exists(#value) AND attribute_not_exists(#revived) OR #revived < :attempt": true,
+		"attribute_not_exists(PK) OR #heldUntil < :now":                                      true,
 	}
 	knownUpdates = map[string]bool{
 		"SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now REMOVE #stopUntil":                          true,
@@ -151,6 +152,8 @@ var (
 		"DELETE #ids :ids":        true,
 		"SET #updatedAt = :now":   true,
 		"SET #revived = :attempt": true,
+		"SET #updatedAt = :now, #heldUntil = :heldUntil, #nonce = :nonce": true,
+		"SET #heldUntil = :heldUntil":                                     true,
 	}
 )
 

@@ -6,7 +6,8 @@
 // give each role its own test access key: the provider's pool management
 // configuration PoolManagementKey, the claim code's configuration ClaimsKey
 // (the broker's rights), the configuration of claims made through the
-// broker CIKey (the CI role's), the read-only configuration of plans
+// broker CIKey (the CI role's), the pool's schedule invoking its broker's
+// maintenance SchedulerKey, the read-only configuration of plans
 // ReadOnlyKey, and each instance stand-in's role credentials
 // AgentKey(instance id). The
 // proxy attributes every request by the access key id of its SigV4
@@ -47,8 +48,8 @@ const EnvDir = "EC2RUNNERS_AWS_CALLS"
 const (
 	RolePoolManagement = "pool-management" // applies ec2runners_pool, reads its data sources
 	// RoleBroker makes the claim code's AWS calls (claims, releases, reaps
-	// and fills): the pool's broker, the pool's scheduled maintenance, and,
-	// in a pool without a broker, whatever applies claims directly.
+	// and fills): the pool's broker, its scheduled maintenance included,
+	// and, in a pool without a broker, whatever applies claims directly.
 	RoleBroker   = "broker"
 	RoleAgent    = "agent"     // the runner instances' role
 	RoleReadOnly = "read-only" // plans, refreshes, data sources and queries: no writes
@@ -57,11 +58,17 @@ const (
 	// give the claims' provider its key, and put a recorder in front of
 	// their Lambda (StartFor).
 	RoleCI = "ci"
+	// RoleScheduler is the role the pool stack's EventBridge schedule
+	// invokes the broker's maintenance with: it may only invoke the
+	// broker's function. The broker's maintenance test gives its
+	// invocations its key, through a recorder in front of Lambda
+	// (StartFor).
+	RoleScheduler = "scheduler"
 )
 
 // Roles lists every role whose calls the tests record, in the order
 // reports show them.
-var Roles = []string{RolePoolManagement, RoleBroker, RoleCI, RoleAgent, RoleReadOnly}
+var Roles = []string{RolePoolManagement, RoleBroker, RoleCI, RoleScheduler, RoleAgent, RoleReadOnly}
 
 // Test access keys, one per role. Any secret signs (the emulator checks
 // none); TestSecret is the conventional one.
@@ -69,6 +76,7 @@ const (
 	PoolManagementKey = "AKIATESTPOOLMANAGER1"
 	ClaimsKey         = "AKIATESTCLAIMSONLY01"
 	CIKey             = "AKIATESTCIINVOKER001"
+	SchedulerKey      = "AKIATESTSCHEDULER001"
 	ReadOnlyKey       = "AKIATESTREADONLY0001"
 	TestSecret        = "test"
 	agentKeyPrefix    = "ASIATESTAGENT"
@@ -90,6 +98,8 @@ func role(accessKeyID string) (role, instanceID string) {
 		return RoleBroker, ""
 	case accessKeyID == CIKey:
 		return RoleCI, ""
+	case accessKeyID == SchedulerKey:
+		return RoleScheduler, ""
 	case accessKeyID == ReadOnlyKey:
 		return RoleReadOnly, ""
 	case strings.HasPrefix(accessKeyID, agentKeyPrefix) && len(accessKeyID) > len(agentKeyPrefix):

@@ -132,6 +132,8 @@ func TestDocumentedPoliciesPinTheirRoles(t *testing.T) {
 		{"agent invokes a version of the broker", call(awsrecord.RoleAgent, "lambda:InvokeFunction", brokerFunction+":3", nil), true},
 		{"agent invokes another function", call(awsrecord.RoleAgent, "lambda:InvokeFunction", "arn:aws:lambda:us-east-1:"+account+":function:pool1-other", nil), false},
 		{"agent invokes another pool's broker", call(awsrecord.RoleAgent, "lambda:InvokeFunction", "arn:aws:lambda:us-east-1:"+account+":function:pool2-broker", nil), false},
+		{"the schedule invokes the broker", call(awsrecord.RoleScheduler, "lambda:InvokeFunction", brokerFunction, nil), true},
+		{"the schedule invokes another pool's broker", call(awsrecord.RoleScheduler, "lambda:InvokeFunction", "arn:aws:lambda:us-east-1:"+account+":function:pool2-broker", nil), false},
 		{"pool management reads its pool's GitHub credential", call(awsrecord.RolePoolManagement, "ssm:GetParameter", credential, nil), true},
 		{"agent reads the GitHub credential", call(awsrecord.RoleAgent, "ssm:GetParameter", credential, nil), false},
 		{"a plan reads the pool's config", call(awsrecord.RoleReadOnly, "dynamodb:GetItem", table, leading("TYPE#METADATA")), true},
@@ -164,8 +166,9 @@ func TestDocumentedPoliciesPinTheirRoles(t *testing.T) {
 
 // The boundaries between a workflow, an instance and the pool, one call
 // each that a documented policy must deny: the CI role (every workflow of
-// the access list) reaches nothing of the pool but the broker, a runner
-// nothing of another runner, the broker not the pool's config.
+// the access list) and the schedule's role reach nothing of the pool but
+// the broker, a runner nothing of another runner, the broker not the
+// pool's config.
 //
 // Each case also widens the policy as a change of the documents could, and
 // requires the widened policy to grant the call: so no case passes only
@@ -173,8 +176,8 @@ func TestDocumentedPoliciesPinTheirRoles(t *testing.T) {
 // document is widened so.
 func TestDocumentedPoliciesHoldTheBoundaries(t *testing.T) {
 	docs := documents(t)
-	// The CI role given the broker's rights: what a pool without a broker
-	// gives the role that claims.
+	// A role that only invokes the broker given the broker's rights: what a
+	// pool without a broker gives the roles that claim and maintain it.
 	brokerRights := func(p Policy) Policy {
 		for _, b := range docs {
 			if b.Role == awsrecord.RoleBroker && sameFile(b, p) {
@@ -235,6 +238,12 @@ func TestDocumentedPoliciesHoldTheBoundaries(t *testing.T) {
 		{"ci reads the pool's state, which holds the credential", call(awsrecord.RoleCI, "s3:GetObject", poolState, nil), grant("s3:GetObject", "arn:aws:s3:::acme-state/ec2runners/*")},
 		{"ci invokes another function", call(awsrecord.RoleCI, "lambda:InvokeFunction", "arn:aws:lambda:us-east-1:"+account+":function:other", nil), grant("lambda:InvokeFunction", "*")},
 		{"agent invokes another function", call(awsrecord.RoleAgent, "lambda:InvokeFunction", "arn:aws:lambda:us-east-1:"+account+":function:other", nil), grant("lambda:InvokeFunction", "*")},
+		{"the schedule reads the GitHub credential", call(awsrecord.RoleScheduler, "ssm:GetParameter", credential, nil), brokerRights},
+		{"the schedule reads the GitHub secret", call(awsrecord.RoleScheduler, "secretsmanager:GetSecretValue", "arn:aws:secretsmanager:us-east-1:"+account+":secret:ec2runners/pool1/github-??????", nil), brokerRights},
+		{"the schedule reads a claim record", call(awsrecord.RoleScheduler, "dynamodb:GetItem", table, leading("TYPE#CLAIM")), brokerRights},
+		{"the schedule reads a runner's token item", call(awsrecord.RoleScheduler, "dynamodb:GetItem", table, leading("AGENT#"+self)), brokerRights},
+		{"the schedule launches from the pool's template", call(awsrecord.RoleScheduler, "ec2:CreateFleet", template, tagged(poolName)), brokerRights},
+		{"the schedule invokes another function", call(awsrecord.RoleScheduler, "lambda:InvokeFunction", "arn:aws:lambda:us-east-1:"+account+":function:other", nil), grant("lambda:InvokeFunction", "*")},
 		{"agent reads another instance's tokens", call(awsrecord.RoleAgent, "dynamodb:GetItem", table, leading("AGENT#"+other)), condition("OwnAgentPartition", awsrecord.KeyLeadingKeys, anyLeadingKey("AGENT#"))},
 		{"agent writes another instance's partition", call(awsrecord.RoleAgent, "dynamodb:PutItem", table, leading("AGENT#"+other)), condition("OwnAgentPartition", awsrecord.KeyLeadingKeys, anyLeadingKey("AGENT#"))},
 		{"broker writes the pool's config", call(awsrecord.RoleBroker, "dynamodb:PutItem", table, leading("TYPE#METADATA")), condition("WritePoolTable", awsrecord.KeyLeadingKeys, anyLeadingKey(""))},
@@ -277,6 +286,7 @@ func TestCheckFailsOnACallNotGranted(t *testing.T) {
 		call(awsrecord.RolePoolManagement, "dynamodb:CreateTable", table, nil),
 		call(awsrecord.RoleBroker, "sqs:ReceiveMessage", queue, nil),
 		call(awsrecord.RoleCI, "lambda:InvokeFunction", brokerFunction, nil),
+		call(awsrecord.RoleScheduler, "lambda:InvokeFunction", brokerFunction, nil),
 		call(awsrecord.RoleAgent, "dynamodb:PutItem", table, leading("AGENT#"+self)),
 		call(awsrecord.RoleReadOnly, "dynamodb:DescribeTable", table, nil),
 	}
@@ -303,6 +313,7 @@ func TestCheckChecksTheCIRole(t *testing.T) {
 		call(awsrecord.RoleBroker, "sqs:ReceiveMessage", queue, nil),
 		call(awsrecord.RoleCI, "lambda:InvokeFunction", "arn:aws:lambda:us-east-1:"+account+":function:acc-broker-1a2b-broker", nil),
 		call(awsrecord.RoleCI, "lambda:InvokeFunction", "arn:aws:lambda:us-east-1:"+account+":function:acc-broker-1a2b-broker:live", nil),
+		call(awsrecord.RoleScheduler, "lambda:InvokeFunction", "arn:aws:lambda:us-east-1:"+account+":function:acc-broker-1a2b-broker", nil),
 		call(awsrecord.RoleAgent, "dynamodb:PutItem", table, leading("AGENT#"+self)),
 		call(awsrecord.RoleReadOnly, "dynamodb:DescribeTable", table, nil),
 	}
@@ -358,6 +369,7 @@ func TestUnknownTagIsUnverifiedNotMissing(t *testing.T) {
 		call(awsrecord.RolePoolManagement, "dynamodb:CreateTable", table, nil),
 		call(awsrecord.RoleBroker, "sqs:ReceiveMessage", queue, nil),
 		call(awsrecord.RoleCI, "lambda:InvokeFunction", brokerFunction, nil),
+		call(awsrecord.RoleScheduler, "lambda:InvokeFunction", brokerFunction, nil),
 		call(awsrecord.RoleReadOnly, "dynamodb:DescribeTable", table, nil),
 	}
 	unknown := call(awsrecord.RoleAgent, "ec2:TerminateInstances", self, nil)

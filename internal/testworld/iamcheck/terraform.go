@@ -16,10 +16,10 @@ import (
 )
 
 // exampleRoles: the aws_iam_policy_document data sources of the example
-// that are a role's permissions (the others are trust policies). The
-// maintenance role holds the broker's document.
+// that are a role's permissions (the others are trust policies).
 var exampleRoles = map[string]string{
-	"runner": awsrecord.RoleAgent, "broker": awsrecord.RoleBroker, "ci": awsrecord.RoleCI, "plan": awsrecord.RoleReadOnly,
+	"runner": awsrecord.RoleAgent, "broker": awsrecord.RoleBroker, "ci": awsrecord.RoleCI,
+	"scheduler": awsrecord.RoleScheduler, "plan": awsrecord.RoleReadOnly,
 }
 
 // exampleInputs are what the example's policies and locals refer to beyond

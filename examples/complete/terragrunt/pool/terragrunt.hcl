@@ -28,9 +28,8 @@ inputs = {
   ]
   broker_zip = "${get_terragrunt_dir()}/ec2runners-broker_0.1.0_linux_arm64.zip"
 
-  # This repository's scheduled reap and warm-up, and its pull requests' plans.
-  maintenance_oidc_subjects = ["repo:acme/platform:ref:refs/heads/main"]
-  plan_oidc_subjects        = ["repo:acme/platform:pull_request"]
+  # This repository's pull requests' plans.
+  plan_oidc_subjects = ["repo:acme/platform:pull_request"]
 
   # github_token: export TF_VAR_github_token instead of writing it here.
 }

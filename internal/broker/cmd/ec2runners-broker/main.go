@@ -1,7 +1,8 @@
 // Command ec2runners-broker is the broker of one ec2runners pool, run as
 // an AWS Lambda function (package broker): it serves the claims workflows
 // make with their GitHub Actions OIDC token, within the pool's access
-// policy.
+// policy, the registrations of the runners it claimed, and the pool's
+// scheduled maintenance.
 //
 // Environment: EC2RUNNERS_POOL (the pool it serves), EC2RUNNERS_AUDIENCE
 // (of the tokens it takes; default ec2runners), EC2RUNNERS_OIDC_ISSUER
