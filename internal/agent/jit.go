@@ -118,15 +118,8 @@ func (a *Agent) readyForNextJob(ctx context.Context, runID string, suspect bool)
 	if err := a.d.Host.Wipe(ctx); err != nil {
 		return err
 	}
-	if installed := a.d.Runner.Installed(); suspect {
-		if archive, ok := a.newerRelease(ctx, installed); ok {
-			a.logf("GitHub publishes runner %s, newer than %s: installing it first", archive.Version, installed)
-			if err := a.d.Runner.Install(ctx, archive); err != nil {
-				a.logf("installing runner %s failed (starting %s again): %v", archive.Version, installed, err)
-			} else {
-				a.emit(EventRunnerUpdated, runID, archive.Version)
-			}
-		}
+	if suspect {
+		a.installNewerRelease(ctx, runID)
 	}
 	return a.d.Runner.Check(ctx)
 }

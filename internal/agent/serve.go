@@ -304,20 +304,29 @@ func (a *Agent) restartRunner(ctx context.Context, runID string) {
 			a.restarting = false
 			a.mu.Unlock()
 		}()
-		installed := a.d.Runner.Installed()
 		a.logf("the runner of run %s stopped; starting it again", runID)
-		if archive, ok := a.newerRelease(ctx, installed); ok {
-			a.logf("GitHub publishes runner %s, newer than %s: installing it first", archive.Version, installed)
-			if err := a.d.Runner.Install(ctx, archive); err != nil {
-				a.logf("installing runner %s failed (starting %s again): %v", archive.Version, installed, err)
-			} else {
-				a.emit(EventRunnerUpdated, runID, archive.Version)
-			}
-		}
+		a.installNewerRelease(ctx, runID)
 		if err := a.d.Runner.Restart(ctx); err != nil && ctx.Err() == nil {
 			a.retire(ctx, runID, "its runner could not start again: "+err.Error())
 		}
 	})
+}
+
+// installNewerRelease installs GitHub's newest runner release for the
+// runner's next start in runID, when it is newer than the one installed
+// (newerRelease); one that fails to install leaves the installed one.
+func (a *Agent) installNewerRelease(ctx context.Context, runID string) {
+	installed := a.d.Runner.Installed()
+	archive, ok := a.newerRelease(ctx, installed)
+	if !ok {
+		return
+	}
+	a.logf("GitHub publishes runner %s, newer than %s: installing it first", archive.Version, installed)
+	if err := a.d.Runner.Install(ctx, archive); err != nil {
+		a.logf("installing runner %s failed (starting %s again): %v", archive.Version, installed, err)
+		return
+	}
+	a.emit(EventRunnerUpdated, runID, archive.Version)
 }
 
 // newerRelease is the archive of the newest release GitHub publishes, as
