@@ -29,7 +29,7 @@ type claimList struct{ data *providerData }
 type claimListModel struct {
 	Pool        types.String `tfsdk:"pool"`
 	State       types.String `tfsdk:"state"`
-	MinAge      types.String `tfsdk:"min_age"`
+	MinAge      duration     `tfsdk:"min_age"`
 	RunIDPrefix types.String `tfsdk:"run_id_prefix"`
 }
 
@@ -50,7 +50,7 @@ func (l *claimList) ListResourceConfigSchema(_ context.Context, _ list.ListResou
 				Validators: []validator.String{stringvalidator.OneOf(claim.StateComplete, claim.StatePending)},
 			},
 			"min_age": schema.StringAttribute{
-				Optional: true, Description: "Only claims whose record was last written at least this long ago (a complete claim's: when it got its runners), as a duration such as `2h`.",
+				Optional: true, CustomType: durationType{}, Description: "Only claims whose record was last written at least this long ago (a complete claim's: when it got its runners), as a duration such as `2h`.",
 				Validators: []validator.String{durationBetween(0, 365*24*time.Hour)},
 			},
 			"run_id_prefix": schema.StringAttribute{
@@ -71,8 +71,11 @@ func (l *claimList) List(ctx context.Context, req list.ListRequest, stream *list
 		stream.Results = list.ListResultsStreamDiagnostics(diags)
 		return
 	}
-	filter := claim.ListFilter{State: cfg.State.ValueString(), RunIDPrefix: cfg.RunIDPrefix.ValueString()}
-	filter.MinAge, _ = time.ParseDuration(cfg.MinAge.ValueString()) // validated; "" is 0
+	filter := claim.ListFilter{State: cfg.State.ValueString(), RunIDPrefix: cfg.RunIDPrefix.ValueString(), MinAge: cfg.MinAge.get(&diags)} // null is 0
+	if diags.HasError() {
+		stream.Results = list.ListResultsStreamDiagnostics(diags)
+		return
+	}
 	claims, corrupt, err := l.data.reader(ctx).List(ctx, cfg.Pool.ValueString(), filter)
 	if err != nil {
 		diags.AddError(fmt.Sprintf("Cannot list the claims of pool %s", cfg.Pool.ValueString()), err.Error())

@@ -81,12 +81,12 @@ type claimResourceModel struct {
 	UsageClass           types.String   `tfsdk:"usage_class"`
 	SpotFallback         types.String   `tfsdk:"spot_fallback"`
 	AllowedInstanceTypes types.List     `tfsdk:"allowed_instance_types"`
-	MaxRuntime           types.String   `tfsdk:"max_runtime"`
+	MaxRuntime           duration       `tfsdk:"max_runtime"`
 	FleetFallback        types.Bool     `tfsdk:"fleet_fallback"`
-	HeartbeatMaxAge      types.String   `tfsdk:"heartbeat_max_age"`
-	RegistrationWait     types.String   `tfsdk:"registration_wait"`
-	FleetValidationWait  types.String   `tfsdk:"fleet_validation_wait"`
-	ReleaseWait          types.String   `tfsdk:"release_wait"`
+	HeartbeatMaxAge      duration       `tfsdk:"heartbeat_max_age"`
+	RegistrationWait     duration       `tfsdk:"registration_wait"`
+	FleetValidationWait  duration       `tfsdk:"fleet_validation_wait"`
+	ReleaseWait          duration       `tfsdk:"release_wait"`
 	Label                types.String   `tfsdk:"label"`
 	InstanceIDs          types.List     `tfsdk:"instance_ids"`
 	Instances            types.List     `tfsdk:"instances"`
@@ -118,7 +118,7 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 	replace := []planmodifier.String{stringplanmodifier.RequiresReplace()}
 	wait := func(desc string, def, min, max time.Duration) schema.StringAttribute {
 		return schema.StringAttribute{
-			Optional: true, Computed: true,
+			Optional: true, Computed: true, CustomType: durationType{},
 			Description:   desc + " Default `" + protocol.FormatDuration(def) + "`.",
 			Default:       stringdefault.StaticString(protocol.FormatDuration(def)),
 			Validators:    []validator.String{durationBetween(min, max)},
@@ -200,7 +200,7 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 				PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplace()},
 			},
 			"max_runtime": schema.StringAttribute{
-				Optional: true, Description: "How long the claim may hold its runners before they terminate themselves, as a duration. A claim made in a GitHub Actions job keeps them longer while a job of its run attempt still runs on one of them, up to GitHub's 5 days per job: the pool's maintenance, run in the last 10 minutes before the deadline, holds them 30 minutes at a time. Default: the pool's `max_runtime`.",
+				Optional: true, CustomType: durationType{}, Description: "How long the claim may hold its runners before they terminate themselves, as a duration. A claim made in a GitHub Actions job keeps them longer while a job of its run attempt still runs on one of them, up to GitHub's 5 days per job: the pool's maintenance, run in the last 10 minutes before the deadline, holds them 30 minutes at a time. Default: the pool's `max_runtime`.",
 				Validators:    []validator.String{durationBetween(protocol.ShortestMaxRuntime, protocol.LongestMaxRuntime)},
 				PlanModifiers: replace,
 			},
@@ -367,12 +367,16 @@ func (r *claimResource) request(ctx context.Context, m claimResourceModel) (clai
 	if diags := m.AllowedInstanceTypes.ElementsAs(ctx, &req.AllowedTypes, false); diags.HasError() {
 		return req, fmt.Errorf("allowed_instance_types: %v", diags)
 	}
-	// Every duration was validated at plan time.
-	req.MaxRuntime, _ = time.ParseDuration(m.MaxRuntime.ValueString())
-	req.Timings.HeartbeatMaxAge, _ = time.ParseDuration(m.HeartbeatMaxAge.ValueString())
-	req.Timings.RegistrationWait, _ = time.ParseDuration(m.RegistrationWait.ValueString())
-	req.Timings.FleetValidationWait, _ = time.ParseDuration(m.FleetValidationWait.ValueString())
-	req.Timings.ReleaseWait, _ = time.ParseDuration(m.ReleaseWait.ValueString())
+	// Every duration was validated at plan time; max_runtime null is 0, the pool's.
+	var diags diag.Diagnostics
+	req.MaxRuntime = m.MaxRuntime.get(&diags)
+	req.Timings.HeartbeatMaxAge = m.HeartbeatMaxAge.get(&diags)
+	req.Timings.RegistrationWait = m.RegistrationWait.get(&diags)
+	req.Timings.FleetValidationWait = m.FleetValidationWait.get(&diags)
+	req.Timings.ReleaseWait = m.ReleaseWait.get(&diags)
+	if diags.HasError() {
+		return req, fmt.Errorf("durations: %v", diags)
+	}
 	return req, nil
 }
 
@@ -535,7 +539,8 @@ func (r *claimResource) ImportState(ctx context.Context, req resource.ImportStat
 }
 
 // setRecord fills the model from the claim's record and the runners it
-// still holds, keeping the user's spelling of equal durations.
+// still holds (the framework keeps the user's spelling of equal durations:
+// see duration).
 func setRecord(m *claimResourceModel, rec claim.Record, live []claim.Instance) {
 	q := rec.Request
 	m.ID = types.StringValue(q.Pool + "/" + q.RunID)
@@ -552,15 +557,14 @@ func setRecord(m *claimResourceModel, rec claim.Record, live []claim.Instance) {
 	if q.SpotFallback != "" {
 		m.SpotFallback = types.StringValue(q.SpotFallback)
 	}
+	m.MaxRuntime = durationNull()
 	if q.MaxRuntime > 0 {
-		m.MaxRuntime = durationValue(m.MaxRuntime, q.MaxRuntime)
-	} else {
-		m.MaxRuntime = types.StringNull()
+		m.MaxRuntime = durationOf(q.MaxRuntime)
 	}
-	m.HeartbeatMaxAge = durationValue(m.HeartbeatMaxAge, q.Timings.HeartbeatMaxAge)
-	m.RegistrationWait = durationValue(m.RegistrationWait, q.Timings.RegistrationWait)
-	m.FleetValidationWait = durationValue(m.FleetValidationWait, q.Timings.FleetValidationWait)
-	m.ReleaseWait = durationValue(m.ReleaseWait, q.Timings.ReleaseWait)
+	m.HeartbeatMaxAge = durationOf(q.Timings.HeartbeatMaxAge)
+	m.RegistrationWait = durationOf(q.Timings.RegistrationWait)
+	m.FleetValidationWait = durationOf(q.Timings.FleetValidationWait)
+	m.ReleaseWait = durationOf(q.Timings.ReleaseWait)
 	setCounts(m, rec.Instances)
 	setInstances(m, live)
 }

@@ -17,6 +17,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
@@ -298,6 +299,37 @@ func TestAccClaim_import(t *testing.T) {
 				ImportState:   true,
 				ImportStateId: e.pool + "/Run-import",
 				ExpectError:   regexp.MustCompile(wrapped(`run id "Run-import" must be lower case`)),
+			},
+		},
+	})
+}
+
+// TestAccClaim_durationSpelling: a claim's durations keep the spelling of
+// the configuration in the state, though its record holds them as
+// durations: a refresh shows no change, which would replace the claim.
+func TestAccClaim_durationSpelling(t *testing.T) {
+	e := newClaimEnv(t, "acc-claimspelling")
+	config := e.poolConfig() + e.claimConfig("test", `
+  max_runtime           = "1200s"
+  heartbeat_max_age     = "0.5m"
+  registration_wait     = "60s"
+  fleet_validation_wait = "240s"
+  release_wait          = "1m30s"`)
+	spelt := func(attribute, want string) statecheck.StateCheck {
+		return statecheck.ExpectKnownValue("ec2runners_claim.test", tfjsonpath.New(attribute), knownvalue.StringExact(want))
+	}
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviders,
+		Steps: []resource.TestStep{
+			{Config: e.poolConfig(), Check: e.watchFleet(agentsim.Healthy)},
+			{Config: config},
+			{
+				Config:           config,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					spelt("max_runtime", "1200s"), spelt("heartbeat_max_age", "0.5m"), spelt("registration_wait", "60s"),
+					spelt("fleet_validation_wait", "240s"), spelt("release_wait", "1m30s"),
+				},
 			},
 		},
 	})

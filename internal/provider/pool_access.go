@@ -17,19 +17,14 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
-var accessEntryType = types.ObjectType{AttrTypes: map[string]attr.Type{
-	"repository":       types.StringType,
-	"workflows":        types.ListType{ElemType: types.StringType},
-	"max_runners":      types.Int64Type,
-	"max_runtime":      types.StringType,
-	"resource_classes": types.ListType{ElemType: types.StringType},
-}}
+// accessEntryType is the type of an access entry, as its schema says.
+var accessEntryType = accessAttribute().NestedObject.Type().(types.ObjectType)
 
 type accessEntryModel struct {
 	Repository      types.String `tfsdk:"repository"`
 	Workflows       types.List   `tfsdk:"workflows"`
 	MaxRunners      types.Int64  `tfsdk:"max_runners"`
-	MaxRuntime      types.String `tfsdk:"max_runtime"`
+	MaxRuntime      duration     `tfsdk:"max_runtime"`
 	ResourceClasses types.List   `tfsdk:"resource_classes"`
 }
 
@@ -80,7 +75,7 @@ func accessAttribute() schema.ListNestedAttribute {
 				Validators: []validator.Int64{int64validator.Between(1, protocol.MaxAccessRunners)},
 			},
 			"max_runtime": schema.StringAttribute{
-				Optional: true, Description: accessMaxRuntimeDescription,
+				Optional: true, CustomType: durationType{}, Description: accessMaxRuntimeDescription,
 				// Checked against the pool's max_runtime by ValidateConfig.
 				Validators: []validator.String{durationBetween(protocol.ShortestMaxRuntime, protocol.LongestMaxRuntime)},
 			},
@@ -99,7 +94,7 @@ func accessAttribute() schema.ListNestedAttribute {
 // for its default) and classes among the pool's (classes, nil while not
 // known). Parts not known yet are checked at apply, before anything
 // changes (pool.Spec).
-func validateAccess(ctx context.Context, access types.List, classes map[string]protocol.ResourceClass, poolMaxRuntime types.String, diags *diag.Diagnostics) {
+func validateAccess(ctx context.Context, access types.List, classes map[string]protocol.ResourceClass, poolMaxRuntime duration, diags *diag.Diagnostics) {
 	if access.IsNull() || access.IsUnknown() {
 		return
 	}
@@ -142,17 +137,17 @@ func validateAccess(ctx context.Context, access types.List, classes map[string]p
 
 // validateAccessMaxRuntime checks an entry's max_runtime against the
 // pool's; the attribute's own validator checks its spelling and range.
-func validateAccessMaxRuntime(v, poolMaxRuntime types.String, p path.Path, diags *diag.Diagnostics) {
+func validateAccessMaxRuntime(v, poolMaxRuntime duration, p path.Path, diags *diag.Diagnostics) {
 	if v.IsNull() || v.IsUnknown() || poolMaxRuntime.IsUnknown() {
 		return
 	}
-	d, err := time.ParseDuration(v.ValueString())
-	if err != nil || d < protocol.ShortestMaxRuntime || d > protocol.LongestMaxRuntime {
+	d, problems := v.ValueGoDuration()
+	if problems.HasError() || d < protocol.ShortestMaxRuntime || d > protocol.LongestMaxRuntime {
 		return // refused by the entry's own validator
 	}
 	poolMax, where := defaultMaxRuntime, " (its default: the pool sets no max_runtime)"
 	if !poolMaxRuntime.IsNull() {
-		if poolMax, err = time.ParseDuration(poolMaxRuntime.ValueString()); err != nil {
+		if poolMax, problems = poolMaxRuntime.ValueGoDuration(); problems.HasError() {
 			return // refused by max_runtime's own validator
 		}
 		where = ""
@@ -184,10 +179,7 @@ func accessFromValue(ctx context.Context, v types.List) (*protocol.Access, diag.
 	a := &protocol.Access{Repositories: make([]protocol.RepositoryAccess, len(entries))}
 	for i, e := range entries {
 		r := protocol.RepositoryAccess{Repository: e.Repository.ValueString(), MaxRunners: int(e.MaxRunners.ValueInt64())}
-		if !e.MaxRuntime.IsNull() {
-			d, _ := time.ParseDuration(e.MaxRuntime.ValueString()) // validated
-			r.MaxRuntime = protocol.Duration(d)
-		}
+		r.MaxRuntime = protocol.Duration(e.MaxRuntime.get(&diags))
 		diags.Append(e.Workflows.ElementsAs(ctx, &r.Workflows, false)...)
 		diags.Append(e.ResourceClasses.ElementsAs(ctx, &r.ResourceClasses, false)...)
 		a.Repositories[i] = r
@@ -195,25 +187,18 @@ func accessFromValue(ctx context.Context, v types.List) (*protocol.Access, diag.
 	return a, diags
 }
 
-// accessValue is the attribute for the policy a pool holds, in its order,
-// keeping the spelling of each entry's max_runtime in prior when it means
-// the same duration.
-func accessValue(a *protocol.Access, prior types.List) types.List {
+// accessValue is the attribute for the policy a pool holds, in its order.
+// (The framework keeps the spelling of an entry's max_runtime in the prior
+// state when it means the same duration: see duration.)
+func accessValue(a *protocol.Access) types.List {
 	if a == nil {
 		return types.ListNull(accessEntryType)
 	}
-	priorEntries := prior.Elements()
 	entries := make([]attr.Value, len(a.Repositories))
 	for i, r := range a.Repositories {
-		maxRuntime := types.StringNull()
+		maxRuntime := durationNull()
 		if r.MaxRuntime != 0 {
-			priorMaxRuntime := types.StringNull()
-			if i < len(priorEntries) {
-				if o, ok := priorEntries[i].(types.Object); ok {
-					priorMaxRuntime, _ = o.Attributes()["max_runtime"].(types.String)
-				}
-			}
-			maxRuntime = durationValue(priorMaxRuntime, time.Duration(r.MaxRuntime))
+			maxRuntime = durationOf(time.Duration(r.MaxRuntime))
 		}
 		maxRunners := types.Int64Null()
 		if r.MaxRunners != 0 {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework-timetypes/timetypes"
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
@@ -171,7 +172,9 @@ func objectValue(typ tftypes.Object, attrs map[string]tftypes.Value) tftypes.Val
 
 // TestPoolAccessValue: the policy reads back in its order, with nulls for
 // what it leaves out and the spelling of each max_runtime the prior state
-// has for the same duration, so a refresh shows no drift.
+// has for the same duration, so a refresh shows no drift. (The spelling is
+// kept by the framework, as in a read, through the semantic equality of
+// timetypes.GoDuration: keptSpelling.)
 func TestPoolAccessValue(t *testing.T) {
 	ctx := context.Background()
 	policy := &protocol.Access{Repositories: []protocol.RepositoryAccess{
@@ -179,24 +182,26 @@ func TestPoolAccessValue(t *testing.T) {
 		{Repository: "Octo/App", MaxRuntime: protocol.Duration(2 * time.Hour)},
 		{Repository: "octo/docs"},
 	}}
-	entry := func(repository string, workflows types.List, maxRunners types.Int64, maxRuntime types.String, classes types.List) accessEntryModel {
+	entry := func(repository string, workflows types.List, maxRunners types.Int64, maxRuntime duration, classes types.List) accessEntryModel {
 		return accessEntryModel{Repository: types.StringValue(repository), Workflows: workflows, MaxRunners: maxRunners, MaxRuntime: maxRuntime, ResourceClasses: classes}
 	}
 	noList := types.ListNull(types.StringType)
+	spelt := func(s string) duration { return duration{timetypes.NewGoDurationValueFromStringMust(s)} }
 	for name, tc := range map[string]struct {
 		prior types.List
 		want  []string // each entry's max_runtime, "" for null
 	}{
 		"imported":           {types.ListNull(accessEntryType), []string{"1h30m", "2h", ""}},
-		"spelt as the state": {accessValueOf(t, entry("octo/web", noList, types.Int64Null(), types.StringValue("90m"), noList), entry("Octo/App", noList, types.Int64Null(), types.StringValue("120m"), noList)), []string{"90m", "120m", ""}},
-		"changed outside":    {accessValueOf(t, entry("octo/web", noList, types.Int64Null(), types.StringValue("60m"), noList)), []string{"1h30m", "2h", ""}},
+		"spelt as the state": {accessValueOf(t, entry("octo/web", noList, types.Int64Null(), spelt("90m"), noList), entry("Octo/App", noList, types.Int64Null(), spelt("120m"), noList)), []string{"90m", "120m", ""}},
+		"changed outside":    {accessValueOf(t, entry("octo/web", noList, types.Int64Null(), spelt("60m"), noList)), []string{"1h30m", "2h", ""}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			v := accessValue(policy, tc.prior)
+			v := accessValue(policy)
 			var got []accessEntryModel
 			if d := v.ElementsAs(ctx, &got, false); d.HasError() {
 				t.Fatal(d)
 			}
+			keptSpelling(t, tc.prior, got)
 			if len(got) != len(policy.Repositories) {
 				t.Fatalf("%d entries, want %d", len(got), len(policy.Repositories))
 			}
@@ -221,8 +226,32 @@ func TestPoolAccessValue(t *testing.T) {
 			}
 		})
 	}
-	if v := accessValue(nil, types.ListNull(accessEntryType)); !v.IsNull() {
+	if v := accessValue(nil); !v.IsNull() {
 		t.Errorf("no policy reads as %s, want null", v)
+	}
+}
+
+// keptSpelling does to the entries read what the framework does to a read's
+// new state: each max_runtime semantically equal to the prior state's at
+// the same index keeps the prior's spelling.
+func keptSpelling(t *testing.T, prior types.List, read []accessEntryModel) {
+	t.Helper()
+	var priorEntries []accessEntryModel
+	if d := prior.ElementsAs(context.Background(), &priorEntries, false); d.HasError() {
+		t.Fatal(d)
+	}
+	for i := range min(len(read), len(priorEntries)) {
+		was, now := priorEntries[i].MaxRuntime, read[i].MaxRuntime
+		if was.IsNull() || now.IsNull() {
+			continue
+		}
+		equal, d := was.StringSemanticEquals(context.Background(), now)
+		if d.HasError() {
+			t.Fatal(d)
+		}
+		if equal {
+			read[i].MaxRuntime = was
+		}
 	}
 }
 

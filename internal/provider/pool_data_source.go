@@ -26,9 +26,9 @@ type poolDataSourceModel struct {
 	ID                types.String `tfsdk:"id"`
 	Name              types.String `tfsdk:"name"`
 	ResourceClasses   types.Map    `tfsdk:"resource_classes"`
-	IdleTimeout       types.String `tfsdk:"idle_timeout"`
-	MaxRuntime        types.String `tfsdk:"max_runtime"`
-	MaxRunnerAge      types.String `tfsdk:"max_runner_age"`
+	IdleTimeout       duration     `tfsdk:"idle_timeout"`
+	MaxRuntime        duration     `tfsdk:"max_runtime"`
+	MaxRunnerAge      duration     `tfsdk:"max_runner_age"`
 	Fleet             types.Object `tfsdk:"fleet"`
 	GitHubOwner       types.String `tfsdk:"github_owner"`
 	GitHubRepo        types.String `tfsdk:"github_repository"`
@@ -51,6 +51,9 @@ func (d *poolDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 	computedString := func(desc string) schema.StringAttribute {
 		return schema.StringAttribute{Computed: true, Description: desc}
 	}
+	computedDuration := func(desc string) schema.StringAttribute {
+		return schema.StringAttribute{Computed: true, CustomType: durationType{}, Description: desc}
+	}
 	resp.Schema = schema.Schema{
 		Description: "Reads a pool by name, for stacks that claim runners from a pool managed elsewhere, and reports how full it is. It writes nothing: no reap, no message received.",
 		Attributes: map[string]schema.Attribute{
@@ -66,9 +69,9 @@ func (d *poolDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 					"memory_mib": schema.Int64Attribute{Computed: true, Description: "Minimum memory of the class's runners, in MiB."},
 				}},
 			},
-			"idle_timeout":   computedString("How long a released runner waits in the pool."),
-			"max_runtime":    computedString("Default longest time a claim may hold a runner."),
-			"max_runner_age": computedString("Longest time since launch a runner is handed out or kept in the pool."),
+			"idle_timeout":   computedDuration("How long a released runner waits in the pool."),
+			"max_runtime":    computedDuration("Default longest time a claim may hold a runner."),
+			"max_runner_age": computedDuration("Longest time since launch a runner is handed out or kept in the pool."),
 			"fleet": schema.SingleNestedAttribute{
 				Computed: true, Description: "How claims launch missing capacity; null when the pool has no fleet settings.",
 				Attributes: map[string]schema.Attribute{
@@ -94,7 +97,7 @@ func (d *poolDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 					"repository":       computedString(accessRepositoryDescription),
 					"workflows":        schema.ListAttribute{Computed: true, ElementType: types.StringType, Description: accessWorkflowsDescription},
 					"max_runners":      schema.Int64Attribute{Computed: true, Description: accessMaxRunnersDescription},
-					"max_runtime":      computedString(accessMaxRuntimeDescription),
+					"max_runtime":      computedDuration(accessMaxRuntimeDescription),
 					"resource_classes": schema.ListAttribute{Computed: true, ElementType: types.StringType, Description: accessResourceClassesDescription},
 				}},
 			},
@@ -157,13 +160,13 @@ func (d *poolDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 	cfg := st.Config
 	m.ID = types.StringValue(name)
 	m.ResourceClasses = resourceClassesValue(cfg.ResourceClasses)
-	m.IdleTimeout = types.StringValue(protocol.FormatDuration(time.Duration(cfg.IdleTimeout)))
-	m.MaxRuntime = types.StringValue(protocol.FormatDuration(time.Duration(cfg.MaxRuntime)))
-	m.MaxRunnerAge = types.StringValue(protocol.FormatDuration(time.Duration(cfg.MaxRunnerAge)))
+	m.IdleTimeout = durationOf(time.Duration(cfg.IdleTimeout))
+	m.MaxRuntime = durationOf(time.Duration(cfg.MaxRuntime))
+	m.MaxRunnerAge = durationOf(time.Duration(cfg.MaxRunnerAge))
 	m.Fleet = fleetValue(cfg.Fleet)
 	m.GitHubOwner, m.GitHubRepo = githubTargetValues(cfg.GitHub)
 	m.Metrics = metricsValue(cfg.Metrics)
-	m.Access = accessValue(cfg.Access, types.ListNull(accessEntryType))
+	m.Access = accessValue(cfg.Access)
 	m.InstanceARNPrefix = types.StringValue(cfg.InstanceARNPrefix)
 	m.TableName = types.StringValue(protocol.TableName(name))
 	m.TableARN = types.StringValue(st.TableARN)

@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"maps"
-	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -150,15 +149,6 @@ func optionalString(s string) types.String {
 		return types.StringNull()
 	}
 	return types.StringValue(s)
-}
-
-// durationValue keeps the user's spelling ("420s") while it means the same
-// duration as what AWS holds, so Read does not report false drift.
-func durationValue(prior types.String, d time.Duration) types.String {
-	if p, err := time.ParseDuration(prior.ValueString()); err == nil && p == d {
-		return prior
-	}
-	return types.StringValue(protocol.FormatDuration(d))
 }
 
 func stringMapValue(m map[string]string) types.Map {

@@ -62,9 +62,9 @@ type poolResourceModel struct {
 	ID              types.String   `tfsdk:"id"`
 	Name            types.String   `tfsdk:"name"`
 	ResourceClasses types.Map      `tfsdk:"resource_classes"`
-	IdleTimeout     types.String   `tfsdk:"idle_timeout"`
-	MaxRuntime      types.String   `tfsdk:"max_runtime"`
-	MaxRunnerAge    types.String   `tfsdk:"max_runner_age"`
+	IdleTimeout     duration       `tfsdk:"idle_timeout"`
+	MaxRuntime      duration       `tfsdk:"max_runtime"`
+	MaxRunnerAge    duration       `tfsdk:"max_runner_age"`
 	Fleet           types.Object   `tfsdk:"fleet"`
 	GitHubOwner     types.String   `tfsdk:"github_owner"`
 	GitHubRepo      types.String   `tfsdk:"github_repository"`
@@ -138,19 +138,19 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 				}},
 			},
 			"idle_timeout": schema.StringAttribute{
-				Optional: true, Computed: true,
+				Optional: true, Computed: true, CustomType: durationType{},
 				Description: "How long a released runner waits in the pool before it terminates itself, as a duration (`7m`, `1h`). Default `7m`.",
 				Default:     stringdefault.StaticString(protocol.FormatDuration(defaultIdleTimeout)),
 				Validators:  []validator.String{durationBetween(time.Minute, 7*24*time.Hour)},
 			},
 			"max_runtime": schema.StringAttribute{
-				Optional: true, Computed: true,
+				Optional: true, Computed: true, CustomType: durationType{},
 				Description: "How long a claim may hold a runner before it terminates itself, as a duration. Default `30m`; a claim may ask for another.",
 				Default:     stringdefault.StaticString(protocol.FormatDuration(defaultMaxRuntime)),
 				Validators:  []validator.String{durationBetween(protocol.ShortestMaxRuntime, protocol.LongestMaxRuntime)},
 			},
 			"max_runner_age": schema.StringAttribute{
-				Optional: true, Computed: true,
+				Optional: true, Computed: true, CustomType: durationType{},
 				Description: "A runner launched longer ago than this is not handed out again nor kept in the pool: claims and releases terminate it (and warm targets replace it), so no machine serves runs for ever. A runner launched from another launch template than the pool launches now, or from another version of it, is retired the same way: a new default version of the template, or a new template (Terraform replacing the `aws_launch_template`), retires the runners of the old one. Default `168h` (7 days).",
 				Default:     stringdefault.StaticString(protocol.FormatDuration(defaultMaxRunnerAge)),
 				Validators:  []validator.String{durationBetween(time.Hour, 90*24*time.Hour)},
@@ -404,9 +404,9 @@ func sameKeys(a, b types.Map) bool {
 func (r *poolResource) spec(ctx context.Context, m poolResourceModel) (pool.Spec, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	spec := pool.Spec{Name: m.Name.ValueString(), ForceDestroy: m.ForceDestroy.ValueBool()}
-	spec.IdleTimeout, _ = time.ParseDuration(m.IdleTimeout.ValueString()) // validated
-	spec.MaxRuntime, _ = time.ParseDuration(m.MaxRuntime.ValueString())
-	spec.MaxRunnerAge, _ = time.ParseDuration(m.MaxRunnerAge.ValueString())
+	spec.IdleTimeout = m.IdleTimeout.get(&diags)
+	spec.MaxRuntime = m.MaxRuntime.get(&diags)
+	spec.MaxRunnerAge = m.MaxRunnerAge.get(&diags)
 	var d diag.Diagnostics
 	spec.ResourceClasses, d = resourceClassesFromValue(ctx, m.ResourceClasses)
 	diags.Append(d...)
@@ -428,21 +428,21 @@ func (r *poolResource) spec(ctx context.Context, m poolResourceModel) (pool.Spec
 }
 
 // setStatus fills the model from what exists, keeping the user's spelling
-// of equivalent values.
+// of equivalent values (for durations the framework does, see duration).
 func (r *poolResource) setStatus(m *poolResourceModel, st *pool.Status) {
 	cfg := st.Config
 	m.ID = types.StringValue(cfg.Name)
 	m.Name = types.StringValue(cfg.Name)
 	m.ResourceClasses = resourceClassesValue(cfg.ResourceClasses)
-	m.IdleTimeout = durationValue(m.IdleTimeout, time.Duration(cfg.IdleTimeout))
-	m.MaxRuntime = durationValue(m.MaxRuntime, time.Duration(cfg.MaxRuntime))
-	m.MaxRunnerAge = durationValue(m.MaxRunnerAge, time.Duration(cfg.MaxRunnerAge))
+	m.IdleTimeout = durationOf(time.Duration(cfg.IdleTimeout))
+	m.MaxRuntime = durationOf(time.Duration(cfg.MaxRuntime))
+	m.MaxRunnerAge = durationOf(time.Duration(cfg.MaxRunnerAge))
 	m.Fleet = fleetValue(cfg.Fleet)
 	m.GitHubOwner, m.GitHubRepo = githubTargetValues(cfg.GitHub)
 	m.Warm = warmValue(cfg.Warm, m.Warm)
 	m.Metrics = metricsValue(cfg.Metrics)
 	m.GitHubCred = githubCredentialValue(cfg.GitHubCredential)
-	m.Access = accessValue(cfg.Access, m.Access)
+	m.Access = accessValue(cfg.Access)
 	m.TagsAll = stringMapValue(st.Tags)
 	m.Tags = ownTags(st.Tags, r.defaultTags(), m.Tags)
 	if m.ForceDestroy.IsNull() {

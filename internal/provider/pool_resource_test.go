@@ -121,6 +121,45 @@ resource "ec2runners_pool" "test" {
 	})
 }
 
+// TestAccPool_durationSpelling: durations keep the spelling of the
+// configuration in the state, though the pool holds them as durations, so
+// neither the apply nor a refresh shows a change.
+func TestAccPool_durationSpelling(t *testing.T) {
+	name := randomName("acc-spelling")
+	config := fmt.Sprintf(`
+resource "ec2runners_pool" "test" {
+  name             = %q
+  resource_classes = { large = { cpu = 2, memory_mib = 4096 } }
+  idle_timeout     = "420s"
+  max_runtime      = "1.5h"
+  max_runner_age   = "10080m"
+}`, name)
+	spelt := func(attribute, want string) statecheck.StateCheck {
+		return statecheck.ExpectKnownValue("ec2runners_pool.test", tfjsonpath.New(attribute), knownvalue.StringExact(want))
+	}
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviders,
+		CheckDestroy:             checkPoolDestroyed,
+		Steps: []resource.TestStep{
+			{
+				Config:           config,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
+				Check: checkPoolConfig(name, func(cfg protocol.PoolConfig) error {
+					if time.Duration(cfg.IdleTimeout) != 7*time.Minute || time.Duration(cfg.MaxRuntime) != 90*time.Minute || time.Duration(cfg.MaxRunnerAge) != 7*24*time.Hour {
+						return fmt.Errorf("pool config durations %+v", cfg)
+					}
+					return nil
+				}),
+			},
+			{
+				Config:            config,
+				ConfigPlanChecks:  resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
+				ConfigStateChecks: []statecheck.StateCheck{spelt("idle_timeout", "420s"), spelt("max_runtime", "1.5h"), spelt("max_runner_age", "10080m")},
+			},
+		},
+	})
+}
+
 func TestAccPool_import(t *testing.T) {
 	name := randomName("acc-import")
 	resource.ParallelTest(t, resource.TestCase{

@@ -29,20 +29,13 @@ import (
 // this is more likely a typo than a plan.
 const maxWarm = 500
 
-var warmWindowType = types.ObjectType{AttrTypes: map[string]attr.Type{
-	"days":      types.ListType{ElemType: types.StringType},
-	"from":      types.StringType,
-	"to":        types.StringType,
-	"time_zone": types.StringType,
-	"hot":       types.Int64Type,
-	"stopped":   types.Int64Type,
-}}
-
-var warmTargetType = types.ObjectType{AttrTypes: map[string]attr.Type{
-	"hot":      types.Int64Type,
-	"stopped":  types.Int64Type,
-	"schedule": types.ListType{ElemType: warmWindowType},
-}}
+// The types of a class's warm target, of a window of its schedule and of
+// a class's warm status, as their schemas say.
+var (
+	warmTargetType = warmAttribute().NestedObject.Type().(types.ObjectType)
+	warmWindowType = warmTargetType.AttrTypes["schedule"].(types.ListType).ElemType.(types.ObjectType)
+	warmStatusType = warmStatusAttribute().NestedObject.Type().(types.ObjectType)
+)
 
 type warmTargetModel struct {
 	Hot      types.Int64 `tfsdk:"hot"`
@@ -237,10 +230,6 @@ func warmValue(targets map[string]protocol.WarmTarget, prior types.Map) types.Ma
 	}
 	return types.MapValueMust(warmTargetType, elems)
 }
-
-var warmStatusType = types.ObjectType{AttrTypes: map[string]attr.Type{
-	"hot": types.Int64Type, "hot_target": types.Int64Type, "stopped": types.Int64Type, "stopped_target": types.Int64Type,
-}}
 
 func warmStatusAttribute() schema.MapNestedAttribute {
 	count := func(description string) schema.Int64Attribute {

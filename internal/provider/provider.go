@@ -69,7 +69,7 @@ type providerModel struct {
 		RoleARN     types.String `tfsdk:"role_arn"`
 		SessionName types.String `tfsdk:"session_name"`
 		ExternalID  types.String `tfsdk:"external_id"`
-		Duration    types.String `tfsdk:"duration"`
+		Duration    duration     `tfsdk:"duration"`
 	} `tfsdk:"assume_role"`
 	Endpoints *struct {
 		SQS            types.String `tfsdk:"sqs"`
@@ -162,6 +162,7 @@ func (p *ec2runnersProvider) Schema(_ context.Context, _ provider.SchemaRequest,
 						Validators: externalIDValidators()},
 					"duration": schema.StringAttribute{
 						Optional:    true,
+						CustomType:  durationType{},
 						Description: "Session duration as a Go duration, `15m` to `12h`. Default: 15m.",
 						Validators:  []validator.String{durationBetween(15*time.Minute, 12*time.Hour)},
 					},
@@ -230,7 +231,10 @@ func (p *ec2runnersProvider) Configure(ctx context.Context, req provider.Configu
 			resp.Diagnostics.AddAttributeError(path.Root("assume_role").AtName("role_arn"), "Missing role ARN", "assume_role.role_arn is required when the assume_role block is present.")
 			return
 		}
-		d, _ := time.ParseDuration(ar.Duration.ValueString()) // validated; "" means default
+		var d time.Duration // null (or not known): the default
+		if !ar.Duration.IsUnknown() {
+			d = ar.Duration.get(&resp.Diagnostics)
+		}
 		opts.AssumeRole = &awsconfig.AssumeRole{RoleARN: ar.RoleARN.ValueString(), SessionName: ar.SessionName.ValueString(), ExternalID: ar.ExternalID.ValueString(), Duration: d}
 	}
 	if e := m.Endpoints; e != nil {

@@ -40,7 +40,7 @@ type runnerScriptModel struct {
 	RunnerSHA256       types.String `tfsdk:"runner_sha256"`
 	RunnerUser         types.String `tfsdk:"runner_user"`
 	PreRunnerScript    types.String `tfsdk:"pre_runner_script"`
-	HeartbeatInterval  types.String `tfsdk:"heartbeat_interval"`
+	HeartbeatInterval  duration     `tfsdk:"heartbeat_interval"`
 	JobsMetadataAccess types.Bool   `tfsdk:"jobs_metadata_access"`
 	BrokerFunction     types.String `tfsdk:"broker_function"`
 	AgentDownloadURL   types.String `tfsdk:"agent_download_url"`
@@ -118,7 +118,7 @@ func (d *runnerScriptDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 					"It is readable in the launch template and from the instance: keep secrets out of it. See the section \"Sensitive values\".",
 			},
 			"heartbeat_interval": schema.StringAttribute{
-				Optional: true, Computed: true, Description: "How often the agent writes its heartbeat, `1s` to `10s`; claims call a runner unhealthy after 15s without one. Default `5s`.",
+				Optional: true, Computed: true, CustomType: durationType{}, Description: "How often the agent writes its heartbeat, `1s` to `10s`; claims call a runner unhealthy after 15s without one. Default `5s`.",
 				Validators: []validator.String{durationBetween(agent.MinimumHeartbeatInterval, agent.MaximumHeartbeatInterval)},
 			},
 			"jobs_metadata_access": schema.BoolAttribute{
@@ -178,11 +178,13 @@ func (d *runnerScriptDataSource) Read(ctx context.Context, req datasource.ReadRe
 	setDefault(&m.Region, d.data.clients.Region)
 	setDefault(&m.GitHubURL, defaultGitHubURL)
 	setDefault(&m.RunnerUser, agentscript.DefaultRunnerUser)
-	setDefault(&m.HeartbeatInterval, protocol.FormatDuration(agentscript.DefaultHeartbeatInterval))
+	if m.HeartbeatInterval.IsNull() {
+		m.HeartbeatInterval = durationOf(agentscript.DefaultHeartbeatInterval)
+	}
 	if m.JobsMetadataAccess.IsNull() {
 		m.JobsMetadataAccess = types.BoolValue(false)
 	}
-	heartbeat, _ := time.ParseDuration(m.HeartbeatInterval.ValueString()) // validated
+	heartbeat := m.HeartbeatInterval.get(&resp.Diagnostics)
 	release := agentscript.Built(d.data.version)
 	userData, err := agentscript.Render(agentscript.Options{
 		Pool:               m.Pool.ValueString(),

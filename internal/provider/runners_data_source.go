@@ -33,7 +33,7 @@ type runnerModel struct {
 	State         types.String `tfsdk:"state"`
 	RunID         types.String `tfsdk:"run_id"`
 	LaunchedAt    types.String `tfsdk:"launched_at"`
-	Age           types.String `tfsdk:"age"`
+	Age           duration     `tfsdk:"age"`
 }
 
 func (d *runnersDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
@@ -63,7 +63,10 @@ func (d *runnersDataSource) Schema(_ context.Context, _ datasource.SchemaRequest
 						"or `claimed` (held by a run: being launched or checked for its claim, or running its jobs)."),
 					"run_id":      computedString("Run id of the claim that holds it; null when it is in the pool."),
 					"launched_at": computedString("When it was launched (RFC 3339); null when its record does not say."),
-					"age":         computedString("Time since it was launched when read, e.g. `3h10m`; null when its record does not say."),
+					"age": schema.StringAttribute{
+						Computed: true, CustomType: durationType{},
+						Description: "Time since it was launched when read, e.g. `3h10m`; null when its record does not say.",
+					},
 				}},
 			},
 		},
@@ -106,14 +109,14 @@ func runnerValue(r claim.Runner, now time.Time) runnerModel {
 		State:         types.StringValue(r.State),
 		RunID:         types.StringNull(),
 		LaunchedAt:    types.StringNull(),
-		Age:           types.StringNull(),
+		Age:           durationNull(),
 	}
 	if r.RunID != "" {
 		v.RunID = types.StringValue(r.RunID)
 	}
 	if !r.LaunchedAt.IsZero() {
 		v.LaunchedAt = types.StringValue(protocol.FormatTime(r.LaunchedAt))
-		v.Age = types.StringValue(protocol.FormatDuration(now.Sub(r.LaunchedAt).Truncate(time.Second)))
+		v.Age = durationOf(now.Sub(r.LaunchedAt).Truncate(time.Second))
 	}
 	return v
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hashicorp/terraform-plugin-framework-timetypes/timetypes"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -126,7 +127,9 @@ func classNameValidator() validator.String {
 	return stringvalidator.RegexMatches(protocol.ClassNamePattern, protocol.ClassNameRule)
 }
 
-// durationValidator accepts Go duration text within [min, max].
+// durationValidator accepts Go duration text within [min, max]: the check
+// of every configurable duration attribute, its format included (see
+// duration).
 type durationValidator struct{ min, max time.Duration }
 
 func durationBetween(min, max time.Duration) validator.String { return durationValidator{min, max} }
@@ -141,8 +144,8 @@ func (v durationValidator) ValidateString(ctx context.Context, req validator.Str
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
 	}
-	d, err := time.ParseDuration(req.ConfigValue.ValueString())
-	if err != nil || d < v.min || d > v.max {
+	d, problems := timetypes.GoDuration{StringValue: req.ConfigValue}.ValueGoDuration()
+	if problems.HasError() || d < v.min || d > v.max {
 		resp.Diagnostics.AddAttributeError(req.Path, "Invalid duration",
 			fmt.Sprintf("Attribute %s %s, got %q.", req.Path, v.Description(ctx), req.ConfigValue.ValueString()))
 	}
