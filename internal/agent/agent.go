@@ -40,6 +40,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/retry"
 )
 
 // Table is the part of DynamoDB the agent uses.
@@ -299,18 +300,16 @@ func (a *Agent) signal(ctx context.Context, state, runID string) error {
 // UD_REG_OK: the claim checks it).
 func (a *Agent) signalLabel(ctx context.Context, state, runID, label string) error {
 	a.logf("signal %s for run %s", state, runID)
-	for {
+	untilWritten := retry.Policy{Backoff: retry.Constant(time.Second), Sleep: a.d.Clock.Sleep}
+	return retry.Do(ctx, untilWritten, func() error {
 		_, err := a.d.Table.PutItem(ctx, &dynamodb.PutItemInput{TableName: a.table(), Item: protocol.Signal{
 			InstanceARN: a.id.InstanceARN, State: state, RunID: runID, Label: label, UpdatedAt: protocol.FormatTime(a.d.Clock.Now()),
 		}.Item()})
-		if err == nil {
-			return nil
+		if err != nil {
+			a.logf("writing signal %s for run %s: %v", state, runID, err)
 		}
-		a.logf("writing signal %s for run %s: %v", state, runID, err)
-		if err := a.d.Clock.Sleep(ctx, time.Second); err != nil {
-			return err
-		}
-	}
+		return err
+	})
 }
 
 // record reads the instance's record; found is false while there is none

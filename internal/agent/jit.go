@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/retry"
 )
 
 // A run claimed through the pool's broker hands the runner a registration
@@ -24,9 +25,10 @@ type jitRun struct {
 	runner    protocol.JITRunner
 	startedAt time.Time // when its runner started
 	endedAt   time.Time // when the agent saw its runner exit; zero while it runs
-	// backoff is how long after endedAt the next job's runner starts: 0
-	// unless runners keep exiting at once.
-	backoff time.Duration
+	// quickExits counts the runners in a row that exited at once, or whose
+	// registration the broker did not mint: the next job's runner starts
+	// jobStartBackoff later.
+	quickExits int
 }
 
 // shortRunnerLife: a just-in-time runner that exits sooner most likely ran
@@ -36,13 +38,14 @@ type jitRun struct {
 // takes seconds; a run of jobs shorter than this pays the wait.
 const shortRunnerLife = 5 * time.Second
 
-// jobStartBackoff is the wait before the next job's runner, after a runner
-// that lived for lived and the wait before it was prev.
-func (a *Agent) jobStartBackoff(prev, lived time.Duration) time.Duration {
-	if lived >= shortRunnerLife {
+// jobStartBackoff is how long after the last runner exited the next job's
+// runner starts: at once, unless runners keep exiting at once (quickExits
+// in a row).
+func (a *Agent) jobStartBackoff(quickExits int) time.Duration {
+	if quickExits == 0 {
 		return 0
 	}
-	return min(max(2*prev, time.Second), a.interval(a.cfg.Intervals.RunnerCheck))
+	return retry.Backoff{First: time.Second, Max: a.interval(a.cfg.Intervals.RunnerCheck)}.Wait(quickExits)
 }
 
 // startFirstJob starts the runner of the first job of the grant's run on
@@ -75,13 +78,17 @@ func (a *Agent) nextJob(ctx context.Context, runID string) time.Duration {
 	now := a.d.Clock.Now()
 	if jit.endedAt.IsZero() {
 		jit.endedAt = now
-		jit.backoff = a.jobStartBackoff(jit.backoff, now.Sub(jit.startedAt))
+		if now.Sub(jit.startedAt) < shortRunnerLife {
+			jit.quickExits++
+		} else {
+			jit.quickExits = 0
+		}
 	}
-	if wait := jit.endedAt.Add(jit.backoff).Sub(now); wait > 0 {
+	if wait := jit.endedAt.Add(a.jobStartBackoff(jit.quickExits)).Sub(now); wait > 0 {
 		return min(wait, poll)
 	}
 	a.logf("the runner of run %s exited: wiping the runner user for the run's next job, on a registration of its own", runID)
-	began, suspect := now, jit.backoff > 0
+	began, suspect := now, jit.quickExits > 0
 	runner, readyErr, mintErr := a.mintWhile(ctx, jit, func(ctx context.Context) error { return a.readyForNextJob(ctx, runID, suspect) })
 	switch {
 	case ctx.Err() != nil:
@@ -91,8 +98,9 @@ func (a *Agent) nextJob(ctx context.Context, runID string) time.Duration {
 		return poll
 	case mintErr != nil:
 		a.logf("the next job of run %s has no runner yet: %v", runID, mintErr)
-		jit.endedAt, jit.backoff = a.d.Clock.Now(), a.jobStartBackoff(jit.backoff, 0)
-		return min(jit.backoff, poll)
+		jit.endedAt = a.d.Clock.Now()
+		jit.quickExits++
+		return min(a.jobStartBackoff(jit.quickExits), poll)
 	}
 	if err := a.startJob(ctx, jit, runner); err != nil {
 		if ctx.Err() == nil {

@@ -3,7 +3,6 @@ package claim
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/retry"
 )
 
 const (
@@ -20,21 +20,26 @@ const (
 	// unprocessed items (and keys) when throttled, which the SDK does not
 	// retry.
 	unprocessedAttempts = 8
-	unprocessedBackoff  = 50 * time.Millisecond
 )
 
-// unprocessedPause waits before call attempt (1-based) of a batch that left
-// items unprocessed: not before the first, then a jittered, growing wait,
-// and an error past unprocessedAttempts.
-func unprocessedPause(ctx context.Context, attempt int, what func() string) error {
-	if attempt > unprocessedAttempts {
-		return fmt.Errorf("%s unprocessed %d times", what(), unprocessedAttempts)
-	}
-	if attempt == 1 {
+// untilProcessed calls batch, which says how many of the table's total
+// items (what: writes or reads) it left unprocessed, until it leaves none:
+// again after a jittered, growing wait, and an error past
+// unprocessedAttempts.
+func (s *store) untilProcessed(ctx context.Context, what string, total int, batch func() (left int, err error)) error {
+	policy := retry.Policy{Backoff: retry.Backoff{First: 50 * time.Millisecond, Jitter: true}, Attempts: unprocessedAttempts}
+	calls := 0
+	return retry.Do(ctx, policy, func() error {
+		calls++
+		left, err := batch()
+		switch {
+		case err != nil:
+			return retry.Permanent(err)
+		case left > 0:
+			return fmt.Errorf("table %s left %d of %d %s unprocessed %d times", s.table, left, total, what, calls)
+		}
 		return nil
-	}
-	wait := unprocessedBackoff << (attempt - 2)
-	return sleep(ctx, wait/2+rand.N(wait/2+1))
+	})
 }
 
 // putAll writes items unconditionally, 25 per BatchWriteItem, and writes
@@ -45,17 +50,16 @@ func (s *store) putAll(ctx context.Context, items []map[string]types.AttributeVa
 		for i, it := range chunk {
 			pending[i] = types.WriteRequest{PutRequest: &types.PutRequest{Item: it}}
 		}
-		for attempt := 1; len(pending) > 0; attempt++ {
-			if err := unprocessedPause(ctx, attempt, func() string {
-				return fmt.Sprintf("table %s left %d of %d writes", s.table, len(pending), len(chunk))
-			}); err != nil {
-				return err
-			}
+		err := s.untilProcessed(ctx, "writes", len(chunk), func() (int, error) {
 			out, err := s.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{s.table: pending}})
 			if err != nil {
-				return fmt.Errorf("writing to table %s: %w", s.table, err)
+				return 0, fmt.Errorf("writing to table %s: %w", s.table, err)
 			}
 			pending = out.UnprocessedItems[s.table]
+			return len(pending), nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/metrics"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/retry"
 )
 
 // judge decides from what an agent published whether the wait for it is
@@ -254,16 +255,5 @@ func sleepOn(sleeper func(context.Context, time.Duration) error, ctx context.Con
 	if sleeper != nil {
 		return sleeper(ctx, d)
 	}
-	return sleep(ctx, d)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return retry.Sleep(ctx, d)
 }

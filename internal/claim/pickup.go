@@ -16,6 +16,7 @@ import (
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/retry"
 )
 
 const (
@@ -505,40 +506,35 @@ func (p *Pickup) Stats() PickupStats {
 	return p.stats
 }
 
-// sendRetries bounds resending the entries a batch send failed: a message
-// that cannot be sent back is a runner the pool no longer knows of.
-const sendRetries = 5
+// sendRetries paces resending the entries a batch send failed, and bounds
+// it: a message that cannot be sent back is a runner the pool no longer
+// knows of. Its waits, 2.2 s in all, ride out a brief SQS failure.
+var sendRetries = retry.Policy{Backoff: retry.Backoff{First: 200 * time.Millisecond, Max: 800 * time.Millisecond}, Attempts: 5}
 
 // sendAll sends bodies in batches of ten, retrying failed entries.
 func sendAll(ctx context.Context, client SQSClient, queueURL string, bodies []string, delay int32) error {
 	for start := 0; start < len(bodies); start += 10 {
 		pending := bodies[start:min(start+10, len(bodies))]
-		var lastErr error
-		for attempt := 0; len(pending) > 0; attempt++ {
-			if attempt == sendRetries {
-				return fmt.Errorf("sending %d runner message(s) back to %s failed: %w", len(pending), queueURL, lastErr)
-			}
-			if attempt > 0 {
-				if err := sleep(ctx, time.Duration(attempt)*200*time.Millisecond); err != nil {
-					return fmt.Errorf("sending %d runner message(s) back to %s: %w", len(pending), queueURL, err)
-				}
-			}
+		err := retry.Do(ctx, sendRetries, func() error {
 			entries := make([]sqstypes.SendMessageBatchRequestEntry, len(pending))
 			for i, b := range pending {
 				entries[i] = sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(b), DelaySeconds: delay}
 			}
 			out, err := client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: entries})
 			if err != nil {
-				lastErr = err
-				continue
+				return err
 			}
 			var failed []string
 			for _, f := range out.Failed {
 				i, _ := strconv.Atoi(aws.ToString(f.Id))
 				failed = append(failed, pending[i])
-				lastErr = errors.New(aws.ToString(f.Message))
+				err = errors.New(aws.ToString(f.Message))
 			}
 			pending = failed
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("sending %d runner message(s) back to %s: %w", len(pending), queueURL, err)
 		}
 	}
 	return nil

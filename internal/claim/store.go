@@ -296,18 +296,17 @@ func (s *store) batchGet(ctx context.Context, typ string, ids []string) ([]map[s
 func (s *store) batchGetKeys(ctx context.Context, keys []map[string]types.AttributeValue) ([]map[string]types.AttributeValue, error) {
 	var items []map[string]types.AttributeValue
 	req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
-	for attempt := 1; len(req) > 0 && len(req[s.table].Keys) > 0; attempt++ {
-		if err := unprocessedPause(ctx, attempt, func() string {
-			return fmt.Sprintf("table %s left %d of %d reads", s.table, len(req[s.table].Keys), len(keys))
-		}); err != nil {
-			return nil, err
-		}
+	err := s.untilProcessed(ctx, "reads", len(keys), func() (int, error) {
 		out, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
 		if err != nil {
-			return nil, fmt.Errorf("reading table %s: %w", s.table, err)
+			return 0, fmt.Errorf("reading table %s: %w", s.table, err)
 		}
 		items = append(items, out.Responses[s.table]...)
 		req = out.UnprocessedKeys
+		return len(req[s.table].Keys), nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return items, nil
 }

@@ -15,6 +15,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/retry"
 )
 
 const (
@@ -209,22 +211,33 @@ func (c *Client) call(ctx context.Context, op operation, method, path, bearer st
 
 // callWith is call with a JSON request body (nil: none).
 func (c *Client) callWith(ctx context.Context, op operation, method, path, bearer string, request []byte) ([]byte, int, error) {
-	for attempt := 1; ; attempt++ {
-		status, header, body, err := c.send(ctx, method, path, bearer, request)
+	var (
+		attempts, status int
+		body             []byte
+	)
+	policy := retry.Policy{Backoff: retry.Backoff{First: c.backoff}, Attempts: maxAttempts}
+	err := retry.Do(ctx, policy, func() error {
+		attempts++
+		var header http.Header
+		var err error
+		status, header, body, err = c.send(ctx, method, path, bearer, request)
 		if err != nil {
-			return nil, 0, fmt.Errorf("%s: %w", op.what, err)
+			return retry.Permanent(fmt.Errorf("%s: %w", op.what, err))
 		}
 		if status >= 200 && status < 300 {
-			return body, status, nil
+			return nil
 		}
-		plan := c.planRetry(status, header, attempt)
-		if !plan.retry || attempt == maxAttempts {
-			return nil, status, newAPIError(op, status, body, plan, attempt, bearer)
-		}
-		if err := sleep(ctx, plan.wait); err != nil {
-			return nil, status, fmt.Errorf("%s: gave up waiting to retry after HTTP %d: %w", op.what, status, err)
-		}
+		plan := c.planRetry(status, header)
+		return plan.retryable(newAPIError(op, status, body, plan, attempts, bearer))
+	})
+	var cut *retry.Interrupted
+	switch {
+	case errors.As(err, &cut):
+		return nil, status, fmt.Errorf("%s: gave up waiting to retry after HTTP %d: %w", op.what, status, cut.Err)
+	case err != nil:
+		return nil, status, err
 	}
+	return body, status, nil
 }
 
 func (c *Client) send(ctx context.Context, method, path, bearer string, request []byte) (int, http.Header, []byte, error) {

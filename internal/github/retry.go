@@ -1,10 +1,11 @@
 package github
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/retry"
 )
 
 const (
@@ -15,22 +16,33 @@ const (
 
 // retryPlan says whether a failed answer is worth another attempt, and when.
 type retryPlan struct {
-	retry       bool
+	retry bool
+	// wait is how long GitHub asked us to wait (told); without its word,
+	// the client's backoff decides.
 	wait        time.Duration
+	told        bool
 	rateLimited bool
 }
 
-func (c *Client) planRetry(status int, h http.Header, attempt int) retryPlan {
+func (c *Client) planRetry(status int, h http.Header) retryPlan {
 	wait, told := c.serverWait(h)
 	rateLimited := status == http.StatusTooManyRequests ||
 		status == http.StatusForbidden && (h.Get("Retry-After") != "" || h.Get("X-RateLimit-Remaining") == "0")
 	if status < 500 && !rateLimited {
 		return retryPlan{}
 	}
-	if told {
-		return retryPlan{retry: wait <= maxRetryWait, wait: wait, rateLimited: rateLimited}
+	return retryPlan{retry: !told || wait <= maxRetryWait, wait: wait, told: told, rateLimited: rateLimited}
+}
+
+// retryable marks err, the error of an answer planned so, for retry.Do.
+func (p retryPlan) retryable(err error) error {
+	switch {
+	case !p.retry:
+		return retry.Permanent(err)
+	case p.told:
+		return retry.After(p.wait, err)
 	}
-	return retryPlan{retry: true, wait: c.backoff << (attempt - 1), rateLimited: rateLimited}
+	return err
 }
 
 // serverWait reads how long GitHub asks us to wait: Retry-After (seconds or
@@ -50,15 +62,4 @@ func (c *Client) serverWait(h http.Header) (time.Duration, bool) {
 		}
 	}
 	return 0, false
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

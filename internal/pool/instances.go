@@ -15,6 +15,7 @@ import (
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/retry"
 )
 
 // InstanceQuerier reads instance records.
@@ -91,16 +92,18 @@ func TerminateInstances(ctx context.Context, client Terminator, ids []string, ju
 	const batch = awslimits.MaxTerminateInstanceIDs
 	for start := 0; start < len(ids); start += batch {
 		chunk := ids[start:min(start+batch, len(ids))]
+		if len(chunk) == 1 && justLaunched {
+			if err := terminateOnceKnown(ctx, client, chunk[0]); err != nil {
+				return err
+			}
+			continue
+		}
 		_, err := client.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: chunk})
 		if err == nil {
 			continue
 		}
 		notFound := HasErrorCode(err, "InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed")
 		switch {
-		case notFound && len(chunk) == 1 && justLaunched:
-			if err := terminateOnceKnown(ctx, client, chunk[0]); err != nil {
-				return err
-			}
 		case notFound && len(chunk) == 1:
 		case notFound:
 			// One unknown id fails the whole call: go one by one for the rest.
@@ -116,30 +119,24 @@ func TerminateInstances(ctx context.Context, client Terminator, ids []string, ju
 	return nil
 }
 
-// terminateOnceKnown retries terminating a just-launched instance that EC2
-// does not know yet, with backoff, until EC2 knows it or
+// terminateOnceKnown terminates a just-launched instance, again with
+// backoff while EC2 does not know it yet, until EC2 knows it or
 // instanceVisibleWithin has passed.
 func terminateOnceKnown(ctx context.Context, client Terminator, id string) error {
 	giveUp := time.Now().Add(instanceVisibleWithin)
-	for pause := 500 * time.Millisecond; ; pause = min(2*pause, 5*time.Second) {
-		if time.Now().After(giveUp) {
-			return fmt.Errorf("terminating instance %s, launched moments ago: EC2 still does not know it after %s", id, instanceVisibleWithin)
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("terminating instance %s, launched moments ago and not yet known to EC2: %w", id, ctx.Err())
-		case <-t.C:
-		}
+	whileUnknown := retry.Policy{Backoff: retry.Backoff{First: 500 * time.Millisecond, Max: 5 * time.Second}}
+	return retry.Do(ctx, whileUnknown, func() error {
 		_, err := client.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})
-		if err == nil {
+		switch {
+		case err == nil:
 			return nil
+		case !HasErrorCode(err, "InvalidInstanceID.NotFound"):
+			return retry.Permanent(fmt.Errorf("terminating instance %s: %w", id, err))
+		case time.Now().After(giveUp):
+			return retry.Permanent(fmt.Errorf("terminating instance %s, launched moments ago: EC2 still does not know it after %s", id, instanceVisibleWithin))
 		}
-		if !HasErrorCode(err, "InvalidInstanceID.NotFound") {
-			return fmt.Errorf("terminating instance %s: %w", id, err)
-		}
-	}
+		return fmt.Errorf("terminating instance %s, launched moments ago and not yet known to EC2: %w", id, err)
+	})
 }
 
 // markTerminated records that an instance is gone, whatever state it was in:

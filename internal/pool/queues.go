@@ -12,6 +12,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/retry"
 )
 
 // queueRecreateBackoff paces retries while SQS still holds a deleted queue's
@@ -58,42 +59,36 @@ func checkQueueOwner(url string, tags map[string]string, pool, class string, unt
 func (m *Manager) createQueue(ctx context.Context, pool, class string, tags map[string]string) (string, error) {
 	name := protocol.QueueName(pool, class)
 	want := queueTags(pool, class, tags)
-	var why string // what a retry waits out
-	for {
+	var url string
+	err := retry.Do(ctx, retry.Policy{Backoff: retry.Constant(queueRecreateBackoff)}, func() error {
 		// Looked up first: some emulators retag an existing queue on CreateQueue.
-		url, err := m.queueURL(ctx, pool, class)
-		if err != nil {
-			return "", err
+		var err error
+		if url, err = m.queueURL(ctx, pool, class); err != nil {
+			return retry.Permanent(err)
 		}
-		if url != "" {
-			if err := m.syncQueueTags(ctx, url, pool, class, want, false); err != nil {
-				return "", err
+		if url == "" {
+			out, err := m.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Tags: want})
+			switch {
+			case isQueueNameTaken(err):
+				// Created meanwhile, with other tags or attributes: look again.
+				return fmt.Errorf("creating SQS queue %s: SQS reports a queue of that name with other tags or attributes, which it cannot find", name)
+			case isQueueDeletedRecently(err):
+				return fmt.Errorf("creating SQS queue %s: SQS still holds the name of a recently deleted queue", name)
+			case err != nil:
+				return retry.Permanent(fmt.Errorf("creating SQS queue %s: %w", name, err))
 			}
-			return url, nil
-		}
-		out, err := m.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Tags: want})
-		switch {
-		case err == nil:
 			// A queue created meanwhile by someone else comes back too.
-			url := aws.ToString(out.QueueUrl)
-			if err := m.syncQueueTags(ctx, url, pool, class, want, false); err != nil {
-				return "", err
-			}
-			return url, nil
-		case isQueueNameTaken(err):
-			// Created meanwhile, with other tags or attributes: look again.
-			why = "SQS reports a queue of that name with other tags or attributes, which it cannot find"
-		case isQueueDeletedRecently(err):
-			why = "SQS still holds the name of a recently deleted queue"
-		default:
-			return "", fmt.Errorf("creating SQS queue %s: %w", name, err)
+			url = aws.ToString(out.QueueUrl)
 		}
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("creating SQS queue %s: %s: %w", name, why, ctx.Err())
-		case <-time.After(queueRecreateBackoff):
+		if err := m.syncQueueTags(ctx, url, pool, class, want, false); err != nil {
+			return retry.Permanent(err)
 		}
+		return nil
+	})
+	if err != nil {
+		return "", err
 	}
+	return url, nil
 }
 
 // queueURL returns the URL of the queue of one class, or "" when it is missing.

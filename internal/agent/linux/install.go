@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agent"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/retry"
 )
 
 // manifest is what an installation holds, to check it against before every
@@ -89,19 +90,14 @@ func (r *Runner) install(ctx context.Context, a agent.Archive) error {
 
 // download fetches url into path, retrying, and returns its SHA-256.
 func download(ctx context.Context, url, path string) (string, error) {
-	var err error
-	for attempt := 1; attempt <= 5; attempt++ {
-		var digest string
-		if digest, err = downloadOnce(ctx, url, path); err == nil {
-			return digest, nil
-		}
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(time.Duration(attempt) * 2 * time.Second):
-		}
-	}
-	return "", err
+	// Waits of 2, 4, 8 and 8 s ride out a brief outage of the release host.
+	policy := retry.Policy{Backoff: retry.Backoff{First: 2 * time.Second, Max: 8 * time.Second}, Attempts: 5}
+	var digest string
+	err := retry.Do(ctx, policy, func() (err error) {
+		digest, err = downloadOnce(ctx, url, path)
+		return err
+	})
+	return digest, err
 }
 
 func downloadOnce(ctx context.Context, url, path string) (string, error) {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awsretry "github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials/ec2rolecreds"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agent"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/retry"
 )
 
 // world is what the agent learns and reaches through AWS: its identity from
@@ -42,22 +43,18 @@ var (
 func connect(ctx context.Context, cfg agent.Config) (world, error) {
 	md := imds.New(imds.Options{Endpoint: cfg.Endpoints.IMDS})
 	var w world
-	for {
-		id, err := identify(ctx, md, cfg.Region)
-		if err == nil {
-			w.identity = id
-			break
+	err := retry.Do(ctx, retry.Policy{Backoff: retry.Constant(2 * time.Second)}, func() (err error) {
+		if w.identity, err = identify(ctx, md, cfg.Region); err != nil {
+			logf("waiting for the instance metadata service: %v", err)
 		}
-		logf("waiting for the instance metadata service: %v", err)
-		select {
-		case <-ctx.Done():
-			return world{}, ctx.Err()
-		case <-time.After(2 * time.Second):
-		}
+		return err
+	})
+	if err != nil {
+		return world{}, err
 	}
 	creds := aws.NewCredentialsCache(ec2rolecreds.New(func(o *ec2rolecreds.Options) { o.Client = md }))
 	retryer := func() aws.Retryer {
-		return retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts = 5 })
+		return awsretry.NewStandard(func(o *awsretry.StandardOptions) { o.MaxAttempts = 5 })
 	}
 	appID := "ec2runners-agent/" + version
 	w.dynamoDB = dynamodb.New(dynamodb.Options{Region: cfg.Region, Credentials: creds, Retryer: retryer(), AppID: appID,
