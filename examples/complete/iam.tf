@@ -4,7 +4,7 @@
 #   DynamoDB, EC2 and the pool's broker with the AWS SDK and the instance's
 #   credentials from IMDSv2, nothing else);
 # - the broker's role (broker.tf): what claims, releases and the pool's
-#   maintenance need (README.md of the provider, "IAM permissions"; none of
+#   maintenance need (the provider's guide "IAM permissions"; none of
 #   the pool's create, delete or tag actions: whoever applies this
 #   configuration does that, with broader permissions);
 # - the CI role, assumed by workflows through GitHub OIDC: it may only invoke

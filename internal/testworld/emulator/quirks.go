@@ -17,8 +17,8 @@ import (
 // what AWS answers to the same valid request. The front works around the
 // ones the tests meet, for the emulator it found behind it (detect), so
 // that the tests see AWS's answer; the provider itself never works around
-// an emulator. Each is listed in the README ("LocalStack or another
-// emulator"), with the evidence.
+// an emulator. Each is listed in CONTRIBUTING.md ("Other emulators"),
+// with the evidence.
 
 // quirk is one emulator bug the front works around.
 type quirk struct {

@@ -12,9 +12,18 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/awsrecord"
 )
 
-// Documents are the policies documented in the repository at root.
+// Guide is the IAM guide, relative to the repository's root: the template
+// tfplugindocs renders as docs/guides/iam.md, the page users read on the
+// Terraform Registry. Its JSON policies are the ones checked.
+const Guide = "templates/guides/iam.md.tmpl"
+
+// GeneratedGuide is the guide as make docs renders it into docs/.
+const GeneratedGuide = "docs/guides/iam.md"
+
+// Documents are the policies documented in the repository at root: the IAM
+// guide's and examples/complete's.
 func Documents(root string) ([]Policy, error) {
-	readme, err := ReadmePolicies(filepath.Join(root, "README.md"))
+	guide, err := GuidePolicies(root, Guide)
 	if err != nil {
 		return nil, err
 	}
@@ -22,15 +31,15 @@ func Documents(root string) ([]Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(readme, example...), nil
+	return append(guide, example...), nil
 }
 
-// readmeMarker precedes each policy of the README: an HTML comment (not
+// policyMarker precedes each policy of the guide: an HTML comment (not
 // rendered) naming the role, then the ```json block of the policy.
-var readmeMarker = regexp.MustCompile("(?s)<!-- policy: ([a-z-]+) -->\\s*```json\\n(.*?)\\n```")
+var policyMarker = regexp.MustCompile("(?s)<!-- policy: ([a-z-]+) -->\\s*```json\\n(.*?)\\n```")
 
-// readmePlaceholders are the README's names for one deployment.
-var readmePlaceholders = strings.NewReplacer(
+// guidePlaceholders are the guide's names for one deployment.
+var guidePlaceholders = strings.NewReplacer(
 	"<pool>", "${"+varPool+"}",
 	"<class>", "${"+varClass+"}",
 	"<region>", "${"+varRegion+"}",
@@ -40,15 +49,16 @@ var readmePlaceholders = strings.NewReplacer(
 	"<broker-function>", "${"+varFunction+"}",
 )
 
-// ReadmePolicies reads the README's policies, one per role.
-func ReadmePolicies(path string) ([]Policy, error) {
-	text, err := os.ReadFile(path)
+// GuidePolicies reads the JSON policies, one per role, of the page at
+// path under root (Guide, or GeneratedGuide).
+func GuidePolicies(root, path string) ([]Policy, error) {
+	text, err := os.ReadFile(filepath.Join(root, path))
 	if err != nil {
 		return nil, err
 	}
 	var out []Policy
-	for _, m := range readmeMarker.FindAllStringSubmatch(string(text), -1) {
-		role, body := m[1], readmePlaceholders.Replace(m[2])
+	for _, m := range policyMarker.FindAllStringSubmatch(string(text), -1) {
+		role, body := m[1], guidePlaceholders.Replace(m[2])
 		if !knownRole(role) {
 			return nil, fmt.Errorf("%s: policy for unknown role %q", path, role)
 		}
@@ -59,7 +69,7 @@ func ReadmePolicies(path string) ([]Policy, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: the %s policy: %w", path, role, err)
 		}
-		out = append(out, Policy{Source: "README.md (" + role + ")", Role: role, Statements: statements})
+		out = append(out, Policy{Source: path + " (" + role + ")", Role: role, Statements: statements, JSON: m[2]})
 	}
 	for _, role := range documentedRoles {
 		if !hasRole(out, role) {

@@ -1,6 +1,8 @@
 package iamcheck
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -269,7 +271,7 @@ func TestDocumentedPoliciesHoldTheBoundaries(t *testing.T) {
 			}
 		}
 		if checked < 2 {
-			t.Errorf("%s: %d documented policies of the role %s, want the README's and the example's", tc.name, checked, tc.call.Role)
+			t.Errorf("%s: %d documented policies of the role %s, want the IAM guide's and the example's", tc.name, checked, tc.call.Role)
 		}
 	}
 }
@@ -299,7 +301,7 @@ func TestCheckFailsOnACallNotGranted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if report.OK() || len(report.Missing) != 2 || !strings.Contains(report.String(), "MISSING README.md (agent) does not grant sqs:ReceiveMessage") {
+	if report.OK() || len(report.Missing) != 2 || !strings.Contains(report.String(), "MISSING "+Guide+" (agent) does not grant sqs:ReceiveMessage") {
 		t.Errorf("a call no agent policy grants: report\n%s", report)
 	}
 }
@@ -322,7 +324,7 @@ func TestCheckChecksTheCIRole(t *testing.T) {
 		t.Errorf("the CI role's invocations of the broker: %v, report\n%s", err, report)
 	}
 	report, err = Check(documents(t), append(calls, call(awsrecord.RoleCI, "dynamodb:Query", table, leading("TYPE#CLAIM"))))
-	if err != nil || report.OK() || len(report.Missing) != 2 || !strings.Contains(report.String(), "MISSING README.md (ci) does not grant dynamodb:Query") {
+	if err != nil || report.OK() || len(report.Missing) != 2 || !strings.Contains(report.String(), "MISSING "+Guide+" (ci) does not grant dynamodb:Query") {
 		t.Errorf("a recorded CI call to the table: %v, report\n%s", err, report)
 	}
 }
@@ -392,15 +394,17 @@ func TestUnknownTagIsUnverifiedNotMissing(t *testing.T) {
 }
 
 // Every documented policy fits IAM's size limits as a user would attach it,
-// its placeholders at their longest: the README's as managed policies
+// its placeholders at their longest: the IAM guide's as managed policies
 // (6,144 characters), the example's as each role's only inline policy
 // (10,240), white space not counted. Past them IAM refuses the policy
 // (LimitExceeded).
 func TestDocumentedPoliciesFitIAMsSizeLimits(t *testing.T) {
-	readme := readFile("../../../README.md")
 	for _, p := range documents(t) {
-		size, limit := Size(p, readme), MaxRolePolicies
-		if strings.HasPrefix(p.Source, "README.md") {
+		size, limit := Size(p), MaxRolePolicies
+		if strings.HasPrefix(p.Source, Guide) {
+			if p.JSON == "" {
+				t.Fatalf("%s: no JSON to measure", p.Source)
+			}
 			limit = MaxManagedPolicy
 		}
 		t.Logf("%s: %d of %d characters", p.Source, size, limit)
@@ -410,5 +414,60 @@ func TestDocumentedPoliciesFitIAMsSizeLimits(t *testing.T) {
 		if size < 200 {
 			t.Errorf("%s: %d characters: the policy was not measured", p.Source, size)
 		}
+	}
+}
+
+// The page on the Registry, docs/guides/iam.md, holds the policies of its
+// template, the one checked: every role's, in the same order, the same
+// statements.
+func TestGeneratedGuideHasTheCheckedPolicies(t *testing.T) {
+	checked, err := GuidePolicies("../../..", Guide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	published, err := GuidePolicies("../../..", GeneratedGuide)
+	if err != nil {
+		t.Fatalf("%v (make docs renders it)", err)
+	}
+	if len(published) != len(checked) {
+		t.Fatalf("%s has %d policies, %s %d: run make docs", GeneratedGuide, len(published), Guide, len(checked))
+	}
+	for i := range checked {
+		if published[i].Role != checked[i].Role || published[i].JSON != checked[i].JSON {
+			t.Errorf("%s: the %s policy is not the one of %s: run make docs", GeneratedGuide, checked[i].Role, Guide)
+		}
+	}
+}
+
+// The guide gives each role the tests record a policy, marked with the
+// role's name, and names no other role nor a placeholder the check does
+// not know.
+func TestGuidePoliciesNeedEveryRole(t *testing.T) {
+	dir := t.TempDir()
+	page := func(text string) error {
+		if err := os.WriteFile(filepath.Join(dir, "iam.md"), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := GuidePolicies(dir, "iam.md")
+		return err
+	}
+	policy := func(role string) string {
+		return "<!-- policy: " + role + " -->\n```json\n{\"Version\": \"2012-10-17\", \"Statement\": [{\"Effect\": \"Allow\", \"Action\": \"sqs:GetQueueUrl\", \"Resource\": \"arn:aws:sqs:<region>:<account>:<pool>-<class>\"}]}\n```\n"
+	}
+	var all strings.Builder
+	for _, role := range awsrecord.Roles {
+		all.WriteString(policy(role))
+	}
+	if err := page(all.String()); err != nil {
+		t.Errorf("a page with every role's policy: %v", err)
+	}
+	if err := page(strings.Replace(all.String(), policy(awsrecord.RoleAgent), "", 1)); err == nil || !strings.Contains(err.Error(), "no policy for the role agent") {
+		t.Errorf("a page without the agent's policy: err = %v", err)
+	}
+	if err := page(all.String() + policy("admin")); err == nil || !strings.Contains(err.Error(), `unknown role "admin"`) {
+		t.Errorf("a page with a policy for an unknown role: err = %v", err)
+	}
+	if err := page(all.String() + strings.Replace(policy(awsrecord.RoleCI), "<pool>", "<bucket>", 1)); err == nil || !strings.Contains(err.Error(), "placeholder <bucket>") {
+		t.Errorf("a policy with an unknown placeholder: err = %v", err)
 	}
 }

@@ -1,5 +1,6 @@
-// Package iamcheck checks the documented IAM policies (the README's JSON
-// policies and examples/complete/iam.tf) against the AWS calls the tests
+// Package iamcheck checks the documented IAM policies (the JSON policies
+// of the IAM guide, templates/guides/iam.md.tmpl, and
+// examples/complete/iam.tf) against the AWS calls the tests
 // recorded (internal/testworld/awsrecord): every call must be granted to its role by
 // an Allow statement, with the statement's conditions holding in the call's
 // context; grants no call used are reported. The package's test cases pin
@@ -33,6 +34,9 @@ type Policy struct {
 	Source     string // where it is documented, for reports
 	Role       string // awsrecord.Role*
 	Statements []Statement
+	// JSON is the policy document as the guide writes it, with its
+	// placeholders; empty for a Terraform policy document.
+	JSON string
 }
 
 // Statement is one IAM policy statement.

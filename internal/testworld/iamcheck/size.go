@@ -3,7 +3,6 @@ package iamcheck
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -40,12 +39,12 @@ var longest = map[string]string{
 }
 
 // Size is a policy's size as IAM counts it, its placeholders at their
-// longest: the README's JSON as written, compacted; a Terraform policy
+// longest: the guide's JSON as written, compacted; a Terraform policy
 // document as aws_iam_policy_document renders it (a list of one value as
 // that value).
-func Size(p Policy, readme string) int {
-	if raw, ok := readmeJSON(readme, p.Role); ok && strings.HasPrefix(p.Source, "README.md") {
-		return compactLength(raw)
+func Size(p Policy) int {
+	if p.JSON != "" {
+		return compactLength(fillLongest(guidePlaceholders.Replace(p.JSON)))
 	}
 	type statement struct {
 		Sid       string                    `json:"Sid,omitempty"`
@@ -81,17 +80,6 @@ func Size(p Policy, readme string) int {
 	return compactLength(fillLongest(string(b)))
 }
 
-// readmeJSON is the README's policy for role, placeholders at their
-// longest.
-func readmeJSON(readme, role string) (string, bool) {
-	for _, m := range readmeMarker.FindAllStringSubmatch(readme, -1) {
-		if m[1] == role {
-			return fillLongest(readmePlaceholders.Replace(m[2])), true
-		}
-	}
-	return "", false
-}
-
 var docVariable = regexp.MustCompile(`\$\{(doc:[a-z-]+)\}`)
 
 func fillLongest(s string) string {
@@ -111,10 +99,4 @@ func compactLength(doc string) int {
 		return utf8.RuneCountInString(doc)
 	}
 	return utf8.RuneCount(b.Bytes())
-}
-
-// readFile is os.ReadFile as text, "" when absent.
-func readFile(path string) string {
-	b, _ := os.ReadFile(path)
-	return string(b)
 }

@@ -19,7 +19,7 @@ var brokerArchitectures = []string{"amd64", "arm64"}
 var brokerZipTime = time.Date(1980, time.January, 1, 0, 0, 0, 0, time.UTC)
 
 // brokerZip is the broker's Lambda package for arch, as examples/complete
-// (variable broker_zip) and the README name it.
+// (variable broker_zip) and CONTRIBUTING.md name it.
 func brokerZip(version, arch string) string {
 	return "ec2runners-broker_" + version + "_linux_" + arch + ".zip"
 }

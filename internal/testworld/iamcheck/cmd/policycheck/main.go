@@ -1,7 +1,8 @@
-// Command policycheck checks the documented IAM policies against the AWS
-// calls the acceptance suites recorded (make test runs it last): it prints
-// the report, writes it to summary.txt in the records' directory, and exits
-// 1 when a documented policy lacks a call its role makes.
+// Command policycheck checks the documented IAM policies (the IAM guide's
+// and examples/complete's) against the AWS calls the acceptance suites
+// recorded (make test runs it last): it prints the report, writes it to
+// summary.txt in the records' directory, and exits 1 when a documented
+// policy lacks a call its role makes.
 package main
 
 import (
@@ -16,7 +17,7 @@ import (
 
 func main() {
 	records := flag.String("records", os.Getenv(awsrecord.EnvDir), "directory of the recorded calls")
-	root := flag.String("root", ".", "the repository, whose README.md and examples/complete are checked")
+	root := flag.String("root", ".", "the repository, whose IAM guide ("+iamcheck.Guide+") and examples/complete are checked")
 	flag.Parse()
 	if err := run(*records, *root); err != nil {
 		fmt.Fprintln(os.Stderr, "policycheck:", err)
