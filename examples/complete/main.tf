@@ -42,11 +42,13 @@ data "aws_caller_identity" "current" {}
 
 data "aws_partition" "current" {}
 
-# The latest Amazon Linux 2023 for x86_64, unless ami_id pins an image.
+# The latest Amazon Linux 2023 for the runners' architecture (x86_64, or
+# arm64 for Graviton), unless ami_id pins an image. The image decides the
+# architecture of every runner of the pool.
 data "aws_ssm_parameter" "al2023" {
   count = var.ami_id == null ? 1 : 0
 
-  name = "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"
+  name = "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-${var.architecture}"
 }
 
 locals {
@@ -99,7 +101,20 @@ data "ec2runners_runner_script" "this" {
   # group, which makes every job root on a machine the next run reuses. Give
   # the runner user a rootless Docker or Podman instead: its containers and
   # images are its own, wiped with it at release (guide "Runner security").
+  #
+  # The first line installs what the GitHub runner needs and stock Amazon
+  # Linux 2023 (x86_64 and arm64) lacks: ICU (libicu). Without it the runner
+  # does not start ("Couldn't find a valid ICU package"). The runner's own
+  # bin/installdependencies.sh, which the agent runs, does not recognize
+  # Amazon Linux 2023 and installs nothing there. The other packages of its
+  # list for Fedora-like systems are in the image already (lttng-ust, for
+  # .NET's tracing only, is not needed). With set -e, a failed install fails
+  # the instance's preparation (UD_FAILED) instead of a runner later. Bake
+  # all of it into the image to boot faster (guide "Baking the agent into an
+  # image").
   pre_runner_script = <<-EOT
+    set -euo pipefail
+    dnf install -y --setopt=install_weak_deps=False libicu krb5-libs openssl-libs zlib
     dnf install -y --setopt=install_weak_deps=False git
   EOT
 }

@@ -20,7 +20,7 @@ variable "pool_name" {
 }
 
 variable "subnet_ids" {
-  description = "Subnets the runners launch in, ideally one per availability zone. They need outbound HTTPS (a NAT gateway or public IPs) to reach GitHub, DynamoDB and EC2."
+  description = "Subnets the runners launch in, ideally one per availability zone. They need outbound HTTPS (a NAT gateway or public IPs) to reach GitHub, DynamoDB, EC2, Lambda (the broker) and Amazon Linux's package repositories."
   type        = list(string)
 
   validation {
@@ -146,8 +146,19 @@ variable "plan_oidc_subjects" {
   }
 }
 
+variable "architecture" {
+  description = "Architecture of the runners: \"x86_64\", or \"arm64\" for Graviton instances. With ami_id null it picks the Amazon Linux 2023 image of that architecture; the image decides the architecture of every runner of the pool."
+  type        = string
+  default     = "x86_64"
+
+  validation {
+    condition     = contains(["x86_64", "arm64"], var.architecture)
+    error_message = "The architecture must be \"x86_64\" or \"arm64\": the agent is released for those two."
+  }
+}
+
 variable "ami_id" {
-  description = "AMI of the runners. Null: the latest Amazon Linux 2023 (x86_64), looked up on every plan; set it to pin an image."
+  description = "AMI of the runners. Null: the latest Amazon Linux 2023 of var.architecture, looked up on every plan; set it to pin an image (of var.architecture)."
   type        = string
   default     = null
 

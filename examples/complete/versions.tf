@@ -9,6 +9,10 @@ terraform {
     }
     ec2runners = {
       source = "ec2runners/ec2runners"
+      # The release line this configuration was written for: patch releases
+      # only. Move it on purpose, with the broker's zip of the same release
+      # (guide "Upgrading").
+      version = "~> 0.1.0"
     }
   }
 

@@ -10,6 +10,8 @@ terraform {
   required_providers {
     ec2runners = {
       source = "ec2runners/ec2runners"
+      # Pin it to the pool stack's release line (../versions.tf), e.g.
+      # version = "~> 0.1.0", and commit .terraform.lock.hcl.
     }
   }
 

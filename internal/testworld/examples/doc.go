@@ -4,6 +4,9 @@
 // no `terraform init`), the others are checked with `terraform fmt`; and the
 // Terragrunt layout of examples/complete runs with the real terragrunt
 // binary against the emulator. The user data each example's
-// ec2runners_runner_script renders must fit EC2's 16 KB. It has no code of
-// its own, only the tests.
+// ec2runners_runner_script renders must fit EC2's 16 KB. examples/complete
+// must boot a runner on stock Amazon Linux 2023, x86_64 and arm64: its
+// pre-runner script installs what the GitHub runner needs and the image
+// lacks (ICU), and its provider is pinned to the release line. It has no
+// code of its own, only the tests.
 package examples
