@@ -53,11 +53,11 @@ func TestFakeTableEvaluatesConditions(t *testing.T) {
 	}
 
 	for name, in := range map[string]*dynamodb.UpdateItemInput{
-		"unknown condition": {TableName: aws.String("pool"), Key: protocol.Key(protocol.TypeInstance, "i-1"),
-			UpdateExpression: aws.String("ADD #ids :ids"), ConditionExpression: aws.String("attribute_exists(PK)"),
+		"condition not parsed": {TableName: aws.String("pool"), Key: protocol.Key(protocol.TypeInstance, "i-1"),
+			UpdateExpression: aws.String("ADD #ids :ids"), ConditionExpression: aws.String("attribute_exists(PK) AND"),
 			ExpressionAttributeNames: map[string]string{"#ids": "x"}, ExpressionAttributeValues: map[string]types.AttributeValue{":ids": &types.AttributeValueMemberSS{Value: []string{"a"}}}},
-		"unknown update": {TableName: aws.String("pool"), Key: protocol.Key(protocol.TypeInstance, "i-1"), UpdateExpression: aws.String("REMOVE #ids"),
-			ExpressionAttributeNames: map[string]string{"#ids": "x"}},
+		"update of a key": {TableName: aws.String("pool"), Key: protocol.Key(protocol.TypeInstance, "i-1"), UpdateExpression: aws.String("REMOVE #ids"),
+			ExpressionAttributeNames: map[string]string{"#ids": "SK"}},
 		"unused value": {TableName: aws.String("pool"), Key: protocol.Key(protocol.TypeClaim, "r"), UpdateExpression: aws.String("ADD #ids :ids"),
 			ExpressionAttributeNames: map[string]string{"#ids": "x"}, ExpressionAttributeValues: map[string]types.AttributeValue{":ids": &types.AttributeValueMemberSS{Value: []string{"a"}}, ":extra": str("b")}},
 		"other table": {TableName: aws.String("other"), Key: protocol.Key(protocol.TypeClaim, "r"), UpdateExpression: aws.String("ADD #ids :ids"),
