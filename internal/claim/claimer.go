@@ -20,6 +20,7 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/metrics"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/table"
 )
 
 // Protocol deadlines of the states a claim writes.
@@ -706,11 +707,11 @@ func (a *attempt) claimAll(ctx context.Context, msgs []protocol.Message) ([]Inst
 	if err := a.handRegistration(ctx, ids); err != nil {
 		return nil, err // the messages become visible again when the pickup closes
 	}
-	claim := transition{
-		fromState: protocol.StateIdle, toState: protocol.StateClaimed, toRunID: a.req.RunID,
-		threshold: a.c.now().Add(claimedLifetime), deadline: "live",
+	claim := table.Transition{
+		FromState: protocol.StateIdle, ToState: protocol.StateClaimed, ToRunID: a.req.RunID,
+		Threshold: a.c.now().Add(claimedLifetime), Deadline: table.DeadlineLive,
 	}
-	errs := a.s.applyEach(ctx, ids, func(string) transition { return claim })
+	errs := a.s.applyEach(ctx, ids, func(string) table.Transition { return claim })
 	var (
 		got     []Instance
 		consume []string
@@ -840,10 +841,10 @@ func (a *attempt) finish(ctx context.Context, insts []Instance) error {
 		from[id] = a.held[id].state
 	}
 	a.mu.Unlock()
-	toRunning := func(id string) transition {
-		return transition{
-			fromState: from[id], fromRunID: a.req.RunID, toState: protocol.StateRunning, toRunID: a.req.RunID,
-			threshold: threshold, deadline: "live",
+	toRunning := func(id string) table.Transition {
+		return table.Transition{
+			FromState: from[id], FromRunID: a.req.RunID, ToState: protocol.StateRunning, ToRunID: a.req.RunID,
+			Threshold: threshold, Deadline: table.DeadlineLive,
 		}
 	}
 	a.rec.State, a.rec.Instances, a.rec.OwnedIDs = recordComplete, insts, ids

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/table"
 )
 
 // corruptLogs records what the Claimer logs.
@@ -292,7 +293,7 @@ func TestCorruptClaimRecordIsAClearError(t *testing.T) {
 				it[protocol.AttrValue] = value
 			}
 			it[protocol.AttrState] = sAttr(recordComplete)
-			it[attrInstanceIDs] = &types.AttributeValueMemberSS{Value: []string{"i-1"}}
+			it[table.AttrInstanceIDs] = &types.AttributeValueMemberSS{Value: []string{"i-1"}}
 			e.db.Put(it)
 			want := "claim record " + testRun + " is not valid"
 
@@ -432,7 +433,7 @@ func TestCorruptOwnedIDsDoNotLeakRunners(t *testing.T) {
 	e := newEnv(t)
 	e.claimed(t, map[string]behavior{"i-1": healthy})
 	it := e.db.Get(protocol.TypeClaim, testRun)
-	it[attrInstanceIDs] = sAttr("i-1")
+	it[table.AttrInstanceIDs] = sAttr("i-1")
 	e.db.Put(it)
 
 	_, err := e.release()

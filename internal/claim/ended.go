@@ -14,6 +14,7 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/table"
 )
 
 // A cancelled or failed run releases its claims in a job of its own,
@@ -311,8 +312,8 @@ func (s *store) holdRunners(ctx context.Context, runID string, runners []protoco
 	for i, r := range runners {
 		ids[i] = r.ID
 	}
-	results := s.applyEach(ctx, ids, func(string) transition {
-		return transition{fromState: protocol.StateRunning, fromRunID: runID, toState: protocol.StateRunning, toRunID: runID, threshold: until, deadline: "live"}
+	results := s.applyEach(ctx, ids, func(string) table.Transition {
+		return table.Transition{FromState: protocol.StateRunning, FromRunID: runID, ToState: protocol.StateRunning, ToRunID: runID, Threshold: until, Deadline: table.DeadlineLive}
 	})
 	var (
 		held []string

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/table"
 )
 
 // The fake table must reject what DynamoDB rejects, or the claim tests
@@ -23,12 +24,12 @@ func TestFakeTableEvaluatesConditions(t *testing.T) {
 	inst := protocol.Instance{ID: "i-1", State: protocol.StateIdle, Threshold: protocol.FormatTime(time.Now().Add(time.Minute))}
 	db.Put(inst.Item())
 
-	claim := transition{fromState: protocol.StateIdle, toState: protocol.StateClaimed, toRunID: "r", threshold: time.Now().Add(time.Minute), deadline: "live"}
+	claim := table.Transition{FromState: protocol.StateIdle, ToState: protocol.StateClaimed, ToRunID: "r", Threshold: time.Now().Add(time.Minute), Deadline: table.DeadlineLive}
 	if err := st.apply(ctx, "i-1", claim); err != nil {
 		t.Fatal(err)
 	}
 	other := claim
-	other.toRunID = "r2"
+	other.ToRunID = "r2"
 	if err := st.apply(ctx, "i-1", other); !errors.Is(err, errConditionFailed) {
 		t.Errorf("second claim: %v, want the condition to fail", err)
 	}
@@ -43,7 +44,7 @@ func TestFakeTableEvaluatesConditions(t *testing.T) {
 		t.Error("a failed conditional update created an item")
 	}
 	// The reaper's condition: threshold < now.
-	reap := transition{fromState: protocol.StateClaimed, fromRunID: "r", toState: protocol.StateTerminated, toRunID: "r", threshold: time.Now(), deadline: "passed"}
+	reap := table.Transition{FromState: protocol.StateClaimed, FromRunID: "r", ToState: protocol.StateTerminated, ToRunID: "r", Threshold: time.Now(), Deadline: table.DeadlinePassed}
 	if err := st.apply(ctx, "i-1", reap); !errors.Is(err, errConditionFailed) {
 		t.Errorf("reaping a live claim: %v, want the condition to fail", err)
 	}
@@ -52,11 +53,11 @@ func TestFakeTableEvaluatesConditions(t *testing.T) {
 	}
 
 	for name, in := range map[string]*dynamodb.UpdateItemInput{
-		"unknown condition": {TableName: aws.String("pool"), Key: protocol.Key(protocol.TypeInstance, "i-1"),
-			UpdateExpression: aws.String("ADD #ids :ids"), ConditionExpression: aws.String("attribute_exists(PK)"),
+		"condition not parsed": {TableName: aws.String("pool"), Key: protocol.Key(protocol.TypeInstance, "i-1"),
+			UpdateExpression: aws.String("ADD #ids :ids"), ConditionExpression: aws.String("attribute_exists(PK) AND"),
 			ExpressionAttributeNames: map[string]string{"#ids": "x"}, ExpressionAttributeValues: map[string]types.AttributeValue{":ids": &types.AttributeValueMemberSS{Value: []string{"a"}}}},
-		"unknown update": {TableName: aws.String("pool"), Key: protocol.Key(protocol.TypeInstance, "i-1"), UpdateExpression: aws.String("REMOVE #ids"),
-			ExpressionAttributeNames: map[string]string{"#ids": "x"}},
+		"update of a key": {TableName: aws.String("pool"), Key: protocol.Key(protocol.TypeInstance, "i-1"), UpdateExpression: aws.String("REMOVE #ids"),
+			ExpressionAttributeNames: map[string]string{"#ids": "SK"}},
 		"unused value": {TableName: aws.String("pool"), Key: protocol.Key(protocol.TypeClaim, "r"), UpdateExpression: aws.String("ADD #ids :ids"),
 			ExpressionAttributeNames: map[string]string{"#ids": "x"}, ExpressionAttributeValues: map[string]types.AttributeValue{":ids": &types.AttributeValueMemberSS{Value: []string{"a"}}, ":extra": str("b")}},
 		"other table": {TableName: aws.String("other"), Key: protocol.Key(protocol.TypeClaim, "r"), UpdateExpression: aws.String("ADD #ids :ids"),
@@ -74,7 +75,7 @@ func TestFakeTableEvaluatesConditions(t *testing.T) {
 		t.Errorf("ADD to a missing record: %v, want errLeaseLost", err)
 	}
 	record := protocol.Key(protocol.TypeClaim, "r")
-	record[attrNonce] = str("n1")
+	record[table.AttrNonce] = str("n1")
 	db.Put(record)
 	if err := st.addOwned(ctx, "r", "n1", "i-1", "i-2"); err != nil {
 		t.Fatal(err)

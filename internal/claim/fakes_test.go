@@ -19,6 +19,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/table"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/awsfake"
 )
 
@@ -70,7 +71,7 @@ func (f *fakeTable) updates() []*dynamodb.UpdateItemInput {
 		case *dynamodb.TransactWriteItemsInput:
 			for _, ti := range in.TransactItems {
 				if ti.Update != nil {
-					out = append(out, updateItemInput(ti.Update))
+					out = append(out, table.Alone(ti.Update))
 				}
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/metrics"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/table"
 )
 
 // TierCounts are a class's warm runners, the holders of its slots, against
@@ -345,8 +346,8 @@ func (c *Claimer) fillHot(ctx context.Context, s *store, cfg protocol.PoolConfig
 	for i, r := range ready {
 		ids[i] = r.id
 	}
-	results := s.applyEach(ctx, ids, func(id string) transition {
-		return transition{fromState: protocol.StateIdle, toState: protocol.StateIdle, threshold: plans[id].threshold, stopUntil: plans[id].stopUntil, deadline: "live"}
+	results := s.applyEach(ctx, ids, func(id string) table.Transition {
+		return table.Transition{FromState: protocol.StateIdle, ToState: protocol.StateIdle, Threshold: plans[id].threshold, StopUntil: plans[id].stopUntil, Deadline: table.DeadlineLive}
 	})
 	classCfg := cfg.ResourceClasses[class]
 	var bodies []string

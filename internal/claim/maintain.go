@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/table"
 )
 
 // The pool's scheduled maintenance is what the ec2runners_reap and
@@ -41,8 +39,6 @@ const (
 	// lease, so that a second delivery of the same scheduled invocation
 	// finds nothing to do.
 	maintenanceGap = DefaultReapInterval
-	// attrHeldUntil is when the maintenance lease is free again.
-	attrHeldUntil = "heldUntil"
 )
 
 // MaintainResult says what a Maintain did, and what went wrong in each
@@ -94,18 +90,7 @@ func (c *Claimer) Maintain(ctx context.Context, poolName string, t Timings) (res
 // unless another holds it.
 func (s *store) takeMaintenanceLease(ctx context.Context, owner string) (bool, error) {
 	now := s.now()
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           aws.String(s.table),
-		Key:                 protocol.Key(protocol.TypeLease, protocol.MaintenanceLeaseID),
-		UpdateExpression:    aws.String("SET #updatedAt = :now, #heldUntil = :heldUntil, #nonce = :nonce"),
-		ConditionExpression: aws.String("attribute_not_exists(PK) OR #heldUntil < :now"),
-		ExpressionAttributeNames: map[string]string{
-			"#updatedAt": protocol.AttrUpdatedAt, "#heldUntil": attrHeldUntil, "#nonce": attrNonce,
-		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":now": str(protocol.FormatTime(now)), ":heldUntil": str(protocol.FormatTime(now.Add(maintenanceHold))), ":nonce": str(owner),
-		},
-	})
+	_, err := s.db.UpdateItem(ctx, table.TakeMaintenanceLease(s.table, owner, now, now.Add(maintenanceHold)))
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		return false, nil
@@ -120,14 +105,7 @@ func (s *store) takeMaintenanceLease(ctx context.Context, owner string) (bool, e
 // maintenanceGap from now. A lease another took meanwhile (owner's
 // lapsed) stays theirs; one that cannot be written lapses by itself.
 func (s *store) endMaintenanceLease(ctx context.Context, owner string) {
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       protocol.Key(protocol.TypeLease, protocol.MaintenanceLeaseID),
-		UpdateExpression:          aws.String("SET #heldUntil = :heldUntil"),
-		ConditionExpression:       aws.String("#nonce = :nonce"),
-		ExpressionAttributeNames:  map[string]string{"#heldUntil": attrHeldUntil, "#nonce": attrNonce},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":heldUntil": str(protocol.FormatTime(s.now().Add(maintenanceGap))), ":nonce": str(owner)},
-	})
+	_, err := s.db.UpdateItem(ctx, table.EndMaintenanceLease(s.table, owner, s.now().Add(maintenanceGap)))
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
 		s.log("giving the maintenance lease back failed; it lapses by itself", "table", s.table, "error", err.Error())

@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/table"
 )
 
 const (
@@ -97,15 +97,7 @@ func (c *Claimer) boundedReap(ctx, budget context.Context, poolName string, cfg 
 
 // takeReaperLease records this reap, unless one ran within interval.
 func (s *store) takeReaperLease(ctx context.Context, interval time.Duration) (bool, error) {
-	now := s.now()
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       protocol.Key(protocol.TypeLease, protocol.ReaperLeaseID),
-		UpdateExpression:          aws.String("SET #updatedAt = :now"),
-		ConditionExpression:       aws.String("attribute_not_exists(PK) OR #updatedAt < :cutoff"),
-		ExpressionAttributeNames:  map[string]string{"#updatedAt": protocol.AttrUpdatedAt},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":now": str(protocol.FormatTime(now)), ":cutoff": str(protocol.FormatTime(now.Add(-interval)))},
-	})
+	_, err := s.db.UpdateItem(ctx, table.TakeReaperLease(s.table, s.now(), interval))
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		return false, nil
@@ -152,7 +144,7 @@ func (c *Claimer) reap(ctx context.Context, poolName string, cfg *protocol.PoolC
 			live[r.ID] = r
 			continue
 		}
-		err = s.apply(ctx, r.ID, transition{fromState: r.State, fromRunID: r.RunID, toState: protocol.StateTerminated, toRunID: r.RunID, threshold: now, deadline: "passed"})
+		err = s.apply(ctx, r.ID, table.Transition{FromState: r.State, FromRunID: r.RunID, ToState: protocol.StateTerminated, ToRunID: r.RunID, Threshold: now, Deadline: table.DeadlinePassed})
 		switch {
 		case err == nil:
 			res.Expired = append(res.Expired, r.ID)
@@ -224,21 +216,12 @@ func (s *store) allInstances(ctx context.Context) ([]protocol.Instance, []string
 
 // queryType calls fn for every item of one type, following pages.
 func (s *store) queryType(ctx context.Context, typ string, fn func(map[string]types.AttributeValue)) error {
-	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
-		TableName:                 aws.String(s.table),
-		KeyConditionExpression:    aws.String("#pk = :pk"),
-		ExpressionAttributeNames:  map[string]string{"#pk": protocol.AttrPK},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(typ)},
-		ConsistentRead:            aws.Bool(true),
+	err := table.Partition(ctx, s.db, s.table, typ, func(item table.Item) error {
+		fn(item)
+		return nil
 	})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return fmt.Errorf("reading %s items: %w", typ, err)
-		}
-		for _, item := range page.Items {
-			fn(item)
-		}
+	if err != nil {
+		return fmt.Errorf("reading %s items: %w", typ, err)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/table"
 )
 
 // Claim record states.
@@ -20,13 +21,6 @@ const (
 	recordPending  = "pending"  // Create is under way, or crashed
 	recordComplete = "complete" // the claim holds its runners
 )
-
-// attrNonce identifies the attempt that owns a pending record.
-const attrNonce = "nonce"
-
-// attrInstanceIDs is the string set of every instance a claim has taken or
-// launched so far, grown as it goes, so a crashed apply can be cleaned up.
-const attrInstanceIDs = "instanceIds"
 
 // Record is the claim record: what one claim owns.
 type Record struct {
@@ -75,9 +69,9 @@ func (r Record) item(now string) map[string]types.AttributeValue {
 	item := protocol.BaseItem(protocol.TypeClaim, r.Request.RunID, now)
 	item[protocol.AttrValue] = str(string(doc))
 	item[protocol.AttrState] = str(r.State)
-	item[attrNonce] = str(r.Nonce)
+	item[table.AttrNonce] = str(r.Nonce)
 	if len(r.OwnedIDs) > 0 {
-		item[attrInstanceIDs] = &types.AttributeValueMemberSS{Value: r.OwnedIDs}
+		item[table.AttrInstanceIDs] = &types.AttributeValueMemberSS{Value: r.OwnedIDs}
 	}
 	return item
 }
@@ -133,10 +127,10 @@ func recordFromItem(pool string, item map[string]types.AttributeValue) (Record, 
 	if err != nil {
 		return invalid(err)
 	}
-	ids, isSet := item[attrInstanceIDs].(*types.AttributeValueMemberSS)
-	if item[attrInstanceIDs] != nil && !isSet {
+	ids, isSet := item[table.AttrInstanceIDs].(*types.AttributeValueMemberSS)
+	if item[table.AttrInstanceIDs] != nil && !isSet {
 		// What it owns is unknown: releasing it as empty would leak runners.
-		return invalid(fmt.Errorf("%s is not a string set", attrInstanceIDs))
+		return invalid(fmt.Errorf("%s is not a string set", table.AttrInstanceIDs))
 	}
 	r := Record{Request: req, State: d.State, Nonce: d.Nonce, Instances: d.Instances, UpdatedAt: protocol.StringAttr(item, protocol.AttrUpdatedAt)}
 	if isSet {
@@ -174,13 +168,6 @@ var ErrOtherRepository = errors.New("claimed for another repository")
 
 var errLeaseLost = errors.New("the claim record was taken over by another attempt of the run (this one's lease lapsed)")
 
-// ownedBy is the condition that the record still belongs to the attempt
-// with nonce: every write of an attempt to its record carries it, so a
-// stalled attempt cannot change, recreate or delete its successor's record.
-func ownedBy(nonce string) (string, map[string]string, map[string]types.AttributeValue) {
-	return "#nonce = :nonce", map[string]string{"#nonce": attrNonce}, map[string]types.AttributeValue{":nonce": str(nonce)}
-}
-
 // leaseError turns a failed ownership condition into errLeaseLost.
 func leaseError(err error, what string) error {
 	var ccf *types.ConditionalCheckFailedException
@@ -196,17 +183,12 @@ func leaseError(err error, what string) error {
 // recordPut is the write of r, for a transaction: r's attempt must still own
 // the record.
 func (s *store) recordPut(r Record) *types.Put {
-	cond, names, values := ownedBy(r.Nonce)
-	return &types.Put{TableName: aws.String(s.table), Item: r.item(protocol.FormatTime(s.now())),
-		ConditionExpression: aws.String(cond), ExpressionAttributeNames: names, ExpressionAttributeValues: values}
+	return table.PutRecord(s.table, r.item(protocol.FormatTime(s.now())), r.Nonce)
 }
 
 // createRecord writes a new record; errConditionFailed when one exists.
 func (s *store) createRecord(ctx context.Context, r Record) error {
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(s.table), Item: r.item(protocol.FormatTime(s.now())),
-		ConditionExpression: aws.String("attribute_not_exists(PK)"),
-	})
+	_, err := s.db.PutItem(ctx, table.PutNew(s.table, r.item(protocol.FormatTime(s.now()))))
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		return errConditionFailed
@@ -221,67 +203,35 @@ func (s *store) createRecord(ctx context.Context, r Record) error {
 // stood when refreshed at updatedAt ("": whenever). errLeaseLost when the
 // record changed hands, or was refreshed since.
 func (s *store) replaceRecord(ctx context.Context, r Record, nonce, updatedAt string) error {
-	cond, names, values := ownedBy(nonce)
-	if updatedAt != "" {
-		cond += " AND #updatedAt = :updatedAt"
-		names["#updatedAt"] = protocol.AttrUpdatedAt
-		values[":updatedAt"] = str(updatedAt)
-	}
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(s.table), Item: r.item(protocol.FormatTime(s.now())),
-		ConditionExpression: aws.String(cond), ExpressionAttributeNames: names, ExpressionAttributeValues: values,
-	})
+	_, err := s.db.PutItem(ctx, table.ReplaceRecord(s.table, r.item(protocol.FormatTime(s.now())), nonce, updatedAt))
 	return leaseError(err, "writing claim record "+r.Request.RunID)
-}
-
-// changeOwned adds ids to (ADD) or removes them from (DELETE) the set of
-// instances of the record that the attempt with nonce owns.
-func (s *store) changeOwned(ctx context.Context, runID, nonce, op string, ids []string) error {
-	cond, names, values := ownedBy(nonce)
-	names["#ids"] = attrInstanceIDs
-	values[":ids"] = &types.AttributeValueMemberSS{Value: ids}
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: protocol.Key(protocol.TypeClaim, runID),
-		UpdateExpression:    aws.String(op + " #ids :ids"),
-		ConditionExpression: aws.String(cond), ExpressionAttributeNames: names, ExpressionAttributeValues: values,
-	})
-	return leaseError(err, fmt.Sprintf("updating the instances %v of claim record %s", ids, runID))
 }
 
 // addOwned grows the record's set of instances before anything else is done
 // with them, so a crash cannot lose track of one.
 func (s *store) addOwned(ctx context.Context, runID, nonce string, ids ...string) error {
-	return s.changeOwned(ctx, runID, nonce, "ADD", ids)
+	_, err := s.db.UpdateItem(ctx, table.AddOwned(s.table, runID, nonce, ids))
+	return leaseError(err, fmt.Sprintf("updating the instances %v of claim record %s", ids, runID))
 }
 
 // dropOwned removes settled instances from the record, so that a release
 // retried after a crash does not settle them twice.
 func (s *store) dropOwned(ctx context.Context, runID, nonce string, ids ...string) error {
-	return s.changeOwned(ctx, runID, nonce, "DELETE", ids)
+	_, err := s.db.UpdateItem(ctx, table.DropOwned(s.table, runID, nonce, ids))
+	return leaseError(err, fmt.Sprintf("updating the instances %v of claim record %s", ids, runID))
 }
 
 // touchRecord refreshes a pending record's updatedAt while its attempt runs,
 // so that another apply can tell a live attempt from a crashed one.
 func (s *store) touchRecord(ctx context.Context, runID, nonce string) error {
-	cond, names, values := ownedBy(nonce)
-	names["#updatedAt"] = protocol.AttrUpdatedAt
-	values[":now"] = str(protocol.FormatTime(s.now()))
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: protocol.Key(protocol.TypeClaim, runID),
-		UpdateExpression:    aws.String("SET #updatedAt = :now"),
-		ConditionExpression: aws.String(cond), ExpressionAttributeNames: names, ExpressionAttributeValues: values,
-	})
+	_, err := s.db.UpdateItem(ctx, table.TouchRecord(s.table, runID, nonce, protocol.FormatTime(s.now())))
 	return leaseError(err, "refreshing claim record "+runID)
 }
 
 // deleteRecord deletes the record of the attempt with nonce. A record gone
 // already, or another attempt's now, is left as it is: not ours to delete.
 func (s *store) deleteRecord(ctx context.Context, runID, nonce string) error {
-	cond, names, values := ownedBy(nonce)
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: aws.String(s.table), Key: protocol.Key(protocol.TypeClaim, runID),
-		ConditionExpression: aws.String(cond), ExpressionAttributeNames: names, ExpressionAttributeValues: values,
-	})
+	_, err := s.db.DeleteItem(ctx, table.DeleteRecord(s.table, runID, nonce))
 	if err = leaseError(err, "deleting claim record "+runID); errors.Is(err, errLeaseLost) {
 		s.log("claim record changed hands or is gone; left as it is", "run", runID)
 		return nil

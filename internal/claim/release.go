@@ -12,6 +12,7 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/metrics"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/table"
 )
 
 // Release gives a claim's runners back to the pool (releaseRecord).
@@ -216,10 +217,10 @@ func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConf
 	}
 	plans := c.keepWarm(ctx, s, cfg, req.ResourceClass, candidates)
 	var lapsed []string
-	results := s.applyEach(ctx, toIdle, func(id string) transition {
-		return transition{
-			fromState: byID[id].state, fromRunID: req.RunID, toState: protocol.StateIdle, toRunID: "",
-			threshold: plans[id].threshold, stopUntil: plans[id].stopUntil, deadline: "live",
+	results := s.applyEach(ctx, toIdle, func(id string) table.Transition {
+		return table.Transition{
+			FromState: byID[id].state, FromRunID: req.RunID, ToState: protocol.StateIdle, ToRunID: "",
+			Threshold: plans[id].threshold, StopUntil: plans[id].stopUntil, Deadline: table.DeadlineLive,
 		}
 	})
 	for i, id := range toIdle {
@@ -350,7 +351,7 @@ func (c *Claimer) handRemovalToken(ctx context.Context, s *store, cfg protocol.P
 // then says which happened.
 func (c *Claimer) discard(ctx context.Context, s *store, id, state, runID string) (terminated bool, err error) {
 	now := c.now()
-	err = s.apply(ctx, id, transition{fromState: state, fromRunID: runID, toState: state, toRunID: runID, threshold: now.Add(-expiredBy)})
+	err = s.apply(ctx, id, table.Transition{FromState: state, FromRunID: runID, ToState: state, ToRunID: runID, Threshold: now.Add(-expiredBy)})
 	if errors.Is(err, errConditionFailed) {
 		return false, nil
 	}
@@ -362,7 +363,7 @@ func (c *Claimer) discard(ctx context.Context, s *store, id, state, runID string
 	if err := pool.TerminateInstances(ctx, c.EC2, []string{id}, state == protocol.StateCreated); err != nil {
 		return false, err
 	}
-	err = s.apply(ctx, id, transition{fromState: state, fromRunID: runID, toState: protocol.StateTerminated, toRunID: runID, threshold: now, deadline: "passed"})
+	err = s.apply(ctx, id, table.Transition{FromState: state, FromRunID: runID, ToState: protocol.StateTerminated, ToRunID: runID, Threshold: now, Deadline: table.DeadlinePassed})
 	if err != nil && !errors.Is(err, errConditionFailed) {
 		return true, fmt.Errorf("recording termination: %w", err)
 	}

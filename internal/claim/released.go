@@ -18,6 +18,7 @@ import (
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/table"
 )
 
 // GitHub's "Re-run failed jobs", and a re-run of one job, re-run the jobs
@@ -33,10 +34,6 @@ import (
 // ended.
 
 const (
-	// attrRevivedFor is the attempt the maintenance revived a marker's
-	// claim for: at most once per attempt, so a revival that failed is not
-	// tried again and again for the same re-run.
-	attrRevivedFor = "revivedFor"
 	// reviveBudget bounds one revival, a claim: it picks runners for up
 	// to claimedLifetime, and runners it launches register within the
 	// claim's fleet_validation_wait (3 minutes by default).
@@ -85,7 +82,7 @@ func (s *store) releasedClaims(ctx context.Context, poolName string) ([]released
 			s.log("released-claim marker skipped: not valid", "run", runID, "error", err.Error())
 			return
 		}
-		revived, _ := strconv.Atoi(numberAttr(item, attrRevivedFor))
+		revived, _ := strconv.Atoi(numberAttr(item, table.AttrRevivedFor))
 		out = append(out, releasedClaim{Request: req, RevivedFor: revived})
 	})
 	slices.SortFunc(out, func(a, b releasedClaim) int { return strings.Compare(a.Request.RunID, b.Request.RunID) })
@@ -97,13 +94,7 @@ func (s *store) releasedClaims(ctx context.Context, poolName string) ([]released
 // whether this call did. (AND binds before OR: a marker gone, its TTL
 // passed, is not written again.)
 func (s *store) markRevived(ctx context.Context, runID string, attempt int) (ok bool, err error) {
-	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: protocol.Key(protocol.TypeReleased, runID),
-		UpdateExpression:          aws.String("SET #revived = :attempt"),
-		ConditionExpression:       aws.String("attribute_exists(#value) AND attribute_not_exists(#revived) OR #revived < :attempt"),
-		ExpressionAttributeNames:  map[string]string{"#value": protocol.AttrValue, "#revived": attrRevivedFor},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":attempt": &types.AttributeValueMemberN{Value: strconv.Itoa(attempt)}},
-	})
+	_, err = s.db.UpdateItem(ctx, table.MarkRevived(s.table, runID, attempt))
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		return false, nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/table"
 )
 
 // startStopped claims up to n of the class's stopped runners that the
@@ -38,11 +39,11 @@ func (a *attempt) startStopped(ctx context.Context, n int) ([]Instance, error) {
 	if err := a.handRegistration(ctx, instanceIDs(ids)); err != nil {
 		return nil, err
 	}
-	take := transition{
-		fromState: protocol.StateIdle, toState: protocol.StateClaimed, toRunID: a.req.RunID,
-		threshold: a.c.now().Add(claimedLifetime), deadline: "stopped",
+	take := table.Transition{
+		FromState: protocol.StateIdle, ToState: protocol.StateClaimed, ToRunID: a.req.RunID,
+		Threshold: a.c.now().Add(claimedLifetime), Deadline: table.InStoppedTime,
 	}
-	errs := a.s.applyEach(ctx, instanceIDs(ids), func(string) transition { return take })
+	errs := a.s.applyEach(ctx, instanceIDs(ids), func(string) table.Transition { return take })
 	var took []Instance
 	var failed error
 	for i, inst := range ids {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/table"
 )
 
 // errConditionFailed means a conditional write found the record not as
@@ -34,86 +35,22 @@ func (s *store) pause(ctx context.Context, d time.Duration) error {
 	return sleepOn(s.sleep, ctx, d)
 }
 
-// transition is one row of the pool protocol's state table: a conditional write
-// from (state, runId) to (state, runId) with a new threshold.
-type transition struct {
-	fromState, fromRunID string
-	toState, toRunID     string
-	threshold            time.Time
-	// stopUntil, on a transition to idle: the runner's stopped time after
-	// threshold (protocol.AttrStopUntil). Every other transition clears it.
-	stopUntil time.Time
-	// deadline: "live" requires threshold > now, "passed" threshold < now,
-	// "stopped" a runner in its stopped time (threshold < now < stopUntil),
-	// "" none of them.
-	deadline string
-}
-
 // update is the conditional write of t on the record of id.
-func (s *store) update(id string, t transition) *types.Update {
-	now := protocol.FormatTime(s.now())
-	cond := "#state = :fromState AND #runId = :fromRunId"
-	switch t.deadline {
-	case "live":
-		cond += " AND #threshold > :now"
-	case "passed":
-		cond += " AND #threshold < :now"
-	case "stopped":
-		cond += " AND #threshold < :now AND #stopUntil > :now"
-	}
-	expr := "SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now"
-	names := map[string]string{
-		"#state": protocol.AttrState, "#runId": protocol.AttrRunID,
-		"#threshold": protocol.AttrThreshold, "#updatedAt": protocol.AttrUpdatedAt,
-		"#stopUntil": protocol.AttrStopUntil,
-	}
-	values := map[string]types.AttributeValue{
-		":fromState": str(t.fromState), ":fromRunId": str(t.fromRunID),
-		":toState": str(t.toState), ":toRunId": str(t.toRunID),
-		":threshold": str(protocol.FormatTime(t.threshold)), ":now": str(now),
-	}
-	if t.toState == protocol.StateTerminated { // the table forgets it after a while
-		expr += ", #expiresAt = :expiresAt"
-		names["#expiresAt"] = protocol.AttrExpiresAt
-		values[":expiresAt"] = protocol.ExpiresAt(s.now())
-	}
-	if t.stopUntil.IsZero() {
-		expr += " REMOVE #stopUntil"
-	} else {
-		expr += ", #stopUntil = :stopUntil"
-		values[":stopUntil"] = str(protocol.FormatTime(t.stopUntil))
-	}
-	return &types.Update{
-		TableName:                           aws.String(s.table),
-		Key:                                 protocol.Key(protocol.TypeInstance, id),
-		UpdateExpression:                    aws.String(expr),
-		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           values,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
+func (s *store) update(id string, t table.Transition) *types.Update {
+	return t.Update(s.table, id, s.now())
 }
 
-// updateItemInput is the UpdateItem call that makes u alone.
-func updateItemInput(u *types.Update) *dynamodb.UpdateItemInput {
-	return &dynamodb.UpdateItemInput{
-		TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
-		ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
-		ReturnValuesOnConditionCheckFailure: u.ReturnValuesOnConditionCheckFailure,
-	}
-}
-
-func (s *store) apply(ctx context.Context, id string, t transition) error {
-	_, err := s.db.UpdateItem(ctx, updateItemInput(s.update(id, t)))
+func (s *store) apply(ctx context.Context, id string, t table.Transition) error {
+	_, err := s.db.UpdateItem(ctx, table.Alone(s.update(id, t)))
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		if alreadyApplied(ccf.Item, t) {
+		if t.AppliedTo(ccf.Item) {
 			return nil
 		}
-		return fmt.Errorf("%s -> %s: %w", t.fromState, t.toState, errConditionFailed)
+		return fmt.Errorf("%s -> %s: %w", t.FromState, t.ToState, errConditionFailed)
 	}
 	if err != nil {
-		return fmt.Errorf("%s -> %s: %w", t.fromState, t.toState, err)
+		return fmt.Errorf("%s -> %s: %w", t.FromState, t.ToState, err)
 	}
 	return nil
 }
@@ -140,7 +77,7 @@ func (s *store) transact(ctx context.Context, writes []types.TransactWriteItem) 
 // conditions is made again without those writes; writes it says nothing
 // certain about, and those of a transaction that failed otherwise (its
 // answer may have been lost), are made one at a time.
-func (s *store) applyEach(ctx context.Context, ids []string, t func(id string) transition) []error {
+func (s *store) applyEach(ctx context.Context, ids []string, t func(id string) table.Transition) []error {
 	errs := make([]error, len(ids))
 	var alone []int
 	for start := 0; start < len(ids); start += transactionLimit {
@@ -174,8 +111,8 @@ func (s *store) applyEach(ctx context.Context, ids []string, t func(id string) t
 				case "None": // cancelled because of the others
 					again = append(again, i)
 				case "ConditionalCheckFailed":
-					if tr := t(ids[i]); !alreadyApplied(r.Item, tr) {
-						errs[i] = fmt.Errorf("%s -> %s: %w", tr.fromState, tr.toState, errConditionFailed)
+					if tr := t(ids[i]); !tr.AppliedTo(r.Item) {
+						errs[i] = fmt.Errorf("%s -> %s: %w", tr.FromState, tr.ToState, errConditionFailed)
 					}
 				default: // a conflicting write under way, throttling, ...
 					alone = append(alone, i)
@@ -204,30 +141,11 @@ func parallel(n int, f func(i int)) {
 	wg.Wait()
 }
 
-// alreadyApplied tells a lost race from our own write whose response was
-// lost and whose retry then failed the condition: the record already holds
-// exactly what the transition writes.
-func alreadyApplied(old map[string]types.AttributeValue, t transition) bool {
-	stopUntil := ""
-	if !t.stopUntil.IsZero() {
-		stopUntil = protocol.FormatTime(t.stopUntil)
-	}
-	return old != nil && protocol.StringAttr(old, protocol.AttrState) == t.toState &&
-		protocol.StringAttr(old, protocol.AttrRunID) == t.toRunID &&
-		protocol.StringAttr(old, protocol.AttrThreshold) == protocol.FormatTime(t.threshold) &&
-		protocol.StringAttr(old, protocol.AttrStopUntil) == stopUntil
-}
-
 func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 
 // putCreated records a freshly launched instance; the item must not exist.
 func (s *store) putCreated(ctx context.Context, inst protocol.Instance) error {
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                           aws.String(s.table),
-		Item:                                inst.Item(),
-		ConditionExpression:                 aws.String("attribute_not_exists(PK)"),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	_, err := s.db.PutItem(ctx, table.PutNew(s.table, inst.Item()))
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) && ccf.Item != nil && protocol.StringAttr(ccf.Item, protocol.AttrState) == inst.State &&
 		protocol.StringAttr(ccf.Item, protocol.AttrRunID) == inst.RunID {

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/table"
 )
 
 // warmSlot is one place of a class's target in a tier, held by a runner
@@ -198,13 +199,7 @@ func (s *store) takeSlots(ctx context.Context, tier protocol.Tier, class string,
 	doc, _ := json.Marshal(slots) // plain data
 	item := protocol.BaseItem(protocol.TypeLease, slotsID(tier, class), protocol.FormatTime(now))
 	item[protocol.AttrValue] = str(string(doc))
-	in := &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String("attribute_not_exists(PK)")}
-	if prev != "" {
-		in.ConditionExpression = aws.String("#value = :prev")
-		in.ExpressionAttributeNames = map[string]string{"#value": protocol.AttrValue}
-		in.ExpressionAttributeValues = map[string]types.AttributeValue{":prev": str(prev)}
-	}
-	if _, err := s.db.PutItem(ctx, in); err != nil {
+	if _, err := s.db.PutItem(ctx, table.PutSlots(s.table, item, prev)); err != nil {
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
 			return nil, errConditionFailed

@@ -178,13 +178,13 @@ func (f *fakeDynamo) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput,
 	return &dynamodb.UpdateItemOutput{}, nil
 }
 
-// Query understands "PK = :pk" and returns the items in SK order, in one page.
+// Query understands "#pk = :pk" and returns the items in SK order, in one page.
 func (f *fakeDynamo) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	f.log.add("Query %s", aws.ToString(in.TableName))
 	if err := f.check(in.TableName); err != nil {
 		return nil, err
 	}
-	if aws.ToString(in.KeyConditionExpression) != "PK = :pk" || in.FilterExpression != nil {
+	if aws.ToString(in.KeyConditionExpression) != "#pk = :pk" || in.ExpressionAttributeNames["#pk"] != protocol.AttrPK || in.FilterExpression != nil {
 		return nil, errNotFaked
 	}
 	pk := protocol.StringAttr(in.ExpressionAttributeValues, ":pk")

@@ -8,42 +8,33 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/retry"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/table"
 )
 
-// InstanceQuerier reads instance records.
-type InstanceQuerier interface {
-	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-}
-
 // ListInstances returns every instance record of a pool, terminated ones included.
-func ListInstances(ctx context.Context, db InstanceQuerier, pool string) ([]protocol.Instance, error) {
+func ListInstances(ctx context.Context, db table.Querier, pool string) ([]protocol.Instance, error) {
 	var out []protocol.Instance
-	p := dynamodb.NewQueryPaginator(db, &dynamodb.QueryInput{
-		TableName:                 aws.String(protocol.TableName(pool)),
-		KeyConditionExpression:    aws.String("PK = :pk"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: protocol.TypeInstance}},
-		ConsistentRead:            aws.Bool(true),
-	})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
+	var corrupt error
+	err := table.Partition(ctx, db, protocol.TableName(pool), protocol.TypeInstance, func(item table.Item) error {
+		inst, err := protocol.InstanceFromItem(item)
 		if err != nil {
-			return nil, fmt.Errorf("listing instance records of pool %s: %w", pool, err)
+			corrupt = fmt.Errorf("pool %s: %w", pool, err)
+			return corrupt
 		}
-		for _, item := range page.Items {
-			inst, err := protocol.InstanceFromItem(item)
-			if err != nil {
-				return nil, fmt.Errorf("pool %s: %w", pool, err)
-			}
-			out = append(out, inst)
-		}
+		out = append(out, inst)
+		return nil
+	})
+	switch {
+	case corrupt != nil:
+		return nil, corrupt
+	case err != nil:
+		return nil, fmt.Errorf("listing instance records of pool %s: %w", pool, err)
 	}
 	return out, nil
 }
@@ -139,22 +130,9 @@ func terminateOnceKnown(ctx context.Context, client Terminator, id string) error
 	})
 }
 
-// markTerminated records that an instance is gone, whatever state it was in:
-// force_destroy is an operator's decision, not a protocol transition.
+// markTerminated records that an instance is gone, whatever state it was in.
 func (m *Manager) markTerminated(ctx context.Context, pool, id string, now time.Time) error {
-	_, err := m.DynamoDB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           aws.String(protocol.TableName(pool)),
-		Key:                 protocol.Key(protocol.TypeInstance, id),
-		UpdateExpression:    aws.String("SET #state = :terminated, #threshold = :now, #updatedAt = :now"),
-		ConditionExpression: aws.String("attribute_exists(PK)"),
-		ExpressionAttributeNames: map[string]string{
-			"#state": protocol.AttrState, "#threshold": protocol.AttrThreshold, "#updatedAt": protocol.AttrUpdatedAt,
-		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":terminated": &types.AttributeValueMemberS{Value: protocol.StateTerminated},
-			":now":        &types.AttributeValueMemberS{Value: protocol.FormatTime(now)},
-		},
-	})
+	_, err := m.DynamoDB.UpdateItem(ctx, table.MarkTerminated(protocol.TableName(pool), id, now))
 	if err != nil {
 		return fmt.Errorf("marking instance %s terminated: %w", id, err)
 	}

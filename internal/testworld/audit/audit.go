@@ -24,6 +24,7 @@ import (
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/table"
 )
 
 // Clients read the pool; use ones that talk to AWS directly, not through
@@ -156,26 +157,17 @@ func Pool(ctx context.Context, c Clients, poolName string) (Report, error) {
 // claimOwners maps instance ids to the runs whose claim records list them.
 func claimOwners(ctx context.Context, db *dynamodb.Client, poolName string) (map[string][]string, error) {
 	owners := map[string][]string{}
-	p := dynamodb.NewQueryPaginator(db, &dynamodb.QueryInput{
-		TableName:                 aws.String(protocol.TableName(poolName)),
-		KeyConditionExpression:    aws.String("PK = :pk"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: protocol.TypeClaim}},
-		ConsistentRead:            aws.Bool(true),
-	})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, err
-		}
-		for _, item := range page.Items {
-			ids, _ := item["instanceIds"].(*types.AttributeValueMemberSS)
-			if ids == nil {
-				continue
-			}
+	err := table.Partition(ctx, db, protocol.TableName(poolName), protocol.TypeClaim, func(item table.Item) error {
+		ids, _ := item[table.AttrInstanceIDs].(*types.AttributeValueMemberSS)
+		if ids != nil {
 			for _, id := range ids.Value {
 				owners[id] = append(owners[id], protocol.IdentifierOf(item))
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	for id := range owners {
 		slices.Sort(owners[id])

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -113,49 +112,38 @@ func keyString(key item) (string, error) {
 	return pk.Value + "|" + sk.Value, nil
 }
 
+// CopyItem is a deep copy of an item: the table's items never share a
+// set, list or map with what callers hold.
 func CopyItem(in item) item {
 	if in == nil {
 		return nil
 	}
 	out := make(item, len(in))
 	for k, v := range in {
-		if ss, ok := v.(*types.AttributeValueMemberSS); ok {
-			v = &types.AttributeValueMemberSS{Value: slices.Clone(ss.Value)}
-		}
-		out[k] = v
+		out[k] = copyValue(v)
 	}
 	return out
 }
 
-// The only expressions the store may send; anything else is a bug in the
-// code under test (or a change the fake must learn about).
-var (
-	knownConditions = map[string]bool{
-		"#state = :fromState AND #runId = :fromRunId":                                             true,
-		"#state = :fromState AND #runId = :fromRunId AND #threshold > :now":                       true,
-		"#state = :fromState AND #runId = :fromRunId AND #threshold < :now":                       true,
-		"#state = :fromState AND #runId = :fromRunId AND #threshold < :now AND #stopUntil > :now": true,
-		"attribute_not_exists(PK)":                         true,
-		"#updatedAt = :prev":                               true,
-		"attribute_not_exists(PK) OR #updatedAt < :cutoff": true,
-		"#nonce = :nonce":                                  true,
-		"#nonce = :nonce AND #updatedAt = :updatedAt":      true,
-		"#value = :prev":                                   true,
-		"attribute_exists(#value) AND attribute_not_exists(#revived) OR #revived < :attempt": true,
-		"attribute_not_exists(PK) OR #heldUntil < :now":                                      true,
+func copyValue(v types.AttributeValue) types.AttributeValue {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberSS:
+		return &types.AttributeValueMemberSS{Value: slices.Clone(v.Value)}
+	case *types.AttributeValueMemberNS:
+		return &types.AttributeValueMemberNS{Value: slices.Clone(v.Value)}
+	case *types.AttributeValueMemberBS:
+		return &types.AttributeValueMemberBS{Value: slices.Clone(v.Value)}
+	case *types.AttributeValueMemberL:
+		l := make([]types.AttributeValue, len(v.Value))
+		for i, e := range v.Value {
+			l[i] = copyValue(e)
+		}
+		return &types.AttributeValueMemberL{Value: l}
+	case *types.AttributeValueMemberM:
+		return &types.AttributeValueMemberM{Value: CopyItem(v.Value)}
 	}
-	knownUpdates = map[string]bool{
-		"SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now REMOVE #stopUntil":                          true,
-		"SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now, #stopUntil = :stopUntil":                   true,
-		"SET #state = :toState, #runId = :toRunId, #threshold = :threshold, #updatedAt = :now, #expiresAt = :expiresAt REMOVE #stopUntil": true,
-		"ADD #ids :ids":           true,
-		"DELETE #ids :ids":        true,
-		"SET #updatedAt = :now":   true,
-		"SET #revived = :attempt": true,
-		"SET #updatedAt = :now, #heldUntil = :heldUntil, #nonce = :nonce": true,
-		"SET #heldUntil = :heldUntil":                                     true,
-	}
-)
+	return v
+}
 
 // exprEnv resolves the names and values of one request (that each is
 // defined and used is a rule of internal/awslimits, checked before).
@@ -187,199 +175,30 @@ func (e *exprEnv) value(tok string) (types.AttributeValue, error) {
 	return v, nil
 }
 
-// evalCondition evaluates one of knownConditions against cur (nil: no item).
+// evalCondition evaluates the condition expression expr against cur
+// (nil: no item).
 func (e *exprEnv) evalCondition(expr string, cur item) (bool, error) {
-	if !knownConditions[expr] {
-		return false, fmt.Errorf("fake dynamodb: unsupported condition expression %q", expr)
+	c, err := parseCondition(e, expr)
+	if err != nil {
+		return false, fmt.Errorf("fake dynamodb: ValidationException: invalid ConditionExpression %q: %w", expr, err)
 	}
-	if alternatives := strings.Split(expr, " OR "); len(alternatives) > 1 {
-		result := false
-		for _, a := range alternatives {
-			ok, err := e.evalAnd(a, cur)
-			if err != nil {
-				return false, err
-			}
-			result = result || ok
-		}
-		return result, nil
-	}
-	return e.evalAnd(expr, cur)
+	return c(cur)
 }
 
-// evalAnd evaluates a conjunction of comparisons (of strings, or of
-// numbers), attribute_exists and attribute_not_exists.
-func (e *exprEnv) evalAnd(expr string, cur item) (bool, error) {
-	result := true
-	for _, clause := range strings.Split(expr, " AND ") {
-		for fn, exists := range map[string]bool{"attribute_not_exists(": false, "attribute_exists(": true} {
-			if inner, ok := strings.CutPrefix(clause, fn); ok {
-				n, err := e.name(strings.TrimSuffix(inner, ")"))
-				if err != nil {
-					return false, err
-				}
-				result = result && (cur[n] != nil) == exists
-				clause = ""
-			}
-		}
-		if clause == "" {
-			continue
-		}
-		f := strings.Fields(clause)
-		if len(f) != 3 {
-			return false, fmt.Errorf("fake dynamodb: cannot parse %q", clause)
-		}
-		n, err := e.name(f[0])
-		if err != nil {
-			return false, err
-		}
-		v, err := e.value(f[2])
-		if err != nil {
-			return false, err
-		}
-		cmp, comparable, err := compareAttrs(cur[n], v)
-		if err != nil {
-			return false, fmt.Errorf("fake dynamodb: %s: %w", f[2], err)
-		}
-		if !comparable { // a missing attribute, or one of another type, compares false
-			result = false
-			continue
-		}
-		switch f[1] {
-		case "=":
-			result = result && cmp == 0
-		case "<":
-			result = result && cmp < 0
-		case ">":
-			result = result && cmp > 0
-		default:
-			return false, fmt.Errorf("fake dynamodb: unsupported operator %q", f[1])
-		}
-	}
-	return result, nil
-}
-
-// compareAttrs compares have with want, a string or a number, as
-// DynamoDB does: comparable is false when have is missing or of another
-// type.
-func compareAttrs(have, want types.AttributeValue) (cmp int, comparable bool, err error) {
-	switch w := want.(type) {
-	case *types.AttributeValueMemberS:
-		h, ok := have.(*types.AttributeValueMemberS)
-		if !ok {
-			return 0, false, nil
-		}
-		return strings.Compare(h.Value, w.Value), true, nil
-	case *types.AttributeValueMemberN:
-		h, ok := have.(*types.AttributeValueMemberN)
-		if !ok {
-			return 0, false, nil
-		}
-		hv, herr := strconv.ParseFloat(h.Value, 64)
-		wv, werr := strconv.ParseFloat(w.Value, 64)
-		if herr != nil || werr != nil {
-			return 0, false, errors.New("not a number")
-		}
-		return cmpFloat(hv, wv), true, nil
-	}
-	return 0, false, errors.New("neither a string nor a number")
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// applyUpdate applies one of knownUpdates to cur.
+// applyUpdate applies the update expression expr to cur, reading the
+// item as it was before.
 func (e *exprEnv) applyUpdate(expr string, cur item) error {
-	if !knownUpdates[expr] {
-		return fmt.Errorf("fake dynamodb: unsupported update expression %q", expr)
-	}
-	if rest, ok := strings.CutPrefix(expr, "SET "); ok {
-		rest, removed, _ := strings.Cut(rest, " REMOVE ")
-		if removed != "" {
-			n, err := e.name(removed)
-			if err != nil {
-				return err
-			}
-			delete(cur, n)
-		}
-		for _, assign := range strings.Split(rest, ", ") {
-			f := strings.Fields(assign)
-			if len(f) != 3 || f[1] != "=" {
-				return fmt.Errorf("fake dynamodb: cannot parse %q", assign)
-			}
-			n, err := e.name(f[0])
-			if err != nil {
-				return err
-			}
-			v, err := e.value(f[2])
-			if err != nil {
-				return err
-			}
-			if n == "PK" || n == "SK" {
-				return errors.New("fake dynamodb: cannot update a key attribute")
-			}
-			cur[n] = v
-		}
-		return nil
-	}
-	if rest, ok := strings.CutPrefix(expr, "DELETE "); ok {
-		n, v, err := e.setOperands(rest)
-		if err != nil {
-			return err
-		}
-		del, ok := v.(*types.AttributeValueMemberSS)
-		old, present := cur[n].(*types.AttributeValueMemberSS)
-		if !ok || !present {
-			return nil // deleting from a missing set does nothing
-		}
-		set := slices.DeleteFunc(slices.Clone(old.Value), func(id string) bool { return slices.Contains(del.Value, id) })
-		if len(set) == 0 {
-			delete(cur, n) // DynamoDB removes an emptied set
-		} else {
-			cur[n] = &types.AttributeValueMemberSS{Value: set}
-		}
-		return nil
-	}
-	n, v, err := e.setOperands(strings.TrimPrefix(expr, "ADD "))
+	actions, err := parseUpdate(e, expr)
 	if err != nil {
-		return err
+		return fmt.Errorf("fake dynamodb: ValidationException: invalid UpdateExpression %q: %w", expr, err)
 	}
-	add, ok := v.(*types.AttributeValueMemberSS)
-	if !ok || len(add.Value) == 0 {
-		return errors.New("fake dynamodb: ADD needs a non-empty string set")
-	}
-	var set []string
-	if old, present := cur[n]; present {
-		oldSS, ok := old.(*types.AttributeValueMemberSS)
-		if !ok {
-			return errors.New("fake dynamodb: ADD to an attribute that is not a string set")
-		}
-		set = slices.Clone(oldSS.Value)
-	}
-	for _, s := range add.Value {
-		if !slices.Contains(set, s) {
-			set = append(set, s)
+	old := CopyItem(cur)
+	for _, a := range actions {
+		if err := a(old, cur); err != nil {
+			return fmt.Errorf("fake dynamodb: ValidationException: %w", err)
 		}
 	}
-	cur[n] = &types.AttributeValueMemberSS{Value: set}
 	return nil
-}
-
-// setOperands resolves "#name :value", the operands of ADD and DELETE.
-func (e *exprEnv) setOperands(rest string) (string, types.AttributeValue, error) {
-	f := strings.Fields(rest)
-	n, err := e.name(f[0])
-	if err != nil {
-		return "", nil, err
-	}
-	v, err := e.value(f[1])
-	return n, v, err
 }
 
 // ConditionFailed is the error of a write whose condition failed.
@@ -749,8 +568,9 @@ func (f *Table) batchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemI
 	return out, nil
 }
 
-// Query supports the one key condition the code uses (#pk = :pk), pages of
-// QueryPage items in sort key order, and ExclusiveStartKey.
+// Query evaluates the key condition and the filter against the table's
+// items, in sort key order, in pages of QueryPage items from
+// ExclusiveStartKey, and projects what it returns.
 func (f *Table) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	if err := limits(ctx, "dynamodb", "Query", in, func(ctx context.Context) error { return sdkErr(tableLimits.Query(ctx, in)) }); err != nil {
 		return nil, err
@@ -760,16 +580,30 @@ func (f *Table) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*d
 	if err := f.enter(ctx, "Query", in.TableName, in); err != nil {
 		return nil, err
 	}
-	if aws.ToString(in.KeyConditionExpression) != "#pk = :pk" || in.ExpressionAttributeNames["#pk"] != "PK" {
-		return nil, fmt.Errorf("fake dynamodb: unsupported key condition %q", aws.ToString(in.KeyConditionExpression))
+	env := newExprEnv(in.ExpressionAttributeNames, in.ExpressionAttributeValues)
+	key, err := parseCondition(env, aws.ToString(in.KeyConditionExpression))
+	if err != nil {
+		return nil, fmt.Errorf("fake dynamodb: ValidationException: invalid KeyConditionExpression: %w", err)
 	}
-	pk, ok := in.ExpressionAttributeValues[":pk"].(*types.AttributeValueMemberS)
-	if !ok {
-		return nil, errors.New("fake dynamodb: :pk is not a string")
+	filter := func(item) (bool, error) { return true, nil }
+	if in.FilterExpression != nil {
+		if filter, err = parseCondition(env, aws.ToString(in.FilterExpression)); err != nil {
+			return nil, fmt.Errorf("fake dynamodb: ValidationException: invalid FilterExpression: %w", err)
+		}
+	}
+	var projection []docPath
+	if in.ProjectionExpression != nil {
+		if projection, err = parseProjection(env, aws.ToString(in.ProjectionExpression)); err != nil {
+			return nil, fmt.Errorf("fake dynamodb: ValidationException: invalid ProjectionExpression: %w", err)
+		}
 	}
 	var keys []string
-	for k := range f.Items {
-		if strings.HasPrefix(k, pk.Value+"|") {
+	for k, it := range f.Items {
+		ok, err := key(it)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
 			keys = append(keys, k)
 		}
 	}
@@ -787,9 +621,21 @@ func (f *Table) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*d
 		last := f.Items[keys[len(keys)-1]]
 		out.LastEvaluatedKey = map[string]types.AttributeValue{"PK": last["PK"], "SK": last["SK"]}
 	}
-	for _, k := range keys {
-		out.Items = append(out.Items, CopyItem(f.Items[k]))
+	for _, k := range keys { // a filter applies to the page read, as DynamoDB's does
+		it := f.Items[k]
+		ok, err := filter(it)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		if projection != nil {
+			it = project(it, projection)
+		}
+		out.Items = append(out.Items, CopyItem(it))
 	}
+	out.Count = int32(len(out.Items))
 	return out, nil
 }
 

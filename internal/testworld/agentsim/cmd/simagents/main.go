@@ -25,11 +25,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/table"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/agentsim"
 )
 
@@ -161,30 +161,12 @@ func adopt(ctx context.Context, sim *agentsim.Sim, ddb *dynamodb.Client, pool st
 
 // liveRecords lists the instance ids of the pool's non-terminated records.
 func liveRecords(ctx context.Context, ddb *dynamodb.Client, pool string) ([]string, error) {
-	p := dynamodb.NewQueryPaginator(ddb, &dynamodb.QueryInput{
-		TableName:              aws.String(protocol.TableName(pool)),
-		KeyConditionExpression: aws.String("#pk = :pk"),
-		FilterExpression:       aws.String("#s <> :t"),
-		ProjectionExpression:   aws.String("#id"),
-		ExpressionAttributeNames: map[string]string{
-			"#pk": protocol.AttrPK, "#s": protocol.AttrState, "#id": protocol.AttrIdentifier,
-		},
-		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{
-			":pk": &ddbtypes.AttributeValueMemberS{Value: protocol.TypeInstance},
-			":t":  &ddbtypes.AttributeValueMemberS{Value: protocol.StateTerminated},
-		},
-	})
 	var ids []string
-	for p.HasMorePages() {
-		out, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, err
+	err := table.Partition(ctx, ddb, protocol.TableName(pool), protocol.TypeInstance, func(item table.Item) error {
+		if id := protocol.StringAttr(item, protocol.AttrIdentifier); id != "" && protocol.StringAttr(item, protocol.AttrState) != protocol.StateTerminated {
+			ids = append(ids, id)
 		}
-		for _, item := range out.Items {
-			if id := protocol.StringAttr(item, protocol.AttrIdentifier); id != "" {
-				ids = append(ids, id)
-			}
-		}
-	}
-	return ids, nil
+		return nil
+	})
+	return ids, err
 }
