@@ -17,8 +17,9 @@
 // secretsmanager.go), with its Source, a case for it in the front's test
 // (internal/testworld/emulator's front_rules_test.go, which fails without one), one in
 // awsfake's when it implements the action, and a row in the catalogue,
-// templates/guides/service-limits.md.tmpl (awslimits' test checks every rule
-// has one).
+// templates/guides/service-limits.md.tmpl, whose answer cell gives AWS's
+// answers as the rule gives them, with examples of requests that break it
+// in catalogue_test.go (TestCatalogue_answersAreTheCodes compares the two).
 package awslimits
 
 import (
@@ -37,6 +38,17 @@ type Refusal struct {
 }
 
 func (r *Refusal) Error() string { return r.Code + ": " + r.Message }
+
+// EntryFailure is AWS's answer to one entry of a batch call that it fails
+// alone: the call succeeds (HTTP 200), the other entries are carried out,
+// and the answer lists this one among its Failed entries, with its id, the
+// error code and message, and whether the sender is at fault.
+type EntryFailure struct {
+	ID          string
+	Code        string
+	Message     string
+	SenderFault bool
+}
 
 // Wording says where a rule's answer comes from.
 type Wording int
@@ -67,6 +79,14 @@ type Rule struct {
 	// Check returns AWS's answer to a request (its action and its
 	// parameters as a document, see wire.go) that breaks the rule, or nil.
 	Check func(action string, req map[string]any) *Refusal
+	// Entries, for a rule AWS applies to each entry of a batch call
+	// rather than to the call, returns the entries of a request that
+	// break it (CheckEntries); nil for the others.
+	Entries func(action string, req map[string]any) []EntryFailure
+	// Stateful are the rule's answers that depend on what AWS stores (an
+	// item's size after an update): the front, which keeps no state,
+	// cannot give them; the fakes do.
+	Stateful []*Refusal
 	// Wording says whether the answer's message is AWS's, documented or
 	// reported, or ours.
 	Wording Wording
@@ -114,6 +134,27 @@ func Check(service, action string, req map[string]any) *Refusal {
 		}
 	}
 	return nil
+}
+
+// CheckEntries applies the per-entry rules of service's action to a batch
+// request that Check takes, and returns the entries AWS fails alone, each
+// once (by the first rule it breaks).
+func CheckEntries(service, action string, req map[string]any) []EntryFailure {
+	var out []EntryFailure
+	failed := map[string]bool{}
+	for i := range Rules {
+		r := &Rules[i]
+		if r.Entries == nil || r.Service != service || !slices.Contains(r.Actions, action) {
+			continue
+		}
+		for _, f := range r.Entries(action, req) {
+			if !failed[f.ID] {
+				failed[f.ID] = true
+				out = append(out, f)
+			}
+		}
+	}
+	return out
 }
 
 // The answers' shapes, by protocol.

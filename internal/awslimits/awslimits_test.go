@@ -3,7 +3,6 @@ package awslimits_test
 import (
 	"fmt"
 	"net/url"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -27,19 +26,6 @@ func TestRules_complete(t *testing.T) {
 			t.Errorf("rule %s: named twice", r.ID)
 		}
 		seen[r.ID] = true
-	}
-}
-
-// Every rule has its row in the catalogue, the Service limits guide.
-func TestRules_inTheCatalogue(t *testing.T) {
-	catalogue, err := os.ReadFile("../../templates/guides/service-limits.md.tmpl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range awslimits.Rules {
-		if !strings.Contains(string(catalogue), "| `"+r.ID+"`") {
-			t.Errorf("rule %s: no row in the catalogue, templates/guides/service-limits.md.tmpl", r.ID)
-		}
 	}
 }
 
@@ -184,6 +170,14 @@ func TestCredentialPlaceProblems(t *testing.T) {
 		{awslimits.ParameterNameProblem, "SSM-ci", false},
 		{awslimits.ParameterNameProblem, strings.Repeat("/p", 16), false},
 		{awslimits.ParameterNameProblem, "/" + strings.Repeat("p", 1011), false},
+		// 1,011 characters with the ARN's prefix, at least
+		// arn:aws:ssm:us-east-1:123456789012:parameter (44).
+		{awslimits.ParameterNameProblem, "/" + strings.Repeat("p", 966), true},
+		{awslimits.ParameterNameProblem, "/" + strings.Repeat("p", 967), false},
+		{awslimits.ParameterNameProblem, strings.Repeat("p", 966), true},
+		{awslimits.ParameterNameProblem, strings.Repeat("p", 967), false},
+		{awslimits.ParameterNameProblem, "arn:aws:ssm:eu-west-1:123456789012:parameter/" + strings.Repeat("p", 1011-45), true},
+		{awslimits.ParameterNameProblem, "arn:aws:ssm:eu-west-1:123456789012:parameter/" + strings.Repeat("p", 1012-45), false},
 		{awslimits.ParameterNameProblem, "arn:aws:s3:::bucket", false},
 		{awslimits.SecretIDProblem, "ec2runners/ci/github", true},
 		{awslimits.SecretIDProblem, "arn:aws:secretsmanager:eu-west-1:123456789012:secret:ec2runners/ci/github-AbCdEf", true},

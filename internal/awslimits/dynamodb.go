@@ -33,6 +33,11 @@ const (
 	MaxTableNameLength = 255
 )
 
+// ItemSizeToUpdate is DynamoDB's answer to an UpdateItem that grows the
+// stored item past MaxItemBytes: only a table holding the item can tell
+// (the fakes answer it, the front cannot).
+var ItemSizeToUpdate = dynamodbValidation("Item size to update has exceeded the maximum allowed size")
+
 // KeySchema is the key of every table this project creates (a pool's:
 // protocol.AttrPK and AttrSK, which awslimits' test checks): the front
 // learns no table's schema, and needs it to find an item's key.
@@ -86,7 +91,8 @@ var dynamodbRules = []Rule{
 			}
 			return nil
 		},
-		Wording: Reported,
+		Stateful: []*Refusal{ItemSizeToUpdate},
+		Wording:  Reported,
 		Source: ddbGuide + "ServiceQuotas.html#limits-items, " + ddbGuide + "CapacityUnitCalculations.html (the sizes; numbers as " +
 			"https://github.com/nubo-db/dynamodb-conformance/blob/main/src/item-size.ts measured them); the answer: " + conformance + "/limits/itemSize.test.ts. " +
 			"An UpdateItem's size depends on the stored item: the fakes check it (\"Item size to update has exceeded the maximum allowed size\"), the front cannot",
@@ -205,37 +211,56 @@ var dynamodbRules = []Rule{
 			"the 4 MB answer is not reported: the front's wording",
 	},
 	{
+		// DynamoDB validates each table's Keys (1 to 100, its model's
+		// constraint) before the call's total (100 across the tables).
 		ID: "dynamodb-batch-get", Service: "dynamodb", Actions: []string{"BatchGetItem"},
-		Limit: "BatchGetItem reads at most 100 keys, none twice.",
+		Limit: "BatchGetItem reads at most 100 keys in all, across its tables, none twice.",
 		Check: func(_ string, req map[string]any) *Refusal {
 			ri, _ := field(req, "RequestItems").(map[string]any)
 			n := 0
 			for _, table := range sortedKeys(ri) {
 				keys := list(ri[table], "Keys")
-				n += len(keys)
-				if n > MaxBatchGetKeys {
+				if len(keys) > MaxBatchGetKeys {
 					return dynamodbValidation(fmt.Sprintf("1 validation error detected: Value at 'RequestItems.%s.member.Keys' failed to satisfy constraint: Member must have length less than or equal to %d", table, MaxBatchGetKeys))
 				}
-				if duplicateKeys(keys, func(k any) map[string]any { m, _ := k.(map[string]any); return m }) {
+				n += len(keys)
+			}
+			if n > MaxBatchGetKeys {
+				return dynamodbValidation("Too many items requested for the BatchGetItem call.")
+			}
+			for _, table := range sortedKeys(ri) {
+				if duplicateKeys(list(ri[table], "Keys"), func(k any) map[string]any { m, _ := k.(map[string]any); return m }) {
 					return dynamodbValidation("Provided list of item keys contains duplicates")
 				}
 			}
 			return nil
 		},
-		Wording: Reported,
-		Source:  ddbAPI + "API_BatchGetItem.html (100 keys, 16 MB of answer: past that DynamoDB returns UnprocessedKeys, no error); the answers: " + conformance + "/error-messages/batchGetItem.test.ts",
+		Wording: Documented,
+		Source: ddbAPI + "API_BatchGetItem.html (\"If you request more than 100 items, BatchGetItem returns a ValidationException with the message " +
+			"'Too many items requested for the BatchGetItem call.'\"; 16 MB of answer, past which DynamoDB returns UnprocessedKeys, no error); " +
+			"one table's 101 keys and a repeated key: " + conformance + "/error-messages/batchGetItem.test.ts",
 	},
 	{
+		// DynamoDB validates each table's writes (1 to 25, its model's
+		// constraint) before the call's total (25 across the tables).
 		ID: "dynamodb-batch-write", Service: "dynamodb", Actions: []string{"BatchWriteItem"},
-		Limit: "BatchWriteItem takes 1 to 25 writes, none twice to one item.",
+		Limit: "BatchWriteItem takes 1 to 25 writes in all, across its tables, none twice to one item.",
 		Check: func(_ string, req map[string]any) *Refusal {
 			ri, _ := field(req, "RequestItems").(map[string]any)
+			n := 0
 			for _, table := range sortedKeys(ri) {
 				writes, _ := ri[table].([]any)
 				if len(writes) == 0 || len(writes) > MaxBatchWriteItems {
 					return dynamodbValidation("1 validation error detected: Value '{" + table + "=" + javaList("WriteRequest", len(writes)) + "}' at 'requestItems' failed to satisfy constraint: " +
 						fmt.Sprintf("Map value must satisfy constraint: [Member must have length less than or equal to %d, Member must have length greater than or equal to 1]", MaxBatchWriteItems))
 				}
+				n += len(writes)
+			}
+			if n > MaxBatchWriteItems {
+				return dynamodbValidation("Too many items requested for the BatchWriteItem call")
+			}
+			for _, table := range sortedKeys(ri) {
+				writes, _ := ri[table].([]any)
 				if duplicateKeys(writes, func(w any) map[string]any {
 					if it, ok := field(field(w, "PutRequest"), "Item").(map[string]any); ok {
 						return it
@@ -249,7 +274,9 @@ var dynamodbRules = []Rule{
 			return nil
 		},
 		Wording: Reported,
-		Source:  ddbAPI + "API_BatchWriteItem.html; the answers: " + conformance + "/error-messages/batchWriteItem.test.ts (the list as Java prints it, whose form the test matches)",
+		Source: ddbAPI + "API_BatchWriteItem.html (\"up to 25 item put or delete operations\" a call; ValidationException when \"There are more than 25 requests in the batch\"); " +
+			"the answers: " + conformance + "/error-messages/batchWriteItem.test.ts (one table's 26, the list as Java prints it, whose form the test matches; a repeated key), " +
+			"https://github.com/zio/zio-dynamodb/issues/77 (more than 25 in all)",
 	},
 	{
 		ID: "dynamodb-tags", Service: "dynamodb", Actions: []string{"CreateTable", "TagResource"},
@@ -260,7 +287,7 @@ var dynamodbRules = []Rule{
 				k, _ := str(field(t, "Key"))
 				tags[k] = field(t, "Value")
 			}
-			problem := tagMapProblem(tags)
+			problem := tagProblem(tags)
 			if n := len(list(req, "Tags")); n > MaxTagsPerResource {
 				problem = tagCountProblem(n)
 			}

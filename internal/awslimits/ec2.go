@@ -19,8 +19,11 @@ const (
 	// characters, across EC2, SQS and DynamoDB alike.
 	MaxTagKeyLength   = 128
 	MaxTagValueLength = 256
-	// MaxClientTokenLength bounds an idempotency token: ASCII characters.
-	MaxClientTokenLength = 64
+	// MaxClientTokenLength bounds an idempotency token of RunInstances
+	// and CreateFleet, MaxLaunchTemplateClientTokenLength one of the
+	// launch template calls: ASCII characters.
+	MaxClientTokenLength               = 64
+	MaxLaunchTemplateClientTokenLength = 128
 	// MaxFilterValues is the most filter values one Describe call takes,
 	// across all its filters; MaxFilterValueLength bounds one value.
 	MaxFilterValues      = 200
@@ -155,21 +158,27 @@ var ec2Rules = []Rule{
 		Source:  "https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateFleet.html (TagSpecifications); " + ec2Errors,
 	},
 	{
-		ID: "ec2-client-token", Service: "ec2", Actions: []string{"CreateFleet", "RunInstances", "CreateLaunchTemplate"},
-		Limit: "A ClientToken is at most 64 ASCII characters.",
-		Check: func(_ string, req map[string]any) *Refusal {
+		ID: "ec2-client-token", Service: "ec2", Actions: []string{"CreateFleet", "RunInstances", "CreateLaunchTemplate", "CreateLaunchTemplateVersion"},
+		Limit: "A ClientToken is ASCII: at most 64 characters for RunInstances and CreateFleet, 128 for the launch template calls.",
+		Check: func(action string, req map[string]any) *Refusal {
 			tok, ok := str(field(req, "ClientToken"))
 			if !ok {
 				return nil
 			}
+			limit := MaxClientTokenLength
+			if action == "CreateLaunchTemplate" || action == "CreateLaunchTemplateVersion" {
+				limit = MaxLaunchTemplateClientTokenLength
+			}
 			ascii := !strings.ContainsFunc(tok, func(r rune) bool { return r > 127 })
-			if len(tok) > MaxClientTokenLength || !ascii {
-				return ec2Error("InvalidParameterValue", fmt.Sprintf("Value (%s) for parameter clientToken is invalid: at most %d ASCII characters (the test front's wording).", tok, MaxClientTokenLength))
+			if len(tok) > limit || !ascii {
+				return ec2Error("InvalidParameterValue", fmt.Sprintf("Value (%s) for parameter clientToken is invalid: at most %d ASCII characters (the test front's wording).", tok, limit))
 			}
 			return nil
 		},
 		Wording: Ours,
-		Source:  "https://docs.aws.amazon.com/AWSEC2/latest/APIReference/Run_Instance_Idempotency.html (\"up to 64 ASCII characters\"); " + ec2Errors,
+		Source: "https://docs.aws.amazon.com/AWSEC2/latest/APIReference/Run_Instance_Idempotency.html (\"up to 64 ASCII characters\"), " +
+			"https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateLaunchTemplate.html and API_CreateLaunchTemplateVersion.html " +
+			"(ClientToken: \"Constraint: Maximum 128 ASCII characters.\"); " + ec2Errors,
 	},
 	{
 		ID: "ec2-filter-values", Service: "ec2", Actions: describeActions,

@@ -61,7 +61,7 @@ var sqsRules = []Rule{
 				id, _ := str(field(e, "Id"))
 				if !batchEntryIDPattern.MatchString(id) {
 					return sqsError("AWS.SimpleQueueService.InvalidBatchEntryId", "InvalidBatchEntryId",
-						"The Id of a batch entry in a batch request doesn't abide by the specification.")
+						"A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long.")
 				}
 				if seen[id] {
 					return sqsError("AWS.SimpleQueueService.BatchEntryIdsNotDistinct", "BatchEntryIdsNotDistinct", "Id "+id+" repeated.")
@@ -71,8 +71,9 @@ var sqsRules = []Rule{
 			return nil
 		},
 		Wording: Reported,
-		Source: sqsAPI + "API_SendMessageBatch.html, API_SendMessageBatchRequestEntry.html (the limits); the answers: " + ballerinaSQS +
-			" (empty, 11 entries, a repeated id); InvalidBatchEntryId's message is the API reference's description of the error",
+		Source: sqsAPI + "API_SendMessageBatch.html, " + sqsAPI + "API_SendMessageBatchRequestEntry.html (the limits); the answers: " + ballerinaSQS +
+			" (empty, 11 entries, a repeated id); https://github.com/localstack/localstack/issues/7312, " +
+			"https://github.com/Particular/NServiceBus.AmazonSQS/pull/303 (InvalidBatchEntryId)",
 	},
 	{
 		ID: "sqs-message-size", Service: "sqs", Actions: []string{"SendMessage", "SendMessageBatch"},
@@ -98,27 +99,40 @@ var sqsRules = []Rule{
 			"reported at 262144 bytes: https://github.com/inferablehq/inferable/issues/306, https://github.com/datacite/lupo/issues/104, " + ballerinaSQS + " (BatchRequestTooLong)",
 	},
 	{
+		// SendMessage is refused whole; SendMessageBatch fails the
+		// entries alone (Entries), and sends the others.
 		ID: "sqs-message-characters", Service: "sqs", Actions: []string{"SendMessage", "SendMessageBatch"},
-		Limit: "A message body is not empty and holds only #x9, #xA, #xD, #x20-#xD7FF, #xE000-#xFFFD and #x10000-#x10FFFF.",
+		Limit: "A message body is not empty and holds only #x9, #xA, #xD, #x20-#xD7FF, #xE000-#xFFFD and #x10000-#x10FFFF; a batch fails the entries that do not, and sends the others.",
 		Check: func(action string, req map[string]any) *Refusal {
-			for _, body := range messageBodies(action, req) {
-				if body == "" && action == "SendMessage" {
-					return sqsError("MissingParameter", "MissingParameter", "The request must contain the parameter MessageBody.")
-				}
-				for _, r := range body {
-					if !xmlChar(r) {
-						return sqsError("InvalidMessageContents", "InvalidMessageContents", fmt.Sprintf("Invalid binary character '#x%X' was found in the message body, "+
-							"the set of allowed characters is #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF].", r))
-					}
-				}
+			if action != "SendMessage" {
+				return nil
+			}
+			body, _ := str(field(req, "MessageBody"))
+			if body == "" {
+				return sqsError("MissingParameter", "MissingParameter", "The request must contain the parameter MessageBody.")
+			}
+			if r, bad := invalidCharacter(body); bad {
+				return sqsError("InvalidMessageContents", "InvalidMessageContents", invalidMessageContents(r))
 			}
 			return nil
 		},
+		Entries: func(_ string, req map[string]any) []EntryFailure {
+			var out []EntryFailure
+			for _, e := range list(req, "Entries") {
+				body, _ := str(field(e, "MessageBody"))
+				if r, bad := invalidCharacter(body); bad {
+					id, _ := str(field(e, "Id"))
+					out = append(out, EntryFailure{ID: id, Code: "InvalidMessageContents", Message: invalidMessageContents(r), SenderFault: true})
+				}
+			}
+			return out
+		},
 		Wording: Reported,
-		Source: sqsAPI + "API_SendMessage.html (the characters: SQS rejects others with InvalidMessageContents; its documentation said for a while " +
-			"that it replaced them, and says again that it rejects them: https://github.com/async-aws/aws/pull/1950); the answers: " +
+		Source: sqsAPI + "API_SendMessage.html (the characters; \"Amazon SQS rejects the message and returns an InvalidMessageContents error\"), " +
+			sqsAPI + "API_SendMessageBatch.html (\"The result of sending each message is reported individually in the response\"); the answers: " +
 			"https://github.com/Particular/NServiceBus.AmazonSQS/issues/2630, https://github.com/asim/nitro-plugins/issues/437, " + ballerinaSQS +
-			" (empty body; in a batch an empty body fails its entry only, EmptyValue, which the front does not model)",
+			" (an empty body); an entry's, https://github.com/localstack/localstack/issues/4135 (the others sent, the entry failed with the code; " +
+			"its message as SendMessage's). An empty body in a batch fails its entry too, with a code no report gives: not modelled",
 	},
 	{
 		ID: "sqs-delay-seconds", Service: "sqs", Actions: []string{"SendMessage", "SendMessageBatch"},
@@ -210,22 +224,26 @@ var sqsRules = []Rule{
 		Source:  sqsAPI + "API_SetQueueAttributes.html (the ranges); the answer: " + ballerinaSQS + " (DelaySeconds; the others alike)",
 	},
 	{
+		// SQS recommends at most 50 tags a queue ("We don't recommend
+		// adding more than 50 tags to a queue") and documents no refusal:
+		// the count is not a rule here (moto refuses a TagQueue of more
+		// than 50, "Too many tags added for queue NAME.").
 		ID: "sqs-tags", Service: "sqs", Actions: []string{"CreateQueue", "TagQueue"},
-		Limit: "A queue takes at most 50 tags, keys 1 to 128 characters not starting with aws:, values at most 256.",
+		Limit: "A queue's tag keys are 1 to 128 characters not starting with aws:, its values at most 256.",
 		Check: func(action string, req map[string]any) *Refusal {
 			name := "Tags"
 			if action == "CreateQueue" {
 				name = "tags"
 			}
 			tags, _ := field(req, name).(map[string]any)
-			if problem := tagMapProblem(tags); problem != "" {
+			if problem := tagProblem(tags); problem != "" {
 				return sqsError("InvalidParameterValue", "InvalidParameterValue", problem)
 			}
 			return nil
 		},
 		Wording: Ours,
-		Source: "https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-queue-tags.html, " +
-			"https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-queues.html (the limits); " + sqsAPI + "CommonErrors.html (the code)",
+		Source: "https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-queues.html (Queue tag: the keys and values; " +
+			"50 tags a queue recommended, not refused), " + sqsAPI + "API_TagQueue.html; " + sqsAPI + "CommonErrors.html (the code)",
 	},
 }
 
@@ -250,18 +268,33 @@ func messageBodies(action string, req map[string]any) []string {
 	return out
 }
 
+// invalidCharacter is the first character of a message body SQS does not
+// take, if any.
+func invalidCharacter(body string) (rune, bool) {
+	for _, r := range body {
+		if !xmlChar(r) {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// invalidMessageContents is SQS's answer to a body holding r.
+func invalidMessageContents(r rune) string {
+	return fmt.Sprintf("Invalid binary character '#x%X' was found in the message body, "+
+		"the set of allowed characters is #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF].", r)
+}
+
 // xmlChar: the characters XML 1.0 allows, which SQS takes in a message.
 func xmlChar(r rune) bool {
 	return r == 0x9 || r == 0xA || r == 0xD || (r >= 0x20 && r <= 0xD7FF) || (r >= 0xE000 && r <= 0xFFFD) || (r >= 0x10000 && r <= 0x10FFFF)
 }
 
-// tagMapProblem says what AWS refuses in a map of tags (SQS, DynamoDB), or
-// "": the test front's wording.
-func tagMapProblem(tags map[string]any) string {
-	if len(tags) > MaxTagsPerResource {
-		return tagCountProblem(len(tags))
-	}
-	for k, v := range tags {
+// tagProblem says what AWS refuses in a map of tags' keys and values
+// (SQS, DynamoDB), or "": the test front's wording.
+func tagProblem(tags map[string]any) string {
+	for _, k := range sortedKeys(tags) {
+		v := tags[k]
 		value, _ := str(v)
 		switch {
 		case k == "" || utf8.RuneCountInString(k) > MaxTagKeyLength:

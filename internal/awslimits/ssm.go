@@ -11,8 +11,19 @@ import (
 // the JSON body names them). A pool's GitHub credential may live in a
 // SecureString parameter, which claims read with GetParameter.
 const (
-	// MaxParameterNameLength bounds a parameter's fully qualified name.
+	// MaxParameterNameLength bounds a parameter's name with the ARN that
+	// precedes it ("arn:aws:ssm:us-east-2:111122223333:parameter/" and
+	// the name): the 1,011 characters of PutParameter's Name include the
+	// prefix.
 	MaxParameterNameLength = 1011
+	// MinParameterARNPrefixLength is the shortest ARN prefix a parameter
+	// name can have: arn:aws:ssm:us-east-1:123456789012:parameter (the
+	// shortest partition and region names). A name's own characters are at
+	// most MaxParameterNameLength less its prefix, so a name longer than
+	// MaxParameterNameLength-MinParameterARNPrefixLength (967, with its
+	// leading '/') fits in no region; in a longer region or partition, the
+	// bound is lower.
+	MinParameterARNPrefixLength = len("arn:aws:ssm:us-east-1:123456789012:parameter")
 	// MaxParameterReferenceLength bounds GetParameter's Name: a name or an
 	// ARN, with a version or label selector.
 	MaxParameterReferenceLength = 2048
@@ -59,7 +70,7 @@ var ssmRules = []Rule{
 	},
 	{
 		ID: "ssm-parameter-name-length", Service: "ssm", Actions: []string{"GetParameter"},
-		Limit: "GetParameter's Name (a name or an ARN) is 1 to 2,048 characters; a parameter's own name at most 1,011, in at most 15 levels.",
+		Limit: "GetParameter's Name (a name or an ARN) is 1 to 2,048 characters; a parameter's own name at most 1,011 with its ARN's prefix, in at most 15 levels.",
 		Check: func(_ string, req map[string]any) *Refusal {
 			name, _ := str(field(req, "Name"))
 			if utf8.RuneCountInString(name) > MaxParameterReferenceLength {
@@ -68,7 +79,9 @@ var ssmRules = []Rule{
 			return nil
 		},
 		Wording: Ours,
-		Source:  ssmAPI + "API_GetParameter.html (Name: 1 to 2048), " + ssmAPI + "API_PutParameter.html (1011 characters for the fully qualified name, 15 levels)",
+		Source: ssmAPI + "API_GetParameter.html (Name: 1 to 2048), " + ssmAPI + "API_PutParameter.html (\"The maximum length for a parameter name that you create is 1011 characters. " +
+			"This includes the characters in the ARN that precede the name you specify\"; 15 levels), " +
+			"https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-ssm-parameter.html (Name: \"including the full length of the parameter ARN\")",
 	},
 }
 
@@ -92,24 +105,30 @@ func parameterDepth(name string) int {
 // ParameterNameProblem says why a parameter name or ARN cannot name a
 // parameter someone created, in a sentence's end ("is empty"), or "" when
 // it can: the rules of a new parameter's name (PutParameter's), for the
-// name an ARN holds too.
+// name an ARN holds too. The length counts the ARN: an ARN's own, or for a
+// name the shortest ARN prefix it can have (MinParameterARNPrefixLength).
 func ParameterNameProblem(name string) string {
+	arnLength := 0
 	if m := parameterARNPattern.FindStringSubmatch(name); m != nil {
-		if utf8.RuneCountInString(name) > MaxParameterReferenceLength {
-			return fmt.Sprintf("is longer than %d characters", MaxParameterReferenceLength)
-		}
+		arnLength = utf8.RuneCountInString(name)
 		name = m[1]
 		if strings.Contains(name, "/") {
 			name = "/" + name
 		}
 	} else if strings.HasPrefix(name, "arn:") {
 		return "is not a parameter's ARN (arn:<partition>:ssm:<region>:<account>:parameter/<name>)"
+	} else {
+		arnLength = MinParameterARNPrefixLength + utf8.RuneCountInString(name)
+		if !strings.HasPrefix(name, "/") {
+			arnLength++ // parameter/name
+		}
 	}
 	switch {
 	case name == "":
 		return "is empty"
-	case utf8.RuneCountInString(name) > MaxParameterNameLength:
-		return fmt.Sprintf("is longer than %d characters", MaxParameterNameLength)
+	case arnLength > MaxParameterNameLength:
+		return fmt.Sprintf("is longer than %d characters with its ARN (arn:<partition>:ssm:<region>:<account>:parameter, at least %d characters, and the name)",
+			MaxParameterNameLength, MinParameterARNPrefixLength)
 	case !parameterNamePattern.MatchString(name):
 		return "may hold only letters, digits, '_', '.', '-' and '/', and a path (a name with '/') starts with '/' and has no empty part"
 	case parameterDepth(name) > MaxParameterDepth:

@@ -68,6 +68,90 @@ func CheckHTTP(service string, h http.Header, body []byte) *Refusal {
 	return Check(service, action, FormDocument(form))
 }
 
+// EntryFailuresHTTP applies the per-entry rules (CheckEntries) to a batch
+// request to service of the JSON protocols that CheckHTTP takes, and
+// returns the entries AWS fails alone and the request's body without them,
+// for the others to be carried out: nil when no entry is left (nil and the
+// body when none fails). The caller answers the failures:
+// WriteEntryFailures when no entry is left, MergeEntryFailures into the
+// answer to the others.
+func EntryFailuresHTTP(service string, h http.Header, body []byte) ([]EntryFailure, []byte) {
+	if _, ok := targetPrefixes[service]; !ok {
+		return nil, body
+	}
+	action := Action(service, h)
+	if !Watches(service, action) {
+		return nil, body
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var doc map[string]any
+	if dec.Decode(&doc) != nil {
+		return nil, body
+	}
+	failures := CheckEntries(service, action, doc)
+	if len(failures) == 0 {
+		return nil, body
+	}
+	failed := map[string]bool{}
+	for _, f := range failures {
+		failed[f.ID] = true
+	}
+	var rest []any
+	for _, e := range list(doc, "Entries") {
+		if id, _ := str(field(e, "Id")); !failed[id] {
+			rest = append(rest, e)
+		}
+	}
+	if len(rest) == 0 {
+		return failures, nil
+	}
+	doc["Entries"] = rest
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return nil, body
+	}
+	return failures, out
+}
+
+// entryFailureJSON is an entry failure as SQS's JSON protocol writes it
+// (BatchResultErrorEntry).
+func entryFailureJSON(failures []EntryFailure) []any {
+	out := make([]any, len(failures))
+	for i, f := range failures {
+		out[i] = map[string]any{"Id": f.ID, "Code": f.Code, "Message": f.Message, "SenderFault": f.SenderFault}
+	}
+	return out
+}
+
+// WriteEntryFailures answers a batch request to service (SQS) all of whose
+// entries failed alone: HTTP 200, no entry successful, each failed.
+func WriteEntryFailures(w http.ResponseWriter, service string, failures []EntryFailure) {
+	body, _ := json.Marshal(map[string]any{"Successful": []any{}, "Failed": entryFailureJSON(failures)})
+	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+	w.Header().Set("X-Amzn-Requestid", requestID())
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+// MergeEntryFailures adds failures to the Failed entries of a JSON batch
+// answer (an answer it cannot read is returned as it is).
+func MergeEntryFailures(answer []byte, failures []EntryFailure) []byte {
+	dec := json.NewDecoder(bytes.NewReader(answer))
+	dec.UseNumber()
+	var doc map[string]any
+	if dec.Decode(&doc) != nil {
+		return answer
+	}
+	failed, _ := doc["Failed"].([]any)
+	doc["Failed"] = append(failed, entryFailureJSON(failures)...)
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return answer
+	}
+	return out
+}
+
 // FormDocument nests a query-protocol form: numbered segments (1-based)
 // become list elements, in order.
 func FormDocument(form url.Values) map[string]any {

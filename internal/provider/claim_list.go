@@ -42,7 +42,7 @@ func (l *claimList) ListResourceConfigSchema(_ context.Context, _ list.ListResou
 		Description: "Lists the claims of a pool, by run id, each with its identity and a display name telling what it holds: with `terraform query -generate-config-out`, the configuration that adopts claims whose state was lost. It writes nothing.",
 		Attributes: map[string]schema.Attribute{
 			"pool": schema.StringAttribute{
-				Required: true, Description: "Name of the pool.",
+				Required: true, Description: "Name of the pool, 3-40 characters of `A-Z a-z 0-9 _ -`.",
 				Validators: poolNameValidators(),
 			},
 			"state": schema.StringAttribute{
@@ -50,7 +50,7 @@ func (l *claimList) ListResourceConfigSchema(_ context.Context, _ list.ListResou
 				Validators: []validator.String{stringvalidator.OneOf(claim.StateComplete, claim.StatePending)},
 			},
 			"min_age": schema.StringAttribute{
-				Optional: true, CustomType: durationType{}, Description: "Only claims whose record was last written at least this long ago (a complete claim's: when it got its runners), as a duration such as `2h`.",
+				Optional: true, CustomType: durationType{}, Description: "Only claims whose record was last written at least this long ago (a complete claim's: when it got its runners), as a duration such as `2h`, `0s` to `8760h` (a year).",
 				Validators: []validator.String{durationBetween(0, 365*24*time.Hour)},
 			},
 			"run_id_prefix": schema.StringAttribute{

@@ -119,7 +119,7 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 	wait := func(desc string, def, min, max time.Duration) schema.StringAttribute {
 		return schema.StringAttribute{
 			Optional: true, Computed: true, CustomType: durationType{},
-			Description:   desc + " Default `" + protocol.FormatDuration(def) + "`.",
+			Description:   desc + " A duration, `" + protocol.FormatDuration(min) + "` to `" + protocol.FormatDuration(max) + "`. Default `" + protocol.FormatDuration(def) + "`.",
 			Default:       stringdefault.StaticString(protocol.FormatDuration(def)),
 			Validators:    []validator.String{durationBetween(min, max)},
 			PlanModifiers: replace,
@@ -134,19 +134,19 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
 			"pool": schema.StringAttribute{
-				Required: true, Description: "Name of the pool; everything else about it is read from the pool's config item, so the pool may be managed in another stack.",
+				Required: true, Description: "Name of the pool (3-40 characters of `A-Z a-z 0-9 _ -`); everything else about it is read from the pool's config item, so the pool may be managed in another stack.",
 				PlanModifiers: replace,
 				Validators:    poolNameValidators(),
 			},
 			"run_id": schema.StringAttribute{
 				Optional: true, Computed: true,
-				Description:   fmt.Sprintf("The claim's run id, which names its claim record and begins its runners' `label`. Up to %d characters of `a-z 0-9 _ . -`, starting with a letter or digit; lower case only, as GitHub matches labels case-insensitively (`Run-1` would be `run-1`'s label too). Default: a unique generated id.", protocol.MaxNewRunIDLength),
+				Description:   fmt.Sprintf("The claim's run id, which names its claim record and begins its runners' `label`. 1-100 characters of `a-z 0-9 _ . -` (at most %d for a new claim, so that its label has at most 100), starting with a letter or digit; lower case only, as GitHub matches labels case-insensitively (`Run-1` would be `run-1`'s label too). Default: a unique generated id.", protocol.MaxNewRunIDLength),
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown(), stringplanmodifier.RequiresReplace()},
 				Validators:    []validator.String{runIDValidator()},
 			},
 			"runner_group": schema.StringAttribute{
 				Optional:      true,
-				Description:   "The organization's runner group the runners join, such as a group only some repositories may use. Only for a pool whose runners register with an organization (`github_repository` not set); the group must exist, or the runners cannot register. When the claim knows its `repository`, it fails before it takes a runner if the group does not admit that repository (not among its selected repositories, or public and the group allows no public ones): it reads the organization's runner groups with the provider's or the pool's GitHub credential (organization permission \"Self-hosted runners\", read), and without that permission claims unchecked. Default: the organization's default group.",
+				Description:   "The organization's runner group the runners join, such as a group only some repositories may use: its name, 1-255 characters, no control characters, no blanks at either end. Only for a pool whose runners register with an organization (`github_repository` not set); the group must exist, or the runners cannot register. When the claim knows its `repository`, it fails before it takes a runner if the group does not admit that repository (not among its selected repositories, or public and the group allows no public ones): it reads the organization's runner groups with the provider's or the pool's GitHub credential (organization permission \"Self-hosted runners\", read), and without that permission claims unchecked. Default: the organization's default group.",
 				PlanModifiers: replace,
 				Validators:    []validator.String{runnerGroupValidator()},
 			},
@@ -160,7 +160,7 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 			},
 			"claimant": schema.StringAttribute{
 				Optional:      true,
-				Description:   "Who makes the claim, such as a CI job (the claim action sets the job's id, `GITHUB_JOB`). An apply of a run id whose claim record another claimant made fails, instead of waiting for that claim and adopting it: two jobs never share one claim, which the first one's release would take back. Default: none.",
+				Description:   "Who makes the claim, 1-200 characters, such as a CI job (the claim action sets the job's id, `GITHUB_JOB`). An apply of a run id whose claim record another claimant made fails, instead of waiting for that claim and adopting it: two jobs never share one claim, which the first one's release would take back. Default: none.",
 				PlanModifiers: replace,
 				Validators:    []validator.String{stringvalidator.LengthBetween(1, 200)},
 			},
@@ -191,7 +191,7 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 			},
 			"allowed_instance_types": schema.ListAttribute{
 				Optional: true, Computed: true, ElementType: types.StringType,
-				Description: "Instance type patterns the runners may have: `*` matches any run of characters, everything else is literal, the whole type must match, case-insensitively (`c*` matches `c6i.large`, `c*g` does not). Default `[\"c*\", \"m*\", \"r*\"]`.",
+				Description: "Instance type patterns the runners may have, at least one, of letters, digits, `.`, `-` and `*`: `*` matches any run of characters, everything else is literal, the whole type must match, case-insensitively (`c*` matches `c6i.large`, `c*g` does not). Default `[\"c*\", \"m*\", \"r*\"]`.",
 				Default:     listdefault.StaticValue(stringListValue(defaultAllowedTypes)),
 				Validators: []validator.List{
 					listvalidator.SizeAtLeast(1),
@@ -200,7 +200,7 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 				PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplace()},
 			},
 			"max_runtime": schema.StringAttribute{
-				Optional: true, CustomType: durationType{}, Description: "How long the claim may hold its runners before they terminate themselves, as a duration. A claim made in a GitHub Actions job keeps them longer while a job of its run attempt still runs on one of them, up to GitHub's 5 days per job: the pool's maintenance, run in the last 10 minutes before the deadline, holds them 30 minutes at a time. Default: the pool's `max_runtime`.",
+				Optional: true, CustomType: durationType{}, Description: "How long the claim may hold its runners before they terminate themselves, as a duration, `1m` to `168h` (7 days). A claim made in a GitHub Actions job keeps them longer while a job of its run attempt still runs on one of them, up to GitHub's 5 days per job: the pool's maintenance, run in the last 10 minutes before the deadline, holds them 30 minutes at a time. Default: the pool's `max_runtime`.",
 				Validators:    []validator.String{durationBetween(protocol.ShortestMaxRuntime, protocol.LongestMaxRuntime)},
 				PlanModifiers: replace,
 			},

@@ -43,8 +43,8 @@ const (
 		"(not a reusable workflow it calls): a claim is admitted when one of them matches. `*` matches any run of characters; everything else is literal. " +
 		"Each starts with the entry's `repository` and `/`, so an entry admits no other repository's workflows: " +
 		"`octo/app/.github/workflows/ci.yml@refs/heads/main` admits one workflow on one branch, `octo/app/.github/workflows/*` every workflow of the repository on every ref. " +
-		"Default: any workflow of the repository."
-	accessResourceClassesDescription = "The resource classes the repository's claims may ask for, each one of the pool's `resource_classes`. Default: all of them."
+		"At least one, each once. Default: any workflow of the repository."
+	accessResourceClassesDescription = "The resource classes the repository's claims may ask for, at least one, each once and each one of the pool's `resource_classes`. Default: all of them."
 )
 
 var (

@@ -59,7 +59,7 @@ func (d *poolDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 		Attributes: map[string]schema.Attribute{
 			"id": computedString("The pool's name."),
 			"name": schema.StringAttribute{
-				Required: true, Description: "Name of the pool.",
+				Required: true, Description: "Name of the pool, 3-40 characters of `A-Z a-z 0-9 _ -`.",
 				Validators: poolNameValidators(),
 			},
 			"resource_classes": schema.MapNestedAttribute{

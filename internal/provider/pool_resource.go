@@ -110,14 +110,14 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 			},
 			"name": schema.StringAttribute{
 				Required:      true,
-				Description:   "Name of the pool, 1-40 characters of `A-Z a-z 0-9 _ -`. The DynamoDB table has this name and each queue is named `<name>-<class>`. Changing it replaces the pool.",
+				Description:   "Name of the pool, 3-40 characters of `A-Z a-z 0-9 _ -`. The DynamoDB table has this name and each queue is named `<name>-<class>`. Changing it replaces the pool.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 				Validators:    poolNameValidators(),
 			},
 			"resource_classes": schema.MapNestedAttribute{
 				Optional: true,
 				Computed: true,
-				Description: "Runner sizes by class name. Each class has its own queue, `<name>-<class>`. " +
+				Description: "Runner sizes by class name, at least one class. Each class has its own queue, `<name>-<class>`. " +
 					"Class names use letters, digits and `_`, never `-`. `cpu` values must be unique, and `memory_mib` must grow with `cpu`. " +
 					"A class that holds runners can be removed only with `force_destroy`. Default: seven classes, from `large` (2 vCPU) to `16xlarge` (64 vCPU). See the section \"Resource classes\".",
 				Default: mapdefault.StaticValue(resourceClassesValue(protocol.DefaultResourceClasses())),
@@ -128,30 +128,30 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 				},
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"cpu": schema.Int64Attribute{
-						Required: true, Description: "vCPUs of the class's runners.",
+						Required: true, Description: "vCPUs of the class's runners, 1 to 2147483647 (EC2's 32-bit bound).",
 						Validators: []validator.Int64{int64validator.Between(1, math.MaxInt32)}, // EC2 takes int32
 					},
 					"memory_mib": schema.Int64Attribute{
-						Required: true, Description: "Minimum memory of the class's runners, in MiB.",
+						Required: true, Description: "Minimum memory of the class's runners, in MiB, 1 to 2147483647 (EC2's 32-bit bound).",
 						Validators: []validator.Int64{int64validator.Between(1, math.MaxInt32)},
 					},
 				}},
 			},
 			"idle_timeout": schema.StringAttribute{
 				Optional: true, Computed: true, CustomType: durationType{},
-				Description: "How long a released runner waits in the pool before it terminates itself, as a duration (`7m`, `1h`). Default `7m`.",
+				Description: "How long a released runner waits in the pool before it terminates itself, as a duration (`7m`, `1h`), `1m` to `168h` (7 days). Default `7m`.",
 				Default:     stringdefault.StaticString(protocol.FormatDuration(defaultIdleTimeout)),
 				Validators:  []validator.String{durationBetween(time.Minute, 7*24*time.Hour)},
 			},
 			"max_runtime": schema.StringAttribute{
 				Optional: true, Computed: true, CustomType: durationType{},
-				Description: "How long a claim may hold a runner before it terminates itself, as a duration. Default `30m`; a claim may ask for another.",
+				Description: "How long a claim may hold a runner before it terminates itself, as a duration, `1m` to `168h` (7 days). Default `30m`; a claim may ask for another.",
 				Default:     stringdefault.StaticString(protocol.FormatDuration(defaultMaxRuntime)),
 				Validators:  []validator.String{durationBetween(protocol.ShortestMaxRuntime, protocol.LongestMaxRuntime)},
 			},
 			"max_runner_age": schema.StringAttribute{
 				Optional: true, Computed: true, CustomType: durationType{},
-				Description: "A runner launched longer ago than this is not handed out again nor kept in the pool: claims and releases terminate it (and warm targets replace it), so no machine serves runs for ever. A runner launched from another launch template than the pool launches now, or from another version of it, is retired the same way: a new default version of the template, or a new template (Terraform replacing the `aws_launch_template`), retires the runners of the old one. Default `168h` (7 days).",
+				Description: "A runner launched longer ago than this is not handed out again nor kept in the pool: claims and releases terminate it (and warm targets replace it), so no machine serves runs for ever. A runner launched from another launch template than the pool launches now, or from another version of it, is retired the same way: a new default version of the template, or a new template (Terraform replacing the `aws_launch_template`), retires the runners of the old one. A duration, `1h` to `2160h` (90 days). Default `168h` (7 days).",
 				Default:     stringdefault.StaticString(protocol.FormatDuration(defaultMaxRunnerAge)),
 				Validators:  []validator.String{durationBetween(time.Hour, 90*24*time.Hour)},
 			},
@@ -160,11 +160,11 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 				Description: "How claims launch missing capacity with EC2 CreateFleet (type `instant`). Without it, claims can only reuse runners already in the pool.",
 				Attributes: map[string]schema.Attribute{
 					"launch_template_id": schema.StringAttribute{
-						Optional: true, Description: "ID of the launch template of the runners. Exactly one of `launch_template_id` and `launch_template_name` is required.",
+						Optional: true, Description: "ID of the launch template of the runners, `lt-` and hexadecimal digits. Exactly one of `launch_template_id` and `launch_template_name` is required.",
 						Validators: []validator.String{stringvalidator.ExactlyOneOf(path.MatchRelative().AtParent().AtName("launch_template_name")), launchTemplateIDValidator()},
 					},
 					"launch_template_name": schema.StringAttribute{
-						Optional: true, Description: "Name of the launch template of the runners.",
+						Optional: true, Description: "Name of the launch template of the runners, 3-128 letters, digits and `( ) . - / _`.",
 						Validators: []validator.String{launchTemplateNameValidator()},
 					},
 					"launch_template_version": schema.StringAttribute{
@@ -175,7 +175,7 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 					},
 					"subnet_ids": schema.ListAttribute{
 						Required: true, ElementType: types.StringType,
-						Description: "Subnets to launch in, ideally one per availability zone: each becomes a fleet override, widening the capacity pools.",
+						Description: "Subnets to launch in (`subnet-` IDs, at least one, each once), ideally one per availability zone: each becomes a fleet override, widening the capacity pools.",
 						Validators:  []validator.List{listvalidator.SizeAtLeast(1), uniqueStrings{}, listvalidator.ValueStringsAre(subnetIDValidator())},
 					},
 					"instance_selection": schema.StringAttribute{
@@ -188,12 +188,12 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 			},
 			"github_owner": schema.StringAttribute{
 				Optional:    true,
-				Description: "GitHub user or organization the pool's runners register with. With it, every claim hands each of its runners a registration token, and every release a removal token, minted with the provider's `github` block, whose `owner` must match, or with `github_credential`. Without it, claims hand the runners no tokens.",
+				Description: "GitHub user or organization the pool's runners register with, 1-39 letters, digits or `-`, not starting with `-`. With it, every claim hands each of its runners a registration token, and every release a removal token, minted with the provider's `github` block, whose `owner` must match, or with `github_credential`. Without it, claims hand the runners no tokens.",
 				Validators:  []validator.String{githubOwnerValidator()},
 			},
 			"github_repository": schema.StringAttribute{
 				Optional:    true,
-				Description: "Repository of `github_owner` the runners register with. Without it they register at organization level.",
+				Description: "Repository of `github_owner` the runners register with (its name, 1-100 letters, digits, `_`, `.` or `-`). Without it they register at organization level.",
 				Validators: []validator.String{
 					githubRepositoryValidator(),
 					stringvalidator.AlsoRequires(path.MatchRoot("github_owner")),
@@ -232,12 +232,12 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 				Attributes: map[string]schema.Attribute{
 					"log_group": schema.StringAttribute{
 						Required:    true,
-						Description: "Name of an existing CloudWatch Logs log group, for example an `aws_cloudwatch_log_group`. Several pools may share one.",
+						Description: "Name of an existing CloudWatch Logs log group, for example an `aws_cloudwatch_log_group`: 1 to 512 letters, digits, `.`, `-`, `_`, `/` and `#`. Several pools may share one.",
 						Validators:  []validator.String{logGroupNameValidator()},
 					},
 					"namespace": schema.StringAttribute{
 						Optional: true, Computed: true,
-						Description: "CloudWatch namespace of the metrics. Default `" + metrics.DefaultNamespace + "`.",
+						Description: "CloudWatch namespace of the metrics, 1 to 255 printable ASCII characters, not starting with `:` nor `AWS/`. Default `" + metrics.DefaultNamespace + "`.",
 						Default:     stringdefault.StaticString(metrics.DefaultNamespace),
 						Validators:  []validator.String{metricsNamespaceValidator()},
 					},
@@ -245,7 +245,7 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 			},
 			"tags": schema.MapAttribute{
 				Optional: true, ElementType: types.StringType,
-				Description: "Tags of the table and the queues, over the provider's `default_tags`: at most 48 with them, as SQS allows 50 tags per queue and the provider adds 2. The keys `ec2runners:pool` and `ec2runners:class` are the provider's: it tags each queue with its pool and class.",
+				Description: "Tags of the table and the queues, over the provider's `default_tags`: at most 48 with them, as each queue takes them and the provider's 2, and SQS recommends at most 50 tags a queue (DynamoDB allows 50 a table). Keys are 1-128 characters, values at most 256, of letters, digits, spaces and `_ . : / = + - @`; keys do not start with `aws:`. The keys `ec2runners:pool` and `ec2runners:class` are the provider's: it tags each queue with its pool and class.",
 				Validators:  []validator.Map{tagsValidator{}, mapvalidator.SizeAtMost(maxPoolTags)},
 			},
 			"tags_all": schema.MapAttribute{
@@ -357,7 +357,7 @@ func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 		if len(all) > maxPoolTags {
 			resp.Diagnostics.AddAttributeError(path.Root("tags"), "Too many tags",
 				fmt.Sprintf("Attribute tags and the provider's default_tags come to %d tags, and each queue of the pool takes them and the provider's %s and %s: "+
-					"SQS allows %d tags per queue, so the pool's tags and the default tags may come to at most %d.",
+					"SQS recommends at most %d tags a queue, so the pool's tags and the default tags may come to at most %d.",
 					len(all), protocol.TagPool, protocol.TagClass, awslimits.MaxTagsPerResource, maxPoolTags))
 		}
 		plan.TagsAll = stringMapValue(all)

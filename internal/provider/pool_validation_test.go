@@ -474,7 +474,7 @@ github_repository = "app"`,
 
 // TestAccPool_tagsWithDefaultTags: the pool's tags and the provider's
 // default_tags come to at most 48, as each queue takes them and the
-// provider's two and SQS allows 50; Terraform says so when it plans.
+// provider's two and SQS recommends at most 50; Terraform says so when it plans.
 func TestAccPool_tagsWithDefaultTags(t *testing.T) {
 	var own strings.Builder
 	for i := range 10 {
@@ -490,7 +490,7 @@ provider "ec2runners" {
 resource "ec2runners_pool" "test" {
   name = "okay"
   tags = {`+own.String()+`}
-}`, `Attribute tags and the provider's default_tags come to 50 tags, and each queue of the pool takes them and the provider's ec2runners:pool and ec2runners:class: SQS allows 50 tags per queue, so the pool's tags and the default tags may come to at most 48\.`)
+}`, `Attribute tags and the provider's default_tags come to 50 tags, and each queue of the pool takes them and the provider's ec2runners:pool and ec2runners:class: SQS recommends at most 50 tags a queue, so the pool's tags and the default tags may come to at most 48\.`)
 }
 
 // expectPlanError plans config and expects an error matching pattern.

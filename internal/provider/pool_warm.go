@@ -91,12 +91,12 @@ func warmAttribute() schema.MapNestedAttribute {
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"days": schema.ListAttribute{
 						Required: true, ElementType: types.StringType,
-						Description: "Days of the week the window opens: `mon`, `tue`, `wed`, `thu`, `fri`, `sat`, `sun`.",
+						Description: "Days of the week the window opens, at least one, each once: `mon`, `tue`, `wed`, `thu`, `fri`, `sat`, `sun`.",
 						Validators: []validator.List{listvalidator.SizeAtLeast(1), listvalidator.UniqueValues(),
 							listvalidator.ValueStringsAre(stringvalidator.OneOf(protocol.WeekDays...))},
 					},
 					"from": schema.StringAttribute{
-						Required: true, Description: "When the window opens, `HH:MM` in `time_zone`.",
+						Required: true, Description: "When the window opens, `HH:MM` in `time_zone`, `00:00` to `23:59`.",
 						Validators: []validator.String{stringvalidator.RegexMatches(clockPattern, "must be a time of day HH:MM, 00:00 to 23:59")},
 					},
 					"to": schema.StringAttribute{

@@ -38,13 +38,13 @@ func brokerBlock() schema.SingleNestedBlock {
 		Attributes: map[string]schema.Attribute{
 			"function_name": schema.StringAttribute{
 				Optional: true,
-				Description: "The broker function's name (`ec2runners-broker-ci`), ARN (`arn:aws:lambda:<region>:<account>:function:<name>`) or partial ARN (`<account>:function:<name>`), optionally followed by `:<version or alias>`. " +
+				Description: "The broker function's name (`ec2runners-broker-ci`), ARN (`arn:aws:lambda:<region>:<account>:function:<name>`) or partial ARN (`<account>:function:<name>`), optionally followed by `:<version or alias>`: a name is 1-64 letters, digits, `-` and `_`, the whole at most 170 characters. " +
 					"A name is looked up in the provider's region. Default: `" + envBrokerFunction + "`.",
 				Validators: []validator.String{brokerFunctionValidator()},
 			},
 			"audience": schema.StringAttribute{
 				Optional: true,
-				Description: "The audience the job's OIDC token is requested for: the broker accepts only its own. " +
+				Description: "The audience the job's OIDC token is requested for, printable ASCII without spaces: the broker accepts only its own. " +
 					"Default: `" + envBrokerAudience + "`, then `" + broker.DefaultAudience + "`.",
 				Validators: []validator.String{brokerAudienceValidator()},
 			},

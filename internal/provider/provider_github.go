@@ -45,11 +45,11 @@ func githubBlock() schema.SingleNestedBlock {
 				Validators:  []validator.String{stringvalidator.ConflictsWith(app("app_id"), app("installation_id"), app("private_key"))},
 			},
 			"app_id": schema.Int64Attribute{
-				Optional: true, Description: "ID of a GitHub App with the same permissions; set with `installation_id` and `private_key`. Default: `GITHUB_APP_ID`.",
+				Optional: true, Description: "ID of a GitHub App with the same permissions, at least 1; set with `installation_id` and `private_key`. Default: `GITHUB_APP_ID`.",
 				Validators: []validator.Int64{int64validator.AtLeast(1), int64validator.AlsoRequires(app("installation_id"), app("private_key"))},
 			},
 			"installation_id": schema.Int64Attribute{
-				Optional: true, Description: "ID of the App's installation on the owner. Default: `GITHUB_APP_INSTALLATION_ID`.",
+				Optional: true, Description: "ID of the App's installation on the owner, at least 1. Default: `GITHUB_APP_INSTALLATION_ID`.",
 				Validators: []validator.Int64{int64validator.AtLeast(1), int64validator.AlsoRequires(app("app_id"))},
 			},
 			"private_key": schema.StringAttribute{
@@ -61,11 +61,11 @@ func githubBlock() schema.SingleNestedBlock {
 				Validators: []validator.String{secureURLValidator()},
 			},
 			"owner": schema.StringAttribute{
-				Optional: true, Description: "GitHub user or organization the provider mints runner tokens for: a claim of a pool whose `github_owner` is another fails, and its release terminates the runners instead of returning them to the pool. Default: `GITHUB_REPOSITORY_OWNER` (set in GitHub Actions jobs). Required, from one of them, for pools with a `github_owner`.",
+				Optional: true, Description: "GitHub user or organization the provider mints runner tokens for (1-39 letters, digits or `-`, not starting with `-`): a claim of a pool whose `github_owner` is another fails, and its release terminates the runners instead of returning them to the pool. Default: `GITHUB_REPOSITORY_OWNER` (set in GitHub Actions jobs). Required, from one of them, for pools with a `github_owner`.",
 				Validators: []validator.String{githubOwnerValidator()},
 			},
 			"repository": schema.StringAttribute{
-				Optional: true, Description: "Limits the tokens to this repository of `owner`: claims of pools whose runners register elsewhere (another repository, or the organization) fail, as for another owner. Default: any repository of `owner`, and its organization.",
+				Optional: true, Description: "Limits the tokens to this repository of `owner` (its name, 1-100 letters, digits, `_`, `.` or `-`): claims of pools whose runners register elsewhere (another repository, or the organization) fail, as for another owner. Default: any repository of `owner`, and its organization.",
 				Validators: []validator.String{githubRepositoryValidator()},
 			},
 		},

@@ -32,7 +32,7 @@ type poolActionModel struct {
 func poolActionAttributes() map[string]schema.Attribute {
 	return map[string]schema.Attribute{
 		"pool": schema.StringAttribute{
-			Required: true, Description: "Name of the pool.",
+			Required: true, Description: "Name of the pool, 3-40 characters of `A-Z a-z 0-9 _ -`.",
 			Validators: poolNameValidators(),
 		},
 	}

@@ -68,7 +68,7 @@ func (d *runnerScriptDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, Description: "The pool's name."},
 			"pool": schema.StringAttribute{
-				Required: true, Description: "Name of the pool the instances serve.",
+				Required: true, Description: "Name of the pool the instances serve, 3-40 characters of `A-Z a-z 0-9 _ -`.",
 				Validators: poolNameValidators(),
 			},
 			"region": schema.StringAttribute{
@@ -80,11 +80,11 @@ func (d *runnerScriptDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 				Validators: urlValidators(),
 			},
 			"github_owner": schema.StringAttribute{
-				Required: true, Description: "User or organization the runners register with; the pool's `github_owner`.",
+				Required: true, Description: "User or organization the runners register with, 1-39 letters, digits or `-`, not starting with `-`; the pool's `github_owner`.",
 				Validators: []validator.String{githubOwnerValidator()},
 			},
 			"github_repository": schema.StringAttribute{
-				Optional: true, Description: "Repository the runners register with; without it, at organization level.",
+				Optional: true, Description: "Repository the runners register with (its name, 1-100 letters, digits, `_`, `.` or `-`); without it, at organization level.",
 				Validators: []validator.String{githubRepositoryValidator()},
 			},
 			"runner_version": schema.StringAttribute{
@@ -107,7 +107,7 @@ func (d *runnerScriptDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 				},
 			},
 			"runner_user": schema.StringAttribute{
-				Optional: true, Computed: true, Description: "Unprivileged user the runner runs as; created if missing. Default `" + agentscript.DefaultRunnerUser + "`.",
+				Optional: true, Computed: true, Description: "Unprivileged user the runner runs as, up to 32 lower-case letters, digits, `_` or `-`, starting with a letter or `_`; created if missing. Default `" + agentscript.DefaultRunnerUser + "`.",
 				Validators: []validator.String{stringvalidator.RegexMatches(agent.UserPattern, "must be a user name: up to 32 lower-case letters, digits, '_' or '-', starting with a letter or '_'")},
 			},
 			"pre_runner_script": schema.StringAttribute{
@@ -130,7 +130,7 @@ func (d *runnerScriptDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 			},
 			"broker_function": schema.StringAttribute{
 				Optional: true,
-				MarkdownDescription: "Name or ARN of the pool's broker, the Lambda function through which workflows claim runners. " +
+				MarkdownDescription: "Name (1-64 letters, digits, `_` and `-`) or ARN of the pool's broker, the Lambda function through which workflows claim runners. " +
 					"A run claimed through it hands each runner a registration grant instead of a registration token, and the agent asks the broker, with the grant, for a just-in-time registration for each job: " +
 					"every job starts on a registration no other job used, the runner user wiped since the last one, while the instance stays warm across jobs and runs. " +
 					"Required when workflows claim through the broker (an agent without it cannot use a grant, and fails the claim's registration); " +
@@ -139,7 +139,7 @@ func (d *runnerScriptDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 			},
 			"agent_download_url": schema.StringAttribute{
 				Optional: true, MarkdownDescription: "URL of a directory holding the agent's release binaries, `ec2runners-agent_<version>_linux_amd64` and `ec2runners-agent_<version>_linux_arm64` (a mirror for instances without internet access). " +
-					"The bootstrap checks a download against the SHA-256 of the release all the same. https only; http only to a loopback host, for tests. At most 512 characters. " +
+					"The bootstrap checks a download against the SHA-256 of the release all the same. https only; http only to a loopback host (`127.0.0.0/8`, `::1`, `localhost`), for tests. At most 512 characters. " +
 					"Default: the provider's release on GitHub, `" + agentscript.ReleaseRepository + "/releases/download/v<version>`.",
 				Validators: urlValidators(),
 			},

@@ -49,7 +49,7 @@ func (d *runnersDataSource) Schema(_ context.Context, _ datasource.SchemaRequest
 			"Runners terminated, or past their last deadline (the reaper ends those), are not listed. It writes nothing.",
 		Attributes: map[string]schema.Attribute{
 			"pool": schema.StringAttribute{
-				Required: true, Description: "Name of the pool.",
+				Required: true, Description: "Name of the pool, 3-40 characters of `A-Z a-z 0-9 _ -`.",
 				Validators: poolNameValidators(),
 			},
 			"runners": schema.ListNestedAttribute{

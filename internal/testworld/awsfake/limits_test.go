@@ -237,6 +237,20 @@ func TestFakes_refuse(t *testing.T) {
 	entry := func(id, body string) sqstypes.SendMessageBatchRequestEntry {
 		return sqstypes.SendMessageBatchRequestEntry{Id: aws.String(id), MessageBody: aws.String(body)}
 	}
+	keys := func(n int) []map[string]types.AttributeValue {
+		var out []map[string]types.AttributeValue
+		for i := range n {
+			out = append(out, key("TYPE#X", strconv.Itoa(i)))
+		}
+		return out
+	}
+	puts := func(n int) []types.WriteRequest {
+		var out []types.WriteRequest
+		for _, k := range keys(n) {
+			out = append(out, types.WriteRequest{PutRequest: &types.PutRequest{Item: k}})
+		}
+		return out
+	}
 	var eleven []sqstypes.SendMessageBatchRequestEntry
 	for i := range 11 {
 		eleven = append(eleven, entry(strconv.Itoa(i), "x"))
@@ -271,12 +285,13 @@ func TestFakes_refuse(t *testing.T) {
 		"sqs-batch-entries": {
 			{batch(eleven...), "AWS.SimpleQueueService.TooManyEntriesInBatchRequest", "Maximum number of entries per request are 10. You have sent 11."},
 			{batch(entry("a", "x"), entry("a", "y")), "AWS.SimpleQueueService.BatchEntryIdsNotDistinct", "Id a repeated."},
+			{batch(entry("i-0123.4", "x")), "AWS.SimpleQueueService.InvalidBatchEntryId",
+				"A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long."},
 			{func(ctx context.Context) error {
 				return sdkErr(q.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String("q"), Entries: []sqstypes.ChangeMessageVisibilityBatchRequestEntry{}}))
 			}, "AWS.SimpleQueueService.EmptyBatchRequest", "There should be at least one ChangeMessageVisibilityBatchRequestEntry in the request."},
 		},
-		"sqs-message-size":       {{batch(entry("a", strings.Repeat("x", 1<<20)), entry("b", "y")), "AWS.SimpleQueueService.BatchRequestTooLong", "Batch requests cannot be longer than 1048576 bytes. You have sent 1048577 bytes."}},
-		"sqs-message-characters": {{batch(entry("a", "\x1b[0m")), "InvalidMessageContents", "Invalid binary character '#x1B' was found in the message body, the set of allowed characters is #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]."}},
+		"sqs-message-size": {{batch(entry("a", strings.Repeat("x", 1<<20)), entry("b", "y")), "AWS.SimpleQueueService.BatchRequestTooLong", "Batch requests cannot be longer than 1048576 bytes. You have sent 1048577 bytes."}},
 		"sqs-delay-seconds": {{batch(sqstypes.SendMessageBatchRequestEntry{Id: aws.String("a"), MessageBody: aws.String("x"), DelaySeconds: -1}),
 			"InvalidParameterValue", "Value -1 for parameter DelaySeconds is invalid. Reason: DelaySeconds must be >= 0 and <= 900."}},
 		"sqs-receive": {{func(ctx context.Context) error {
@@ -310,11 +325,15 @@ func TestFakes_refuse(t *testing.T) {
 		}, "ValidationException", "Transaction request cannot include multiple operations on one item"}},
 		"dynamodb-batch-get": {{func(ctx context.Context) error {
 			return sdkErr(tbl.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{"pool": {Keys: []map[string]types.AttributeValue{key("a", "b"), key("a", "b")}}}}))
-		}, "ValidationException", "Provided list of item keys contains duplicates"}},
+		}, "ValidationException", "Provided list of item keys contains duplicates"}, {func(ctx context.Context) error {
+			return sdkErr(tbl.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{"pool": {Keys: keys(60)}, "other": {Keys: keys(41)}}}))
+		}, "ValidationException", "Too many items requested for the BatchGetItem call."}},
 		"dynamodb-batch-write": {{func(ctx context.Context) error {
 			return sdkErr(tbl.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{"pool": {}}}))
 		}, "ValidationException", "1 validation error detected: Value '{pool=[]}' at 'requestItems' failed to satisfy constraint: Map value must satisfy constraint: " +
-			"[Member must have length less than or equal to 25, Member must have length greater than or equal to 1]"}},
+			"[Member must have length less than or equal to 25, Member must have length greater than or equal to 1]"}, {func(ctx context.Context) error {
+			return sdkErr(tbl.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{"pool": puts(13), "other": puts(13)}}))
+		}, "ValidationException", "Too many items requested for the BatchWriteItem call"}},
 		"logs-names": {{func(ctx context.Context) error {
 			return sdkErr(logs.CreateLogStream(ctx, &cloudwatchlogs.CreateLogStreamInput{LogGroupName: aws.String("/ec2runners/metrics"), LogStreamName: aws.String("pool:a")}))
 		}, "InvalidParameterException", "1 validation error detected: Value 'pool:a' at 'logStreamName' failed to satisfy constraint: Member must satisfy regular expression pattern: [^:*]*"}},
@@ -334,6 +353,7 @@ func TestFakes_refuse(t *testing.T) {
 			}
 		}
 		tcs, ok := cases[rule.ID]
+		ok = ok || rule.Entries != nil // TestFakes_entryFailures
 		if implemented && !ok {
 			t.Errorf("rule %s: the fakes implement one of its actions %v, but it has no case here", rule.ID, rule.Actions)
 		}
@@ -357,8 +377,38 @@ func TestTable_updateItemSize(t *testing.T) {
 	_, err := tbl.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{TableName: aws.String("pool"), Key: key("TYPE#LEASE", "l"), UpdateExpression: aws.String("ADD #ids :ids"),
 		ExpressionAttributeNames: map[string]string{"#ids": "ids"}, ExpressionAttributeValues: map[string]types.AttributeValue{":ids": &types.AttributeValueMemberSS{Value: []string{strings.Repeat("i", 30)}}}})
 	var apiErr smithy.APIError
-	if !errors.As(err, &apiErr) || apiErr.ErrorCode() != "ValidationException" || apiErr.ErrorMessage() != "Item size to update has exceeded the maximum allowed size" {
-		t.Errorf("an update past 400 KB: %v, want ValidationException: Item size to update has exceeded the maximum allowed size", err)
+	want := awslimits.ItemSizeToUpdate
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode() != want.Code || apiErr.ErrorMessage() != want.Message {
+		t.Errorf("an update past 400 KB: %v, want %s: %s", err, want.Code, want.Message)
+	}
+}
+
+// A batch's entries that SQS fails alone are failed alone: the call
+// succeeds, the others are sent, and the answer lists the failed ones with
+// AWS's code and message, the sender at fault.
+func TestFakes_entryFailures(t *testing.T) {
+	q := NewSQS("q")
+	ctx := context.Background()
+	entry := func(id, body string) sqstypes.SendMessageBatchRequestEntry {
+		return sqstypes.SendMessageBatchRequestEntry{Id: aws.String(id), MessageBody: aws.String(body)}
+	}
+	out, err := q.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String("q"), Entries: []sqstypes.SendMessageBatchRequestEntry{
+		entry("a", "ok"), entry("b", "\x1b[0m"), entry("c", "fine\t\n"),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const message = "Invalid binary character '#x1B' was found in the message body, the set of allowed characters is #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]."
+	if len(out.Failed) != 1 || aws.ToString(out.Failed[0].Id) != "b" || aws.ToString(out.Failed[0].Code) != "InvalidMessageContents" ||
+		aws.ToString(out.Failed[0].Message) != message || !out.Failed[0].SenderFault {
+		t.Errorf("failed entries %+v, want b alone, InvalidMessageContents: %s, the sender's fault", out.Failed, message)
+	}
+	var sent []string
+	for _, s := range out.Successful {
+		sent = append(sent, aws.ToString(s.Id))
+	}
+	if !slices.Equal(sent, []string{"a", "c"}) || !slices.Equal(q.Bodies("q"), []string{"ok", "fine\t\n"}) {
+		t.Errorf("sent %v, queue %q: want a and c sent, their bodies queued", sent, q.Bodies("q"))
 	}
 }
 

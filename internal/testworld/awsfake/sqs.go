@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -304,7 +305,17 @@ func (s *SQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInpu
 		return nil, err
 	}
 	out := &sqs.SendMessageBatchOutput{}
+	// The entries SQS fails alone (awslimits.CheckEntries): the others are
+	// sent.
+	failed := map[string]awslimits.EntryFailure{}
+	for _, f := range awslimits.CheckEntries("sqs", "SendMessageBatch", Document("sqs", in)) {
+		failed[f.ID] = f
+	}
 	for i, e := range in.Entries {
+		if f, ok := failed[aws.ToString(e.Id)]; ok {
+			out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String(f.Code), Message: aws.String(f.Message), SenderFault: f.SenderFault})
+			continue
+		}
 		if i == 0 && s.FailSendEntries > 0 {
 			s.FailSendEntries--
 			out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InternalError"), Message: aws.String("injected entry failure")})

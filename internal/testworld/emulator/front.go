@@ -23,7 +23,9 @@ import (
 // BatchWriteItem, a table named "a"...), with AWS's own status, code and
 // message in the service's protocol, and forwards everything else
 // untouched, but for the answers a quirk of the emulator behind it fixes
-// (quirks.go). It reads only the requests a rule or a quirk watches: EC2's (small
+// (quirks.go), and the batches whose entries AWS fails alone (an SQS
+// message of characters SQS does not take): those go on without the
+// failed entries, and the answer lists them as Failed, as SQS's does. It reads only the requests a rule or a quirk watches: EC2's (small
 // query-protocol forms, whose action is in the body), and the SQS,
 // DynamoDB and CloudWatch Logs actions some rule reads (told by
 // X-Amz-Target, before the body);
@@ -76,12 +78,15 @@ func startFront(target string, quirks []quirk) (*front, error) {
 	f := &front{url: "http://" + ln.Addr().String()}
 	f.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			service, refusal, fix, err := check(r, quirks)
+			service, refusal, failures, fix, err := check(r, quirks)
 			switch {
 			case err != nil:
 				hangUp(w) // the client is gone mid-request
 			case refusal != nil:
 				awslimits.WriteRefusal(w, service, refusal)
+			case failures != nil && r.ContentLength == 0:
+				// Every entry of the batch failed alone: nothing to forward.
+				awslimits.WriteEntryFailures(w, service, failures)
 			default:
 				// Detached from the client: a request the emulator
 				// would have received is carried out even if its client
@@ -108,24 +113,42 @@ type fixKey struct{}
 // check applies the rules to a request of a service and action a rule
 // watches (its SigV4 signing name, and its action as X-Amz-Target names it
 // for the JSON protocols), and returns the refusal, if it breaks one, or
-// else the fix of its answer, if a quirk applies; it leaves the body
-// readable again for forwarding. Any other request is not read.
-func check(r *http.Request, quirks []quirk) (string, *awslimits.Refusal, func([]byte) []byte, error) {
+// else the entries of a batch AWS fails alone and the fix of its answer,
+// if a quirk applies or entries failed; it leaves the body readable again
+// for forwarding, without the failed entries (empty when none is left:
+// the caller answers). Any other request is not read.
+//
+// A batch without its failed entries is forwarded with the client's
+// signature, which no longer matches its body: the emulators this front
+// serves (moto, LocalStack) do not check signatures.
+func check(r *http.Request, quirks []quirk) (string, *awslimits.Refusal, []awslimits.EntryFailure, func([]byte) []byte, error) {
 	scope, _ := sigv4.ParseScope(r.Header.Get("Authorization"))
 	service := scope.Service
 	if !awslimits.Watches(service, awslimits.Action(service, r.Header)) && !quirked(quirks, service) {
-		return service, nil, nil, nil
+		return service, nil, nil, nil, nil
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		return service, nil, nil, err
+		return service, nil, nil, nil, err
+	}
+	if refusal := awslimits.CheckHTTP(service, r.Header, body); refusal != nil {
+		return service, refusal, nil, nil, nil
+	}
+	fix := fixOf(quirks, service, r.Header, body)
+	failures, rest := awslimits.EntryFailuresHTTP(service, r.Header, body)
+	if failures != nil {
+		quirkFix := fix
+		fix = func(answer []byte) []byte {
+			if quirkFix != nil {
+				answer = quirkFix(answer)
+			}
+			return awslimits.MergeEntryFailures(answer, failures)
+		}
+		body = rest
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
-	if refusal := awslimits.CheckHTTP(service, r.Header, body); refusal != nil {
-		return service, refusal, nil, nil
-	}
-	return service, nil, fixOf(quirks, service, r.Header, body), nil
+	return service, nil, failures, fix, nil
 }
 
 // hangUp closes the client's connection without an answer.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -171,6 +172,13 @@ var frontRefusals = map[string][]refusal{
 	"ec2-client-token": {{
 		call: fleet(func(in *ec2.CreateFleetInput) { in.ClientToken = aws.String(strings.Repeat("t", 65)) }),
 		code: "InvalidParameterValue", message: "Value (" + strings.Repeat("t", 65) + ") for parameter clientToken is invalid: at most 64 ASCII characters (the test front's wording).",
+	}, {
+		call: func(ctx context.Context, c clients) error {
+			_, err := c.ec2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String("front-rules"), ClientToken: aws.String(strings.Repeat("t", 129)),
+				LaunchTemplateData: &ec2types.RequestLaunchTemplateData{InstanceType: ec2types.InstanceTypeT3Micro}})
+			return err
+		},
+		code: "InvalidParameterValue", message: "Value (" + strings.Repeat("t", 129) + ") for parameter clientToken is invalid: at most 128 ASCII characters (the test front's wording).",
 	}},
 	"ec2-filter-values": {{
 		call: func(ctx context.Context, c clients) error {
@@ -227,7 +235,7 @@ var frontRefusals = map[string][]refusal{
 		code: "AWS.SimpleQueueService.BatchEntryIdsNotDistinct", message: "Id id1 repeated.",
 	}, {
 		call: sendBatch([]sqstypes.SendMessageBatchRequestEntry{{Id: aws.String("i-0123.4"), MessageBody: aws.String("a")}}),
-		code: "AWS.SimpleQueueService.InvalidBatchEntryId", message: "The Id of a batch entry in a batch request doesn't abide by the specification.",
+		code: "AWS.SimpleQueueService.InvalidBatchEntryId", message: "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long.",
 	}},
 	"sqs-message-size": {{
 		call: func(ctx context.Context, c clients) error {
@@ -239,8 +247,12 @@ var frontRefusals = map[string][]refusal{
 		call: sendBatch(entries(10, strings.Repeat("x", 104858))),
 		code: "AWS.SimpleQueueService.BatchRequestTooLong", message: "Batch requests cannot be longer than 1048576 bytes. You have sent 1048580 bytes.",
 	}},
+	// A batch's entries fail alone: TestFrontRules_batchEntryFailures.
 	"sqs-message-characters": {{
-		call:    sendBatch(entries(1, "{\"id\":\"\x01\"}")),
+		call: func(ctx context.Context, c clients) error {
+			_, err := c.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String("{\"id\":\"\x01\"}")})
+			return err
+		},
 		code:    "InvalidMessageContents",
 		message: "Invalid binary character '#x1' was found in the message body, the set of allowed characters is #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF].",
 	}, {
@@ -405,6 +417,17 @@ var frontRefusals = map[string][]refusal{
 			return err
 		},
 		code: "ValidationException", message: "Provided list of item keys contains duplicates",
+	}, {
+		call: func(ctx context.Context, c clients) error {
+			var a, b []map[string]ddbtypes.AttributeValue
+			for i := range 60 {
+				a = append(a, ddbKey("TYPE#X", strconv.Itoa(i)))
+				b = append(b, ddbKey("TYPE#Y", strconv.Itoa(i)))
+			}
+			_, err := c.ddb.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]ddbtypes.KeysAndAttributes{table: {Keys: a}, table + "-b": {Keys: b}}})
+			return err
+		},
+		code: "ValidationException", message: "Too many items requested for the BatchGetItem call.",
 	}},
 	"dynamodb-batch-write": {{
 		call: func(ctx context.Context, c clients) error {
@@ -418,6 +441,17 @@ var frontRefusals = map[string][]refusal{
 		code: "ValidationException",
 		message: `^1 validation error detected: Value '\{front-rules=\[.+\]\}' at 'requestItems' failed to satisfy constraint: Map value must satisfy constraint: ` +
 			`\[Member must have length less than or equal to 25, Member must have length greater than or equal to 1\]$`,
+	}, {
+		call: func(ctx context.Context, c clients) error {
+			var a, b []ddbtypes.WriteRequest
+			for i := range 13 {
+				a = append(a, ddbtypes.WriteRequest{PutRequest: &ddbtypes.PutRequest{Item: ddbKey("TYPE#X", strconv.Itoa(i))}})
+				b = append(b, ddbtypes.WriteRequest{PutRequest: &ddbtypes.PutRequest{Item: ddbKey("TYPE#Y", strconv.Itoa(i))}})
+			}
+			_, err := c.ddb.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]ddbtypes.WriteRequest{table: a, table + "-b": b}})
+			return err
+		},
+		code: "ValidationException", message: "Too many items requested for the BatchWriteItem call",
 	}},
 	"dynamodb-tags": {{
 		call: func(ctx context.Context, c clients) error {
@@ -581,6 +615,15 @@ func TestFrontRules_limitsAccepted(t *testing.T) {
 			_, err := c.ddb.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]ddbtypes.KeysAndAttributes{tbl: {Keys: keys}}})
 			return err
 		}},
+		{"a CreateLaunchTemplate with a ClientToken of 128 characters", func() error {
+			lt := name + "-token"
+			if _, err := c.ec2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String(lt), ClientToken: aws.String(strings.Repeat("t", 128)),
+				LaunchTemplateData: &ec2types.RequestLaunchTemplateData{InstanceType: ec2types.InstanceTypeT3Micro}}); err != nil {
+				return err
+			}
+			_, err := c.ec2.DeleteLaunchTemplate(context.WithoutCancel(ctx), &ec2.DeleteLaunchTemplateInput{LaunchTemplateName: aws.String(lt)})
+			return err
+		}},
 		{"a BatchWriteItem of 25 puts", func() error {
 			var writes []ddbtypes.WriteRequest
 			for i := range 25 {
@@ -618,6 +661,74 @@ func TestFrontRules_limitsAccepted(t *testing.T) {
 		if err := step.call(); err != nil {
 			t.Errorf("%s: %v, want it taken", step.what, err)
 		}
+	}
+}
+
+// A batch's entries that SQS fails alone (sqs-message-characters) are
+// failed alone: the call succeeds, the other entries are sent, and the
+// answer lists the failed ones with SQS's code and message, the sender at
+// fault; a batch all of whose entries fail sends nothing.
+func TestFrontRules_batchEntryFailures(t *testing.T) {
+	ctx, c := frontClients(t)
+	q, err := c.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("front-entries-" + randomHex(4))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = c.sqs.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
+	entry := func(id, body string) sqstypes.SendMessageBatchRequestEntry {
+		return sqstypes.SendMessageBatchRequestEntry{Id: aws.String(id), MessageBody: aws.String(body)}
+	}
+	const message = "Invalid binary character '#x1' was found in the message body, the set of allowed characters is #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]."
+	wantFailed := func(what string, failed []sqstypes.BatchResultErrorEntry, ids ...string) {
+		t.Helper()
+		var got []string
+		for _, f := range failed {
+			got = append(got, aws.ToString(f.Id))
+			if aws.ToString(f.Code) != "InvalidMessageContents" || aws.ToString(f.Message) != message || !f.SenderFault {
+				t.Errorf("%s: entry %s failed %s: %q (sender's fault %v), want InvalidMessageContents: %q, the sender's fault",
+					what, aws.ToString(f.Id), aws.ToString(f.Code), aws.ToString(f.Message), f.SenderFault, message)
+			}
+		}
+		if !slices.Equal(got, ids) {
+			t.Errorf("%s: entries %v failed, want %v", what, got, ids)
+		}
+	}
+	out, err := c.sqs.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: q.QueueUrl, Entries: []sqstypes.SendMessageBatchRequestEntry{
+		entry("a", "one"), entry("b", "{\"id\":\"\x01\"}"), entry("c", "two"),
+	}})
+	if err != nil {
+		t.Fatalf("a batch with one bad entry: %v, want it to succeed", err)
+	}
+	wantFailed("a batch with one bad entry", out.Failed, "b")
+	if len(out.Successful) != 2 {
+		t.Errorf("a batch with one bad entry: %d sent, want 2", len(out.Successful))
+	}
+	all, err := c.sqs.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: q.QueueUrl, Entries: []sqstypes.SendMessageBatchRequestEntry{
+		entry("x", "\x01"), entry("y", "\x01\x01"),
+	}})
+	if err != nil {
+		t.Fatalf("a batch of bad entries: %v, want it to succeed", err)
+	}
+	wantFailed("a batch of bad entries", all.Failed, "x", "y")
+	if len(all.Successful) != 0 {
+		t.Errorf("a batch of bad entries: %d sent, want none", len(all.Successful))
+	}
+	var bodies []string
+	for range 5 {
+		got, err := c.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range got.Messages {
+			bodies = append(bodies, aws.ToString(m.Body))
+		}
+		if len(bodies) >= 2 {
+			break
+		}
+	}
+	slices.Sort(bodies)
+	if !slices.Equal(bodies, []string{"one", "two"}) {
+		t.Errorf("the queue holds %q, want the two good entries' bodies", bodies)
 	}
 }
 
