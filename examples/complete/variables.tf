@@ -14,8 +14,8 @@ variable "pool_name" {
   default     = "ci-runners"
 
   validation {
-    condition     = can(regex("^[A-Za-z0-9_-]{1,40}$", var.pool_name))
-    error_message = "The pool name must be 1-40 characters of A-Z, a-z, 0-9, '_' and '-'."
+    condition     = can(regex("^[A-Za-z0-9_-]{3,40}$", var.pool_name))
+    error_message = "The pool name must be 3-40 characters of A-Z, a-z, 0-9, '_' and '-'."
   }
 }
 

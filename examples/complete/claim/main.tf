@@ -50,8 +50,8 @@ variable "pool" {
   type        = string
 
   validation {
-    condition     = can(regex("^[A-Za-z0-9_-]{1,40}$", var.pool))
-    error_message = "The pool name must be 1-40 characters of A-Z, a-z, 0-9, '_' and '-'."
+    condition     = can(regex("^[A-Za-z0-9_-]{3,40}$", var.pool))
+    error_message = "The pool name must be 3-40 characters of A-Z, a-z, 0-9, '_' and '-'."
   }
 }
 
