@@ -10,8 +10,9 @@ terraform {
   required_providers {
     ec2runners = {
       source = "ec2runners/ec2runners"
-      # Pin it to the pool stack's release line (../versions.tf), e.g.
-      # version = "~> 0.1.0", and commit .terraform.lock.hcl.
+      # The pool stack's release line (../versions.tf): patch releases
+      # only. Commit .terraform.lock.hcl.
+      version = "~> 0.1.0"
     }
   }
 

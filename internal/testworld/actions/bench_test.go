@@ -21,6 +21,7 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/agentsim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/emulator"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/providermirror"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/tfcli"
 )
 
@@ -52,9 +53,7 @@ exit $status
 //
 //	TF_ACC=1 go test ./internal/testworld/actions/ -run '^$' -bench ClaimStep -benchtime 5x
 func BenchmarkClaimStep(b *testing.B) {
-	if os.Getenv("TF_ACC") == "" {
-		b.Skip("needs the emulator and Terraform: set TF_ACC=1 (make bench does)")
-	}
+	requireAcceptance(b)
 	tf := tfcli.Must(b)
 	ctx := context.Background()
 	endpoint, stop, err := emulator.Ensure(ctx)
@@ -85,7 +84,7 @@ func BenchmarkClaimStep(b *testing.B) {
 	if err := os.Chmod(filepath.Join(bin, "terraform"), 0o755); err != nil {
 		b.Fatal(err)
 	}
-	mirror, _ := buildProvider(b)
+	mirror, _ := providermirror.Build(b)
 	times := filepath.Join(b.TempDir(), "times")
 	env := map[string]string{
 		"PATH":                  bin + string(os.PathListSeparator) + os.Getenv("PATH"),
@@ -95,12 +94,12 @@ func BenchmarkClaimStep(b *testing.B) {
 		"AWS_REGION":            "us-east-1",
 		"AWS_ACCESS_KEY_ID":     "test",
 		"AWS_SECRET_ACCESS_KEY": "test",
-		"TF_CLI_CONFIG_FILE":    cliConfig(b, mirror),
+		"TF_CLI_CONFIG_FILE":    providermirror.CLIConfig(b, mirror),
 		"CHECKPOINT_DISABLE":    "1",
 		// What actions/cache restores in every claim job.
 		"EC2RUNNERS_CACHE_DIR":        filepath.Join(b.TempDir(), "cache"),
 		"EC2RUNNERS_POOL":             name,
-		"EC2RUNNERS_PROVIDER_VERSION": mirrorVersion,
+		"EC2RUNNERS_PROVIDER_VERSION": providermirror.Version(b),
 		"EC2RUNNERS_INSTANCE_COUNT":   "2",
 		"EC2RUNNERS_MAX_RUNTIME":      "30m",
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/broker"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/providermirror"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/tfcli"
 )
 
@@ -30,9 +31,7 @@ import (
 // audience; the claim's outputs are the broker's answer; and nothing else
 // reaches AWS, so the actions need no access to the pool's table.
 func TestActions_broker(t *testing.T) {
-	if os.Getenv("TF_ACC") == "" {
-		t.Skip("acceptance test: set TF_ACC=1 (make test does)")
-	}
+	requireAcceptance(t)
 	tf := tfcli.Must(t)
 	const (
 		function = "ci-runners-broker"
@@ -56,14 +55,14 @@ func TestActions_broker(t *testing.T) {
 	if err := os.Symlink(tf, filepath.Join(bin, "terraform")); err != nil {
 		t.Fatal(err)
 	}
-	mirror, _ := buildProvider(t)
+	mirror, _ := providermirror.Build(t)
 	env := map[string]string{
 		"PATH":                  bin + string(os.PathListSeparator) + os.Getenv("PATH"),
 		"AWS_ENDPOINT_URL":      aws.URL,
 		"AWS_REGION":            "us-east-1",
 		"AWS_ACCESS_KEY_ID":     "ci-role",
 		"AWS_SECRET_ACCESS_KEY": "test",
-		"TF_CLI_CONFIG_FILE":    cliConfig(t, mirror),
+		"TF_CLI_CONFIG_FILE":    providermirror.CLIConfig(t, mirror),
 		"EC2RUNNERS_CACHE_DIR":  filepath.Join(t.TempDir(), "cache"),
 		"GITHUB_ACTIONS":        "true",
 		// What GitHub sets in a job with id-token: write.
@@ -71,7 +70,7 @@ func TestActions_broker(t *testing.T) {
 		broker.EnvTokenRequestToken: "request-token",
 	}
 	inputs := map[string]string{
-		"pool": pool, "broker-function": function, "broker-audience": audience, "provider-version": mirrorVersion,
+		"pool": pool, "broker-function": function, "broker-audience": audience, "provider-version": providermirror.Version(t),
 	}
 
 	claimInputs, releaseInputs := maps.Clone(inputs), maps.Clone(inputs)

@@ -1,16 +1,13 @@
 package actions
 
 import (
-	"archive/zip"
 	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,19 +17,21 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-const (
-	// repoRoot is the repository's root relative to this package's
-	// directory, where `go test` runs the tests.
-	repoRoot = "../../.."
-
-	providerAddress = "registry.terraform.io/ec2runners/ec2runners"
-	providerBinary  = "terraform-provider-ec2runners"
-	// mirrorVersion is the version the test's filesystem mirror offers.
-	mirrorVersion = "0.0.1"
-)
+// repoRoot is the repository's root relative to this package's directory,
+// where `go test` runs the tests.
+const repoRoot = "../../.."
 
 // script is the actions' script, as their steps run it.
 var script = filepath.Join(repoRoot, ".github", "actions", "lib", "ec2runners.sh")
+
+// requireAcceptance skips t unless acceptance tests are asked for
+// (TF_ACC set): they need the emulator and Terraform.
+func requireAcceptance(t testing.TB) {
+	t.Helper()
+	if os.Getenv("TF_ACC") == "" {
+		t.Skip("acceptance test: needs the emulator and Terraform: set TF_ACC=1 (make test and make bench do)")
+	}
+}
 
 // toolPath finds a tool on PATH. Outside CI a missing one skips the test,
 // saying why; CI (CI set, as .ci/run does) fails instead.
@@ -48,69 +47,6 @@ func toolPath(t testing.TB, name, why string) string {
 	}
 	t.Skip(msg)
 	return ""
-}
-
-// buildProvider builds the provider from this checkout into a filesystem
-// mirror, packed as the registry serves it (a zip of version
-// mirrorVersion), and returns the mirror's directory and the zip's path:
-// terraform init installs from it as from the registry, and fills the
-// plugin cache.
-func buildProvider(t testing.TB) (mirror, archive string) {
-	t.Helper()
-	dir := t.TempDir()
-	binary := filepath.Join(dir, providerBinary+"_v"+mirrorVersion)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-buildvcs=false", "-o", binary, repoRoot)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build of the provider: %v\n%s", err, out)
-	}
-	mirror = filepath.Join(dir, "mirror")
-	archive = filepath.Join(mirror, providerAddress, fmt.Sprintf("%s_%s_%s_%s.zip", providerBinary, mirrorVersion, runtime.GOOS, runtime.GOARCH))
-	if err := os.MkdirAll(filepath.Dir(archive), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Create(archive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zw := zip.NewWriter(f)
-	h := &zip.FileHeader{Name: filepath.Base(binary), Method: zip.Deflate}
-	h.SetMode(0o755)
-	w, err := zw.CreateHeader(h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := os.Open(binary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	if _, err := io.Copy(w, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return mirror, archive
-}
-
-// cliConfig writes a Terraform CLI configuration that installs the
-// provider from mirror and nothing from anywhere else.
-func cliConfig(t testing.TB, mirror string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "terraformrc")
-	writeFile(t, path, fmt.Sprintf(`provider_installation {
-  filesystem_mirror {
-    path    = %q
-    include = [%q]
-  }
-}
-`, filepath.ToSlash(mirror), providerAddress))
-	return path
 }
 
 // job is one job of a workflow run on a fresh runner: its own RUNNER_TEMP,

@@ -3,9 +3,10 @@ package actions
 import (
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/providermirror"
 )
 
 // TestActions_prepare runs the actions' first step, which decides whether
@@ -37,14 +38,7 @@ func TestActions_prepare(t *testing.T) {
 	// commit's provider-version names: make release checks that a release's
 	// commit names its own version.
 	const commit = "0123456789abcdef0123456789abcdef01234567"
-	data, err := os.ReadFile(filepath.Join(repoRoot, ".github", "actions", "lib", "provider-version"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	shipped := strings.TrimSpace(string(data))
-	if !regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`).MatchString(shipped) {
-		t.Fatalf(".github/actions/lib/provider-version holds %q, want a release's version X.Y.Z", shipped)
-	}
+	shipped := providermirror.Version(t)
 	merge := func(ms ...map[string]string) map[string]string {
 		out := map[string]string{"EC2RUNNERS_POOL": "ci-runners", "EC2RUNNERS_PROVIDER_VERSION": "1.2.3"}
 		for _, m := range ms {

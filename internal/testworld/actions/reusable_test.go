@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/providermirror"
 )
 
 const reusableWorkflow = ".github/workflows/ec2runners.yml"
@@ -19,15 +21,11 @@ const reusableWorkflow = ".github/workflows/ec2runners.yml"
 // names, which make release checks is the tag's: a workflow pinned to a
 // release uses that release's actions.
 func TestReusableWorkflow_pinsTheActionsOfItsRelease(t *testing.T) {
-	version, err := os.ReadFile(filepath.Join(repoRoot, ".github", "actions", "lib", "provider-version"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	data, err := os.ReadFile(filepath.Join(repoRoot, reusableWorkflow))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "@v" + strings.TrimSpace(string(version))
+	want := "@v" + providermirror.Version(t)
 	uses := regexp.MustCompile(`uses: (ec2runners/terraform-provider-ec2runners/\S+)`).FindAllStringSubmatch(string(data), -1)
 	if len(uses) < 2 {
 		t.Fatalf("%s uses %v, want the claim and release actions", reusableWorkflow, uses)

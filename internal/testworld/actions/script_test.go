@@ -26,6 +26,7 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/agentsim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/awsrecord"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/emulator"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/providermirror"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/tfcli"
 )
 
@@ -44,9 +45,7 @@ import (
 // Terraform and gives back what the claim took; and a claim job whose
 // runner was lost, whose claim the release gives back.
 func TestActions_claimAndRelease(t *testing.T) {
-	if os.Getenv("TF_ACC") == "" {
-		t.Skip("acceptance test: set TF_ACC=1 (make test does)")
-	}
+	requireAcceptance(t)
 	tf := tfcli.Must(t)
 	ctx := context.Background()
 	endpoint, stop, err := emulator.Ensure(ctx)
@@ -95,18 +94,18 @@ func TestActions_claimAndRelease(t *testing.T) {
 	if err := os.Symlink(tf, filepath.Join(bin, "terraform")); err != nil {
 		t.Fatal(err)
 	}
-	mirror, archive := buildProvider(t)
+	mirror, archive := providermirror.Build(t)
 	env := map[string]string{
 		"PATH":                  bin + string(os.PathListSeparator) + os.Getenv("PATH"),
 		"AWS_ENDPOINT_URL":      recorded,
 		"AWS_REGION":            "us-east-1",
 		"AWS_ACCESS_KEY_ID":     awsrecord.ClaimsKey,
 		"AWS_SECRET_ACCESS_KEY": "test",
-		"TF_CLI_CONFIG_FILE":    cliConfig(t, mirror),
+		"TF_CLI_CONFIG_FILE":    providermirror.CLIConfig(t, mirror),
 		// What actions/cache restores and saves between jobs.
 		"EC2RUNNERS_CACHE_DIR":        filepath.Join(t.TempDir(), "cache"),
 		"EC2RUNNERS_POOL":             name,
-		"EC2RUNNERS_PROVIDER_VERSION": mirrorVersion,
+		"EC2RUNNERS_PROVIDER_VERSION": providermirror.Version(t),
 		"EC2RUNNERS_INSTANCE_COUNT":   "2",
 		"EC2RUNNERS_MAX_RUNTIME":      "30m",
 		"GITHUB_RUN_ID":               "4242",

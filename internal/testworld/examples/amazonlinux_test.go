@@ -19,6 +19,7 @@ import (
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agent"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/agentscript"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/providermirror"
 )
 
 // runnerDependency is a package the GitHub runner's dependencies script,
@@ -106,33 +107,65 @@ func TestExamples_completeRunsOnAmazonLinux2023(t *testing.T) {
 	checkAMIArchitectures(t)
 }
 
-// TestExamples_completePinsTheProvider checks that examples/complete pins
-// the ec2runners provider to its release line, as the README says to: the
-// constraint admits the release the actions install
+// devOnlyExample is the example no user copies: `make demo` applies it
+// with the provider built from the checkout (dev_overrides), whatever its
+// version, so it pins none.
+const devOnlyExample = "demo"
+
+// TestExamples_pinTheProvider checks that every example that declares the
+// ec2runners provider (examples/complete and its claim module among them)
+// pins it to its release line, as the README says to: the constraint
+// admits the release the actions install
 // (.github/actions/lib/provider-version) and its patch releases, and
 // neither the next minor release (a 0.x minor may break) nor an older one.
-func TestExamples_completePinsTheProvider(t *testing.T) {
-	release := shippedRelease(t)
-	constraint := requiredVersion(t, filepath.Join(completeDir, "versions.tf"), "ec2runners")
-	if constraint == "" {
-		t.Fatal("examples/complete/versions.tf does not pin the ec2runners provider (required_providers: version)")
-	}
-	c, err := version.NewConstraint(constraint)
-	if err != nil {
-		t.Fatalf("the ec2runners provider's version constraint %q: %v", constraint, err)
-	}
+func TestExamples_pinTheProvider(t *testing.T) {
+	release := version.Must(version.NewVersion(providermirror.Version(t)))
 	segs := release.Segments()
 	line := func(major, minor, patch int) *version.Version {
 		return version.Must(version.NewVersion(fmt.Sprintf("%d.%d.%d", major, minor, patch)))
 	}
-	for v, want := range map[*version.Version]bool{
+	admits := map[*version.Version]bool{
 		release:                           true,
 		line(segs[0], segs[1], segs[2]+7): true,  // a patch release
 		line(segs[0], segs[1]+1, 0):       false, // the next minor release
 		line(segs[0]+1, 0, 0):             false, // the next major release
-	} {
-		if got := c.Check(v); got != want {
-			t.Errorf("the constraint %q admits %s: %v, want %v (the release line of %s, which the actions install)", constraint, v, got, want, release)
+	}
+	var checked []string
+	for _, dir := range exampleDirs(t) {
+		if dir == devOnlyExample {
+			continue
+		}
+		files, err := filepath.Glob(filepath.Join(examplesDir, filepath.FromSlash(dir), "*.tf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, file := range files {
+			constraint, declared := requiredVersion(t, file, "ec2runners")
+			if !declared {
+				continue
+			}
+			name, _ := filepath.Rel(examplesDir, file)
+			name = "examples/" + filepath.ToSlash(name)
+			checked = append(checked, name)
+			if constraint == "" {
+				t.Errorf("%s does not pin the ec2runners provider (required_providers: version)", name)
+				continue
+			}
+			c, err := version.NewConstraint(constraint)
+			if err != nil {
+				t.Errorf("%s: the ec2runners provider's version constraint %q: %v", name, constraint, err)
+				continue
+			}
+			for v, want := range admits {
+				if got := c.Check(v); got != want {
+					t.Errorf("%s: the constraint %q admits %s: %v, want %v (the release line of %s, which the actions install)", name, constraint, v, got, want, release)
+				}
+			}
+		}
+	}
+	for _, want := range []string{"examples/complete/versions.tf", "examples/complete/claim/main.tf"} {
+		if !slices.Contains(checked, want) {
+			t.Errorf("%s was not checked (checked: %v)", want, checked)
 		}
 	}
 }
@@ -299,24 +332,10 @@ func checkAMIArchitectures(t *testing.T) {
 	}
 }
 
-// shippedRelease is the release the claim and release actions install:
-// .github/actions/lib/provider-version.
-func shippedRelease(t *testing.T) *version.Version {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(moduleRoot, ".github", "actions", "lib", "provider-version"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := version.NewVersion(strings.TrimSpace(string(b)))
-	if err != nil || len(v.Segments()) != 3 || v.Prerelease() != "" {
-		t.Fatalf(".github/actions/lib/provider-version holds %q, want a release X.Y.Z: %v", b, err)
-	}
-	return v
-}
-
 // requiredVersion is the version constraint of a provider in the
-// terraform block's required_providers of a file ("" when none).
-func requiredVersion(t *testing.T, path, provider string) string {
+// terraform block's required_providers of a file ("" when none), and
+// whether the file declares the provider there.
+func requiredVersion(t *testing.T, path, provider string) (constraint string, declared bool) {
 	t.Helper()
 	for _, tf := range parseBody(t, path).Blocks {
 		if tf.Type != "terraform" {
@@ -331,11 +350,10 @@ func requiredVersion(t *testing.T, path, provider string) string {
 				t.Fatalf("%s: required_providers.%s is not an object of literals: %v", path, provider, diags)
 			}
 			if !v.Type().HasAttribute("version") {
-				return ""
+				return "", true
 			}
-			return v.GetAttr("version").AsString()
+			return v.GetAttr("version").AsString(), true
 		}
 	}
-	t.Fatalf("%s declares no required_providers.%s", path, provider)
-	return ""
+	return "", false
 }

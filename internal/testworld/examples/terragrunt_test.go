@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -24,6 +23,7 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/agentsim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/emulator"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/providermirror"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/tfcli"
 )
 
@@ -46,6 +46,9 @@ func TestTerragrunt_completeExample(t *testing.T) {
 	}
 	tg := toolPath(t, "terragrunt", ".ci/run adds ../shared/tools; elsewhere install a release from https://github.com/gruntwork-io/terragrunt/releases")
 	tf := tfcli.Must(t)
+	// terraform init, which Terragrunt runs, installs the provider as from
+	// the registry: of the release the example's claim module pins.
+	mirror, _ := providermirror.Build(t)
 	ctx := context.Background()
 	endpoint, stop, err := emulator.Ensure(ctx)
 	if err != nil {
@@ -55,7 +58,7 @@ func TestTerragrunt_completeExample(t *testing.T) {
 	env := []string{
 		"AWS_ENDPOINT_URL=" + endpoint, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
 		"TG_TF_PATH=" + tf, "TG_NO_COLOR=true", "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1",
-		"TF_CLI_CONFIG_FILE=" + mirrorCLIConfig(t, buildProvider(t)),
+		"TF_CLI_CONFIG_FILE=" + providermirror.CLIConfig(t, mirror),
 	}
 	for _, kv := range env[:4] {
 		k, v, _ := strings.Cut(kv, "=")
@@ -166,33 +169,6 @@ func TestTerragrunt_completeExample(t *testing.T) {
 	if _, err := pool.ReadConfig(ctx, clients.DynamoDB, name); err == nil {
 		t.Errorf("pool %s still exists after run --all destroy", name)
 	}
-}
-
-// mirrorCLIConfig installs this provider from a filesystem mirror holding
-// the binary in dir: unlike dev_overrides, `terraform init` (which
-// Terragrunt runs) works with it, without a registry.
-func mirrorCLIConfig(t *testing.T, dir string) string {
-	t.Helper()
-	mirror := filepath.Join(t.TempDir(), "mirror")
-	target := filepath.Join(mirror, providerAddress, "0.0.1", runtime.GOOS+"_"+runtime.GOARCH)
-	if err := os.MkdirAll(target, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := copyFile(filepath.Join(dir, providerBinary), filepath.Join(target, providerBinary+"_v0.0.1")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(filepath.Join(target, providerBinary+"_v0.0.1"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "terraformrc")
-	writeFile(t, path, fmt.Sprintf(`provider_installation {
-  filesystem_mirror {
-    path    = %q
-    include = [%q]
-  }
-}
-`, filepath.ToSlash(mirror), providerAddress))
-	return path
 }
 
 // terragruntLayout is a checkout: the example's claims unit and claim module
