@@ -38,7 +38,7 @@ data "ec2runners_runner_script" "test" {
   broker_function     = "ci-runners-broker"
 }`,
 			ConfigStateChecks: []statecheck.StateCheck{
-				statecheck.ExpectKnownValue(address, tfjsonpath.New("region"), knownvalue.StringExact(testClients.Region)),
+				statecheck.ExpectKnownValue(address, tfjsonpath.New("region"), knownvalue.StringExact(testRegion())),
 				statecheck.ExpectKnownValue(address, tfjsonpath.New("github_url"), knownvalue.StringExact("https://github.com")),
 				statecheck.ExpectKnownValue(address, tfjsonpath.New("runner_version"), knownvalue.StringExact("2.329.0")),
 				statecheck.ExpectKnownValue(address, tfjsonpath.New("runner_user"), knownvalue.StringExact("runner")),
