@@ -349,6 +349,26 @@ data "aws_iam_policy_document" "broker" {
     resources = ["arn:${local.partition}:secretsmanager:${var.region}:${local.account_id}:secret:ec2runners/${local.pool}/github-??????"]
   }
 
+  # The secret's key, when it is a customer managed key: only as Secrets
+  # Manager decrypts that secret for the role.
+  statement {
+    sid       = "DecryptPoolGitHubSecret"
+    actions   = ["kms:Decrypt"]
+    resources = ["arn:${local.partition}:kms:${var.region}:${local.account_id}:key/*"]
+
+    condition {
+      test     = "StringEquals"
+      variable = "kms:ViaService"
+      values   = ["secretsmanager.${var.region}.amazonaws.com"]
+    }
+
+    condition {
+      test     = "StringLike"
+      variable = "kms:EncryptionContext:SecretARN"
+      values   = ["arn:${local.partition}:secretsmanager:${var.region}:${local.account_id}:secret:ec2runners/${local.pool}/github-??????"]
+    }
+  }
+
 }
 
 resource "aws_iam_role_policy" "broker" {

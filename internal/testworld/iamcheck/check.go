@@ -25,7 +25,7 @@ var needsNoPermission = map[string]bool{
 var unusedExpected = map[string]string{
 	"iam:PassRole": "authorized when CreateFleet launches a template with an instance profile; the tests' templates have none, and no request names the role",
 	"s3:*":         "Terraform's state backend, not the provider",
-	"kms:Decrypt":  "authorized when SSM decrypts a SecureString under a customer managed key for the caller; the emulator's SSM calls no KMS",
+	"kms:Decrypt":  "authorized when SSM or Secrets Manager decrypts the credential under a customer managed key for the caller; the emulator's SSM and Secrets Manager call no KMS",
 }
 
 // unusedExpectedStatements are statements no test can exercise, by Sid,

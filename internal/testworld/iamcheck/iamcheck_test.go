@@ -21,8 +21,10 @@ const (
 	// pool1's stream in it.
 	logGroup  = "arn:aws:logs:us-east-1:" + account + ":log-group:/ec2runners/pool1"
 	logStream = logGroup + ":log-stream:pool1"
-	// pool1's GitHub credential, as the documents name it.
+	// pool1's GitHub credential, as the documents name it, in SSM or in
+	// Secrets Manager (whose ARN ends in 6 random characters).
 	credential = "arn:aws:ssm:us-east-1:" + account + ":parameter/ec2runners/pool1/github"
+	secret     = "arn:aws:secretsmanager:us-east-1:" + account + ":secret:ec2runners/pool1/github-a1B2c3"
 	// pool1's broker function, as examples/complete names it.
 	functionName   = "pool1-broker"
 	brokerFunction = "arn:aws:lambda:us-east-1:" + account + ":function:" + functionName
@@ -59,6 +61,12 @@ func tagged(pool string) map[string][]string {
 // decrypting is the context of SSM decrypting parameter for the caller.
 func decrypting(parameter string) map[string][]string {
 	return map[string][]string{"kms:ViaService": {"ssm.us-east-1.amazonaws.com"}, "kms:EncryptionContext:PARAMETER_ARN": {parameter}}
+}
+
+// decryptingSecret is the context of Secrets Manager decrypting secret for
+// the caller.
+func decryptingSecret(secret string) map[string][]string {
+	return map[string][]string{"kms:ViaService": {"secretsmanager.us-east-1.amazonaws.com"}, "kms:EncryptionContext:SecretARN": {secret}}
 }
 
 // documents are the repository's policies.
@@ -126,6 +134,16 @@ func TestDocumentedPoliciesPinTheirRoles(t *testing.T) {
 		{"broker decrypts its pool's GitHub credential through SSM", call(awsrecord.RoleBroker, "kms:Decrypt", kmsKey, decrypting(credential)), true},
 		{"broker decrypts with the key directly", call(awsrecord.RoleBroker, "kms:Decrypt", kmsKey, map[string][]string{"kms:EncryptionContext:PARAMETER_ARN": {credential}}), false},
 		{"broker decrypts another parameter", call(awsrecord.RoleBroker, "kms:Decrypt", kmsKey, decrypting("arn:aws:ssm:us-east-1:"+account+":parameter/ec2runners/pool2/github")), false},
+		{"broker decrypts its pool's GitHub secret through Secrets Manager", call(awsrecord.RoleBroker, "kms:Decrypt", kmsKey, decryptingSecret(secret)), true},
+		{"broker decrypts the secret with the key directly", call(awsrecord.RoleBroker, "kms:Decrypt", kmsKey, map[string][]string{"kms:EncryptionContext:SecretARN": {secret}}), false},
+		{"broker decrypts another pool's secret", call(awsrecord.RoleBroker, "kms:Decrypt", kmsKey, decryptingSecret("arn:aws:secretsmanager:us-east-1:"+account+":secret:ec2runners/pool2/github-a1B2c3")), false},
+		{"broker decrypts the secret through SSM", call(awsrecord.RoleBroker, "kms:Decrypt", kmsKey, map[string][]string{"kms:ViaService": {"ssm.us-east-1.amazonaws.com"}, "kms:EncryptionContext:SecretARN": {secret}}), false},
+		{"pool management decrypts its pool's GitHub credential through SSM", call(awsrecord.RolePoolManagement, "kms:Decrypt", kmsKey, decrypting(credential)), true},
+		{"pool management decrypts with the key directly", call(awsrecord.RolePoolManagement, "kms:Decrypt", kmsKey, map[string][]string{"kms:EncryptionContext:PARAMETER_ARN": {credential}}), false},
+		{"pool management decrypts another parameter", call(awsrecord.RolePoolManagement, "kms:Decrypt", kmsKey, decrypting("arn:aws:ssm:us-east-1:"+account+":parameter/ec2runners/pool2/github")), false},
+		{"pool management decrypts its pool's GitHub secret through Secrets Manager", call(awsrecord.RolePoolManagement, "kms:Decrypt", kmsKey, decryptingSecret(secret)), true},
+		{"pool management decrypts the secret with the key directly", call(awsrecord.RolePoolManagement, "kms:Decrypt", kmsKey, map[string][]string{"kms:EncryptionContext:SecretARN": {secret}}), false},
+		{"pool management decrypts another pool's secret", call(awsrecord.RolePoolManagement, "kms:Decrypt", kmsKey, decryptingSecret("arn:aws:secretsmanager:us-east-1:"+account+":secret:ec2runners/pool2/github-a1B2c3")), false},
 		{"ci invokes the broker", call(awsrecord.RoleCI, "lambda:InvokeFunction", brokerFunction, nil), true},
 		{"ci invokes a version of the broker", call(awsrecord.RoleCI, "lambda:InvokeFunction", brokerFunction+":3", nil), true},
 		{"ci invokes another function", call(awsrecord.RoleCI, "lambda:InvokeFunction", "arn:aws:lambda:us-east-1:"+account+":function:pool1-other", nil), false},
@@ -253,6 +271,9 @@ func TestDocumentedPoliciesHoldTheBoundaries(t *testing.T) {
 		{"broker batch-writes the config among tokens", call(awsrecord.RoleBroker, "dynamodb:BatchWriteItem", table, leading("AGENT#"+self, "TYPE#METADATA")), condition("WritePoolTable", awsrecord.KeyLeadingKeys, anyLeadingKey(""))},
 		{"broker decrypts with the credential's key outside SSM", call(awsrecord.RoleBroker, "kms:Decrypt", kmsKey, map[string][]string{"kms:EncryptionContext:PARAMETER_ARN": {credential}}), condition("DecryptPoolGitHubCredential", "kms:ViaService")},
 		{"broker decrypts another parameter", call(awsrecord.RoleBroker, "kms:Decrypt", kmsKey, decrypting("arn:aws:ssm:us-east-1:"+account+":parameter/other")), condition("DecryptPoolGitHubCredential", "kms:EncryptionContext:PARAMETER_ARN")},
+		{"broker decrypts with the secret's key outside Secrets Manager", call(awsrecord.RoleBroker, "kms:Decrypt", kmsKey, map[string][]string{"kms:EncryptionContext:SecretARN": {secret}}), condition("DecryptPoolGitHubSecret", "kms:ViaService")},
+		{"broker decrypts another secret", call(awsrecord.RoleBroker, "kms:Decrypt", kmsKey, decryptingSecret("arn:aws:secretsmanager:us-east-1:"+account+":secret:other-a1B2c3")), condition("DecryptPoolGitHubSecret", "kms:EncryptionContext:SecretARN")},
+		{"ci decrypts the GitHub secret", call(awsrecord.RoleCI, "kms:Decrypt", kmsKey, decryptingSecret(secret)), brokerRights},
 		{"a plan reads a runner's tokens", call(awsrecord.RoleReadOnly, "dynamodb:GetItem", table, leading("AGENT#"+self)), condition("ReadPoolRecords", awsrecord.KeyLeadingKeys, anyLeadingKey(""))},
 	}
 	for _, tc := range cases {
