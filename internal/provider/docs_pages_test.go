@@ -77,6 +77,51 @@ func TestDocs_noHistory(t *testing.T) {
 	}
 }
 
+// markdownLink is a link's or image's target in a page: ](target).
+var markdownLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// Every link of a page works on the Registry, which serves the docs pages
+// alone, without their .md, and the index at .../docs (no trailing slash,
+// so a relative link there resolves one level too high): the index links
+// absolutely; the other pages link relatively only to another docs page
+// (the Registry drops the .md), and to anything else (an example, an
+// image) by its https:// address.
+func TestDocs_linksWorkOnTheRegistry(t *testing.T) {
+	pages, err := filepath.Glob("../../docs/*/*.md")
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no pages in docs/: %v", err)
+	}
+	pages = append(pages, "../../docs/index.md")
+	relative := 0
+	for _, page := range pages {
+		text, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range markdownLink.FindAllStringSubmatch(string(text), -1) {
+			target, _, _ := strings.Cut(m[1], "#")
+			if target == "" || strings.HasPrefix(target, "https://") || strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			relative++
+			resolved := filepath.Clean(filepath.Join(filepath.Dir(page), filepath.FromSlash(target)))
+			switch {
+			case filepath.Base(page) == "index.md" && filepath.Dir(page) == filepath.Clean("../../docs"):
+				t.Errorf("%s links %s: the Registry resolves a relative link of the index one level too high; link https://registry.terraform.io/providers/ec2runners/ec2runners/latest/docs/...", page, m[1])
+			case !strings.HasSuffix(target, ".md") || !strings.HasPrefix(resolved, filepath.Clean("../../docs")+string(filepath.Separator)):
+				t.Errorf("%s links %s, which the Registry does not serve: link a docs page, or the file's https:// address", page, m[1])
+			default:
+				if _, err := os.Stat(resolved); err != nil {
+					t.Errorf("%s links %s: no such page", page, m[1])
+				}
+			}
+		}
+	}
+	if relative == 0 {
+		t.Error("no relative link found: the check reads nothing")
+	}
+}
+
 // frontMatter is a page's front matter, between its first two "---" lines.
 func frontMatter(text []byte) []byte {
 	parts := strings.SplitN(string(text), "---\n", 3)
