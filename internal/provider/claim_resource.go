@@ -211,11 +211,11 @@ func (r *claimResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 			},
 			// Floors: shorter waits judge live runners dead on a slow
 			// network or a busy agent, and burn the pool.
-			"heartbeat_max_age": wait("A runner whose heartbeat has not changed for this long, on the provider's clock, is unhealthy (a heartbeat stamped more recently by the agent's own clock also counts as fresh); from `15s` to `10m`.", d.HeartbeatMaxAge, 15*time.Second, 10*time.Minute),
-			"registration_wait": wait("How long a warm runner has to register for the run after it is claimed; from `15s` to `1m`.", d.RegistrationWait, 15*time.Second, time.Minute),
+			"heartbeat_max_age": wait("A runner whose heartbeat has not changed for this long, on the provider's clock, is unhealthy (a heartbeat stamped more recently by the agent's own clock also counts as fresh).", d.HeartbeatMaxAge, 15*time.Second, 10*time.Minute),
+			"registration_wait": wait("How long a warm runner has to register for the run after it is claimed.", d.RegistrationWait, 15*time.Second, time.Minute),
 			// Claimed runners live 5 minutes (the protocol guide) and must outlast the fleet's validation.
-			"fleet_validation_wait": wait("How long new instances have to boot, register and heartbeat; at most `4m`, as warm runners claimed meanwhile must reach `running` within their 5 minute claimed lifetime.", d.FleetValidationWait, time.Second, 4*time.Minute),
-			"release_wait":          wait("How long a runner has to confirm its release before it is terminated instead: on destroy, and when a claim gives back a warm runner that is alive but did not register in time; at most `10m`.", d.ReleaseWait, time.Second, 10*time.Minute),
+			"fleet_validation_wait": wait("How long new instances have to boot, register and heartbeat. At most `4m`, as warm runners claimed meanwhile must reach `running` within their 5 minute claimed lifetime.", d.FleetValidationWait, time.Second, 4*time.Minute),
+			"release_wait":          wait("How long a runner has to confirm its release before it is terminated instead: on destroy, and when a claim gives back a warm runner that is alive but did not register in time.", d.ReleaseWait, time.Second, 10*time.Minute),
 			"label": schema.StringAttribute{
 				Computed: true, Description: fmt.Sprintf("The runners' label, for `runs-on`: the run id, `-` and %d random characters, so that no job that does not read it from the claim can name the runners. New with each claim; known after apply.", protocol.LabelSecretLength),
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},

@@ -226,7 +226,7 @@ func (r *poolResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 			"access":      accessAttribute(),
 			"metrics": schema.SingleNestedAttribute{
 				Optional: true,
-				Description: "Publishes how the pool serves its claims to CloudWatch, per resource class: see the metrics guide. " +
+				Description: "Publishes how the pool serves its claims to CloudWatch, per resource class: see the guide [Metrics](../guides/metrics.md). " +
 					"The events go to a log stream named after the pool, which the apply creates. Claims read these settings from the pool. " +
 					"A metric that cannot be published is a warning, never a failed claim. Without this block nothing is published.",
 				Attributes: map[string]schema.Attribute{

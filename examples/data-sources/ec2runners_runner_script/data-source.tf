@@ -10,9 +10,11 @@ data "ec2runners_runner_script" "agent" {
   # Runs once per instance, as root, after the runner is installed and
   # before the runner serves its first claim. It ends up in the launch
   # template's user data: keep secrets out of it, and keep it short (EC2
-  # takes 16 KB of user data; bake bigger installs into the image).
+  # takes 16 KB of user data; bake bigger installs into the image). Stock
+  # Amazon Linux 2023 lacks the ICU library the GitHub runner needs.
   pre_runner_script = <<-EOT
-    dnf install -y git
+    set -euo pipefail
+    dnf install -y libicu git
   EOT
 
   # Without runner_version the agent installs GitHub's newest runner and
@@ -28,9 +30,10 @@ data "ec2runners_runner_script" "agent" {
 }
 
 # The launch template needs IMDSv2 with instance tags in metadata, and an
-# instance profile that may read and write the pool's table and stop or
-# terminate its own instance (see examples/complete/iam.tf). Its image
-# decides the runners' architecture: x86_64 or arm64.
+# instance profile with the runner policy of the guide "IAM permissions"
+# (its own agent partition of the pool's table, stopping or terminating its
+# own instance, invoking the broker). Its image decides the runners'
+# architecture: x86_64 or arm64.
 #
 # resource "aws_launch_template" "runner" {
 #   user_data = data.ec2runners_runner_script.agent.content_base64
