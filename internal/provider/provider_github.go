@@ -41,11 +41,11 @@ func githubBlock() schema.SingleNestedBlock {
 		Attributes: map[string]schema.Attribute{
 			"token": schema.StringAttribute{
 				Optional: true, Sensitive: true,
-				Description: "Token allowed to manage self-hosted runners: a fine-grained token with the repository permission \"Administration\" (read and write) or the organization permission \"Self-hosted runners\" (read and write); or a classic token with `repo` / `admin:org`. Default: `GITHUB_TOKEN`.",
+				Description: "Token allowed to manage self-hosted runners: a fine-grained token with the repository permission \"Administration\" (read and write) or the organization permission \"Self-hosted runners\" (read and write); or a classic token with `repo` / `admin:org`. The repository permission \"Actions\" (read) also lets the pool's maintenance release the claims of workflow runs that ended (see the claim's `repository`). Default: `GITHUB_TOKEN`.",
 				Validators:  []validator.String{stringvalidator.ConflictsWith(app("app_id"), app("installation_id"), app("private_key"))},
 			},
 			"app_id": schema.Int64Attribute{
-				Optional: true, Description: "ID of a GitHub App with the same permissions, at least 1; set with `installation_id` and `private_key`. Default: `GITHUB_APP_ID`.",
+				Optional: true, Description: "ID of a GitHub App with the permissions `token` needs, at least 1; set with `installation_id` and `private_key`. Default: `GITHUB_APP_ID`.",
 				Validators: []validator.Int64{int64validator.AtLeast(1), int64validator.AlsoRequires(app("installation_id"), app("private_key"))},
 			},
 			"installation_id": schema.Int64Attribute{
