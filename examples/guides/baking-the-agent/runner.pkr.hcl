@@ -2,7 +2,7 @@
 # for x86_64 (amd64) and arm64 instances:
 #
 #   packer init .
-#   packer build -var region=eu-west-1 -var agent_version=0.4.0 .
+#   packer build -var region=eu-west-1 -var agent_version=0.1.0 .
 #
 # agent_version must be the provider's version, as the agent_version
 # attribute of ec2runners_runner_script says: the user data runs the image's
