@@ -66,7 +66,7 @@ variable "github_repository" {
 }
 
 variable "github_token" {
-  description = "GitHub token that may create runner registration tokens for every repository of claim_repositories (fine-grained: \"Administration: read and write\" and \"Actions: read\" on each of them; a GitHub App installed on them with the same permissions is better, see github.tf). The stack keeps it in an SSM parameter under a key of its own, which only the broker may read (github.tf). Null: no parameter; name a credential you keep yourself in the pool's github_credential."
+  description = "GitHub token that may create runner registration tokens for every repository of claim_repositories (fine-grained: \"Administration: read and write\" and \"Actions: read\" on each of them; a GitHub App installed on them with the same permissions is better, see github.tf). The stack keeps it in an SSM parameter under a key of its own, which of the stack's roles only the broker may read (github.tf). Null: no parameter; name a credential you keep yourself in the pool's github_credential."
   type        = string
   default     = null
   sensitive   = true
