@@ -206,7 +206,7 @@ func (e *exprEnv) value(tok string) (types.AttributeValue, error) {
 func (e *exprEnv) evalCondition(expr string, cur item) (bool, error) {
 	c, err := parseCondition(e, expr)
 	if err != nil {
-		return false, fmt.Errorf("fake dynamodb: ValidationException: invalid ConditionExpression %q: %w", expr, err)
+		return false, invalid("ConditionExpression", expr, err)
 	}
 	return c(cur)
 }
@@ -216,7 +216,7 @@ func (e *exprEnv) evalCondition(expr string, cur item) (bool, error) {
 func (e *exprEnv) applyUpdate(expr string, cur item) error {
 	actions, err := parseUpdate(e, expr)
 	if err != nil {
-		return fmt.Errorf("fake dynamodb: ValidationException: invalid UpdateExpression %q: %w", expr, err)
+		return invalid("UpdateExpression", expr, err)
 	}
 	old := CopyItem(cur)
 	for _, a := range actions {
@@ -609,18 +609,18 @@ func (f *Table) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*d
 	env := newExprEnv(in.ExpressionAttributeNames, in.ExpressionAttributeValues)
 	key, err := parseCondition(env, aws.ToString(in.KeyConditionExpression))
 	if err != nil {
-		return nil, fmt.Errorf("fake dynamodb: ValidationException: invalid KeyConditionExpression: %w", err)
+		return nil, invalid("KeyConditionExpression", aws.ToString(in.KeyConditionExpression), err)
 	}
 	filter := func(item) (bool, error) { return true, nil }
 	if in.FilterExpression != nil {
 		if filter, err = parseCondition(env, aws.ToString(in.FilterExpression)); err != nil {
-			return nil, fmt.Errorf("fake dynamodb: ValidationException: invalid FilterExpression: %w", err)
+			return nil, invalid("FilterExpression", aws.ToString(in.FilterExpression), err)
 		}
 	}
 	var projection []docPath
 	if in.ProjectionExpression != nil {
 		if projection, err = parseProjection(env, aws.ToString(in.ProjectionExpression)); err != nil {
-			return nil, fmt.Errorf("fake dynamodb: ValidationException: invalid ProjectionExpression: %w", err)
+			return nil, invalid("ProjectionExpression", aws.ToString(in.ProjectionExpression), err)
 		}
 	}
 	var keys []string
