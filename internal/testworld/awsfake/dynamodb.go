@@ -40,7 +40,7 @@ type Table struct {
 	Calls []Call
 	// Log, when set, records the table's calls with other fakes'.
 	Log *Log
-	// Absent: the table does not exist (NewAbsentTable, DeleteTable):
+	// Absent: the table does not exist (a test sets it; DeleteTable does):
 	// calls naming it fail as DynamoDB fails them, until CreateTable.
 	Absent bool
 	// ItemsAtDelete are the items the table held when DeleteTable deleted

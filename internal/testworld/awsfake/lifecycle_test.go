@@ -34,7 +34,8 @@ func wantCode(t *testing.T, what string, err error, code string) {
 // A table is made, tagged, given a TTL and deleted as DynamoDB does it.
 func TestTable_lifecycle(t *testing.T) {
 	ctx := context.Background()
-	tbl := NewAbsentTable("pool")
+	tbl := NewTable("pool")
+	tbl.Absent = true
 	name := aws.String("pool")
 	_, err := tbl.GetItem(ctx, &dynamodb.GetItemInput{TableName: name, Key: key("a", "b")})
 	wantCode(t, "GetItem before CreateTable", err, "ResourceNotFoundException")

@@ -56,8 +56,8 @@ func QueueURL(name string) string {
 	return "https://sqs." + Region + ".amazonaws.com/" + Account + "/" + name
 }
 
-// AddQueue makes a queue named name with tags and returns its URL (test
-// setup).
+// AddQueue makes a queue named name with tags, in place of any of that
+// name, and returns its URL (test setup).
 func (s *SQS) AddQueue(name string, tags map[string]string) string {
 	s.Mu.Lock()
 	defer s.Mu.Unlock()

@@ -18,14 +18,6 @@ import (
 // (DeleteTable answers DELETING, DescribeTable then ResourceNotFound), so
 // the SDK's waiters return at their first look.
 
-// NewAbsentTable is a table named name that does not exist yet: CreateTable
-// makes it.
-func NewAbsentTable(name string) *Table {
-	f := NewTable(name)
-	f.Absent = true
-	return f
-}
-
 // tableCall is one call of the table's: AWS's limits, then under the lock
 // the call's record and the table's check, then answer.
 func tableCall[In, Out any](ctx context.Context, f *Table, op string, table *string, in In,
