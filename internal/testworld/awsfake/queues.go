@@ -134,7 +134,10 @@ func (s *SQS) AddInFlight(url, body string, hiddenFor time.Duration) {
 // and values of all the queue's attributes, CreateQueue returns the queue
 // URL for the existing queue. If the queue name, attribute names, or
 // attribute values don't match an existing queue, CreateQueue returns an
-// error"). A name deleted less than a minute ago (on Clock) is refused.
+// error"). Tags count as attributes here, which the page does not say and
+// SQS does (reported in https://github.com/Bogdanp/dramatiq_sqs/pull/13
+// and https://github.com/awslabs/amazon-sqs-java-temporary-queues-client/pull/70).
+// A name deleted less than a minute ago (on Clock) is refused.
 func (s *SQS) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, _ ...func(*sqs.Options)) (*sqs.CreateQueueOutput, error) {
 	s.Mu.Lock()
 	before := s.BeforeCreateQueue
