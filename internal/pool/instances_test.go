@@ -10,10 +10,10 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/smithy-go"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/awsfake"
 )
 
 func ids(prefix string, n int) []string {
@@ -69,15 +69,13 @@ func TestTerminateInstances(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			known := tt.known
-			if known == nil {
-				known = tt.ids
+			ec := &awsfake.EC2{Log: &awsfake.Log{}, Gone: map[string]bool{}, Denied: map[string]bool{}, TerminateErrs: map[int]error{1: tt.err}}
+			for _, id := range tt.ids {
+				ec.Gone[id] = tt.known != nil && !slices.Contains(tt.known, id)
 			}
-			ec := newFakeEC2(nil, known...)
 			for _, id := range tt.denied {
-				ec.denied[id] = true
+				ec.Denied[id] = true
 			}
-			ec.err = tt.err
 			err := TerminateInstances(context.Background(), ec, tt.ids, false)
 			if tt.wantErr == "" && err != nil {
 				t.Fatalf("TerminateInstances = %v, want nil", err)
@@ -93,17 +91,18 @@ func TestTerminateInstances(t *testing.T) {
 					t.Errorf("error %q does not wrap the API error %s", err, tt.wantCode)
 				}
 			}
-			if tt.wantCalls != nil && !slices.EqualFunc(ec.calls, tt.wantCalls, slices.Equal) {
-				t.Errorf("calls = %q, want %q", ec.calls, tt.wantCalls)
+			calls := terminateCalls(ec.Log)
+			if tt.wantCalls != nil && !slices.EqualFunc(calls, tt.wantCalls, slices.Equal) {
+				t.Errorf("calls = %q, want %q", calls, tt.wantCalls)
 			}
-			for i, c := range ec.calls {
+			for i, c := range calls {
 				if len(c) > 1000 {
 					t.Errorf("call %d has %d ids, more than 1000", i, len(c))
 				}
 			}
 			if tt.wantSizes != nil {
-				sizes := make([]int, len(ec.calls))
-				for i, c := range ec.calls {
+				sizes := make([]int, len(calls))
+				for i, c := range calls {
 					sizes[i] = len(c)
 				}
 				if !slices.Equal(sizes, tt.wantSizes) {
@@ -112,29 +111,11 @@ func TestTerminateInstances(t *testing.T) {
 			}
 			wantTerm := slices.Clone(tt.wantTerm)
 			sort.Strings(wantTerm)
-			if got := ec.sortedTerminated(); !slices.Equal(got, wantTerm) {
+			if got := ec.TerminatedIDs(); !slices.Equal(got, wantTerm) {
 				t.Errorf("terminated %d ids %s, want %d ids %s", len(got), abbrev(got), len(wantTerm), abbrev(wantTerm))
 			}
 		})
 	}
-}
-
-// laggingEC2 is EC2 right after a launch: the instances of unseen are
-// unknown to its API for their first calls.
-type laggingEC2 struct {
-	*fakeEC2
-	unseen map[string]int // id: calls naming it that still answer NotFound
-}
-
-func (l *laggingEC2) TerminateInstances(ctx context.Context, in *ec2.TerminateInstancesInput, opts ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error) {
-	for _, id := range in.InstanceIds {
-		if l.unseen[id] > 0 {
-			l.unseen[id]--
-			l.calls = append(l.calls, slices.Clone(in.InstanceIds))
-			return nil, &smithy.GenericAPIError{Code: "InvalidInstanceID.NotFound", Message: fmt.Sprintf("The instance ID '%s' does not exist", id)}
-		}
-	}
-	return l.fakeEC2.TerminateInstances(ctx, in, opts...)
 }
 
 // A just-launched instance that EC2 does not know yet is terminated once it
@@ -142,7 +123,7 @@ func (l *laggingEC2) TerminateInstances(ctx context.Context, in *ec2.TerminateIn
 func TestTerminateInstances_eventualConsistency(t *testing.T) {
 	for _, justLaunched := range []bool{true, false} {
 		t.Run(fmt.Sprintf("justLaunched=%t", justLaunched), func(t *testing.T) {
-			ec := &laggingEC2{fakeEC2: newFakeEC2(nil, "i-new", "i-old"), unseen: map[string]int{"i-new": 2}}
+			ec := &awsfake.EC2{Log: &awsfake.Log{}, Unseen: map[string]int{"i-new": 2}}
 			if err := TerminateInstances(context.Background(), ec, []string{"i-new", "i-old"}, justLaunched); err != nil {
 				t.Fatalf("TerminateInstances = %v", err)
 			}
@@ -150,13 +131,13 @@ func TestTerminateInstances_eventualConsistency(t *testing.T) {
 			if justLaunched {
 				want = []string{"i-new", "i-old"}
 			}
-			if got := ec.sortedTerminated(); !slices.Equal(got, want) {
-				t.Errorf("terminated %v, want %v (calls %q)", got, want, ec.calls)
+			if got := ec.TerminatedIDs(); !slices.Equal(got, want) {
+				t.Errorf("terminated %v, want %v (calls %q)", got, want, terminateCalls(ec.Log))
 			}
 		})
 	}
 	t.Run("cancelled while waiting", func(t *testing.T) {
-		ec := &laggingEC2{fakeEC2: newFakeEC2(nil, "i-new"), unseen: map[string]int{"i-new": 1 << 30}}
+		ec := &awsfake.EC2{Unseen: map[string]int{"i-new": 1 << 30}}
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		err := TerminateInstances(ctx, ec, []string{"i-new"}, true)
@@ -233,17 +214,16 @@ func TestDescribeInstances(t *testing.T) {
 }
 
 func TestListInstances(t *testing.T) {
-	log := &callLog{}
-	db := newFakeDynamo(log, "cip")
+	db := awsfake.NewTable("cip")
 	want := []protocol.Instance{
 		{ID: "i-1", State: protocol.StateIdle, Threshold: "2026-06-01T12:00:00Z", ResourceClass: "large", UpdatedAt: "2026-06-01T11:00:00Z"},
 		{ID: "i-2", State: protocol.StateRunning, RunID: "r-1", Threshold: "2026-06-01T12:00:00Z", ResourceClass: "large", UpdatedAt: "2026-06-01T11:00:00Z"},
 	}
 	for _, inst := range want {
-		db.put(inst.Item())
+		db.Put(inst.Item())
 	}
-	db.put(protocol.HeartbeatItem(protocol.InstanceARN(testARNPrefix, "i-1"), "2026-06-01T11:00:00Z"))
-	db.put(protocol.PoolConfig{Name: "cip"}.Item("2026-06-01T11:00:00Z"))
+	db.Put(protocol.HeartbeatItem(protocol.InstanceARN(testARNPrefix, "i-1"), "2026-06-01T11:00:00Z"))
+	db.Put(protocol.PoolConfig{Name: "cip"}.Item("2026-06-01T11:00:00Z"))
 	got, err := ListInstances(context.Background(), db, "cip")
 	if err != nil {
 		t.Fatalf("ListInstances: %v", err)
@@ -253,7 +233,7 @@ func TestListInstances(t *testing.T) {
 	}
 
 	// A broken record is an error, not silently skipped.
-	db.put(map[string]types.AttributeValue{
+	db.Put(map[string]types.AttributeValue{
 		protocol.AttrPK: &types.AttributeValueMemberS{Value: protocol.TypeInstance},
 		protocol.AttrSK: &types.AttributeValueMemberS{Value: "ID#i-3"},
 	})

@@ -14,8 +14,8 @@ import (
 func newPoolFixture(t *testing.T, name string) *fixture {
 	t.Helper()
 	f := newFixture(t, name, nil)
-	f.db.exists = false
-	delete(f.db.items, itemKey(protocol.Key(protocol.TypeMetadata, protocol.PoolConfigID)))
+	f.db.Absent = true
+	clear(f.db.Items)
 	return f
 }
 
@@ -31,7 +31,7 @@ func createSpec(name string, classes ...string) Spec {
 // touched lists the mutating calls on the named queue.
 func (f *fixture) touched(name string) []string {
 	var out []string
-	for _, c := range f.log.mutating() {
+	for _, c := range f.log.Mutating() {
 		if strings.HasSuffix(c, "/"+name) || strings.HasSuffix(c, " "+name) {
 			out = append(out, c)
 		}
@@ -46,17 +46,17 @@ func TestCreateTagsQueuesWithTheirOwner(t *testing.T) {
 		t.Fatalf("Create = %v", err)
 	}
 	for _, class := range []string{"large", "xlarge"} {
-		q := f.sqs.queues["ci-runners-"+class]
-		if q == nil {
+		url := f.queue(class)
+		if url == "" {
 			t.Fatalf("no queue ci-runners-%s", class)
 		}
 		want := map[string]string{"team": "ci", protocol.TagPool: "ci-runners", protocol.TagClass: class}
-		if !maps.Equal(q.tags, want) {
-			t.Errorf("queue %s tags = %v, want %v", q.name, q.tags, want)
+		if got := f.sqs.Tags(url); !maps.Equal(got, want) {
+			t.Errorf("queue %s tags = %v, want %v", url, got, want)
 		}
 	}
-	if _, own := f.db.tags[protocol.TagPool]; own {
-		t.Errorf("table tags %v: the owner tags are the queues'", f.db.tags)
+	if _, own := f.db.Tags[protocol.TagPool]; own {
+		t.Errorf("table tags %v: the owner tags are the queues'", f.db.Tags)
 	}
 }
 
@@ -65,14 +65,13 @@ func TestCreateTagsQueuesWithTheirOwner(t *testing.T) {
 // taken: the new pool would hand out the other pool's runners.
 func TestCreateRefusesAnotherPoolsQueue(t *testing.T) {
 	f := newPoolFixture(t, "a-b")
-	foreign := f.sqs.add("a-b-c")
-	foreign.tags = map[string]string{protocol.TagPool: "a", protocol.TagClass: "b-c"}
-	foreign.visible = 3
+	foreign := f.sqs.AddQueue("a-b-c", map[string]string{protocol.TagPool: "a", protocol.TagClass: "b-c"})
+	f.queueMessages(foreign, 3, f.sqs.Clock)
 	_, err := f.m.Create(context.Background(), createSpec("a-b", "c"))
 	if err == nil {
 		t.Fatal("Create = nil, want an error about the other pool's queue")
 	}
-	for _, want := range []string{"SQS queue " + foreign.url + " already exists", `belongs to pool "a", resource class "b-c"`, "not to pool a-b, resource class c"} {
+	for _, want := range []string{"SQS queue " + foreign + " already exists", `belongs to pool "a", resource class "b-c"`, "not to pool a-b, resource class c"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
@@ -80,10 +79,10 @@ func TestCreateRefusesAnotherPoolsQueue(t *testing.T) {
 	if got := f.touched("a-b-c"); len(got) > 0 {
 		t.Errorf("the other pool's queue was changed: %q", got)
 	}
-	if f.sqs.queues["a-b-c"] != foreign || foreign.visible != 3 || foreign.tags[protocol.TagPool] != "a" {
-		t.Errorf("the other pool's queue is not as it was: %+v", f.sqs.queues["a-b-c"])
+	if f.sqs.URLOf("a-b-c") != foreign || len(f.sqs.VisibleIDs(foreign)) != 3 || f.sqs.Tags(foreign)[protocol.TagPool] != "a" {
+		t.Errorf("the other pool's queue is not as it was: %q, tags %v, visible messages %q", f.sqs.URLOf("a-b-c"), f.sqs.Tags(foreign), f.sqs.VisibleIDs(foreign))
 	}
-	if f.db.exists {
+	if !f.db.Absent {
 		t.Error("the failed Create left its table behind")
 	}
 }
@@ -91,7 +90,7 @@ func TestCreateRefusesAnotherPoolsQueue(t *testing.T) {
 // A queue that is nobody's pool queue (no owner tags) is refused too.
 func TestCreateRefusesAnUntaggedQueue(t *testing.T) {
 	f := newPoolFixture(t, "cip")
-	f.sqs.add("cip-large").tags = map[string]string{"app": "billing"}
+	f.sqs.AddQueue("cip-large", map[string]string{"app": "billing"})
 	_, err := f.m.Create(context.Background(), createSpec("cip", "large"))
 	if err == nil {
 		t.Fatal("Create = nil, want an error about the existing queue")
@@ -111,17 +110,16 @@ func TestCreateRefusesAnUntaggedQueue(t *testing.T) {
 // taken back and retagged.
 func TestCreateTakesBackItsOwnQueue(t *testing.T) {
 	f := newPoolFixture(t, "cip")
-	left := f.sqs.add("cip-large")
-	left.tags = map[string]string{protocol.TagPool: "cip", protocol.TagClass: "large", "team": "old"}
+	left := f.sqs.AddQueue("cip-large", map[string]string{protocol.TagPool: "cip", protocol.TagClass: "large", "team": "old"})
 	st, err := f.m.Create(context.Background(), createSpec("cip", "large"))
 	if err != nil {
 		t.Fatalf("Create = %v", err)
 	}
-	if st.QueueURLs["large"] != left.url {
-		t.Errorf("queue URL %q, want the existing queue's %q", st.QueueURLs["large"], left.url)
+	if st.QueueURLs["large"] != left {
+		t.Errorf("queue URL %q, want the existing queue's %q", st.QueueURLs["large"], left)
 	}
-	if want := map[string]string{protocol.TagPool: "cip", protocol.TagClass: "large", "team": "ci"}; !maps.Equal(left.tags, want) {
-		t.Errorf("tags %v, want %v", left.tags, want)
+	if got, want := f.sqs.Tags(left), map[string]string{protocol.TagPool: "cip", protocol.TagClass: "large", "team": "ci"}; !maps.Equal(got, want) {
+		t.Errorf("tags %v, want %v", got, want)
 	}
 }
 
@@ -131,16 +129,16 @@ func TestCreateQueueRacingAnotherPool(t *testing.T) {
 	defer func(d time.Duration) { queueRecreateBackoff = d }(queueRecreateBackoff)
 	queueRecreateBackoff = time.Millisecond
 	f := newPoolFixture(t, "a-b")
-	f.sqs.beforeCreate = func(name string) {
-		if name == "a-b-c" && f.sqs.queues[name] == nil {
-			f.sqs.add(name).tags = map[string]string{protocol.TagPool: "a", protocol.TagClass: "b-c"}
+	f.sqs.BeforeCreateQueue = func(name string) {
+		if name == "a-b-c" && f.sqs.URLOf(name) == "" {
+			f.sqs.AddQueue(name, map[string]string{protocol.TagPool: "a", protocol.TagClass: "b-c"})
 		}
 	}
 	_, err := f.m.Create(context.Background(), createSpec("a-b", "c"))
 	if err == nil || !strings.Contains(err.Error(), `belongs to pool "a", resource class "b-c"`) {
 		t.Fatalf("Create = %v, want an error naming the other pool", err)
 	}
-	if tags := f.sqs.queues["a-b-c"].tags; tags[protocol.TagPool] != "a" || len(tags) != 2 {
+	if tags := f.sqs.Tags(f.sqs.URLOf("a-b-c")); tags[protocol.TagPool] != "a" || len(tags) != 2 {
 		t.Errorf("the other pool's queue tags = %v", tags)
 	}
 }
@@ -155,7 +153,7 @@ func TestUpdateTagsRecordedQueues(t *testing.T) {
 	}
 	for class := range twoClasses {
 		want := map[string]string{"team": "ci", protocol.TagPool: "cip", protocol.TagClass: class}
-		if got := f.queue(class).tags; !maps.Equal(got, want) {
+		if got := f.sqs.Tags(f.queue(class)); !maps.Equal(got, want) {
 			t.Errorf("queue %s tags = %v, want %v", class, got, want)
 		}
 	}
@@ -166,7 +164,7 @@ func TestUpdateTagsRecordedQueues(t *testing.T) {
 func TestUpdateRefusesQueuesNotItsOwn(t *testing.T) {
 	t.Run("another pool's", func(t *testing.T) {
 		f := newFixture(t, "cip", twoClasses)
-		f.queue("large").tags = map[string]string{protocol.TagPool: "other", protocol.TagClass: "large"}
+		f.sqs.AddQueue("cip-large", map[string]string{protocol.TagPool: "other", protocol.TagClass: "large"})
 		_, err := f.m.Update(context.Background(), Spec{Name: "cip", ResourceClasses: twoClasses})
 		if err == nil || !strings.Contains(err.Error(), `belongs to pool "other", resource class "large"`) {
 			t.Fatalf("Update = %v, want an error naming pool other", err)
@@ -179,7 +177,7 @@ func TestUpdateRefusesQueuesNotItsOwn(t *testing.T) {
 		f := newFixture(t, "cip", twoClasses)
 		// The config item lost the large queue; one of that name exists.
 		delete(f.cfg.QueueURLs, "large")
-		f.db.put(f.cfg.Item(testNow))
+		f.db.Put(f.cfg.Item(testNow))
 		_, err := f.m.Update(context.Background(), Spec{Name: "cip", ResourceClasses: twoClasses})
 		if err == nil || !strings.Contains(err.Error(), "was not created by pool cip") {
 			t.Fatalf("Update = %v, want an error about the untagged queue", err)

@@ -30,14 +30,30 @@ type Call struct {
 	In any
 }
 
-// Table is one DynamoDB table with the PK/SK key schema.
+// Table is one DynamoDB table with the PK/SK key schema, in Account and
+// Region (tables.go: its creation, deletion, tags and TTL).
 type Table struct {
 	name string
 
-	Mu     sync.Mutex
-	Items  map[string]item // by PK + "|" + SK
-	Calls  []Call
-	counts map[string]int
+	Mu    sync.Mutex
+	Items map[string]item // by PK + "|" + SK
+	Calls []Call
+	// Log, when set, records the table's calls with other fakes'.
+	Log *Log
+	// Absent: the table does not exist (a test sets it; DeleteTable does):
+	// calls naming it fail as DynamoDB fails them, until CreateTable.
+	Absent bool
+	// ItemsAtDelete are the items the table held when DeleteTable deleted
+	// it, for tests' assertions.
+	ItemsAtDelete map[string]item
+	// Tags are the table's tags.
+	Tags map[string]string
+	// TTLAttribute is the attribute of the table's TTL ("": TTL is off);
+	// ttlUpdated: UpdateTimeToLive changed it, and refuses another change
+	// (for the hour DynamoDB's takes).
+	TTLAttribute string
+	ttlUpdated   bool
+	counts       map[string]int
 	// failNth fails the n-th call (1-based) of an operation.
 	failNth map[string]map[int]error
 	// FailIf fails a call when it returns non-nil (checked after failNth).
@@ -66,7 +82,7 @@ type Table struct {
 
 // NewTable is an empty table named name (the PK/SK key schema).
 func NewTable(name string) *Table {
-	return &Table{name: name, Items: map[string]item{}, counts: map[string]int{}, failNth: map[string]map[int]error{}}
+	return &Table{name: name, Items: map[string]item{}, Tags: map[string]string{}, counts: map[string]int{}, failNth: map[string]map[int]error{}}
 }
 
 // Fail makes the n-th call of op fail with err.
@@ -85,6 +101,7 @@ func (f *Table) enter(ctx context.Context, op string, table *string, in any) err
 		return err
 	}
 	f.Calls = append(f.Calls, Call{op, in})
+	f.Log.record("dynamodb", op, in)
 	f.counts[op]++
 	if err := f.failNth[op][f.counts[op]]; err != nil {
 		return err
@@ -94,8 +111,17 @@ func (f *Table) enter(ctx context.Context, op string, table *string, in any) err
 			return err
 		}
 	}
-	if table != nil && aws.ToString(table) != f.name {
-		return &types.ResourceNotFoundException{Message: aws.String("Requested resource not found: Table: " + aws.ToString(table) + " not found")}
+	if table != nil {
+		return f.check(aws.ToString(table))
+	}
+	return nil
+}
+
+// check fails a call naming a table other than this one, or this one while
+// it is absent. Called with mu held.
+func (f *Table) check(table string) error {
+	if table != f.name || f.Absent {
+		return &types.ResourceNotFoundException{Message: aws.String("Requested resource not found: Table: " + table + " not found")}
 	}
 	return nil
 }
@@ -180,7 +206,7 @@ func (e *exprEnv) value(tok string) (types.AttributeValue, error) {
 func (e *exprEnv) evalCondition(expr string, cur item) (bool, error) {
 	c, err := parseCondition(e, expr)
 	if err != nil {
-		return false, fmt.Errorf("fake dynamodb: ValidationException: invalid ConditionExpression %q: %w", expr, err)
+		return false, invalid("ConditionExpression", expr, err)
 	}
 	return c(cur)
 }
@@ -190,7 +216,7 @@ func (e *exprEnv) evalCondition(expr string, cur item) (bool, error) {
 func (e *exprEnv) applyUpdate(expr string, cur item) error {
 	actions, err := parseUpdate(e, expr)
 	if err != nil {
-		return fmt.Errorf("fake dynamodb: ValidationException: invalid UpdateExpression %q: %w", expr, err)
+		return invalid("UpdateExpression", expr, err)
 	}
 	old := CopyItem(cur)
 	for _, a := range actions {
@@ -438,8 +464,8 @@ func (f *Table) transactWriteItems(ctx context.Context, in *dynamodb.TransactWri
 		default:
 			return nil, errors.New("fake dynamodb: only Put and Update are supported in transactions")
 		}
-		if aws.ToString(table) != f.name {
-			return nil, &types.ResourceNotFoundException{Message: aws.String("Requested resource not found")}
+		if err := f.check(aws.ToString(table)); err != nil {
+			return nil, err
 		}
 		var c *types.ConditionalCheckFailedException
 		switch {
@@ -502,8 +528,8 @@ func (f *Table) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput
 	}
 	out := &dynamodb.BatchGetItemOutput{Responses: map[string][]map[string]types.AttributeValue{}}
 	for table, ka := range in.RequestItems {
-		if table != f.name {
-			return nil, &types.ResourceNotFoundException{Message: aws.String("Requested resource not found")}
+		if err := f.check(table); err != nil {
+			return nil, err
 		}
 		keys := ka.Keys
 		if f.UnprocessedReads > 0 {
@@ -546,8 +572,8 @@ func (f *Table) batchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemI
 	}
 	out := &dynamodb.BatchWriteItemOutput{UnprocessedItems: map[string][]types.WriteRequest{}}
 	for table, reqs := range in.RequestItems {
-		if table != f.name {
-			return nil, &types.ResourceNotFoundException{Message: aws.String("Requested resource not found")}
+		if err := f.check(table); err != nil {
+			return nil, err
 		}
 		if f.UnprocessedWrites > 0 {
 			f.UnprocessedWrites--
@@ -583,18 +609,18 @@ func (f *Table) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*d
 	env := newExprEnv(in.ExpressionAttributeNames, in.ExpressionAttributeValues)
 	key, err := parseCondition(env, aws.ToString(in.KeyConditionExpression))
 	if err != nil {
-		return nil, fmt.Errorf("fake dynamodb: ValidationException: invalid KeyConditionExpression: %w", err)
+		return nil, invalid("KeyConditionExpression", aws.ToString(in.KeyConditionExpression), err)
 	}
 	filter := func(item) (bool, error) { return true, nil }
 	if in.FilterExpression != nil {
 		if filter, err = parseCondition(env, aws.ToString(in.FilterExpression)); err != nil {
-			return nil, fmt.Errorf("fake dynamodb: ValidationException: invalid FilterExpression: %w", err)
+			return nil, invalid("FilterExpression", aws.ToString(in.FilterExpression), err)
 		}
 	}
 	var projection []docPath
 	if in.ProjectionExpression != nil {
 		if projection, err = parseProjection(env, aws.ToString(in.ProjectionExpression)); err != nil {
-			return nil, fmt.Errorf("fake dynamodb: ValidationException: invalid ProjectionExpression: %w", err)
+			return nil, invalid("ProjectionExpression", aws.ToString(in.ProjectionExpression), err)
 		}
 	}
 	var keys []string

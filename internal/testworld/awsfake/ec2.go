@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -90,6 +91,15 @@ type EC2 struct {
 	// fleet's new instance answer InvalidInstanceID.NotFound.
 	UnseenCalls int
 	Unseen      map[string]int
+	// Gone are instances EC2 no longer knows (terminated over an hour ago,
+	// or never launched): a TerminateInstances naming any fails as a whole
+	// with InvalidInstanceID.NotFound, naming them all.
+	Gone map[string]bool
+	// Denied are instances the caller may not terminate
+	// (UnauthorizedOperation).
+	Denied map[string]bool
+	// Log, when set, records the calls with other fakes'.
+	Log *Log
 }
 
 func (e *EC2) CreateFleet(ctx context.Context, in *ec2.CreateFleetInput, _ ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error) {
@@ -97,6 +107,7 @@ func (e *EC2) CreateFleet(ctx context.Context, in *ec2.CreateFleetInput, _ ...fu
 		return nil, err
 	}
 	e.Mu.Lock()
+	e.Log.record("ec2", "CreateFleet", in)
 	defer e.Mu.Unlock()
 	e.Fleets = append(e.Fleets, in)
 	if e.OnFleet != nil {
@@ -171,6 +182,7 @@ func (e *EC2) RunInstances(ctx context.Context, in *ec2.RunInstancesInput, _ ...
 		return nil, err
 	}
 	e.Mu.Lock()
+	e.Log.record("ec2", "RunInstances", in)
 	defer e.Mu.Unlock()
 	e.Runs = append(e.Runs, in)
 	out := &ec2.RunInstancesOutput{}
@@ -188,6 +200,7 @@ func (e *EC2) DescribeInstanceTypes(ctx context.Context, in *ec2.DescribeInstanc
 		return nil, err
 	}
 	e.Mu.Lock()
+	e.Log.record("ec2", "DescribeInstanceTypes", in)
 	defer e.Mu.Unlock()
 	e.TypeInputs = append(e.TypeInputs, in)
 	var match []ec2types.InstanceTypeInfo
@@ -238,6 +251,7 @@ func (e *EC2) DescribeLaunchTemplateVersions(ctx context.Context, in *ec2.Descri
 		return nil, err
 	}
 	e.Mu.Lock()
+	e.Log.record("ec2", "DescribeLaunchTemplateVersions", in)
 	defer e.Mu.Unlock()
 	e.LtInputs = append(e.LtInputs, in)
 	data := &ec2types.ResponseLaunchTemplateData{}
@@ -255,6 +269,7 @@ func (e *EC2) DescribeLaunchTemplates(ctx context.Context, in *ec2.DescribeLaunc
 		return nil, err
 	}
 	e.Mu.Lock()
+	e.Log.record("ec2", "DescribeLaunchTemplates", in)
 	defer e.Mu.Unlock()
 	e.LtDescribes = append(e.LtDescribes, in)
 	if len(in.LaunchTemplateIds)+len(in.LaunchTemplateNames) != 1 {
@@ -288,6 +303,7 @@ func (e *EC2) DescribeImages(ctx context.Context, in *ec2.DescribeImagesInput, _
 		return nil, err
 	}
 	e.Mu.Lock()
+	e.Log.record("ec2", "DescribeImages", in)
 	defer e.Mu.Unlock()
 	e.ImageInputs = append(e.ImageInputs, in)
 	out := &ec2.DescribeImagesOutput{}
@@ -304,6 +320,7 @@ func (e *EC2) TerminateInstances(ctx context.Context, in *ec2.TerminateInstances
 		return nil, err
 	}
 	e.Mu.Lock()
+	e.Log.record("ec2", "TerminateInstances", in)
 	defer e.Mu.Unlock()
 	e.TerminateN++
 	if err := e.TerminateErrs[e.TerminateN]; err != nil {
@@ -314,6 +331,12 @@ func (e *EC2) TerminateInstances(ctx context.Context, in *ec2.TerminateInstances
 			e.Unseen[id]--
 			return nil, notFound(id)
 		}
+	}
+	if gone := slices.DeleteFunc(slices.Clone(in.InstanceIds), func(id string) bool { return !e.Gone[id] }); len(gone) > 0 {
+		return nil, notFound(gone...)
+	}
+	if slices.ContainsFunc(in.InstanceIds, func(id string) bool { return e.Denied[id] }) {
+		return nil, &smithy.GenericAPIError{Code: "UnauthorizedOperation", Message: "You are not authorized to perform this operation.", Fault: smithy.FaultClient}
 	}
 	e.Terminated = append(e.Terminated, in.InstanceIds...)
 	for _, id := range in.InstanceIds {
@@ -347,6 +370,7 @@ func (e *EC2) DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesIn
 		return nil, err
 	}
 	e.Mu.Lock()
+	e.Log.record("ec2", "DescribeInstances", in)
 	defer e.Mu.Unlock()
 	var r ec2types.Reservation
 	describe := func(id string, state ec2types.InstanceStateName) {
@@ -384,8 +408,12 @@ func (e *EC2) DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesIn
 	return &ec2.DescribeInstancesOutput{Reservations: []ec2types.Reservation{r}}, nil
 }
 
-func notFound(id string) error {
-	return &smithy.GenericAPIError{Code: "InvalidInstanceID.NotFound", Message: fmt.Sprintf("The instance ID '%s' does not exist", id)}
+// notFound is EC2's answer to a call naming instances it does not know.
+func notFound(ids ...string) error {
+	if len(ids) == 1 {
+		return &smithy.GenericAPIError{Code: "InvalidInstanceID.NotFound", Message: fmt.Sprintf("The instance ID '%s' does not exist", ids[0])}
+	}
+	return &smithy.GenericAPIError{Code: "InvalidInstanceID.NotFound", Message: fmt.Sprintf("The instance IDs '%s' do not exist", strings.Join(ids, ", "))}
 }
 
 // StopInstances stops live instances.
@@ -394,6 +422,7 @@ func (e *EC2) StopInstances(ctx context.Context, in *ec2.StopInstancesInput, _ .
 		return nil, err
 	}
 	e.Mu.Lock()
+	e.Log.record("ec2", "StopInstances", in)
 	defer e.Mu.Unlock()
 	for _, id := range in.InstanceIds {
 		if e.Live[id].IsZero() {
@@ -421,6 +450,7 @@ func (e *EC2) StartInstances(ctx context.Context, in *ec2.StartInstancesInput, _
 		return nil, err
 	}
 	e.Mu.Lock()
+	e.Log.record("ec2", "StartInstances", in)
 	if e.StartErr != nil {
 		e.Mu.Unlock()
 		return nil, e.StartErr

@@ -27,10 +27,17 @@ package awsfake
 //
 //	projection = path { "," path }
 //
-// Keywords and function names are case-insensitive, as DynamoDB's are.
+// Keywords and function names are case-insensitive, as DynamoDB's are. A
+// bare attribute name may not be one of DynamoDB's reserved words
+// (reserved_words.txt, from
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ReservedWords.html,
+// "This list isn't case-sensitive"): DynamoDB refuses it with a
+// ValidationException, "Invalid UpdateExpression: Attribute name is a
+// reserved keyword; reserved keyword: status".
 
 import (
 	"bytes"
+	_ "embed"
 	"errors"
 	"fmt"
 	"math/big"
@@ -40,7 +47,37 @@ import (
 	"unicode"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 )
+
+//go:embed reserved_words.txt
+var reservedWordList string
+
+// reservedWords are DynamoDB's reserved words, upper case.
+var reservedWords = func() map[string]bool {
+	out := map[string]bool{}
+	for _, w := range strings.Fields(reservedWordList) {
+		out[w] = true
+	}
+	return out
+}()
+
+// reservedWord is a reserved word an expression uses as an attribute name.
+type reservedWord string
+
+func (w reservedWord) Error() string {
+	return "Attribute name is a reserved keyword; reserved keyword: " + string(w)
+}
+
+// invalid is DynamoDB's refusal of the expression expr of kind
+// (UpdateExpression, ConditionExpression, ...) for err.
+func invalid(kind, expr string, err error) error {
+	var w reservedWord
+	if errors.As(err, &w) {
+		return &smithy.GenericAPIError{Code: "ValidationException", Message: "Invalid " + kind + ": " + w.Error(), Fault: smithy.FaultClient}
+	}
+	return fmt.Errorf("fake dynamodb: ValidationException: invalid %s %q: %w", kind, expr, err)
+}
 
 // token is one lexical token of an expression.
 type token struct {
@@ -199,6 +236,9 @@ func (p *parser) pathName() (string, error) {
 	t := p.peek()
 	if t.kind != "name" {
 		return "", fmt.Errorf("syntax error: want an attribute name, found %q", t.text)
+	}
+	if reservedWords[strings.ToUpper(t.text)] {
+		return "", reservedWord(t.text)
 	}
 	p.pos++
 	return p.env.name(t.text)

@@ -1,9 +1,16 @@
 package awsfake
 
 import (
+	"context"
+	"errors"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
 func n(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
@@ -97,5 +104,51 @@ func TestUpdates(t *testing.T) {
 		if err := exprTestEnv.applyUpdate(bad, exprTestItem()); err == nil {
 			t.Errorf("%q applied", bad)
 		}
+	}
+}
+
+// A reserved word is refused as a bare attribute name, in any case and in
+// any expression, as DynamoDB refuses it; as a placeholder's value it is
+// fine.
+func TestReservedWords(t *testing.T) {
+	ctx := context.Background()
+	tbl := NewTable("pool")
+	tbl.Put(exprTestItem())
+	pk := map[string]types.AttributeValue{":pk": s("TYPE#INSTANCE")}
+	for _, tc := range []struct {
+		call    func() error
+		message string
+	}{
+		{func() error {
+			return sdkErr(tbl.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String("pool"), Key: key("TYPE#INSTANCE", "ID#i-1"),
+				UpdateExpression: aws.String("SET status = :s"), ExpressionAttributeValues: map[string]types.AttributeValue{":s": s("x")}}))
+		}, "Invalid UpdateExpression: Attribute name is a reserved keyword; reserved keyword: status"},
+		{func() error {
+			return sdkErr(tbl.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("pool"), Item: key("TYPE#INSTANCE", "ID#i-2"),
+				ConditionExpression: aws.String("attribute_not_exists(#doc.Value)"), ExpressionAttributeNames: map[string]string{"#doc": "doc"}}))
+		}, "Invalid ConditionExpression: Attribute name is a reserved keyword; reserved keyword: Value"},
+		{func() error {
+			return sdkErr(tbl.Query(ctx, &dynamodb.QueryInput{TableName: aws.String("pool"), KeyConditionExpression: aws.String("PK = :pk"),
+				FilterExpression: aws.String("STATE = :pk"), ExpressionAttributeValues: pk}))
+		}, "Invalid FilterExpression: Attribute name is a reserved keyword; reserved keyword: STATE"},
+		{func() error {
+			return sdkErr(tbl.Query(ctx, &dynamodb.QueryInput{TableName: aws.String("pool"), KeyConditionExpression: aws.String("PK = :pk"),
+				ProjectionExpression: aws.String("SK, name"), ExpressionAttributeValues: pk}))
+		}, "Invalid ProjectionExpression: Attribute name is a reserved keyword; reserved keyword: name"},
+	} {
+		var apiErr smithy.APIError
+		if err := tc.call(); !errors.As(err, &apiErr) || apiErr.ErrorCode() != "ValidationException" || apiErr.ErrorMessage() != tc.message {
+			t.Errorf("%v, want ValidationException: %s", err, tc.message)
+		}
+	}
+	_, err := tbl.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String("pool"), Key: key("TYPE#INSTANCE", "ID#i-1"),
+		UpdateExpression: aws.String("SET #status = :s"), ExpressionAttributeNames: map[string]string{"#status": "status"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":s": s("x")}})
+	if err != nil || protocol.StringAttr(tbl.Get("TYPE#INSTANCE", "i-1"), "status") != "x" {
+		t.Errorf("SET #status through a placeholder: %v", err)
+	}
+	// DynamoDB's list (ReservedWords.html) has 573 words, FLATTERN among them.
+	if len(reservedWords) != 573 || !reservedWords["FLATTERN"] || !reservedWords["ZONE"] || reservedWords["PK"] {
+		t.Errorf("%d reserved words; want DynamoDB's 573", len(reservedWords))
 	}
 }

@@ -151,6 +151,24 @@ func TestDocument_isTheSDKsWireForm(t *testing.T) {
 			{Update: &types.Update{TableName: aws.String("pool"), Key: cond.Key, UpdateExpression: cond.UpdateExpression, ConditionExpression: cond.ConditionExpression,
 				ExpressionAttributeNames: cond.ExpressionAttributeNames, ExpressionAttributeValues: cond.ExpressionAttributeValues}},
 		}}, nil},
+		{"sqs", "CreateQueue", &sqs.CreateQueueInput{QueueName: aws.String("pool-large"), Attributes: map[string]string{"VisibilityTimeout": "30"}, Tags: map[string]string{"ec2runners:pool": "pool"}}, nil},
+		{"sqs", "GetQueueUrl", &sqs.GetQueueUrlInput{QueueName: aws.String("pool-large")}, nil},
+		{"sqs", "GetQueueAttributes", &sqs.GetQueueAttributesInput{QueueUrl: aws.String("q"), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}}, nil},
+		{"sqs", "DeleteQueue", &sqs.DeleteQueueInput{QueueUrl: aws.String("q")}, nil},
+		{"sqs", "TagQueue", &sqs.TagQueueInput{QueueUrl: aws.String("q"), Tags: map[string]string{"team": "ci"}}, nil},
+		{"sqs", "UntagQueue", &sqs.UntagQueueInput{QueueUrl: aws.String("q"), TagKeys: []string{"team"}}, nil},
+		{"sqs", "ListQueueTags", &sqs.ListQueueTagsInput{QueueUrl: aws.String("q")}, nil},
+		{"dynamodb", "CreateTable", &dynamodb.CreateTableInput{TableName: aws.String("pool"), BillingMode: types.BillingModePayPerRequest,
+			AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("PK"), AttributeType: types.ScalarAttributeTypeS}},
+			KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("PK"), KeyType: types.KeyTypeHash}}, Tags: []types.Tag{{Key: aws.String("team"), Value: aws.String("ci")}}}, nil},
+		{"dynamodb", "DescribeTable", &dynamodb.DescribeTableInput{TableName: aws.String("pool")}, nil},
+		{"dynamodb", "DeleteTable", &dynamodb.DeleteTableInput{TableName: aws.String("pool")}, nil},
+		{"dynamodb", "DescribeTimeToLive", &dynamodb.DescribeTimeToLiveInput{TableName: aws.String("pool")}, nil},
+		{"dynamodb", "UpdateTimeToLive", &dynamodb.UpdateTimeToLiveInput{TableName: aws.String("pool"),
+			TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String("expiresAt"), Enabled: aws.Bool(true)}}, nil},
+		{"dynamodb", "TagResource", &dynamodb.TagResourceInput{ResourceArn: aws.String("arn:aws:dynamodb:eu-west-1:123456789012:table/pool"), Tags: []types.Tag{{Key: aws.String("team"), Value: aws.String("ci")}}}, nil},
+		{"dynamodb", "UntagResource", &dynamodb.UntagResourceInput{ResourceArn: aws.String("arn:aws:dynamodb:eu-west-1:123456789012:table/pool"), TagKeys: []string{"team"}}, nil},
+		{"dynamodb", "ListTagsOfResource", &dynamodb.ListTagsOfResourceInput{ResourceArn: aws.String("arn:aws:dynamodb:eu-west-1:123456789012:table/pool")}, nil},
 		{"logs", "CreateLogStream", &cloudwatchlogs.CreateLogStreamInput{LogGroupName: aws.String("/ec2runners/metrics"), LogStreamName: aws.String("pool")}, nil},
 		{"logs", "PutLogEvents", &cloudwatchlogs.PutLogEventsInput{LogGroupName: aws.String("/ec2runners/metrics"), LogStreamName: aws.String("pool"),
 			LogEvents: []logstypes.InputLogEvent{{Message: aws.String(`{"_aws":{}}`), Timestamp: aws.Int64(1700000000000)}, {Message: aws.String("x"), Timestamp: aws.Int64(1700000000001)}}}, nil},
@@ -300,6 +318,18 @@ func TestFakes_refuse(t *testing.T) {
 		"sqs-visibility-timeout": {{func(ctx context.Context) error {
 			return sdkErr(q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String("q"), MaxNumberOfMessages: 1, VisibilityTimeout: 86400}))
 		}, "InvalidParameterValue", "Value 86400 for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message is beyond the limit [43200 seconds]."}},
+		"sqs-queue-name": {{func(ctx context.Context) error {
+			return sdkErr(q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("pool.large")}))
+		}, "InvalidParameterValue", "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"}},
+		"sqs-queue-attributes": {{func(ctx context.Context) error {
+			return sdkErr(q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("pool-large"), Attributes: map[string]string{"DelaySeconds": "901"}}))
+		}, "InvalidAttributeValue", "Invalid value for the parameter DelaySeconds."}},
+		"sqs-tags": {{func(ctx context.Context) error {
+			return sdkErr(q.TagQueue(ctx, &sqs.TagQueueInput{QueueUrl: aws.String("q"), Tags: map[string]string{"aws:cost": "x"}}))
+		}, "InvalidParameterValue", "Tag keys starting with 'aws:' are reserved for internal use (the test front's wording)."}},
+		"dynamodb-tags": {{func(ctx context.Context) error {
+			return sdkErr(tbl.TagResource(ctx, &dynamodb.TagResourceInput{ResourceArn: aws.String(tbl.ARN()), Tags: []types.Tag{{Key: aws.String(strings.Repeat("k", 129)), Value: aws.String("v")}}}))
+		}, "ValidationException", "Tag keys must be between 1 and 128 characters in length (the test front's wording)."}},
 		"dynamodb-table-name": {{func(ctx context.Context) error {
 			return sdkErr(tbl.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("p"), Key: key("a", "b")}))
 		}, "ValidationException", "1 validation error detected: Value 'p' at 'tableName' failed to satisfy constraint: Member must have length greater than or equal to 3"}},

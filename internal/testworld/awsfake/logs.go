@@ -20,6 +20,8 @@ type Logs struct {
 	groups map[string]map[string][]types.InputLogEvent
 	counts map[string]int
 	fail   map[string]error
+	// Log, when set, records the calls with other fakes'.
+	Log *Log
 }
 
 // NewLogs holds the named, empty log groups.
@@ -72,10 +74,11 @@ func (l *Logs) Messages(group, stream string) []string {
 	return out
 }
 
-func (l *Logs) enter(ctx context.Context, op string) error {
+func (l *Logs) enter(ctx context.Context, op string, in any) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	l.Log.record("logs", op, in)
 	l.counts[op]++
 	return l.fail[op]
 }
@@ -91,7 +94,7 @@ func (l *Logs) CreateLogStream(ctx context.Context, in *cloudwatchlogs.CreateLog
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.enter(ctx, "CreateLogStream"); err != nil {
+	if err := l.enter(ctx, "CreateLogStream", in); err != nil {
 		return nil, err
 	}
 	g := l.groups[aws.ToString(in.LogGroupName)]
@@ -112,7 +115,7 @@ func (l *Logs) PutLogEvents(ctx context.Context, in *cloudwatchlogs.PutLogEvents
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.enter(ctx, "PutLogEvents"); err != nil {
+	if err := l.enter(ctx, "PutLogEvents", in); err != nil {
 		return nil, err
 	}
 	g := l.groups[aws.ToString(in.LogGroupName)]

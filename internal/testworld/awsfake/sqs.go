@@ -3,6 +3,8 @@ package awsfake
 import (
 	"context"
 	"fmt"
+	"maps"
+	"path"
 	"slices"
 	"sort"
 	"strconv"
@@ -52,8 +54,14 @@ type SentEntry struct {
 // queueState is one standard queue with its own clock: received messages are
 // invisible for their visibility timeout, sent ones for their delay.
 type queueState struct {
-	url      string
-	messages []*qmsg
+	url, name string
+	// attributes are those CreateQueue set, tags the queue's tags.
+	attributes, tags map[string]string
+	messages         []*qmsg
+}
+
+func newQueue(url string) *queueState {
+	return &queueState{url: url, name: path.Base(url), attributes: map[string]string{}, tags: map[string]string{}}
 }
 
 // byReceipt is the index of the message last received with handle h, or -1.
@@ -66,7 +74,15 @@ type SQS struct {
 	Mu     sync.Mutex
 	Clock  time.Time
 	Queues map[string]*queueState
-	seq    int
+	// Log, when set, records the calls with other fakes'.
+	Log *Log
+	// deleted are the names of the queues DeleteQueue deleted, with when
+	// (on Clock).
+	deleted map[string]time.Time
+	// BeforeCreateQueue, when set, runs (without the lock) at the start
+	// of every CreateQueue: another party creating a queue in between.
+	BeforeCreateQueue func(name string)
+	seq               int
 	// AdvancePerReceive moves the clock on at every receive (0: never).
 	AdvancePerReceive time.Duration
 	// CountLag: GetQueueAttributes counts the messages in flight as they
@@ -97,9 +113,9 @@ type SQS struct {
 // NewSQS holds an empty standard queue per URL.
 func NewSQS(urls ...string) *SQS {
 	s := &SQS{Clock: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), Queues: map[string]*queueState{},
-		counts: map[string]int{}, failNth: map[string]map[int]error{}, FailDelete: map[string]bool{}}
+		counts: map[string]int{}, failNth: map[string]map[int]error{}, FailDelete: map[string]bool{}, deleted: map[string]time.Time{}}
 	for _, u := range urls {
-		s.Queues[u] = &queueState{url: u}
+		s.Queues[u] = newQueue(u)
 	}
 	return s
 }
@@ -114,10 +130,11 @@ func (s *SQS) Fail(op string, n int, err error) {
 	s.failNth[op][n] = err
 }
 
-func (s *SQS) enter(ctx context.Context, op string) error {
+func (s *SQS) enter(ctx context.Context, op string, in any) error {
 	if err := ctx.Err(); err != nil { // as the SDK: a cancelled call is not sent
 		return err
 	}
+	s.Log.record("sqs", op, in)
 	s.counts[op]++
 	return s.failNth[op][s.counts[op]]
 }
@@ -125,7 +142,7 @@ func (s *SQS) enter(ctx context.Context, op string) error {
 func (s *SQS) queue(url *string) (*queueState, error) {
 	q := s.Queues[aws.ToString(url)]
 	if q == nil {
-		return nil, fmt.Errorf("fake sqs: AWS.SimpleQueueService.NonExistentQueue: %s", aws.ToString(url))
+		return nil, queueMissing()
 	}
 	return q, nil
 }
@@ -161,7 +178,7 @@ func (s *SQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, _
 	s.Mu.Lock()
 	defer s.Mu.Unlock()
 	s.Receives = append(s.Receives, in)
-	if err := s.enter(ctx, "ReceiveMessage"); err != nil {
+	if err := s.enter(ctx, "ReceiveMessage", in); err != nil {
 		return nil, err
 	}
 	q, err := s.queue(in.QueueUrl)
@@ -212,7 +229,7 @@ func (s *SQS) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMe
 	s.Mu.Lock()
 	defer s.Mu.Unlock()
 	s.VisibilityChanges = append(s.VisibilityChanges, in)
-	if err := s.enter(ctx, "ChangeMessageVisibilityBatch"); err != nil {
+	if err := s.enter(ctx, "ChangeMessageVisibilityBatch", in); err != nil {
 		return nil, err
 	}
 	q, err := s.queue(in.QueueUrl)
@@ -231,33 +248,40 @@ func (s *SQS) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMe
 	return out, nil
 }
 
-// GetQueueAttributes answers ApproximateNumberOfMessagesNotVisible, the
-// messages received and not visible again yet; other attributes are not
-// kept.
+// GetQueueAttributes answers the queue's ARN, the attributes CreateQueue
+// set, and its message counts: visible now, in flight (received and not
+// visible again yet, as CountLag ago) and delayed (sent, not visible yet).
 func (s *SQS) GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, _ ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
-	s.Mu.Lock()
-	defer s.Mu.Unlock()
-	if err := s.enter(ctx, "GetQueueAttributes"); err != nil {
-		return nil, err
-	}
-	q, err := s.queue(in.QueueUrl)
-	if err != nil {
-		return nil, err
-	}
-	out := &sqs.GetQueueAttributesOutput{Attributes: map[string]string{}}
-	for _, name := range in.AttributeNames {
-		if name != sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible {
-			return nil, fmt.Errorf("fake sqs: attribute %s is not kept", name)
-		}
-		inFlight := 0
+	return queueCall(ctx, s, "GetQueueAttributes", in.QueueUrl, in, sqsLimits.GetQueueAttributes, func(q *queueState) (*sqs.GetQueueAttributesOutput, error) {
+		all := maps.Clone(q.attributes)
+		all[string(sqstypes.QueueAttributeNameQueueArn)] = "arn:aws:sqs:" + Region + ":" + Account + ":" + q.name
+		var visible, inFlight, delayed int
 		for _, m := range q.messages {
+			switch {
+			case !m.visibleAt.After(s.Clock):
+				visible++
+			case len(m.hidings) == 0:
+				delayed++
+			}
 			if m.inFlightAt(s.Clock.Add(-s.CountLag)) {
 				inFlight++
 			}
 		}
-		out.Attributes[string(name)] = strconv.Itoa(inFlight)
-	}
-	return out, nil
+		all[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)] = strconv.Itoa(visible)
+		all[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)] = strconv.Itoa(inFlight)
+		all[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed)] = strconv.Itoa(delayed)
+		out := &sqs.GetQueueAttributesOutput{Attributes: map[string]string{}}
+		for _, name := range in.AttributeNames {
+			if name == sqstypes.QueueAttributeNameAll {
+				out.Attributes = all
+				break
+			}
+			if v, ok := all[string(name)]; ok {
+				out.Attributes[string(name)] = v
+			}
+		}
+		return out, nil
+	})
 }
 
 func (s *SQS) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
@@ -267,7 +291,7 @@ func (s *SQS) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatch
 	s.Mu.Lock()
 	defer s.Mu.Unlock()
 	s.Deletes = append(s.Deletes, in)
-	if err := s.enter(ctx, "DeleteMessageBatch"); err != nil {
+	if err := s.enter(ctx, "DeleteMessageBatch", in); err != nil {
 		return nil, err
 	}
 	q, err := s.queue(in.QueueUrl)
@@ -297,7 +321,7 @@ func (s *SQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInpu
 	s.Mu.Lock()
 	defer s.Mu.Unlock()
 	s.Sends = append(s.Sends, in)
-	if err := s.enter(ctx, "SendMessageBatch"); err != nil {
+	if err := s.enter(ctx, "SendMessageBatch", in); err != nil {
 		return nil, err
 	}
 	q, err := s.queue(in.QueueUrl)
