@@ -16,10 +16,14 @@
 // dynamodb.go, logs.go, ssm.go,
 // secretsmanager.go), with its Source, a case for it in the front's test
 // (internal/testworld/emulator's front_rules_test.go, which fails without one), one in
-// awsfake's when it implements the action, and a row in the catalogue,
-// templates/guides/service-limits.md.tmpl, whose answer cell gives AWS's
-// answers as the rule gives them, with examples of requests that break it
-// in catalogue_test.go (TestCatalogue_answersAreTheCodes compares the two).
+// awsfake's when it implements the action, a row for it in the users'
+// Service limits guide (templates/guides/service-limits.md.tmpl), whose
+// answer cell gives AWS's answers as the rule gives them, and one in this
+// package's README.md, the developer catalogue, naming the guide's row,
+// the rule, where the tests enforce it and which tests. Examples of
+// requests that break it go in catalogue_test.go
+// (TestCatalogue_answersAreTheCodes compares the guide's answers with the
+// code's).
 package awslimits
 
 import (

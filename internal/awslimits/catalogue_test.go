@@ -16,58 +16,122 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
 )
 
-// The catalogue is the Service limits guide: its tables give each rule of
-// this package a row, whose first cell starts with the rule's id
-// (`ec2-user-data`: ...) and whose "AWS's answer" cell gives what AWS
+// The catalogue has two halves. The Service limits guide, for users,
+// gives each limit a row whose Limit cell starts with its name in bold
+// (**User data** is ...) and whose "AWS's answer" cell gives what AWS
 // answers a request that breaks it: the HTTP status, the error codes in
 // backticks (an action's name in backticks says which call answers so),
 // and AWS's messages in double quotes (Markdown's backslash escapes
-// undone), "…" standing for text AWS prints from the request. A message that is the front's own, not AWS's, is not
-// quoted: the cell says the message is the front's.
-const catalogue = "../../templates/guides/service-limits.md.tmpl"
+// undone), "…" standing for text AWS prints from the request. A message
+// that is the front's own, not AWS's, is not quoted: the cell says no
+// message is published. The developer catalogue, this package's README,
+// gives each of the guide's rows, by that name, the rule that enforces it
+// (its id in backticks, or "—") and the tests.
+const (
+	guide              = "../../templates/guides/service-limits.md.tmpl"
+	developerCatalogue = "README.md"
+)
 
-// catalogueRow is a rule's row: its answer cell, and where it is.
+// catalogueRow is a row of the guide: its answer cell, and where it is.
 type catalogueRow struct {
 	answer string
 	line   int
 }
 
-// catalogueRows reads the catalogue's rows that name a rule, by rule id.
-func catalogueRows(t *testing.T) map[string]catalogueRow {
+// tableRow is a row of a Markdown table, its cells by their column's
+// header.
+type tableRow struct {
+	cells map[string]string
+	first string // the first cell
+	line  int
+}
+
+// tableRows reads the rows of a file's Markdown tables.
+func tableRows(t *testing.T, path string) []tableRow {
 	t.Helper()
-	text, err := os.ReadFile(catalogue)
+	text, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := map[string]catalogueRow{}
-	answerColumn := -1
+	var rows []tableRow
+	var header []string
 	for i, line := range strings.Split(string(text), "\n") {
-		if !strings.HasPrefix(line, "|") {
-			answerColumn = -1 // a table ends
-			continue
+		switch {
+		case !strings.HasPrefix(line, "|"):
+			header = nil // a table ends
+		case header == nil:
+			header = tableCells(line)
+		case strings.HasPrefix(line, "|-"): // the header's rule
+		default:
+			cells := tableCells(line)
+			if len(cells) != len(header) {
+				t.Fatalf("%s:%d: %d cells, the header has %d", path, i+1, len(cells), len(header))
+			}
+			row := tableRow{cells: map[string]string{}, first: cells[0], line: i + 1}
+			for c, h := range header {
+				row.cells[h] = cells[c]
+			}
+			rows = append(rows, row)
 		}
-		cells := tableCells(line)
-		if answerColumn < 0 {
-			answerColumn = slices.IndexFunc(cells, func(c string) bool { return strings.HasSuffix(c, "'s answer") })
-			continue
-		}
-		m := ruleCell.FindStringSubmatch(cells[0])
-		if m == nil {
-			continue
-		}
-		if _, twice := rows[m[1]]; twice {
-			t.Errorf("%s:%d: a second row for rule %s", catalogue, i+1, m[1])
-		}
-		if answerColumn >= len(cells) {
-			t.Fatalf("%s:%d: no answer cell", catalogue, i+1)
-		}
-		rows[m[1]] = catalogueRow{answer: cells[answerColumn], line: i + 1}
 	}
 	return rows
 }
 
-// ruleCell is a row's first cell when it names a rule.
-var ruleCell = regexp.MustCompile("^`([a-z0-9]+(?:-[a-z0-9]+)+)`:")
+// guideRows reads the guide's rows, by the name that starts each.
+func guideRows(t *testing.T) map[string]catalogueRow {
+	t.Helper()
+	rows := map[string]catalogueRow{}
+	for _, r := range tableRows(t, guide) {
+		m := rowName.FindStringSubmatch(r.first)
+		if m == nil {
+			t.Errorf("%s:%d: the row's Limit cell does not start with its name in bold", guide, r.line)
+			continue
+		}
+		if _, twice := rows[m[1]]; twice {
+			t.Errorf("%s:%d: a second row named %q", guide, r.line, m[1])
+		}
+		answer, ok := r.cells["AWS's answer"]
+		if !ok {
+			answer = r.cells["GitHub's answer"]
+		}
+		rows[m[1]] = catalogueRow{answer: answer, line: r.line}
+	}
+	return rows
+}
+
+// rowName is the name in bold that starts a row of the guide.
+var rowName = regexp.MustCompile(`^\*\*(.+?)\*\*`)
+
+// developerRow is a row of the developer catalogue: the guide's row it
+// is about, and the rule that enforces it ("" for none).
+type developerRow struct {
+	guideRow, rule string
+	line           int
+}
+
+// developerRows reads the developer catalogue's rows.
+func developerRows(t *testing.T) []developerRow {
+	t.Helper()
+	var rows []developerRow
+	for _, r := range tableRows(t, developerCatalogue) {
+		name, rule := r.cells["Guide's row"], r.cells["Rule"]
+		if name == "" || rule == "" {
+			t.Fatalf("%s:%d: want the columns \"Guide's row\" and \"Rule\"", developerCatalogue, r.line)
+		}
+		if rule == "—" {
+			rule = ""
+		} else if m := ruleID.FindStringSubmatch(rule); m != nil {
+			rule = m[1]
+		} else {
+			t.Errorf("%s:%d: the Rule cell %q is neither a rule id in backticks nor \"—\"", developerCatalogue, r.line, rule)
+		}
+		rows = append(rows, developerRow{guideRow: name, rule: rule, line: r.line})
+	}
+	return rows
+}
+
+// ruleID is a Rule cell that names a rule.
+var ruleID = regexp.MustCompile("^`([a-z0-9]+(?:-[a-z0-9]+)+)`$")
 
 // tableCells splits a Markdown table row at its unescaped pipes.
 func tableCells(line string) []string {
@@ -91,11 +155,11 @@ func tableCells(line string) []string {
 
 // pageAnswer is what an answer cell says.
 type pageAnswer struct {
-	status   int      // the first HTTP status it names
-	statuses []int    // every status it names
-	codes    []string // the error codes in backticks
-	messages []string // the quoted messages, unescaped
-	fronts   bool     // it says a message is the front's
+	status      int      // the first HTTP status it names
+	statuses    []int    // every status it names
+	codes       []string // the error codes in backticks
+	messages    []string // the quoted messages, unescaped
+	unpublished bool     // it says no message is published
 }
 
 var (
@@ -126,7 +190,7 @@ func readAnswer(cell string, actions map[string]bool) pageAnswer {
 	for _, m := range messagePattern.FindAllStringSubmatch(cell, -1) {
 		a.messages = append(a.messages, markdownEscape.ReplaceAllString(m[1], "$1"))
 	}
-	a.fronts = strings.Contains(cell, "the front's")
+	a.unpublished = strings.Contains(cell, unpublishedMessage)
 	return a
 }
 
@@ -149,13 +213,28 @@ type codeAnswer struct {
 // frontsWording marks the messages that are the front's, not AWS's.
 const frontsWording = "(the test front's wording)"
 
-// Every rule's row in the catalogue gives the code's answers, and only
-// them: the status, every error code, every message of AWS's that the code
+// unpublishedMessage is what an answer cell of the guide says where AWS
+// publishes the code and no message (the front answers its own).
+const unpublishedMessage = "no message is published"
+
+// Every rule's row in the guide gives the code's answers, and only them:
+// the status, every error code, every message of AWS's that the code
 // answers the examples (catalogueExamples) with, the messages that are the
-// front's said to be, and no message the code does not answer; and every
-// rule has its row, every row its rule.
+// front's said to be unpublished, and no message the code does not
+// answer; and every rule has its row in the developer catalogue, every
+// rule there is one, and the guide has the row it names.
 func TestCatalogue_answersAreTheCodes(t *testing.T) {
-	rows := catalogueRows(t)
+	rows := guideRows(t)
+	ruleRows := map[string]developerRow{}
+	for _, d := range developerRows(t) {
+		if d.rule == "" {
+			continue
+		}
+		if _, twice := ruleRows[d.rule]; twice {
+			t.Errorf("%s:%d: a second row for rule %s", developerCatalogue, d.line, d.rule)
+		}
+		ruleRows[d.rule] = d
+	}
 	actions := map[string]bool{}
 	for _, r := range awslimits.Rules {
 		for _, a := range r.Actions {
@@ -165,12 +244,17 @@ func TestCatalogue_answersAreTheCodes(t *testing.T) {
 	actions["SendMessage"] = true
 	examples := catalogueExamples(t)
 	for _, r := range awslimits.Rules {
-		row, ok := rows[r.ID]
+		d, ok := ruleRows[r.ID]
 		if !ok {
-			t.Errorf("rule %s: no row in %s", r.ID, catalogue)
+			t.Errorf("rule %s: no row in %s", r.ID, developerCatalogue)
 			continue
 		}
-		delete(rows, r.ID)
+		delete(ruleRows, r.ID)
+		row, ok := rows[d.guideRow]
+		if !ok {
+			t.Errorf("%s:%d: rule %s's row %q: no row of %s starts with it in bold", developerCatalogue, d.line, r.ID, d.guideRow, guide)
+			continue
+		}
 		var answers []codeAnswer
 		for i, ex := range examples[r.ID] {
 			if !slices.Contains(r.Actions, ex.action) {
@@ -204,8 +288,29 @@ func TestCatalogue_answersAreTheCodes(t *testing.T) {
 			t.Error(problem)
 		}
 	}
-	for id, row := range rows {
-		t.Errorf("%s:%d: a row for rule %s, which awslimits lacks", catalogue, row.line, id)
+	for id, d := range ruleRows {
+		t.Errorf("%s:%d: a row for rule %s, which awslimits lacks", developerCatalogue, d.line, id)
+	}
+}
+
+// The developer catalogue has a row for each of the guide's rows, and
+// only for them.
+func TestCatalogue_rowsMatchTheGuide(t *testing.T) {
+	rows := guideRows(t)
+	seen := map[string]bool{}
+	for _, d := range developerRows(t) {
+		if seen[d.guideRow] {
+			t.Errorf("%s:%d: a second row for the guide's row %q", developerCatalogue, d.line, d.guideRow)
+		}
+		seen[d.guideRow] = true
+		if _, ok := rows[d.guideRow]; !ok {
+			t.Errorf("%s:%d: the guide's row %q: no row of %s starts with it in bold", developerCatalogue, d.line, d.guideRow, guide)
+		}
+	}
+	for name, row := range rows {
+		if !seen[name] {
+			t.Errorf("%s:%d: the row %q has none in %s", guide, row.line, name, developerCatalogue)
+		}
 	}
 }
 
@@ -214,7 +319,7 @@ func TestCatalogue_answersAreTheCodes(t *testing.T) {
 func checkRow(id string, row catalogueRow, page pageAnswer, answers []codeAnswer) []string {
 	var problems []string
 	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	where := fmt.Sprintf("%s:%d (%s)", catalogue, row.line, id)
+	where := fmt.Sprintf("%s:%d (%s)", guide, row.line, id)
 	var codes []string
 	entries := false
 	for _, a := range answers {
@@ -228,8 +333,8 @@ func checkRow(id string, row catalogueRow, page pageAnswer, answers []codeAnswer
 			fail("%s: the page gives HTTP %d, the code answers %d (%s)", where, page.status, a.status, a.code)
 		}
 		switch quoted := slices.ContainsFunc(page.messages, func(q string) bool { return matches(q, a.message) }); {
-		case strings.Contains(a.message, frontsWording) && !page.fronts:
-			fail("%s: the code answers %s %q, the front's message, and the page does not say a message is the front's", where, a.code, a.message)
+		case strings.Contains(a.message, frontsWording) && !page.unpublished:
+			fail("%s: the code answers %s %q, the front's message, and the page does not say %q", where, a.code, a.message, unpublishedMessage)
 		case !strings.Contains(a.message, frontsWording) && !quoted:
 			fail("%s: the code answers %s %q, which the page does not quote", where, a.code, a.message)
 		}
@@ -325,7 +430,7 @@ func userDataOf(n int) string {
 }
 
 // catalogueExamples are requests that break each rule, one at least for
-// every answer the rule gives, shaped as the catalogue's quoted answers
+// every answer the rule gives, shaped as the guide's quoted answers
 // are (the values AWS prints back).
 func catalogueExamples(t *testing.T) map[string][]example {
 	t.Helper()
@@ -513,7 +618,7 @@ func TestCatalogue_comparisonFailsOnAWrongRow(t *testing.T) {
 		{400, "TagLimitExceeded", "A resource takes at most 50 tags " + frontsWording + "."},
 	}
 	good := "400 `InvalidParameterValue` \"Tag keys starting with 'aws:' are reserved for internal use\"; `CreateTags`: \"Value ( aws:… ) for parameter key is invalid. " +
-		"Tag keys starting with 'aws:' are reserved for internal use\"; `TagLimitExceeded`, the message is the front's"
+		"Tag keys starting with 'aws:' are reserved for internal use\"; `TagLimitExceeded`, no message is published"
 	for name, tc := range map[string]struct {
 		cell string
 		ok   bool
@@ -523,7 +628,7 @@ func TestCatalogue_comparisonFailsOnAWrongRow(t *testing.T) {
 		"a message the code lacks":    {good + "; \"Tag keys must not be empty\"", false},
 		"a code missing":              {strings.Replace(good, "`TagLimitExceeded`", "TagLimitExceeded", 1), false},
 		"another status":              {strings.Replace(good, "400", "409", 1), false},
-		"the front's message unnamed": {strings.Replace(good, ", the message is the front's", "", 1), false},
+		"the front's message unnamed": {strings.Replace(good, ", no message is published", "", 1), false},
 	} {
 		problems := checkRow("ec2-tag-aws-prefix", catalogueRow{answer: tc.cell, line: 1}, readAnswer(tc.cell, actions), answers)
 		if (len(problems) == 0) != tc.ok {

@@ -6,8 +6,10 @@ import (
 )
 
 // GitHub's limits and rules this project relies on, with their sources
-// (templates/guides/service-limits.md.tmpl lists them); the stub GitHub of
-// the instance stand-in (internal/testworld/scripttest) enforces them.
+// (the Service limits guide, templates/guides/service-limits.md.tmpl, lists
+// them for users); the stub GitHub of the instance stand-in
+// (internal/testworld/scripttest) enforces them, and
+// internal/awslimits/README.md says where and with which tests.
 // The runner version policy is internal/protocol's (RunnerPolicyAt), and so
 // is the rule for the run id a claim's runners take as their only label
 // (protocol.ValidateRunID).
