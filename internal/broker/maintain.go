@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/maintenance"
 )
 
 // OpMaintain is the pool's scheduled maintenance, which the pool stack's
@@ -71,6 +72,16 @@ type Maintenance struct {
 	Claimer func(warn func(summary, detail string)) *claim.Claimer
 	Timings claim.Timings // the hot runners' a fill launches
 	Log     claim.Logger  // nil: no logging
+}
+
+// Alongside starts the maintenance that runs alongside a claim or a
+// release (maintenance.Alongside), reporting its warnings to warn, and
+// returns the func that waits for it. A nil Maintenance runs none.
+func (m *Maintenance) Alongside(ctx context.Context, warn func(summary, detail string)) (wait func()) {
+	if m == nil {
+		return func() {}
+	}
+	return maintenance.Alongside(ctx, m.Claimer(warn), m.Pool)
 }
 
 // Serve runs the pool's maintenance. Whatever went wrong is in the

@@ -21,7 +21,7 @@ import (
 
 const (
 	// MaintainBudget bounds one Maintain. Its reap takes what the pool
-	// apply's takes (reapBudget, then endedReleaseBudget for the claims
+	// apply's takes (ReapBudget, then endedReleaseBudget for the claims
 	// of ended runs and the revivals, and up to cleanupBudget more for a
 	// revival that gives back what it took): 6.5 minutes at the very
 	// most, seconds as a rule. Its fill gets the rest, as a rule enough
@@ -77,7 +77,7 @@ func (c *Claimer) Maintain(ctx context.Context, poolName string, t Timings) (res
 		return res, false, err
 	}
 	defer s.endMaintenanceLease(context.WithoutCancel(ctx), owner)
-	budget, cancelReap := context.WithTimeout(ctx, reapBudget)
+	budget, cancelReap := context.WithTimeout(ctx, ReapBudget)
 	defer cancelReap()
 	res.Reap, res.ReapErr = c.boundedReap(ctx, budget, poolName, &cfg, followAll)
 	if len(cfg.Warm) > 0 {

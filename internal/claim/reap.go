@@ -22,8 +22,9 @@ const (
 	// DefaultReapInterval: a pool is reaped at most this often, by whichever
 	// claim, release or apply of the pool comes first (never by a read).
 	DefaultReapInterval = time.Minute
-	// reapBudget bounds one opportunistic reap.
-	reapBudget = 20 * time.Second
+	// ReapBudget bounds one reap, and again the following of the claims'
+	// runs after it on a claim's or a release's way (followHolds).
+	ReapBudget = 20 * time.Second
 	// orphanGrace: an instance may run this long without a live record. A
 	// claim writes the record right after CreateFleet returns; the created
 	// state lives as long.
@@ -52,40 +53,48 @@ func (r ReapResult) Empty() bool {
 }
 
 // ReapIfDue reaps the pool unless another caller did within interval
-// (a lease item in the table decides), bounded by reapBudget, and then
+// (a lease item in the table decides), bounded by ReapBudget, and then
 // follows the claims' workflow runs (followRuns), bounded by
 // endedReleaseBudget. ran is false when it was not due.
 func (c *Claimer) ReapIfDue(ctx context.Context, poolName string, interval time.Duration) (res ReapResult, ran bool, err error) {
-	return c.reapIfDue(ctx, poolName, interval, nil, followAll)
+	return c.reapIfDue(ctx, poolName, interval, followAll)
 }
 
-// reapIfDue is ReapIfDue with the pool's config when the caller read it
-// (for the reap's metrics), else nil, following the claims' runs as far
-// as scope says.
-func (c *Claimer) reapIfDue(ctx context.Context, poolName string, interval time.Duration, cfg *protocol.PoolConfig, scope followScope) (res ReapResult, ran bool, err error) {
+// ReapAlongside is the reap that runs alongside a claim or a release
+// (maintenance.Alongside): ReapIfDue at c.ReapInterval, following the
+// claims' runs only as far as holding the runners a job still runs on
+// (followHolds), which the caller does not wait long for.
+func (c *Claimer) ReapAlongside(ctx context.Context, poolName string) (ran bool, err error) {
+	_, ran, err = c.reapIfDue(ctx, poolName, c.ReapInterval, followHolds)
+	return ran, err
+}
+
+// reapIfDue is ReapIfDue, following the claims' runs as far as scope
+// says.
+func (c *Claimer) reapIfDue(ctx context.Context, poolName string, interval time.Duration, scope followScope) (res ReapResult, ran bool, err error) {
 	if interval < 0 {
 		return ReapResult{}, false, nil
 	}
 	if interval == 0 {
 		interval = DefaultReapInterval
 	}
-	budget, cancel := context.WithTimeout(ctx, reapBudget)
+	budget, cancel := context.WithTimeout(ctx, ReapBudget)
 	defer cancel()
 	due, err := c.store(poolName).takeReaperLease(budget, interval)
 	if err != nil || !due {
 		return ReapResult{}, false, ignoreMissingPool(err)
 	}
-	res, err = c.boundedReap(ctx, budget, poolName, cfg, scope)
+	res, err = c.boundedReap(ctx, budget, poolName, nil, scope)
 	return res, true, err
 }
 
 // boundedReap reaps the pool within budget (a context bounded by
-// reapBudget), then follows the claims' runs as far as scope says, within
-// reapBudget again, or endedReleaseBudget when it releases the claims of
+// ReapBudget), then follows the claims' runs as far as scope says, within
+// ReapBudget again, or endedReleaseBudget when it releases the claims of
 // ended runs and revives (followAll).
 func (c *Claimer) boundedReap(ctx, budget context.Context, poolName string, cfg *protocol.PoolConfig, scope followScope) (ReapResult, error) {
 	res, err := c.reap(budget, poolName, cfg)
-	following, cancelFollowing := context.WithTimeout(ctx, reapBudget)
+	following, cancelFollowing := context.WithTimeout(ctx, ReapBudget)
 	if scope == followAll {
 		following, cancelFollowing = context.WithTimeout(ctx, endedReleaseBudget)
 	}

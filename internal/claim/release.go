@@ -20,7 +20,6 @@ import (
 // each instance.
 func (c *Claimer) Release(ctx context.Context, poolName, runID string) ([]string, error) {
 	s := c.store(poolName)
-	defer c.maintainAlongside(ctx, poolName, nil)()
 	rec, ok, err := s.readRecord(ctx, poolName, runID)
 	if !ok || err != nil {
 		return nil, ignoreMissingPool(err)
