@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
@@ -86,6 +83,16 @@ func (c *Claimer) reapIfDue(ctx context.Context, poolName string, interval time.
 	}
 	res, err = c.boundedReap(ctx, budget, poolName, nil, scope)
 	return res, true, err
+}
+
+// BoundedReap reaps the pool and follows the claims' runs, each part
+// within its budget, as the pool's apply does when a reap is due
+// (ReapIfDue): the pool's scheduled maintenance (maintenance.Maintain).
+// cfg is the pool's config, for the reap's metrics.
+func (c *Claimer) BoundedReap(ctx context.Context, poolName string, cfg *protocol.PoolConfig) (ReapResult, error) {
+	budget, cancel := context.WithTimeout(ctx, ReapBudget)
+	defer cancel()
+	return c.boundedReap(ctx, budget, poolName, cfg, followAll)
 }
 
 // boundedReap reaps the pool within budget (a context bounded by
@@ -233,31 +240,6 @@ func (s *store) queryType(ctx context.Context, typ string, fn func(map[string]ty
 		return fmt.Errorf("reading %s items: %w", typ, err)
 	}
 	return nil
-}
-
-// terminateUnrecorded terminates the instances a run's fleet requests
-// launched (tagged InitialRunId) that have no record: a CreateFleet whose
-// answer never arrived, or an attempt killed before it recorded them.
-func (c *Claimer) terminateUnrecorded(ctx context.Context, s *store, poolName, runID string) ([]string, error) {
-	launched, err := pool.LiveInstances(ctx, c.EC2, poolName, ec2types.Filter{Name: aws.String("tag:" + protocol.TagInitialRunID), Values: []string{runID}})
-	if err != nil {
-		return nil, fmt.Errorf("looking for unrecorded instances of run %s: %w", runID, err)
-	}
-	ids := slices.Sorted(maps.Keys(launched))
-	records, err := s.instances(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	var unrecorded []string
-	for _, id := range ids {
-		if _, ok := records[id]; !ok {
-			unrecorded = append(unrecorded, id)
-		}
-	}
-	if len(unrecorded) > 0 {
-		c.log("terminating unrecorded instances of the run", "run", runID, "instances", unrecorded)
-	}
-	return unrecorded, pool.TerminateInstances(ctx, c.EC2, unrecorded, false)
 }
 
 // reapStaleClaims deletes pending claim records whose attempt stopped
