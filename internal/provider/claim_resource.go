@@ -421,6 +421,8 @@ func (r *claimResource) Create(ctx context.Context, req resource.CreateRequest, 
 	defer cancel()
 	started := time.Now()
 	c, warned := r.data.warnedClaims(ctx)
+	// The apply also maintains the pool, beside the claim: at most
+	// maintenance.AlongsideBudget more.
 	maintained := maintainAlongside(ctx, c, creq.Pool)
 	res, err := c.Create(ctx, creq)
 	maintained()
@@ -506,6 +508,8 @@ func (r *claimResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	c, warned := r.data.warnedClaims(ctx)
+	// The destroy also maintains the pool, beside the release: at most
+	// maintenance.AlongsideBudget more.
 	maintained := maintainAlongside(ctx, c, state.Pool.ValueString())
 	outcomes, err := c.Release(ctx, state.Pool.ValueString(), state.RunID.ValueString())
 	maintained()
