@@ -43,7 +43,9 @@ type Handler struct {
 	// Claimer makes the pool logic of one invocation, which reports its
 	// warnings to warn (it may call it concurrently).
 	Claimer func(warn func(summary, detail string)) Claimer
-	Log     claim.Logger // nil: no logging
+	// Maintenance runs alongside each claim and release (nil: none).
+	Maintenance *Maintenance
+	Log         claim.Logger // nil: no logging
 }
 
 // Handle serves one invocation. Whatever went wrong is in the response's
@@ -97,7 +99,9 @@ func (h *Handler) handle(ctx context.Context, req Request, w *claim.Warnings) (I
 		case req.Operation == OpRead:
 			return id, Response{Record: &rec, Live: live}
 		}
+		maintained := h.Maintenance.Alongside(ctx, w.Add)
 		outcomes, err := c.Release(ctx, h.Pool, req.RunID)
+		maintained()
 		if err != nil {
 			resp := failure(err)
 			resp.Outcomes = outcomes
@@ -154,6 +158,7 @@ func (h *Handler) claim(ctx context.Context, c Claimer, g grant, id Identity, r 
 			return failure(err)
 		}
 	}
+	defer h.Maintenance.Alongside(ctx, w.Add)()
 	res, err := c.Create(ctx, req)
 	if err != nil {
 		return failure(err)

@@ -7,12 +7,13 @@ import (
 	"slices"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/maintenance"
 )
 
 // OpMaintain is the pool's scheduled maintenance, which the pool stack's
 // schedule asks of the broker with the payload {"operation": "maintain"}:
 // what the ec2runners_reap and ec2runners_warm actions run
-// (claim.Claimer.Maintain), for the broker's own pool. It carries no
+// (maintenance.Maintain), for the broker's own pool. It carries no
 // OIDC token and needs none: it does only what the pool's config and
 // records already say is due (runners past their deadline, the claims of
 // ended runs, the warm targets in force), and none of it again while
@@ -73,11 +74,21 @@ type Maintenance struct {
 	Log     claim.Logger  // nil: no logging
 }
 
+// Alongside starts the maintenance that runs alongside a claim or a
+// release (maintenance.Alongside), reporting its warnings to warn, and
+// returns the func that waits for it. A nil Maintenance runs none.
+func (m *Maintenance) Alongside(ctx context.Context, warn func(summary, detail string)) (wait func()) {
+	if m == nil {
+		return func() {}
+	}
+	return maintenance.Alongside(ctx, m.Claimer(warn), m.Pool)
+}
+
 // Serve runs the pool's maintenance. Whatever went wrong is in the
 // answer, never a failed invocation.
 func (m *Maintenance) Serve(ctx context.Context) MaintainResponse {
 	w := &claim.Warnings{}
-	res, ran, err := m.Claimer(w.Add).Maintain(ctx, m.Pool, m.Timings)
+	res, ran, err := maintenance.Maintain(ctx, m.Claimer(w.Add), m.Pool, m.Timings)
 	m.log(res, ran, err, w.List())
 	switch {
 	case !ran && err != nil:
@@ -111,7 +122,7 @@ func (m *Maintenance) Serve(ctx context.Context) MaintainResponse {
 }
 
 // log writes what the maintenance did, every id and error included.
-func (m *Maintenance) log(res claim.MaintainResult, ran bool, err error, warnings [][2]string) {
+func (m *Maintenance) log(res maintenance.MaintainResult, ran bool, err error, warnings [][2]string) {
 	if m.Log == nil {
 		return
 	}

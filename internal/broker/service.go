@@ -59,11 +59,12 @@ func NewService(ctx context.Context, s Settings, log claim.Logger) (*Service, er
 		c.StoredGitHub, c.Warn = creds.current(), warn
 		return &c
 	}
+	maintenance := &Maintenance{Pool: s.Pool, Claimer: claimer, Timings: claim.DefaultTimings(), Log: log}
 	claims := &Handler{
 		Pool: s.Pool, Verifier: NewVerifier(s.Issuer, s.Audience), DynamoDB: clients.DynamoDB, Log: log,
-		Claimer: func(warn func(summary, detail string)) Claimer { return claimer(warn) },
+		Claimer:     func(warn func(summary, detail string)) Claimer { return claimer(warn) },
+		Maintenance: maintenance,
 	}
-	maintenance := &Maintenance{Pool: s.Pool, Claimer: claimer, Timings: claim.DefaultTimings(), Log: log}
 	agents := &Registrar{DynamoDB: clients.DynamoDB, Pool: s.Pool,
 		GitHub: func(ctx context.Context) (claim.JITRunners, error) {
 			cfg, err := pool.ReadConfig(ctx, clients.DynamoDB, s.Pool)

@@ -51,7 +51,8 @@ type Claimer struct {
 	// Sleep waits d unless ctx ends first (nil: a timer); a simulation on
 	// a virtual clock sets it with Now.
 	Sleep func(ctx context.Context, d time.Duration) error
-	// ReapInterval: Create and Release reap the pool at most this often
+	// ReapInterval: the maintenance that runs alongside claims and
+	// releases (maintenance.Alongside) reaps the pool at most this often
 	// (0: DefaultReapInterval; negative: never).
 	ReapInterval time.Duration
 	// DefaultTags (the provider's default_tags) also tag the instances it
@@ -189,9 +190,6 @@ func (c *Claimer) claim(ctx context.Context, req Request) (*Result, error) {
 		regToken.label, regToken.runnerGroup = req.Label, req.RunnerGroup
 	}
 	s := c.store(req.Pool)
-	// Reaping overlaps the claim's own waits, the top-up follows it; both
-	// are bounded, and their failures only logged.
-	defer c.maintainAlongside(ctx, req.Pool, &cfg)()
 	a := &attempt{c: c, s: s, req: req, cfg: cfg, wants: wants, regToken: regToken, grant: grant, held: map[string]*held{},
 		template: template, templateErr: templateErr, started: started, checks: &checkLog{}}
 	a.rec = Record{Request: req, State: recordPending, Nonce: newNonce()}
@@ -230,48 +228,6 @@ func (c *Claimer) claim(ctx context.Context, req Request) (*Result, error) {
 	a.publishClaim(cleanup, nil)
 	return nil, err
 }
-
-// maintainAlongside starts an opportunistic reap, and returns the func
-// that waits for it and then, when the reap was due (at most once per reap
-// interval), tops the pool's stopped tier up: a claim may just have started
-// stopped runners, and a stopped runner launched now costs no waiting (it
-// stops itself once prepared). Releases top up too, on purpose: between
-// bursts only releases run, and the tier they refill is what the next burst
-// starts (replayed without them, the simulation guide's office-hours
-// policies serve the p95 job in their window cold). Both are bounded;
-// failures are only logged. Reads never call this.
-// cfg is the pool's config when the caller read it already (the reap's
-// metrics need it), else nil.
-func (c *Claimer) maintainAlongside(ctx context.Context, poolName string, cfg *protocol.PoolConfig) (finish func()) {
-	done := make(chan bool, 1)
-	go func() {
-		_, ran, err := c.reapIfDue(context.WithoutCancel(ctx), poolName, c.ReapInterval, cfg, followHolds)
-		if err != nil {
-			c.log("reaping failed", "pool", poolName, "error", err.Error())
-		}
-		done <- ran
-	}()
-	return func() {
-		if !<-done {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), topUpBudget)
-		defer cancel()
-		res, err := c.Warm(ctx, poolName, WarmOptions{Tiers: []protocol.Tier{protocol.TierStopped}, Most: topUpMost, Timings: DefaultTimings()})
-		if err != nil {
-			c.log("topping the stopped tier up failed", "pool", poolName, "error", err.Error())
-		} else if len(res.Launched) > 0 {
-			c.log("topped the stopped tier up", "pool", poolName, "launched", res.Launched)
-		}
-	}
-}
-
-// A top-up launches at most topUpMost stopped runners per class, within
-// topUpBudget.
-const (
-	topUpMost   = 2
-	topUpBudget = 30 * time.Second
-)
 
 // held is an instance the attempt owns, and the state it put it in.
 type held struct {

@@ -152,10 +152,10 @@ func TestReapReleasesClaimsOfEndedRuns(t *testing.T) {
 	}
 }
 
-// The opportunistic reap of claims and releases, bounded by reapBudget,
+// The opportunistic reap of claims and releases, bounded by ReapBudget,
 // gives the releases of ended runs a budget of their own: a release
 // waits for its agents until settleMargin before its deadline, which
-// reapBudget would leave none of, and the runners would be terminated.
+// ReapBudget would leave none of, and the runners would be terminated.
 func TestReapIfDueReleasesEndedRunsWarm(t *testing.T) {
 	t.Parallel()
 	e, gh, _ := runsEnv(t, "")
@@ -271,7 +271,7 @@ func TestMaintenanceOnAClaimsPathReleasesNoEndedRun(t *testing.T) {
 	gh.StartRunAttempt("octo/app", 7, 1)
 	e.claimForRun("run-7-1", "i-1", 7)
 	gh.CompleteRunAttempt("octo/app", 7, 1)
-	res, ran, err := e.c.reapIfDue(context.Background(), testPool, time.Minute, nil, followHolds)
+	res, ran, err := e.c.reapIfDue(context.Background(), testPool, time.Minute, followHolds)
 	if err != nil || !ran {
 		t.Fatalf("ran %v (%v)", ran, err)
 	}

@@ -179,7 +179,8 @@ func newEnv(t *testing.T) *env {
 		},
 	}
 	e.agents = newAgentHarness(t, db, e.ec2)
-	// Reaping has tests of its own; the others see only the claim's work.
+	// The tests of the maintenance alongside claims (maintained_test.go)
+	// reap only once they set ReapInterval.
 	e.c = &Claimer{DynamoDB: e.db, SQS: e.sqs, EC2: e.ec2, ReapInterval: -1, Log: func(msg string, kv ...any) { t.Log(append([]any{msg}, kv...)...) }}
 	e.writeConfig()
 	return e

@@ -11,7 +11,6 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/metrics"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/table"
 )
 
 // TierCounts are a class's warm runners, the holders of its slots, against
@@ -320,13 +319,11 @@ func (c *Claimer) fillHot(ctx context.Context, s *store, cfg protocol.PoolConfig
 	if err != nil {
 		errs = append(errs, err)
 	}
-	var ready []keepable
-	byID := map[string]Instance{}
+	var ready []returningRunner
 	for _, inst := range recorded {
-		byID[inst.ID] = inst
 		why, ok := decided[inst.ID]
 		if ok && why == nil {
-			ready = append(ready, keepable{id: inst.ID, usageClass: inst.UsageClass, run: fill, ageEnd: ageEnd(inst.LaunchedAt, time.Duration(cfg.MaxRunnerAge))})
+			ready = append(ready, returningRunner{inst: inst, state: protocol.StateIdle})
 			continue
 		}
 		if why == nil {
@@ -341,19 +338,14 @@ func (c *Claimer) fillHot(ctx context.Context, s *store, cfg protocol.PoolConfig
 			errs = append(errs, derr)
 		}
 	}
-	plans := c.keepWarm(ctx, s, cfg, class, ready)
-	ids := make([]string, len(ready))
-	for i, r := range ready {
-		ids[i] = r.id
-	}
-	results := s.applyEach(ctx, ids, func(id string) table.Transition {
-		return table.Transition{FromState: protocol.StateIdle, ToState: protocol.StateIdle, Threshold: plans[id].threshold, StopUntil: plans[id].stopUntil, Deadline: table.DeadlineLive}
-	})
-	classCfg := cfg.ResourceClasses[class]
-	var bodies []string
+	// Released into the pool as a release would, with no run to leave.
+	plans, results := c.backToIdle(ctx, s, cfg, class, fill, "", ready)
+	var idle []Instance
+	until := map[string]time.Time{}
 	var unkept []string
 	kept := 0
-	for i, id := range ids {
+	for i, r := range ready {
+		id := r.inst.ID
 		if results[i] != nil {
 			errs = append(errs, fmt.Errorf("instance %s: %w", id, results[i]))
 			continue
@@ -363,17 +355,13 @@ func (c *Claimer) fillHot(ctx context.Context, s *store, cfg protocol.PoolConfig
 		} else {
 			unkept = append(unkept, id)
 		}
-		inst := byID[id]
-		bodies = append(bodies, protocol.Message{
-			ID: id, ResourceClass: class, InstanceType: inst.InstanceType, CPU: classCfg.CPU, MemoryMiB: classCfg.MemoryMiB,
-			UsageClass: inst.UsageClass, Threshold: protocol.FormatTime(plans[id].threshold), LaunchedAt: inst.LaunchedAt,
-			TemplateID: inst.TemplateID, TemplateVersion: inst.TemplateVersion,
-		}.Body())
+		idle = append(idle, r.inst)
+		until[id] = plans[id].threshold
 	}
 	if len(unkept) > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("class %s: %v launched for the hot tier got no hot slot (another fill or release filled the tier meanwhile, or writing its slots failed), released to the pool as idle runners", class, unkept))
 	}
-	if err := sendAll(ctx, c.SQS, cfg.QueueURLs[class], bodies, 0); err != nil {
+	if err := c.requeue(ctx, cfg, class, idle, until); err != nil {
 		errs = append(errs, err)
 	}
 	return kept, errors.Join(errs...)

@@ -153,40 +153,6 @@ func TestWarmWithoutFleetSaysSo(t *testing.T) {
 	}
 }
 
-// A claim that starts the stopped runners of a class tops the stopped tier
-// up again on its way out, when its opportunistic reap was due.
-func TestCreateTopsStoppedTierUp(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	e.c.ReapInterval = 0 // due: the first claim reaps
-	e.cfg.Warm = map[string]protocol.WarmTarget{"large": {Stopped: 1}}
-	e.writeConfig()
-	e.seedStopped("i-s1", healthy)
-	res, err := e.create(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := sources(res); !slices.Equal(got[SourceStopped], []string{"i-s1"}) {
-		t.Fatalf("sources %v, want i-s1 started", got)
-	}
-	status, err := e.c.WarmStatus(context.Background(), testPool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if status["large"].Stopped != 1 {
-		t.Errorf("stopped tier %+v after the claim, want it topped up to 1", status["large"])
-	}
-	// The next claim within the reap interval tops nothing up.
-	fleets := len(e.ec2.FleetInputs())
-	e.seedIdle("i-2", healthy)
-	if _, err := e.create(1, func(r *Request) { r.RunID = "run-2" }); err != nil {
-		t.Fatal(err)
-	}
-	if n := len(e.ec2.FleetInputs()); n != fleets {
-		t.Errorf("%d more CreateFleet calls by a claim the pool had a runner for, within the reap interval", n-fleets)
-	}
-}
-
 // A fill that cannot launch or keep what a class lacks says so, by class,
 // with why: the pool's apply and the ec2runners_warm action warn with it,
 // instead of leaving the tier empty unexplained. A class it fills, or one

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -367,4 +368,29 @@ func (c *Claimer) templateArchitecture(ctx context.Context, f *protocol.FleetCon
 func isTableMissing(err error) bool {
 	var apiErr smithy.APIError
 	return errors.As(err, &apiErr) && apiErr.ErrorCode() == "ResourceNotFoundException"
+}
+
+// terminateUnrecorded terminates the instances a run's fleet requests
+// launched (tagged InitialRunId) that have no record: a CreateFleet whose
+// answer never arrived, or an attempt killed before it recorded them.
+func (c *Claimer) terminateUnrecorded(ctx context.Context, s *store, poolName, runID string) ([]string, error) {
+	launched, err := pool.LiveInstances(ctx, c.EC2, poolName, ec2types.Filter{Name: aws.String("tag:" + protocol.TagInitialRunID), Values: []string{runID}})
+	if err != nil {
+		return nil, fmt.Errorf("looking for unrecorded instances of run %s: %w", runID, err)
+	}
+	ids := slices.Sorted(maps.Keys(launched))
+	records, err := s.instances(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	var unrecorded []string
+	for _, id := range ids {
+		if _, ok := records[id]; !ok {
+			unrecorded = append(unrecorded, id)
+		}
+	}
+	if len(unrecorded) > 0 {
+		c.log("terminating unrecorded instances of the run", "run", runID, "instances", unrecorded)
+	}
+	return unrecorded, pool.TerminateInstances(ctx, c.EC2, unrecorded, false)
 }

@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
@@ -22,8 +19,9 @@ const (
 	// DefaultReapInterval: a pool is reaped at most this often, by whichever
 	// claim, release or apply of the pool comes first (never by a read).
 	DefaultReapInterval = time.Minute
-	// reapBudget bounds one opportunistic reap.
-	reapBudget = 20 * time.Second
+	// ReapBudget bounds one reap, and again the following of the claims'
+	// runs after it on a claim's or a release's way (followHolds).
+	ReapBudget = 20 * time.Second
 	// orphanGrace: an instance may run this long without a live record. A
 	// claim writes the record right after CreateFleet returns; the created
 	// state lives as long.
@@ -52,40 +50,58 @@ func (r ReapResult) Empty() bool {
 }
 
 // ReapIfDue reaps the pool unless another caller did within interval
-// (a lease item in the table decides), bounded by reapBudget, and then
+// (a lease item in the table decides), bounded by ReapBudget, and then
 // follows the claims' workflow runs (followRuns), bounded by
 // endedReleaseBudget. ran is false when it was not due.
 func (c *Claimer) ReapIfDue(ctx context.Context, poolName string, interval time.Duration) (res ReapResult, ran bool, err error) {
-	return c.reapIfDue(ctx, poolName, interval, nil, followAll)
+	return c.reapIfDue(ctx, poolName, interval, followAll)
 }
 
-// reapIfDue is ReapIfDue with the pool's config when the caller read it
-// (for the reap's metrics), else nil, following the claims' runs as far
-// as scope says.
-func (c *Claimer) reapIfDue(ctx context.Context, poolName string, interval time.Duration, cfg *protocol.PoolConfig, scope followScope) (res ReapResult, ran bool, err error) {
+// ReapAlongside is the reap that runs alongside a claim or a release
+// (maintenance.Alongside): ReapIfDue at c.ReapInterval, following the
+// claims' runs only as far as holding the runners a job still runs on
+// (followHolds), which the caller does not wait long for.
+func (c *Claimer) ReapAlongside(ctx context.Context, poolName string) (ran bool, err error) {
+	_, ran, err = c.reapIfDue(ctx, poolName, c.ReapInterval, followHolds)
+	return ran, err
+}
+
+// reapIfDue is ReapIfDue, following the claims' runs as far as scope
+// says.
+func (c *Claimer) reapIfDue(ctx context.Context, poolName string, interval time.Duration, scope followScope) (res ReapResult, ran bool, err error) {
 	if interval < 0 {
 		return ReapResult{}, false, nil
 	}
 	if interval == 0 {
 		interval = DefaultReapInterval
 	}
-	budget, cancel := context.WithTimeout(ctx, reapBudget)
+	budget, cancel := context.WithTimeout(ctx, ReapBudget)
 	defer cancel()
 	due, err := c.store(poolName).takeReaperLease(budget, interval)
 	if err != nil || !due {
 		return ReapResult{}, false, ignoreMissingPool(err)
 	}
-	res, err = c.boundedReap(ctx, budget, poolName, cfg, scope)
+	res, err = c.boundedReap(ctx, budget, poolName, nil, scope)
 	return res, true, err
 }
 
+// BoundedReap reaps the pool and follows the claims' runs, each part
+// within its budget, as the pool's apply does when a reap is due
+// (ReapIfDue): the pool's scheduled maintenance (maintenance.Maintain).
+// cfg is the pool's config, for the reap's metrics.
+func (c *Claimer) BoundedReap(ctx context.Context, poolName string, cfg *protocol.PoolConfig) (ReapResult, error) {
+	budget, cancel := context.WithTimeout(ctx, ReapBudget)
+	defer cancel()
+	return c.boundedReap(ctx, budget, poolName, cfg, followAll)
+}
+
 // boundedReap reaps the pool within budget (a context bounded by
-// reapBudget), then follows the claims' runs as far as scope says, within
-// reapBudget again, or endedReleaseBudget when it releases the claims of
+// ReapBudget), then follows the claims' runs as far as scope says, within
+// ReapBudget again, or endedReleaseBudget when it releases the claims of
 // ended runs and revives (followAll).
 func (c *Claimer) boundedReap(ctx, budget context.Context, poolName string, cfg *protocol.PoolConfig, scope followScope) (ReapResult, error) {
 	res, err := c.reap(budget, poolName, cfg)
-	following, cancelFollowing := context.WithTimeout(ctx, reapBudget)
+	following, cancelFollowing := context.WithTimeout(ctx, ReapBudget)
 	if scope == followAll {
 		following, cancelFollowing = context.WithTimeout(ctx, endedReleaseBudget)
 	}
@@ -224,31 +240,6 @@ func (s *store) queryType(ctx context.Context, typ string, fn func(map[string]ty
 		return fmt.Errorf("reading %s items: %w", typ, err)
 	}
 	return nil
-}
-
-// terminateUnrecorded terminates the instances a run's fleet requests
-// launched (tagged InitialRunId) that have no record: a CreateFleet whose
-// answer never arrived, or an attempt killed before it recorded them.
-func (c *Claimer) terminateUnrecorded(ctx context.Context, s *store, poolName, runID string) ([]string, error) {
-	launched, err := pool.LiveInstances(ctx, c.EC2, poolName, ec2types.Filter{Name: aws.String("tag:" + protocol.TagInitialRunID), Values: []string{runID}})
-	if err != nil {
-		return nil, fmt.Errorf("looking for unrecorded instances of run %s: %w", runID, err)
-	}
-	ids := slices.Sorted(maps.Keys(launched))
-	records, err := s.instances(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	var unrecorded []string
-	for _, id := range ids {
-		if _, ok := records[id]; !ok {
-			unrecorded = append(unrecorded, id)
-		}
-	}
-	if len(unrecorded) > 0 {
-		c.log("terminating unrecorded instances of the run", "run", runID, "instances", unrecorded)
-	}
-	return unrecorded, pool.TerminateInstances(ctx, c.EC2, unrecorded, false)
 }
 
 // reapStaleClaims deletes pending claim records whose attempt stopped

@@ -227,27 +227,3 @@ func TestReapIfDueRunsOncePerInterval(t *testing.T) {
 		t.Errorf("a lease under TYPE#METADATA: %v", it)
 	}
 }
-
-// Claims and releases reap the pool they use, at most once per interval.
-func TestCreateAndReleaseReapThePool(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	e.c.ReapInterval = 0
-	now := time.Now()
-	e.putRecord("i-expired", protocol.StateIdle, "", now.Add(-time.Minute), now)
-	e.seedIdle("i-1", healthy)
-	if _, err := e.create(1); err != nil {
-		t.Fatal(err)
-	}
-	if r := e.db.instance(t, "i-expired"); r.State != protocol.StateTerminated {
-		t.Errorf("after a claim, the expired runner is %s, want terminated", r.State)
-	}
-	e.putRecord("i-expired-2", protocol.StateIdle, "", now.Add(-time.Minute), now)
-	e.db.Put(protocol.BaseItem(protocol.TypeLease, protocol.ReaperLeaseID, protocol.FormatTime(now.Add(-2*DefaultReapInterval))))
-	if _, err := e.release(); err != nil {
-		t.Fatal(err)
-	}
-	if r := e.db.instance(t, "i-expired-2"); r.State != protocol.StateTerminated {
-		t.Errorf("after a release, the expired runner is %s, want terminated", r.State)
-	}
-}

@@ -20,7 +20,6 @@ import (
 // each instance.
 func (c *Claimer) Release(ctx context.Context, poolName, runID string) ([]string, error) {
 	s := c.store(poolName)
-	defer c.maintainAlongside(ctx, poolName, nil)()
 	rec, ok, err := s.readRecord(ctx, poolName, runID)
 	if !ok || err != nil {
 		return nil, ignoreMissingPool(err)
@@ -210,19 +209,12 @@ func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConf
 		}
 	}
 	toIdle = c.handRemovalToken(ctx, s, cfg, req, toIdle, discards)
-	candidates := make([]keepable, len(toIdle))
+	runners := make([]returningRunner, len(toIdle))
 	for i, id := range toIdle {
-		inst := byID[id].inst
-		candidates[i] = keepable{id: id, usageClass: inst.UsageClass, run: req.RunID, ageEnd: ageEnd(inst.LaunchedAt, time.Duration(cfg.MaxRunnerAge))}
+		runners[i] = returningRunner{inst: byID[id].inst, state: byID[id].state}
 	}
-	plans := c.keepWarm(ctx, s, cfg, req.ResourceClass, candidates)
+	plans, results := c.backToIdle(ctx, s, cfg, req.ResourceClass, req.RunID, req.RunID, runners)
 	var lapsed []string
-	results := s.applyEach(ctx, toIdle, func(id string) table.Transition {
-		return table.Transition{
-			FromState: byID[id].state, FromRunID: req.RunID, ToState: protocol.StateIdle, ToRunID: "",
-			Threshold: plans[id].threshold, StopUntil: plans[id].stopUntil, Deadline: table.DeadlineLive,
-		}
-	})
 	for i, id := range toIdle {
 		switch err := results[i]; {
 		case err == nil:
@@ -282,17 +274,11 @@ func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConf
 		settled(id, discardOutcome(discards[id], terminated), err)
 	})
 	if len(confirmed) > 0 {
-		class := cfg.ResourceClasses[req.ResourceClass]
-		bodies := make([]string, len(confirmed))
+		insts := make([]Instance, len(confirmed))
 		for i, id := range confirmed {
-			inst := byID[id].inst
-			bodies[i] = protocol.Message{
-				ID: id, ResourceClass: req.ResourceClass, InstanceType: inst.InstanceType, CPU: class.CPU, MemoryMiB: class.MemoryMiB,
-				UsageClass: inst.UsageClass, Threshold: protocol.FormatTime(idleBy[id]), // the new idle deadline, not the old running one
-				LaunchedAt: inst.LaunchedAt, TemplateID: inst.TemplateID, TemplateVersion: inst.TemplateVersion,
-			}.Body()
+			insts[i] = byID[id].inst
 		}
-		err := sendAll(ctx, c.SQS, cfg.QueueURLs[req.ResourceClass], bodies, 0)
+		err := c.requeue(ctx, cfg, req.ResourceClass, insts, idleBy)
 		for _, id := range confirmed {
 			if err == nil {
 				tally.count(keptOutcome(plans[id]))
@@ -311,6 +297,54 @@ func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConf
 		}
 	}
 	return lines, errors.Join(errs...)
+}
+
+// Returning runners to the pool is two steps, with what the caller waits
+// for between them (a release: its agents' confirmation that they left
+// the run): backToIdle, then requeue.
+
+// returningRunner is a runner going back to the pool, from its state.
+type returningRunner struct {
+	inst  Instance
+	state string
+}
+
+// backToIdle keeps what it can of runners warm for class (keepWarm: a hot
+// slot, a stopped one, or idle until the idle timeout), the slots taken
+// for owner (the run that releases them, or the fill that launched them),
+// then moves each from its state, held by run ("": none), to idle until
+// its plan's deadline, the writes batched. errs[i] is runners[i]'s write's.
+func (c *Claimer) backToIdle(ctx context.Context, s *store, cfg protocol.PoolConfig, class, owner, run string, runners []returningRunner) (map[string]plan, []error) {
+	candidates := make([]keepable, len(runners))
+	from := make(map[string]string, len(runners))
+	ids := make([]string, len(runners))
+	for i, r := range runners {
+		candidates[i] = keepable{id: r.inst.ID, usageClass: r.inst.UsageClass, run: owner, ageEnd: ageEnd(r.inst.LaunchedAt, time.Duration(cfg.MaxRunnerAge))}
+		from[r.inst.ID], ids[i] = r.state, r.inst.ID
+	}
+	plans := c.keepWarm(ctx, s, cfg, class, candidates)
+	return plans, s.applyEach(ctx, ids, func(id string) table.Transition {
+		return table.Transition{
+			FromState: from[id], FromRunID: run, ToState: protocol.StateIdle, ToRunID: "",
+			Threshold: plans[id].threshold, StopUntil: plans[id].stopUntil, Deadline: table.DeadlineLive,
+		}
+	})
+}
+
+// requeue sends the idle-runner messages of runners now idle in class to
+// its queue, in batches, each with its new idle deadline (until), not the
+// one it had.
+func (c *Claimer) requeue(ctx context.Context, cfg protocol.PoolConfig, class string, runners []Instance, until map[string]time.Time) error {
+	classCfg := cfg.ResourceClasses[class]
+	bodies := make([]string, len(runners))
+	for i, inst := range runners {
+		bodies[i] = protocol.Message{
+			ID: inst.ID, ResourceClass: class, InstanceType: inst.InstanceType, CPU: classCfg.CPU, MemoryMiB: classCfg.MemoryMiB,
+			UsageClass: inst.UsageClass, Threshold: protocol.FormatTime(until[inst.ID]), LaunchedAt: inst.LaunchedAt,
+			TemplateID: inst.TemplateID, TemplateVersion: inst.TemplateVersion,
+		}.Body()
+	}
+	return sendAll(ctx, c.SQS, cfg.QueueURLs[class], bodies, 0)
 }
 
 // handRemovalToken mints one removal token for the runners of ids, for

@@ -313,7 +313,7 @@ func (w *brokerWorld) claim(name, runID, claimant string) string {
 // a broker, with the tests' own (unrecorded) clients and the pool's GitHub
 // credential.
 func (w *brokerWorld) direct() *claim.Claimer {
-	return &claim.Claimer{DynamoDB: testClients.DynamoDB, SQS: testClients.SQS, EC2: testClients.EC2, ReapInterval: -1,
+	return &claim.Claimer{DynamoDB: testClients.DynamoDB, SQS: testClients.SQS, EC2: testClients.EC2,
 		StoredGitHub: &claim.StoredGitHub{SSM: testClients.SSM, SecretsManager: testClients.SecretsManager, Client: github.Config{BaseURL: w.gh.URL}}}
 }
 

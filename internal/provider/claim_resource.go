@@ -37,6 +37,7 @@ import (
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/broker"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/maintenance"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -420,7 +421,11 @@ func (r *claimResource) Create(ctx context.Context, req resource.CreateRequest, 
 	defer cancel()
 	started := time.Now()
 	c, warned := r.data.warnedClaims(ctx)
+	// The apply also maintains the pool, beside the claim: at most
+	// maintenance.AlongsideBudget more.
+	maintained := maintainAlongside(ctx, c, creq.Pool)
 	res, err := c.Create(ctx, creq)
+	maintained()
 	addWarnings(&resp.Diagnostics, warned)
 	if errors.Is(err, claim.ErrOtherClaimant) {
 		resp.Diagnostics.AddAttributeError(path.Root("run_id"), fmt.Sprintf("Run %s is claimed by another claimant", creq.RunID), err.Error())
@@ -503,12 +508,29 @@ func (r *claimResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	c, warned := r.data.warnedClaims(ctx)
+	// The destroy also maintains the pool, beside the release: at most
+	// maintenance.AlongsideBudget more.
+	maintained := maintainAlongside(ctx, c, state.Pool.ValueString())
 	outcomes, err := c.Release(ctx, state.Pool.ValueString(), state.RunID.ValueString())
+	maintained()
 	addWarnings(&resp.Diagnostics, warned)
 	tflog.Info(ctx, "released runners", map[string]any{"run_id": state.RunID.ValueString(), "outcomes": outcomes})
 	if err != nil {
 		resp.Diagnostics.AddError(fmt.Sprintf("Cannot release claim %s", state.ID.ValueString()), err.Error())
 	}
+}
+
+// maintainAlongside starts the pool's maintenance that a claim's create
+// and destroy run alongside (maintenance.Alongside): a reap, when one is
+// due, beside the claim or release, then a top-up of the stopped tier, so
+// that an apply may take up to maintenance.AlongsideBudget longer. Through
+// a broker, the broker runs it.
+func maintainAlongside(ctx context.Context, c claimService, poolName string) (wait func()) {
+	direct, ok := c.(*claim.Claimer)
+	if !ok {
+		return func() {}
+	}
+	return maintenance.Alongside(ctx, direct, poolName)
 }
 
 // ImportState takes <pool>/<run_id> as the import ID or, from an import

@@ -30,7 +30,7 @@ func refused(action string) error { return fmt.Errorf("%s refused: %w", action, 
 // logging to ctx.
 func (d *providerData) reader(ctx context.Context) *claim.Claimer {
 	c := readOnlyClients(d.clients)
-	return &claim.Claimer{DynamoDB: c.db, SQS: c.sqs, EC2: c.ec2, DefaultTags: d.defaultTags, Log: tflogAdapter(ctx), ReapInterval: -1}
+	return &claim.Claimer{DynamoDB: c.db, SQS: c.sqs, EC2: c.ec2, DefaultTags: d.defaultTags, Log: tflogAdapter(ctx)}
 }
 
 // readManager reads pools with clients that refuse writes.

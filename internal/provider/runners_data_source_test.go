@@ -25,7 +25,7 @@ func TestAccRunnersDataSource_basic(t *testing.T) {
 	ctx := context.Background()
 	e.createPool(map[string]protocol.WarmTarget{"large": {Hot: 1, Stopped: 1}})
 	e.sim.WatchFleet(ctx, func(string, int) agentsim.Behavior { return agentsim.Healthy })
-	c := &claim.Claimer{DynamoDB: testClients.DynamoDB, SQS: testClients.SQS, EC2: testClients.EC2, ReapInterval: -1}
+	c := &claim.Claimer{DynamoDB: testClients.DynamoDB, SQS: testClients.SQS, EC2: testClients.EC2}
 	fill := func() {
 		t.Helper()
 		if _, err := c.Warm(ctx, e.pool, claim.WarmOptions{Timings: claim.DefaultTimings()}); err != nil {

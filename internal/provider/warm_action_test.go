@@ -52,7 +52,7 @@ func TestAccWarmAction_invoke(t *testing.T) {
 
 	// A claim takes both (the pool's forced delete ends them); the action
 	// fills them again.
-	c := &claim.Claimer{DynamoDB: testClients.DynamoDB, SQS: testClients.SQS, EC2: testClients.EC2, ReapInterval: -1}
+	c := &claim.Claimer{DynamoDB: testClients.DynamoDB, SQS: testClients.SQS, EC2: testClients.EC2}
 	res, err := c.Create(ctx, claim.Request{Pool: e.pool, RunID: "run-warm-action", InstanceCount: 2, ResourceClass: "large",
 		UsageClass: protocol.UsageOnDemand, AllowedTypes: []string{"*"}, Timings: claim.DefaultTimings()})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/maintenance"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -174,7 +175,9 @@ func benchScaleDelete(b *testing.B, e *env, p *warmPool, records int, op string)
 		}
 		b.StartTimer()
 		start := time.Now()
+		maintained := maintenance.Alongside(ctx, c, p.name)
 		outcomes, err := c.Release(ctx, p.name, req.RunID)
+		maintained()
 		elapsed := time.Since(start)
 		b.StopTimer()
 		if err != nil || len(outcomes) != 1 || !strings.HasSuffix(outcomes[0], "released to the pool") {

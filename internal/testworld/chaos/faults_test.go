@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/maintenance"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/faultproxy"
 )
@@ -19,6 +20,18 @@ func (w *world) claimer() *claim.Claimer {
 		}
 		w.t.Log(append([]any{msg}, kv...)...)
 	}}
+}
+
+// create and release make and give back a claim as the claim resource
+// does: with the pool's maintenance alongside (maintenance.Alongside).
+func create(ctx context.Context, c *claim.Claimer, req claim.Request) (*claim.Result, error) {
+	defer maintenance.Alongside(ctx, c, req.Pool)()
+	return c.Create(ctx, req)
+}
+
+func release(ctx context.Context, c *claim.Claimer, poolName, runID string) ([]string, error) {
+	defer maintenance.Alongside(ctx, c, poolName)()
+	return c.Release(ctx, poolName, runID)
 }
 
 func request(pool, runID string, n int) claim.Request {
@@ -41,7 +54,7 @@ func TestFaults_claimsAndReleasesUnderTenPercent(t *testing.T) {
 	for round, n := range []int{2, 4, 3, 2} { // the 4 needs the fleet
 		runID := fmt.Sprintf("run-%d", round)
 		started := time.Now()
-		res, err := c.Create(ctx, request(w.pool, runID, n))
+		res, err := create(ctx, c, request(w.pool, runID, n))
 		if err != nil {
 			t.Fatalf("claim %s: %v", runID, err)
 		}
@@ -50,7 +63,7 @@ func TestFaults_claimsAndReleasesUnderTenPercent(t *testing.T) {
 			w.audit("after claim " + runID)
 		}
 		started = time.Now()
-		if outcomes, err := c.Release(ctx, w.pool, runID); err != nil {
+		if outcomes, err := release(ctx, c, w.pool, runID); err != nil {
 			t.Fatalf("release %s: %v (%v)", runID, err, outcomes)
 		}
 		t.Logf("release %s in %s", runID, time.Since(started))
@@ -98,7 +111,7 @@ func TestFaults_concurrentClaimsUnderTenPercent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], errs[i] = c.Create(ctx, request(w.pool, fmt.Sprintf("run-c%d", i), 2))
+			results[i], errs[i] = create(ctx, c, request(w.pool, fmt.Sprintf("run-c%d", i), 2))
 		}()
 	}
 	wg.Wait()
@@ -128,7 +141,7 @@ func TestFaults_concurrentClaimsUnderTenPercent(t *testing.T) {
 		if errs[i] != nil {
 			continue
 		}
-		if outcomes, err := c.Release(ctx, w.pool, fmt.Sprintf("run-c%d", i)); err != nil {
+		if outcomes, err := release(ctx, c, w.pool, fmt.Sprintf("run-c%d", i)); err != nil {
 			t.Fatalf("release %d: %v (%v)", i, err, outcomes)
 		}
 	}

@@ -724,7 +724,7 @@ func (s *tfScenario) outputs() tfOutputs {
 
 // claimer reads and reaps the pool directly, not through the proxy.
 func (s *tfScenario) claimer() *claim.Claimer {
-	return &claim.Claimer{DynamoDB: direct.DynamoDB, SQS: direct.SQS, EC2: direct.EC2, ReapInterval: -1}
+	return &claim.Claimer{DynamoDB: direct.DynamoDB, SQS: direct.SQS, EC2: direct.EC2}
 }
 
 func (s *tfScenario) claimRecord() (claim.Record, bool) {

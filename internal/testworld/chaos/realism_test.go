@@ -31,7 +31,7 @@ func TestRealism_newInstanceUnknownToEC2(t *testing.T) {
 	w := newWorld(t, "chaos-lag", 3)
 	w.proxy.SetRealism(faultproxy.Realism{ClientTokens: true, EC2Lag: 20 * time.Second})
 	w.fleetBehavior.Store(int32(agentsim.RegistrationFails))
-	if _, err := w.claimer().Create(context.Background(), request(w.pool, "run-lag", 1)); err == nil {
+	if _, err := create(context.Background(), w.claimer(), request(w.pool, "run-lag", 1)); err == nil {
 		t.Fatal("the claim succeeded with an instance whose registration fails")
 	}
 	if st := w.proxy.Stats(); st.InstancesNotFound == 0 {
@@ -150,7 +150,7 @@ func TestRealism_visibilityExpiresMidClaim(t *testing.T) {
 	claimOf := func(c *claim.Claimer, runID, types string) (*claim.Result, error) {
 		req := request(w.pool, runID, 2)
 		req.AllowedTypes, req.FleetFallback = []string{types}, false
-		return c.Create(ctx, req)
+		return create(ctx, c, req)
 	}
 	// One receive cut is A's: until B's receive, A's writes wait.
 	slowA := w.claimer()
@@ -186,7 +186,7 @@ func TestRealism_visibilityExpiresMidClaim(t *testing.T) {
 	}
 	w.audit("after the claims")
 	for _, run := range []string{"run-a", "run-b"} {
-		if outcomes, err := c.Release(ctx, w.pool, run); err != nil {
+		if outcomes, err := release(ctx, c, w.pool, run); err != nil {
 			t.Fatalf("release %s: %v (%v)", run, err, outcomes)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/maintenance"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -60,11 +61,13 @@ func (w *World) fill(ctx context.Context) error {
 // schedules the release for when its last job ends. Its jobs take the
 // runners in the order the claim lists them, warm ones first.
 func (w *World) start(ctx context.Context, runID string, run Run) error {
+	maintained := maintenance.Alongside(ctx, w.claimer, poolName)
 	res, err := w.claimer.Create(ctx, claim.Request{
 		Pool: poolName, RunID: runID, InstanceCount: len(run.Jobs), ResourceClass: run.Class,
 		UsageClass: protocol.UsageOnDemand, AllowedTypes: []string{"c6i.*"}, FleetFallback: true,
 		Timings: claim.DefaultTimings(),
 	})
+	maintained()
 	if err != nil {
 		return err
 	}
@@ -87,7 +90,9 @@ func (w *World) start(ctx context.Context, runID string, run Run) error {
 		w.instances[inst.ID].held += end.Sub(run.At)
 	}
 	w.events.push(event{at: end, key: "release " + runID, do: func(ctx context.Context) error {
+		maintained := maintenance.Alongside(ctx, w.claimer, poolName)
 		_, err := w.claimer.Release(ctx, poolName, runID)
+		maintained()
 		return err
 	}})
 	return nil

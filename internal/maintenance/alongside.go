@@ -1,0 +1,66 @@
+// Package maintenance keeps a pool in order around the claims made of
+// it: the reap and the stopped tier's top-up that run alongside every
+// claim and release.
+package maintenance
+
+import (
+	"context"
+	"time"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+)
+
+const (
+	// TopUpBudget bounds the top-up of the stopped tier after a due reap.
+	TopUpBudget = 30 * time.Second
+	// AlongsideBudget is the most Alongside makes its caller wait beyond
+	// its own work: a due reap (claim.ReapBudget, and as much again to
+	// follow the claims' runs) runs beside the caller's work, and the
+	// top-up after both.
+	AlongsideBudget = 2*claim.ReapBudget + TopUpBudget
+	// TopUpMost: a top-up launches at most this many stopped runners per
+	// class.
+	TopUpMost = 2
+)
+
+// Alongside starts an opportunistic reap of poolName, at most once per
+// c.ReapInterval (claim.Claimer.ReapAlongside), and returns the func that
+// waits for it and then, when the reap was due, tops the pool's stopped
+// tier up: a claim may just have started stopped runners, and a stopped
+// runner launched now costs no waiting (it stops itself once prepared).
+// Releases top up too, on purpose: between bursts only releases run, and
+// the tier they refill is what the next burst starts (replayed without
+// them, the simulation guide's office-hours policies serve the p95 job in
+// their window cold). Both are bounded (AlongsideBudget); failures are
+// only logged. Claims and releases call it around their work, so that the
+// reap overlaps their waits; reads never do.
+func Alongside(ctx context.Context, c *claim.Claimer, poolName string) (wait func()) {
+	done := make(chan bool, 1)
+	go func() {
+		ran, err := c.ReapAlongside(context.WithoutCancel(ctx), poolName)
+		if err != nil {
+			log(c, "reaping failed", "pool", poolName, "error", err.Error())
+		}
+		done <- ran
+	}()
+	return func() {
+		if !<-done {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), TopUpBudget)
+		defer cancel()
+		res, err := c.Warm(ctx, poolName, claim.WarmOptions{Tiers: []protocol.Tier{protocol.TierStopped}, Most: TopUpMost, Timings: claim.DefaultTimings()})
+		if err != nil {
+			log(c, "topping the stopped tier up failed", "pool", poolName, "error", err.Error())
+		} else if len(res.Launched) > 0 {
+			log(c, "topped the stopped tier up", "pool", poolName, "launched", res.Launched)
+		}
+	}
+}
+
+func log(c *claim.Claimer, msg string, keyvals ...any) {
+	if c.Log != nil {
+		c.Log(msg, keyvals...)
+	}
+}
