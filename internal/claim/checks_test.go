@@ -16,7 +16,7 @@ func TestCreateJudgesHeartbeatsOnTheProvidersClock(t *testing.T) {
 		t.Run(fmt.Sprint(skew), func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			e.agents.clockSkew = skew // its heartbeats say so
+			e.agents.SetClockSkew(skew) // its heartbeats say so
 			e.seedIdle("i-1", healthy)
 			res, err := e.create(1, func(r *Request) { r.Timings.RegistrationWait = 10 * time.Second })
 			if err != nil {

@@ -115,7 +115,7 @@ func TestCreateReusesWarmRunners(t *testing.T) {
 		if r.State != protocol.StateRunning || r.RunID != testRun {
 			t.Errorf("%s is %s for %q, want running for %s", inst.ID, r.State, r.RunID, testRun)
 		}
-		running.check(t, inst.ID+" threshold", r.Threshold)
+		running.Check(t, inst.ID+" threshold", r.Threshold)
 	}
 	// Each went idle -> claimed -> running, nothing else.
 	var path []string
@@ -397,7 +397,7 @@ func TestCreateReplacesRunnerFailingChecks(t *testing.T) {
 			if len(path) != 3 || !strings.HasPrefix(path[0], "claimed") || !strings.HasPrefix(path[1], "claimed") || !strings.HasPrefix(path[2], "terminated") {
 				t.Fatalf("i-1 went %v", path)
 			}
-			during(start, -expiredBy).check(t, "expired threshold", strings.Fields(path[1])[1])
+			during(start, -expiredBy).Check(t, "expired threshold", strings.Fields(path[1])[1])
 			if ids := e.sqs.queuedIDs(t, largeURL); len(ids) != 0 {
 				t.Errorf("queue holds %v", ids)
 			}
@@ -506,7 +506,7 @@ func TestCreateLaunchesFleetWhenPoolEmpty(t *testing.T) {
 		if r.State != protocol.StateRunning || r.RunID != testRun || r.ResourceClass != "large" || r.InstanceType != "c6i.large" {
 			t.Errorf("record %+v", r)
 		}
-		running.check(t, inst.ID+" threshold", r.Threshold)
+		running.Check(t, inst.ID+" threshold", r.Threshold)
 	}
 	// Created first (with the created lifetime), then running.
 	var created int
@@ -519,7 +519,7 @@ func TestCreateLaunchesFleetWhenPoolEmpty(t *testing.T) {
 			if s := protocol.StringAttr(p.Item, protocol.AttrState); s != protocol.StateCreated {
 				t.Errorf("first record state %s", s)
 			}
-			during(start, createdLifetime).check(t, "created threshold", protocol.StringAttr(p.Item, protocol.AttrThreshold))
+			during(start, createdLifetime).Check(t, "created threshold", protocol.StringAttr(p.Item, protocol.AttrThreshold))
 		}
 	}
 	if created != 2 {
@@ -583,7 +583,7 @@ func TestCreateFleetShortfallRollsBack(t *testing.T) {
 	if r.State != protocol.StateIdle || r.RunID != "" {
 		t.Errorf("i-1 is %s for %q, want idle", r.State, r.RunID)
 	}
-	idle.check(t, "i-1 idle threshold", r.Threshold)
+	idle.Check(t, "i-1 idle threshold", r.Threshold)
 	q := e.sqs.queued(t, largeURL)
 	if len(q) != 1 || q[0].ID != "i-1" || q[0].Threshold != r.Threshold || q[0].Threshold == old.Threshold {
 		t.Errorf("queue %+v, want i-1 with its new idle deadline %s (not %s)", q, r.Threshold, old.Threshold)
@@ -609,7 +609,7 @@ func TestCreateFleetInstanceNeverRegisters(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			e.seedIdle("i-1", healthy)
-			e.agents.set("i-f2", b)
+			e.agents.Set("i-f2", b)
 			_, err := e.create(3)
 			if err == nil {
 				t.Fatal("claim succeeded")
@@ -960,7 +960,7 @@ func TestCreateCancelledDuringFleetValidation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.seedIdle("i-1", healthy)
-	e.agents.set("i-f1", neverRegisters)
+	e.agents.Set("i-f1", neverRegisters)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	e.ec2.OnFleet = func() { time.AfterFunc(50*time.Millisecond, cancel) }
@@ -1045,7 +1045,7 @@ func TestCreateDoesNotAdoptClaimWhoseRunnersAreGone(t *testing.T) {
 	}
 	idleUntil := protocol.FormatTime(time.Now().Add(idleTime))
 	e.db.setInstance(t, "i-1", func(r *protocol.Instance) { r.State, r.RunID, r.Threshold = protocol.StateIdle, "", idleUntil })
-	e.agents.poll("i-1") // it sees its record idle and confirms the release
+	e.agents.Poll("i-1") // it sees its record idle and confirms the release
 	res, err := e.create(1)
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/table"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/poolworld"
 )
 
 // corruptLogs records what the Claimer logs.
@@ -173,7 +174,7 @@ func TestCorruptInstanceRecordsOfQueuedRunnersAreSkipped(t *testing.T) {
 			e.db.Put(it)
 			before[id] = render(it)
 		}
-		e.db.Put(heartbeatAt(id, time.Now()))
+		e.db.Put(poolworld.HeartbeatAt(id, time.Now()))
 		e.sqs.Add(largeURL, idleMessage(id, "c6i.large", until).Body())
 	}
 	e.seedIdle("i-ok", healthy)
@@ -210,7 +211,7 @@ func TestCorruptAgentItemsFailTheRunnerNotTheClaim(t *testing.T) {
 	logs := captureLogs(e)
 	heartbeat := func(value types.AttributeValue) func(string) {
 		return func(id string) {
-			it := heartbeatAt(id, time.Now())
+			it := poolworld.HeartbeatAt(id, time.Now())
 			it[protocol.AttrUpdatedAt] = value
 			e.db.Put(it)
 		}
@@ -236,7 +237,7 @@ func TestCorruptAgentItemsFailTheRunnerNotTheClaim(t *testing.T) {
 		{"i-hb-fraction", noHeartbeat, heartbeat(sAttr(protocol.FormatTime(time.Now()) + ".5")), "unhealthy: no heartbeat"},
 		{"i-hb-offset", noHeartbeat, heartbeat(sAttr(time.Now().Format("2006-01-02T15:04:05-07:00"))), "unhealthy"},
 		{"i-hb-missing", noHeartbeat, func(id string) {
-			it := heartbeatAt(id, time.Now())
+			it := poolworld.HeartbeatAt(id, time.Now())
 			delete(it, protocol.AttrUpdatedAt)
 			e.db.Put(it)
 		}, "unhealthy: no heartbeat"},

@@ -162,9 +162,7 @@ func TestReapIfDueReleasesEndedRunsWarm(t *testing.T) {
 	gh.StartRunAttempt("octo/app", 7, 1)
 	e.claimForRun("run-7-1", "i-1", 7)
 	gh.CompleteRunAttempt("octo/app", 7, 1)
-	e.agents.mu.Lock()
-	e.agents.releaseDelay = 200 * time.Millisecond // an agent takes a moment to leave its run
-	e.agents.mu.Unlock()
+	e.agents.SetReleaseDelay(200 * time.Millisecond) // an agent takes a moment to leave its run
 	res, ran, err := e.c.ReapIfDue(context.Background(), testPool, time.Minute)
 	if err != nil || !ran {
 		t.Fatalf("ran %v (%v)", ran, err)

@@ -57,13 +57,13 @@ func TestWarmFillsBothTiers(t *testing.T) {
 		}
 		if r.StopUntil != "" {
 			stopped = append(stopped, id)
-			during(start, MaxStoppedAge).check(t, id+" stopUntil", r.StopUntil)
+			during(start, MaxStoppedAge).Check(t, id+" stopUntil", r.StopUntil)
 			if slices.Contains(queued, id) {
 				t.Errorf("the stopped runner %s is in the queue", id)
 			}
 			continue
 		}
-		during(start, protocol.MaxHotAge).check(t, id+" hot deadline", r.Threshold)
+		during(start, protocol.MaxHotAge).Check(t, id+" hot deadline", r.Threshold)
 		if !slices.Contains(queued, id) {
 			t.Errorf("the hot runner %s is not in the queue %v", id, queued)
 		}
@@ -127,7 +127,7 @@ func TestWarmTerminatesHotRunnerNotReady(t *testing.T) {
 	e := newEnv(t)
 	e.cfg.Warm = map[string]protocol.WarmTarget{"large": {Hot: 2}}
 	e.writeConfig()
-	e.agents.set("i-f1", staleHeartbeat) // says nothing
+	e.agents.Set("i-f1", staleHeartbeat) // says nothing
 	res := e.warm()
 	if res.After["large"].Hot != 1 {
 		t.Errorf("after %+v, want one hot runner", res.After["large"])
@@ -177,7 +177,7 @@ func TestWarmSaysWhyAClassLacks(t *testing.T) {
 		{"CreateFleet launches fewer", protocol.WarmTarget{Stopped: 2},
 			func(e *env) { e.ec2.ShortBy = 1 }, []string{"CreateFleet launched 1 of 2", "InsufficientInstanceCapacity"}, false},
 		{"hot runner never ready", protocol.WarmTarget{Hot: 1},
-			func(e *env) { e.agents.set("i-f1", staleHeartbeat) }, []string{"i-f1 launched for the hot tier was not ready"}, false},
+			func(e *env) { e.agents.Set("i-f1", staleHeartbeat) }, []string{"i-f1 launched for the hot tier was not ready"}, false},
 		{"no fleet settings", protocol.WarmTarget{Hot: 1},
 			func(e *env) { e.cfg.Fleet = nil }, []string{"has no fleet settings"}, false},
 	} {

@@ -375,7 +375,7 @@ func TestFleetTerminatesInstancesEC2DoesNotKnowYet(t *testing.T) {
 		want    []string
 	}{
 		{"fleet short of capacity", func(e *env) { e.ec2.ShortBy = 1 }, []string{"i-f1"}},
-		{"new instance never registers", func(e *env) { e.agents.set("i-f2", neverRegisters) }, []string{"i-f1", "i-f2"}},
+		{"new instance never registers", func(e *env) { e.agents.Set("i-f2", neverRegisters) }, []string{"i-f1", "i-f2"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

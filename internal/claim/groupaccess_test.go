@@ -17,7 +17,7 @@ func orgEnv(t *testing.T) (*env, *scripttest.GitHub) {
 	e := tokenEnv(t, &fakeTokens{})
 	e.cfg.GitHub = &protocol.GitHubTarget{Owner: "octo"}
 	e.writeConfig()
-	e.agents.target = "octo"
+	e.agents.SetTarget("octo")
 	gh := scripttest.NewGitHub(t)
 	client, err := github.New(github.Config{BaseURL: gh.URL, Token: gh.APIKey})
 	if err != nil {

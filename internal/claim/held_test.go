@@ -52,7 +52,7 @@ func TestReapHoldsTheRunnersOfAJobStillRunning(t *testing.T) {
 		t.Errorf("held %v and released %v, want run-7-1 held", res.HeldRuns, res.EndedRuns)
 	}
 	for _, id := range []string{"i-1", "i-2"} {
-		during(start, heldRunExtension).check(t, id+"'s deadline", e.db.instance(t, id).Threshold)
+		during(start, heldRunExtension).Check(t, id+"'s deadline", e.db.instance(t, id).Threshold)
 	}
 	if want := []string{"attempt 1 of workflow run 7 of octo/app"}; !slices.Equal(runs.jobs, want) {
 		t.Errorf("listed the jobs of %q, want %q", runs.jobs, want)
@@ -94,7 +94,7 @@ func TestReapHoldsOnlyTheRunnersOfAJobStillRunning(t *testing.T) {
 	if res := e.reap(); !slices.Equal(res.HeldRuns, []string{"run-7"}) {
 		t.Errorf("held %v, want [run-7]", res.HeldRuns)
 	}
-	during(start, heldRunExtension).check(t, "i-1's deadline", e.db.instance(t, "i-1").Threshold)
+	during(start, heldRunExtension).Check(t, "i-1's deadline", e.db.instance(t, "i-1").Threshold)
 	e.assertDeadline(t, "i-2", deadline)
 	e.assertDeadline(t, "i-3", deadline)
 	e.assertDeadline(t, "i-4", start.Add(time.Hour))
@@ -214,5 +214,5 @@ func TestReapHoldsTheRunnersOfAJobOnAJustInTimeRunner(t *testing.T) {
 	if res := e.reap(); !slices.Equal(res.HeldRuns, []string{"run-7-1"}) {
 		t.Errorf("held %v, want run-7-1 held", res.HeldRuns)
 	}
-	during(start, heldRunExtension).check(t, "i-1's deadline", e.db.instance(t, "i-1").Threshold)
+	during(start, heldRunExtension).Check(t, "i-1's deadline", e.db.instance(t, "i-1").Threshold)
 }

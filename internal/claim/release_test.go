@@ -33,7 +33,7 @@ func (e *env) claimed(t *testing.T, behaviors map[string]behavior, change ...fun
 		t.Fatal(err)
 	}
 	for id, b := range behaviors {
-		e.agents.set(id, b)
+		e.agents.Set(id, b)
 	}
 }
 
@@ -48,7 +48,7 @@ func TestReleaseGivesRunnerBackAfterConfirmation(t *testing.T) {
 	// lets it: a release wait it cannot miss (the release returns as soon
 	// as the confirmation is there).
 	e.claimed(t, map[string]behavior{"i-1": healthy}, func(r *Request) { r.Timings.ReleaseWait = 10 * time.Minute })
-	e.agents.releaseDelay = 100 * time.Millisecond
+	e.agents.SetReleaseDelay(100 * time.Millisecond)
 	runningThreshold := e.db.instance(t, "i-1").Threshold
 	start := time.Now()
 	outcomes, err := e.release()
@@ -62,7 +62,7 @@ func TestReleaseGivesRunnerBackAfterConfirmation(t *testing.T) {
 	if r.State != protocol.StateIdle || r.RunID != "" {
 		t.Errorf("i-1 is %s for %q, want idle and unowned", r.State, r.RunID)
 	}
-	during(start, idleTime).check(t, "idle threshold", r.Threshold)
+	during(start, idleTime).Check(t, "idle threshold", r.Threshold)
 	q := e.sqs.queued(t, largeURL)
 	want := idleMessage("i-1", "c6i.large", time.Time{})
 	want.Threshold = r.Threshold
@@ -76,9 +76,7 @@ func TestReleaseGivesRunnerBackAfterConfirmation(t *testing.T) {
 	if len(sent) != 1 || sent[0].Delay != 0 {
 		t.Fatalf("sent %+v, want one message without delay", sent)
 	}
-	e.agents.mu.Lock()
-	confirmed, ok := e.agents.signalled["i-1"]
-	e.agents.mu.Unlock()
+	confirmed, ok := e.agents.Signalled("i-1")
 	if !ok || sent[0].At.Before(confirmed) {
 		t.Errorf("message sent at %v, before the agent confirmed at %v", sent[0].At, confirmed)
 	}

@@ -19,9 +19,8 @@ func orgPool(e *env) *agenttest.Broker {
 	e.cfg.GitHub = &protocol.GitHubTarget{Owner: "octo"}
 	e.writeConfig()
 	b := &agenttest.Broker{}
-	e.agents.mu.Lock()
-	e.agents.target, e.agents.broker = "octo", b
-	e.agents.mu.Unlock()
+	e.agents.SetTarget("octo")
+	e.agents.SetBroker(b)
 	return b
 }
 

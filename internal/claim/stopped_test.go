@@ -254,8 +254,8 @@ func TestReleaseKeepsStoppedAfterHot(t *testing.T) {
 			if id == "i-4" {
 				t.Errorf("the Spot runner i-4 was given a stopped time")
 			}
-			during(start, idleTime).check(t, id+" threshold", r.Threshold)
-			during(start, MaxStoppedAge).check(t, id+" stopUntil", r.StopUntil)
+			during(start, idleTime).Check(t, id+" threshold", r.Threshold)
+			during(start, MaxStoppedAge).Check(t, id+" stopUntil", r.StopUntil)
 		case th.After(start.Add(idleTime + time.Minute)):
 			hot++
 		default:

@@ -53,7 +53,7 @@ func tokenEnv(t *testing.T, tokens TokenSource) *env {
 	e := newEnv(t)
 	e.cfg.GitHub = &protocol.GitHubTarget{Owner: "octo", Repository: "app"}
 	e.writeConfig()
-	e.agents.target = "octo/app"
+	e.agents.SetTarget("octo/app")
 	if tokens != nil {
 		e.c.GitHub = &GitHubAccess{Tokens: tokens, Owner: "octo"}
 	}
@@ -336,7 +336,7 @@ func TestClaimLabelAndRunnerGroupHandedWithTheToken(t *testing.T) {
 	e := tokenEnv(t, &fakeTokens{})
 	e.cfg.GitHub = &protocol.GitHubTarget{Owner: "octo"}
 	e.writeConfig()
-	e.agents.target = "octo"
+	e.agents.SetTarget("octo")
 	e.seedMany(2)
 	var labels []string
 	for range 2 {
@@ -352,7 +352,7 @@ func TestClaimLabelAndRunnerGroupHandedWithTheToken(t *testing.T) {
 			if tok.Label != res.Label || tok.RunnerGroup != "Trusted builds" {
 				t.Errorf("%s's registration token carries label %q, group %q; want %q, Trusted builds", id, tok.Label, tok.RunnerGroup, res.Label)
 			}
-			if reg := e.agents.machine(id, false).runner.Registered(); reg == nil || reg.Label != res.Label || reg.RunnerGroup != "Trusted builds" {
+			if reg := e.agents.Registered(id); reg == nil || reg.Label != res.Label || reg.RunnerGroup != "Trusted builds" {
 				t.Errorf("%s registered with %+v, want label %q in Trusted builds", id, reg, res.Label)
 			}
 		}

@@ -51,9 +51,9 @@ func TestReleaseKeepsHotUpToTarget(t *testing.T) {
 		}
 		if th, _ := protocol.ParseTime(r.Threshold); th.After(start.Add(idleTime + time.Minute)) {
 			long++
-			hot.check(t, id+" hot threshold", r.Threshold)
+			hot.Check(t, id+" hot threshold", r.Threshold)
 		} else {
-			idle.check(t, id+" idle threshold", r.Threshold)
+			idle.Check(t, id+" idle threshold", r.Threshold)
 		}
 	}
 	if long != 2 {

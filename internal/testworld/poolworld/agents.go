@@ -1,6 +1,6 @@
-package claim
+package poolworld
 
-// The agents of the claim tests: the real agent (package agent), one per
+// The agents of the pool: the real agent (package agent), one per
 // instance, on a machine that touches nothing (package agenttest), driven
 // one step at a time by what the claim writes, so that the tests stay
 // in-memory and deterministic.
@@ -24,29 +24,29 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/awsfake"
 )
 
-// behavior is how an instance's agent acts.
-type behavior int
+// Behavior is how an instance's agent acts.
+type Behavior int
 
 const (
-	healthy              behavior = iota
-	staleHeartbeat                // dead: its last heartbeat a minute old, it writes nothing
-	noHeartbeat                   // its heartbeats never reach the table; otherwise healthy
-	neverRegisters                // heartbeats; its registration hangs (no signal for the run, nor after)
-	registrationFails             // its registration fails: UD_REG_FAILED
-	neverConfirmsRelease          // registers; its deregistration hangs (no signal on release)
-	releasesWrongRun              // registers; confirms a release, but for another run id
-	registersLate                 // heartbeats; its registration ends only when its record changes again
+	Healthy              Behavior = iota
+	StaleHeartbeat                // dead: its last heartbeat a minute old, it writes nothing
+	NoHeartbeat                   // its heartbeats never reach the table; otherwise Healthy
+	NeverRegisters                // heartbeats; its registration hangs (no signal for the run, nor after)
+	RegistrationFails             // its registration fails: UD_REG_FAILED
+	NeverConfirmsRelease          // registers; its deregistration hangs (no signal on release)
+	ReleasesWrongRun              // registers; confirms a release, but for another run id
+	RegistersLate                 // heartbeats; its registration ends only when its record changes again
 )
 
-func (b behavior) String() string {
-	return [...]string{"healthy", "stale-heartbeat", "no-heartbeat", "never-registers", "registration-fails",
+func (b Behavior) String() string {
+	return [...]string{"Healthy", "stale-heartbeat", "no-heartbeat", "never-registers", "registration-fails",
 		"never-confirms-release", "releases-wrong-run", "registers-late"}[b]
 }
 
 // runnerVersion is the runner the agents install (pinned: none asks GitHub).
 const runnerVersion = "2.331.0"
 
-// agentHarness runs the agents of a test's instances. Each instance has a
+// Agents runs the agents of a test's instances. Each instance has a
 // machine (an agenttest Host and Runner, kept across its boots) and, while
 // it runs, the real agent of its current boot. The agent acts when the
 // table tells of a change of its record (awsfake.Table.AfterInstance, after
@@ -59,14 +59,14 @@ const runnerVersion = "2.331.0"
 // loop would have meanwhile; a stopped instance's agent boots again when
 // StartInstances starts it (awsfake.EC2.OnStart), and one whose instance
 // EC2 terminated is gone with it. An instance has an agent when the test
-// seeds its record (seedRecord), or when its first record is written
+// seeds its record (World.SeedRecord), or when its first record is written
 // through the table's API (a fleet's instance); a record the test writes
 // by hand has none, and a hand-written change is not seen (poll makes an
 // agent look again).
 //
 // Every step runs in a goroutine of its own and the hook waits until it
 // ends, or parks in the runner (a registration or deregistration that
-// hangs or is slow, as its behavior says): what the agent writes is in the
+// hangs or is slow, as its Behavior says): what the agent writes is in the
 // table before the claim's write returns, so the tests are deterministic.
 // A parked step goes on when the record changes again (a late
 // registration), by itself (a slow deregistration; the next step waits for
@@ -75,9 +75,9 @@ const runnerVersion = "2.331.0"
 // The agents reach the table directly (awsfake.Table.GetKey and Put):
 // their calls are not the claim's, so the tests' call counts and injected
 // failures stay the claim's, as they were with the hand-written fakes.
-type agentHarness struct {
+type Agents struct {
 	t   *testing.T
-	db  *fakeTable
+	db  *awsfake.Table
 	ec2 *awsfake.EC2
 
 	ctx    context.Context // the agents': ends with the test
@@ -96,16 +96,16 @@ type agentHarness struct {
 	// releaseDelay: each deregistration takes this long, so the release
 	// confirmation arrives that much later.
 	releaseDelay time.Duration
-	behaviors    map[string]behavior
+	behaviors    map[string]Behavior
 	machines     map[string]*machine
 	signalled    map[string]time.Time // instance -> when its release confirmation was written
 	closed       bool
 }
 
-func newAgentHarness(t *testing.T, db *fakeTable, ec2 *awsfake.EC2) *agentHarness {
+func NewAgents(t *testing.T, db *awsfake.Table, ec2 *awsfake.EC2) *Agents {
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &agentHarness{t: t, db: db, ec2: ec2, ctx: ctx, cancel: cancel,
-		behaviors: map[string]behavior{}, machines: map[string]*machine{}, signalled: map[string]time.Time{}}
+	h := &Agents{t: t, db: db, ec2: ec2, ctx: ctx, cancel: cancel,
+		behaviors: map[string]Behavior{}, machines: map[string]*machine{}, signalled: map[string]time.Time{}}
 	db.AfterInstance = h.changed
 	db.BeforeBatchGet = h.heartbeats
 	ec2.OnStart = h.started
@@ -119,19 +119,67 @@ func newAgentHarness(t *testing.T, db *fakeTable, ec2 *awsfake.EC2) *agentHarnes
 	return h
 }
 
-func (h *agentHarness) set(id string, b behavior) {
+// Set makes the agent of id act as b from now on.
+func (h *Agents) Set(id string, b Behavior) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.behaviors[id] = b
 }
 
-func (h *agentHarness) get(id string) behavior {
+// SetTarget sets the pool's GitHub target the agents are configured with.
+func (h *Agents) SetTarget(target string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.target = target
+}
+
+// SetBroker gives the agents the pool's broker (nil: none).
+func (h *Agents) SetBroker(b *agenttest.Broker) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.broker = b
+}
+
+// SetClockSkew sets the agents' clocks d ahead of the provider's (behind
+// when negative).
+func (h *Agents) SetClockSkew(d time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.clockSkew = d
+}
+
+// SetReleaseDelay makes each deregistration take d.
+func (h *Agents) SetReleaseDelay(d time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.releaseDelay = d
+}
+
+// Signalled tells when the release confirmation of id was written.
+func (h *Agents) Signalled(id string) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	at, ok := h.signalled[id]
+	return at, ok
+}
+
+// Registered is the registration the runner of id holds (nil: none, or
+// id has no machine).
+func (h *Agents) Registered(id string) *agent.Registration {
+	m := h.machine(id, false)
+	if m == nil {
+		return nil
+	}
+	return m.runner.Registered()
+}
+
+func (h *Agents) get(id string) Behavior {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.behaviors[id]
 }
 
-func (h *agentHarness) isClosed() bool {
+func (h *Agents) isClosed() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.closed
@@ -139,7 +187,7 @@ func (h *agentHarness) isClosed() bool {
 
 // machine is the instance id's machine; a new one when create, else nil
 // when there is none (an instance the test gave no agent).
-func (h *agentHarness) machine(id string, create bool) *machine {
+func (h *Agents) machine(id string, create bool) *machine {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m := h.machines[id]
@@ -151,14 +199,14 @@ func (h *agentHarness) machine(id string, create bool) *machine {
 }
 
 // stopped tells whether EC2 has the instance stopped.
-func (h *agentHarness) stopped(id string) bool {
+func (h *Agents) stopped(id string) bool {
 	h.ec2.Mu.Lock()
 	defer h.ec2.Mu.Unlock()
 	return h.ec2.Stopped[id]
 }
 
 // gone tells whether EC2 terminated the instance: its agent is gone with it.
-func (h *agentHarness) gone(id string) bool {
+func (h *Agents) gone(id string) bool {
 	h.ec2.Mu.Lock()
 	defer h.ec2.Mu.Unlock()
 	return slices.Contains(h.ec2.Terminated, id)
@@ -166,7 +214,7 @@ func (h *agentHarness) gone(id string) bool {
 
 // initialRunID is the InitialRunId tag of a fleet's instance, when it is a
 // run id (as the agent reads it from instance metadata).
-func (h *agentHarness) initialRunID(id string) string {
+func (h *Agents) initialRunID(id string) string {
 	h.ec2.Mu.Lock()
 	defer h.ec2.Mu.Unlock()
 	if tag := h.ec2.InitialRunIDs[id]; protocol.ValidateRunID(tag) == nil {
@@ -177,7 +225,7 @@ func (h *agentHarness) initialRunID(id string) string {
 
 // changed is the table's AfterInstance: the agent of the instance acts on
 // its record.
-func (h *agentHarness) changed(_ context.Context, old, cur protocol.Instance, existed bool) {
+func (h *Agents) changed(_ context.Context, old, cur protocol.Instance, existed bool) {
 	m := h.machine(cur.ID, !existed)
 	if m == nil || h.isClosed() {
 		return
@@ -185,10 +233,10 @@ func (h *agentHarness) changed(_ context.Context, old, cur protocol.Instance, ex
 	m.step.Lock()
 	defer m.step.Unlock()
 	b := h.get(cur.ID)
-	if b == staleHeartbeat || h.gone(cur.ID) || h.stopped(cur.ID) || !m.settle() {
+	if b == StaleHeartbeat || h.gone(cur.ID) || h.stopped(cur.ID) || !m.settle() {
 		return
 	}
-	if b == releasesWrongRun && existed && old.RunID != "" && cur.RunID == "" {
+	if b == ReleasesWrongRun && existed && old.RunID != "" && cur.RunID == "" {
 		// A confirmation for another run is no bug the agent's code can
 		// have: the harness writes it in the agent's place.
 		h.confirm(cur.ID, "some-other-run")
@@ -211,7 +259,7 @@ func (h *agentHarness) changed(_ context.Context, old, cur protocol.Instance, ex
 }
 
 // started is EC2's OnStart: the instance boots, with a new agent.
-func (h *agentHarness) started(id string) {
+func (h *Agents) started(id string) {
 	m := h.machine(id, false)
 	if m == nil || h.isClosed() {
 		return
@@ -219,7 +267,7 @@ func (h *agentHarness) started(id string) {
 	m.step.Lock()
 	defer m.step.Unlock()
 	b := h.get(id)
-	if b == staleHeartbeat || !m.settle() {
+	if b == StaleHeartbeat || !m.settle() {
 		return
 	}
 	m.run(b, true, func(ctx context.Context, a *agent.Agent) {
@@ -228,10 +276,10 @@ func (h *agentHarness) started(id string) {
 	})
 }
 
-// seed gives a record the test wrote an agent that has been running for
+// Seed gives a record the test wrote an agent that has been running for
 // long (or, for a stopped instance, a machine that ran one): prepared, its
 // runner installed, its heartbeat written, its record acted on.
-func (h *agentHarness) seed(id string, b behavior) {
+func (h *Agents) Seed(id string, b Behavior) {
 	m := h.machine(id, true)
 	m.step.Lock()
 	defer m.step.Unlock()
@@ -242,10 +290,10 @@ func (h *agentHarness) seed(id string, b behavior) {
 		h.t.Error(err)
 	}
 	switch {
-	case b == staleHeartbeat:
+	case b == StaleHeartbeat:
 		// A dead agent is no agent's code: the harness writes the last
 		// heartbeat it left.
-		h.db.Put(heartbeatAt(id, time.Now().Add(-time.Minute)))
+		h.db.Put(HeartbeatAt(id, time.Now().Add(-time.Minute)))
 		return
 	case h.stopped(id) || !m.settle():
 		return
@@ -269,11 +317,11 @@ func poll(ctx context.Context, a *agent.Agent) {
 
 // heartbeats is the table's BeforeBatchGet: every running agent
 // writes its heartbeat.
-func (h *agentHarness) heartbeats(context.Context) {
+func (h *Agents) heartbeats(context.Context) {
 	h.mu.Lock()
 	var machines []*machine
 	for id, m := range h.machines {
-		if !h.closed && h.behaviors[id] != staleHeartbeat {
+		if !h.closed && h.behaviors[id] != StaleHeartbeat {
 			machines = append(machines, m)
 		}
 	}
@@ -287,10 +335,10 @@ func (h *agentHarness) heartbeats(context.Context) {
 	}
 }
 
-// poll makes the agent of id look at its record once more, as its serving
+// Poll makes the agent of id look at its record once more, as its serving
 // loop does every few hundred milliseconds: for a test that changed the
 // record behind the agents' back (a table write the hooks do not see).
-func (h *agentHarness) poll(id string) {
+func (h *Agents) Poll(id string) {
 	m := h.machine(id, false)
 	if m == nil {
 		h.t.Fatalf("no agent for %s", id)
@@ -305,20 +353,20 @@ func (h *agentHarness) poll(id string) {
 
 // confirm writes a release confirmation for runID in the agent of id's
 // place.
-func (h *agentHarness) confirm(id, runID string) {
-	h.db.Put(signalItem(id, protocol.SignalDeregistered, runID))
+func (h *Agents) confirm(id, runID string) {
+	h.db.Put(SignalItem(id, protocol.SignalDeregistered, runID))
 	h.mu.Lock()
 	h.signalled[id] = time.Now()
 	h.mu.Unlock()
-	h.db.Put(signalItem(id, protocol.SignalReleased, runID))
+	h.db.Put(SignalItem(id, protocol.SignalReleased, runID))
 }
 
-func (h *agentHarness) config() agent.Config {
+func (h *Agents) config() agent.Config {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	short := protocol.Duration(10 * time.Millisecond)
 	return agent.Config{
-		Pool: testPool, GitHubURL: "https://github.com", GitHubTarget: h.target, RunnerUser: "runner", BrokerFunction: brokerFunction(h.broker),
+		Pool: Pool, GitHubURL: "https://github.com", GitHubTarget: h.target, RunnerUser: "runner", BrokerFunction: brokerFunction(h.broker),
 		Runner: agent.RunnerSource{Version: runnerVersion},
 		Intervals: agent.Intervals{
 			Heartbeat: protocol.Duration(time.Second), SelfCheck: short, ClaimPoll: short, ReleasePoll: short, RunnerCheck: short,
@@ -338,12 +386,12 @@ func (h *agentHarness) config() agent.Config {
 // machine is one instance: its Host and Runner, its current agent, and the
 // step of the agent under way.
 type machine struct {
-	h      *agentHarness
+	h      *Agents
 	id     string
 	host   *agenttest.Host
 	runner *agenttest.Runner
 	// Knobs of this harness's runner, set before each step as its
-	// behavior says (with the agenttest Runner's).
+	// Behavior says (with the agenttest Runner's).
 	late        bool          // a registration waits until the record changes again
 	removeDelay time.Duration // a deregistration takes this long
 
@@ -382,7 +430,7 @@ func (m *machine) boot(ctx context.Context, a *agent.Agent) {
 // run starts step f of the agent (a new one when boot) in a goroutine and
 // waits until it ends or parks. Called with m.step held and no step under
 // way.
-func (m *machine) run(b behavior, boot bool, f func(ctx context.Context, a *agent.Agent)) {
+func (m *machine) run(b Behavior, boot bool, f func(ctx context.Context, a *agent.Agent)) {
 	h := m.h
 	h.mu.Lock()
 	if h.closed {
@@ -448,18 +496,18 @@ func (m *machine) await(s *stepRun) bool {
 }
 
 // apply sets the runner's knobs as b says. Called with no step under way.
-func (m *machine) apply(b behavior) {
+func (m *machine) apply(b Behavior) {
 	r := m.runner
 	r.RegisterFails, r.RegisterHangs, r.RemoveHangs = nil, false, false
 	switch b {
-	case registrationFails:
+	case RegistrationFails:
 		r.RegisterFails = agenttest.ErrRefused
-	case neverRegisters:
+	case NeverRegisters:
 		r.RegisterHangs = true
-	case neverConfirmsRelease:
+	case NeverConfirmsRelease:
 		r.RemoveHangs = true
 	}
-	m.late = b == registersLate
+	m.late = b == RegistersLate
 	m.h.mu.Lock()
 	m.removeDelay = m.h.releaseDelay
 	m.h.mu.Unlock()
@@ -471,11 +519,11 @@ func brokerFunction(b *agenttest.Broker) string {
 	if b == nil {
 		return ""
 	}
-	return "ec2runners-" + testPool + "-broker"
+	return "ec2runners-" + Pool + "-broker"
 }
 
 // brokerDep is the agents' broker dependency: none without one.
-func (h *agentHarness) brokerDep() agent.Broker {
+func (h *Agents) brokerDep() agent.Broker {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.broker == nil {
@@ -486,7 +534,7 @@ func (h *agentHarness) brokerDep() agent.Broker {
 
 func (m *machine) newAgent() *agent.Agent {
 	h := m.h
-	return agent.New(h.config(), agent.Identity{InstanceID: m.id, InstanceARN: arn(m.id), InitialRunID: h.initialRunID(m.id)}, agent.Deps{
+	return agent.New(h.config(), agent.Identity{InstanceID: m.id, InstanceARN: ARN(m.id), InitialRunID: h.initialRunID(m.id)}, agent.Deps{
 		Table: agentTable{m}, EC2: h.ec2, Clock: agentClock{h}, Host: m.host, Runner: harnessRunner{m.runner, m}, Broker: h.brokerDep(),
 		Background: func(f func()) { f() },
 		Logf: func(format string, args ...any) {
@@ -558,7 +606,7 @@ func (r harnessRunner) Remove(ctx context.Context, token string) error {
 }
 
 // agentClock is the agents' clock: the machine's, skewed.
-type agentClock struct{ h *agentHarness }
+type agentClock struct{ h *Agents }
 
 func (c agentClock) Now() time.Time {
 	c.h.mu.Lock()
@@ -572,14 +620,14 @@ func (c agentClock) Sleep(ctx context.Context, d time.Duration) error {
 
 // agentTable is an agent's way to the table: straight to its items, not
 // through the calls the tests count and fail. Heartbeats of an agent whose
-// behavior drops them do not arrive.
+// Behavior drops them do not arrive.
 type agentTable struct{ m *machine }
 
 func (t agentTable) check(ctx context.Context, table *string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if aws.ToString(table) != protocol.TableName(testPool) {
+	if aws.ToString(table) != protocol.TableName(Pool) {
 		return &types.ResourceNotFoundException{Message: aws.String("Requested resource not found")}
 	}
 	return nil
@@ -596,7 +644,7 @@ func (t agentTable) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ..
 	if err := t.check(ctx, in.TableName); err != nil {
 		return nil, err
 	}
-	if t.m.h.get(t.m.id) == noHeartbeat && protocol.StringAttr(in.Item, protocol.AttrSK) == protocol.SortKeyHeartbeat {
+	if t.m.h.get(t.m.id) == NoHeartbeat && protocol.StringAttr(in.Item, protocol.AttrSK) == protocol.SortKeyHeartbeat {
 		return &dynamodb.PutItemOutput{}, nil // lost on its way
 	}
 	if sig, ok := protocol.SignalFromItem(in.Item); ok && sig.State == protocol.SignalReleased {
