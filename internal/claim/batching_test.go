@@ -246,7 +246,7 @@ func TestTokensBatched(t *testing.T) {
 			if n := e.db.Count("BatchWriteItem") - tc.createWrites; n != tc.releaseWrites {
 				t.Errorf("release: %d BatchWriteItem calls, want %d", n, tc.releaseWrites)
 			}
-			if got := src.issued(); !slices.Equal(got, []string{"registration octo/app", "remove octo/app"}) {
+			if got := src.Issued(); !slices.Equal(got, []string{"registration octo/app", "remove octo/app"}) {
 				t.Errorf("GitHub calls %q, want one token each for the claim and the release", got)
 			}
 			if q := e.sqs.queuedIDs(t, largeURL); len(q) != tc.runners {

@@ -26,7 +26,7 @@ import (
 // Protocol deadlines of the states a claim writes.
 const (
 	claimedLifetime = 5 * time.Minute  // idle -> claimed
-	createdLifetime = 10 * time.Minute // (none) -> created
+	CreatedLifetime = 10 * time.Minute // (none) -> created
 	expiredBy       = 5 * time.Minute  // expire: threshold this far in the past
 	cleanupBudget   = 3 * time.Minute  // rollback after the caller's context ended
 	// A pending claim record refreshed within leaseTimeout belongs to a
@@ -53,7 +53,7 @@ type Claimer struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// ReapInterval: the maintenance that runs alongside claims and
 	// releases (maintenance.Alongside) reaps the pool at most this often
-	// (0: DefaultReapInterval; negative: never).
+	// (0: maintenance.DefaultReapInterval; negative: never).
 	ReapInterval time.Duration
 	// DefaultTags (the provider's default_tags) also tag the instances it
 	// launches, after the pool's own.
@@ -183,7 +183,7 @@ func (c *Claimer) claim(ctx context.Context, req Request) (*Result, error) {
 		return nil, err
 	}
 	if regToken != nil {
-		g, _ := c.githubAccess(ctx, cfg) // mintToken read it
+		g, _ := c.PoolGitHub(ctx, cfg) // mintToken read it
 		if err := c.checkGroupAdmits(ctx, g, cfg, req); err != nil {
 			return nil, err
 		}
@@ -295,7 +295,7 @@ func (a *attempt) note(format string, args ...any) {
 func (a *attempt) begin(ctx context.Context) (*Result, error) {
 	for {
 		err := a.s.createRecord(ctx, a.rec)
-		if !errors.Is(err, errConditionFailed) {
+		if !errors.Is(err, ErrRecordChanged) {
 			return nil, err
 		}
 		prev, ok, err := a.s.readRecord(ctx, a.req.Pool, a.req.RunID)
@@ -733,7 +733,7 @@ func (a *attempt) claimOutcome(ctx context.Context, id string, err error) (claim
 	switch {
 	case err == nil:
 		return claimed, nil
-	case errors.Is(err, errConditionFailed):
+	case errors.Is(err, ErrRecordChanged):
 		return takenByOthers, nil
 	case ctx.Err() != nil:
 		return unknown, ctx.Err()

@@ -519,7 +519,7 @@ func TestCreateLaunchesFleetWhenPoolEmpty(t *testing.T) {
 			if s := protocol.StringAttr(p.Item, protocol.AttrState); s != protocol.StateCreated {
 				t.Errorf("first record state %s", s)
 			}
-			during(start, createdLifetime).Check(t, "created threshold", protocol.StringAttr(p.Item, protocol.AttrThreshold))
+			during(start, CreatedLifetime).Check(t, "created threshold", protocol.StringAttr(p.Item, protocol.AttrThreshold))
 		}
 	}
 	if created != 2 {
@@ -710,7 +710,7 @@ func TestCreateCleansUpCrashedAttempt(t *testing.T) {
 	e.seedRecord(protocol.Instance{ID: "i-9", State: protocol.StateClaimed, RunID: testRun, Threshold: future}, healthy)
 	e.seedRecord(protocol.Instance{ID: "i-7", State: protocol.StateRunning, RunID: "other-run", Threshold: future}, healthy)
 	crashed := Record{Request: e.request(1), State: recordPending, Nonce: "oldnonce", OwnedIDs: []string{"i-7", "i-8", "i-9"}}
-	e.db.Put(crashed.item(protocol.FormatTime(time.Now().Add(-leaseTimeout - time.Second)))) // no longer refreshed
+	e.db.Put(crashed.Item(protocol.FormatTime(time.Now().Add(-leaseTimeout - time.Second)))) // no longer refreshed
 
 	res, err := e.create(1)
 	if err != nil {
@@ -819,7 +819,7 @@ func TestCreateRefusesAnotherClaimantsClaim(t *testing.T) {
 	p.c.Now = func() time.Time { return now }
 	live := Record{Request: p.request(1), State: recordPending, Nonce: "livenonce"}
 	live.Request.Claimant = "build"
-	p.db.Put(live.item(protocol.FormatTime(now)))
+	p.db.Put(live.Item(protocol.FormatTime(now)))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	req := p.request(1)
@@ -997,7 +997,7 @@ func TestCreateWaitsWhileAnotherAttemptRuns(t *testing.T) {
 	future := protocol.FormatTime(now.Add(time.Minute))
 	e.seedRecord(protocol.Instance{ID: "i-9", State: protocol.StateClaimed, RunID: testRun, Threshold: future}, healthy)
 	live := Record{Request: e.request(1), State: recordPending, Nonce: "livenonce", OwnedIDs: []string{"i-9"}}
-	e.db.Put(live.item(protocol.FormatTime(now)))
+	e.db.Put(live.Item(protocol.FormatTime(now)))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
@@ -1021,12 +1021,12 @@ func TestCreateAdoptsClaimCompletedWhileWaiting(t *testing.T) {
 	future := protocol.FormatTime(now.Add(time.Minute))
 	e.seedRecord(protocol.Instance{ID: "i-9", State: protocol.StateRunning, RunID: testRun, Threshold: future}, healthy)
 	live := Record{Request: e.request(1), State: recordPending, Nonce: "livenonce", OwnedIDs: []string{"i-9"}}
-	e.db.Put(live.item(protocol.FormatTime(now)))
+	e.db.Put(live.Item(protocol.FormatTime(now)))
 	go func() {
 		time.Sleep(time.Second)
 		done := live
 		done.State, done.Instances = recordComplete, []Instance{{ID: "i-9", InstanceType: "c6i.large", UsageClass: protocol.UsageOnDemand, Source: SourcePool}}
-		e.db.Put(done.item(protocol.FormatTime(now)))
+		e.db.Put(done.Item(protocol.FormatTime(now)))
 	}()
 	res, err := e.create(1)
 	if err != nil || len(res.Instances) != 1 || res.Instances[0].ID != "i-9" {

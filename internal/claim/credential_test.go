@@ -118,8 +118,8 @@ func TestProviderCredentialsWinOverTheStoredOne(t *testing.T) {
 	if _, err := e.create(1); err != nil {
 		t.Fatal(err)
 	}
-	if params.reads != 0 || len(tokens.issued()) != 1 {
-		t.Errorf("%d reads of the stored credential and tokens %v, want none and one from the provider's", params.reads, tokens.issued())
+	if params.reads != 0 || len(tokens.Issued()) != 1 {
+		t.Errorf("%d reads of the stored credential and tokens %v, want none and one from the provider's", params.reads, tokens.Issued())
 	}
 }
 

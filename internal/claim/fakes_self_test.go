@@ -30,14 +30,14 @@ func TestFakeTableEvaluatesConditions(t *testing.T) {
 	}
 	other := claim
 	other.ToRunID = "r2"
-	if err := st.apply(ctx, "i-1", other); !errors.Is(err, errConditionFailed) {
+	if err := st.apply(ctx, "i-1", other); !errors.Is(err, ErrRecordChanged) {
 		t.Errorf("second claim: %v, want the condition to fail", err)
 	}
 	// A retry of a write that went through (its response lost) is no lost race.
 	if err := st.apply(ctx, "i-1", claim); err != nil {
 		t.Errorf("retried claim: %v, want it recognised as already applied", err)
 	}
-	if err := st.apply(ctx, "i-missing", claim); !errors.Is(err, errConditionFailed) {
+	if err := st.apply(ctx, "i-missing", claim); !errors.Is(err, ErrRecordChanged) {
 		t.Errorf("claim of a missing record: %v, want the condition to fail", err)
 	}
 	if db.Get(protocol.TypeInstance, "i-missing") != nil {
@@ -45,7 +45,7 @@ func TestFakeTableEvaluatesConditions(t *testing.T) {
 	}
 	// The reaper's condition: threshold < now.
 	reap := table.Transition{FromState: protocol.StateClaimed, FromRunID: "r", ToState: protocol.StateTerminated, ToRunID: "r", Threshold: time.Now(), Deadline: table.DeadlinePassed}
-	if err := st.apply(ctx, "i-1", reap); !errors.Is(err, errConditionFailed) {
+	if err := st.apply(ctx, "i-1", reap); !errors.Is(err, ErrRecordChanged) {
 		t.Errorf("reaping a live claim: %v, want the condition to fail", err)
 	}
 	if err := st.putCreated(ctx, protocol.Instance{ID: "i-1", State: protocol.StateCreated}); err == nil {

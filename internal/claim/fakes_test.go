@@ -5,16 +5,10 @@ package claim
 // short names the tests use.
 
 import (
-	"encoding/json"
-	"fmt"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/awsfake"
@@ -60,6 +54,9 @@ func (s *fakeSQS) queuedIDs(t *testing.T, url string) []string {
 
 // behavior is how an instance's agent acts (poolworld.Behavior).
 type behavior = poolworld.Behavior
+
+// fakeTokens issues numbered tokens valid for an hour, or fails.
+type fakeTokens = poolworld.Tokens
 
 // The pool's names, and its agents' behaviors.
 const (
@@ -115,12 +112,12 @@ func newEnv(t *testing.T) *env {
 	e := &env{t: t, w: w, db: &fakeTable{w.DB}, sqs: &fakeSQS{w.SQS}, ec2: w.EC2, agents: w.Agents, cfg: poolworld.Config()}
 	// The tests of the maintenance alongside claims (maintained_test.go)
 	// reap only once they set ReapInterval.
-	e.c = &Claimer{DynamoDB: e.db, SQS: e.sqs, EC2: e.ec2, ReapInterval: -1, Log: func(msg string, kv ...any) { t.Log(append([]any{msg}, kv...)...) }}
+	e.c = &Claimer{DynamoDB: e.db, SQS: e.sqs, EC2: e.ec2, ReapInterval: -1, Log: w.Log}
 	e.writeConfig()
 	return e
 }
 
-func (e *env) writeConfig() { e.db.Put(e.cfg.Item(protocol.FormatTime(time.Now()))) }
+func (e *env) writeConfig() { e.w.WriteConfig(e.cfg) }
 
 func (e *env) request(n int) Request {
 	return Request{
@@ -144,18 +141,7 @@ func (e *env) seedStopped(id string, b behavior) {
 // addSlot gives a runner the next slot of a tier of class.
 func (e *env) addSlot(tier protocol.Tier, class string, sl warmSlot) {
 	e.t.Helper()
-	key := protocol.Key(protocol.TypeLease, slotsID(tier, class))
-	slots := map[string]warmSlot{}
-	if it := e.db.GetKey(key); it != nil {
-		if err := json.Unmarshal([]byte(protocol.StringAttr(it, protocol.AttrValue)), &slots); err != nil {
-			e.t.Fatal(err)
-		}
-	}
-	slots[strconv.Itoa(len(slots))] = sl
-	doc, _ := json.Marshal(slots)
-	it := protocol.BaseItem(protocol.TypeLease, slotsID(tier, class), protocol.FormatTime(time.Now()))
-	it[protocol.AttrValue] = &types.AttributeValueMemberS{Value: string(doc)}
-	e.db.Put(it)
+	e.w.AddSlot(tier, class, poolworld.Slot(sl))
 }
 
 // claimRecord reads the claim record of the test run.
@@ -175,16 +161,9 @@ func (e *env) claimRecord() (Record, bool) {
 // captureLogs makes the Claimer's log lines readable, joined, through the
 // function it returns (safe while goroutines of the claim still log).
 func (e *env) captureLogs() func() string {
-	var mu sync.Mutex
-	var lines []string
-	e.c.Log = func(msg string, kv ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		lines = append(lines, fmt.Sprint(append([]any{msg}, kv...)...))
-	}
-	return func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return strings.Join(lines, "\n")
-	}
+	log, read := poolworld.CaptureLogs()
+	e.c.Log = log
+	return read
 }
+
+func (e *env) token(id, sk string) (protocol.RunnerToken, bool) { return e.w.Token(id, sk) }

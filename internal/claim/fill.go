@@ -150,9 +150,9 @@ func (c *Claimer) publishFill(ctx context.Context, s *store, cfg protocol.PoolCo
 	if records, _, err := s.allInstances(ctx); err != nil {
 		c.log("counting the pool's runners for its metrics failed", "pool", cfg.Name, "error", err.Error())
 	} else {
-		events = append(events, runnerStates(cfg, records, nil, now).Events(now)...)
+		events = append(events, RunnerStates(cfg, records, nil, now).Events(now)...)
 	}
-	c.publish(ctx, cfg, events)
+	c.Publish(ctx, cfg, events)
 }
 
 func (c *Claimer) warmClass(ctx context.Context, s *store, cfg protocol.PoolConfig, class string, opts WarmOptions, res *WarmResult) (err error) {
@@ -305,7 +305,7 @@ func (c *Claimer) fillHot(ctx context.Context, s *store, cfg protocol.PoolConfig
 	var recorded []Instance
 	for _, inst := range launched {
 		// Not in the queue until ready; ends itself if nobody finishes it.
-		if err := s.putCreated(ctx, fillRecord(inst, class, now, now.Add(createdLifetime))); err != nil {
+		if err := s.putCreated(ctx, fillRecord(inst, class, now, now.Add(CreatedLifetime))); err != nil {
 			errs = append(errs, err, pool.TerminateInstances(context.WithoutCancel(ctx), c.EC2, []string{inst.ID}, true))
 			continue
 		}

@@ -133,7 +133,7 @@ func (a *attempt) launchFleet(ctx context.Context, usage string, n int, template
 	now := a.c.now()
 	for i, inst := range launched {
 		err := a.s.putCreated(ctx, protocol.Instance{
-			ID: inst.ID, State: protocol.StateCreated, RunID: a.req.RunID, Threshold: protocol.FormatTime(now.Add(createdLifetime)),
+			ID: inst.ID, State: protocol.StateCreated, RunID: a.req.RunID, Threshold: protocol.FormatTime(now.Add(CreatedLifetime)),
 			ResourceClass: a.req.ResourceClass, InstanceType: inst.InstanceType, UsageClass: inst.UsageClass, UpdatedAt: protocol.FormatTime(now),
 			LaunchedAt: inst.LaunchedAt, TemplateID: inst.TemplateID, TemplateVersion: inst.TemplateVersion,
 		})

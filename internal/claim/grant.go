@@ -58,7 +58,7 @@ func (c *Claimer) newGrant(ctx context.Context, cfg protocol.PoolConfig, req Req
 	case req.Label == req.RunID || protocol.ValidateLabel(req.RunID, req.Label) != nil:
 		return nil, fmt.Errorf("a claim through the pool's broker needs a label with a secret: %q is not one of run %s", req.Label, req.RunID)
 	}
-	g, err := c.githubAccess(ctx, cfg)
+	g, err := c.PoolGitHub(ctx, cfg)
 	if err != nil {
 		c.log("cannot read the runner's releases: runners are neither told of the newest nor checked against GitHub's version policy", "error", err.Error())
 	}

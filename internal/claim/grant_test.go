@@ -61,7 +61,7 @@ func TestGrantHandedToEachRunnerWithASecretOfItsOwn(t *testing.T) {
 	if len(secrets) != len(ids) {
 		t.Errorf("%d secrets for %d runners: each needs its own", len(secrets), len(ids))
 	}
-	if calls := src.issued(); len(calls) != 0 {
+	if calls := src.Issued(); len(calls) != 0 {
 		t.Errorf("GitHub was asked for tokens %v: a grant needs none", calls)
 	}
 }
@@ -99,7 +99,7 @@ func TestRecordFromItem(t *testing.T) {
 	t.Parallel()
 	req := grantRequest("octo/app")
 	req.InstanceCount, req.ResourceClass = 1, "large"
-	rec, err := RecordFromItem(testPool, Record{Request: req, State: recordPending, Nonce: "n", OwnedIDs: []string{"i-00"}}.item("2026-11-01T12:00:00Z"))
+	rec, err := RecordFromItem(testPool, Record{Request: req, State: recordPending, Nonce: "n", OwnedIDs: []string{"i-00"}}.Item("2026-11-01T12:00:00Z"))
 	if err != nil || rec.Request.Repository != "octo/app" || rec.Request.Label != req.Label || len(rec.OwnedIDs) != 1 || rec.OwnedIDs[0] != "i-00" {
 		t.Errorf("RecordFromItem = %+v, %v", rec, err)
 	}

@@ -32,7 +32,7 @@ func (e *env) takeOverOnClaim(id, successor string) {
 				panic(err)
 			}
 			rec.Nonce = successor
-			e.db.Items[k] = rec.item(protocol.StringAttr(it, protocol.AttrUpdatedAt))
+			e.db.Items[k] = rec.Item(protocol.StringAttr(it, protocol.AttrUpdatedAt))
 			e.db.Mu.Unlock()
 		}
 		agents(ctx, old, cur, existed)
@@ -73,7 +73,7 @@ func TestCreateLeavesARecordRefreshedMeanwhile(t *testing.T) {
 	e.seedIdle("i-2", healthy)
 	e.seedRecord(protocol.Instance{ID: "i-1", State: protocol.StateClaimed, RunID: testRun, Threshold: protocol.FormatTime(time.Now().Add(claimedLifetime))}, healthy)
 	stalled := Record{Request: e.request(1), State: recordPending, Nonce: "stalled", OwnedIDs: []string{"i-1"}}
-	e.db.Put(stalled.item(protocol.FormatTime(time.Now().Add(-2 * leaseTimeout))))
+	e.db.Put(stalled.Item(protocol.FormatTime(time.Now().Add(-2 * leaseTimeout))))
 	var reads int
 	e.db.FailIf = func(op string, in any) error {
 		if op == "GetItem" && protocol.IdentifierOf(in.(*dynamodb.GetItemInput).Key) == testRun {
@@ -108,7 +108,7 @@ func TestKeepLeaseReportsARecordTakenOver(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	theirs := Record{Request: e.request(1), State: recordPending, Nonce: "theirs"}
-	e.db.Put(theirs.item(protocol.FormatTime(time.Now())))
+	e.db.Put(theirs.Item(protocol.FormatTime(time.Now())))
 	a := &attempt{c: e.c, s: e.c.store(testPool), req: e.request(1), rec: Record{Nonce: "ours"}}
 	awaitLeaseLost(t, a)
 	if rec, _ := e.claimRecord(); rec.Nonce != "theirs" {
@@ -123,7 +123,7 @@ func TestKeepLeaseStopsTheAttemptWhenRefreshesFail(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ours := Record{Request: e.request(1), State: recordPending, Nonce: "ours"}
-	e.db.Put(ours.item(protocol.FormatTime(time.Now())))
+	e.db.Put(ours.Item(protocol.FormatTime(time.Now())))
 	refreshes := 0
 	e.db.FailIf = func(op string, in any) error {
 		if op == "UpdateItem" && protocol.IdentifierOf(in.(*dynamodb.UpdateItemInput).Key) == testRun {

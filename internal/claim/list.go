@@ -10,6 +10,7 @@ import (
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/table"
 )
 
 // Claim record states, as ListFilter.State takes them.
@@ -75,4 +76,16 @@ func (c *Claimer) List(ctx context.Context, poolName string, f ListFilter) ([]Li
 		claims[i].Live = liveInstances(claims[i].Record, records, now)
 	}
 	return claims, corrupt, nil
+}
+
+// queryType calls fn for every item of one type, following pages.
+func (s *store) queryType(ctx context.Context, typ string, fn func(map[string]types.AttributeValue)) error {
+	err := table.Partition(ctx, s.db, s.table, typ, func(item table.Item) error {
+		fn(item)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reading %s items: %w", typ, err)
+	}
+	return nil
 }

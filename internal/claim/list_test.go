@@ -25,7 +25,7 @@ func TestList(t *testing.T) {
 			insts = append(insts, Instance{ID: id, InstanceType: "c6i.large", UsageClass: protocol.UsageOnDemand, Source: SourcePool})
 		}
 		r := Record{Request: q, State: state, Nonce: "n-" + runID, Instances: insts, OwnedIDs: ids}
-		e.db.Put(r.item(protocol.FormatTime(clock.Add(-age))))
+		e.db.Put(r.Item(protocol.FormatTime(clock.Add(-age))))
 		return r
 	}
 	e.seedRecord(protocol.Instance{ID: "i-a1", State: protocol.StateRunning, RunID: "run-a", Threshold: future}, healthy)
@@ -35,7 +35,7 @@ func TestList(t *testing.T) {
 	claimRecord("run-b", StatePending, time.Minute)
 	claimRecord("run-c", StateComplete, 5*time.Minute, "i-c1")
 	claimRecord("job-x", StateComplete, 3*time.Hour)
-	broken := claimRecord("run-broken", StateComplete, time.Hour).item(protocol.FormatTime(clock))
+	broken := claimRecord("run-broken", StateComplete, time.Hour).Item(protocol.FormatTime(clock))
 	broken[protocol.AttrValue] = str("{")
 	e.db.Put(broken)
 

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/metrics"
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -25,8 +24,8 @@ func metricsTarget(cfg protocol.PoolConfig) metrics.Target {
 	return metrics.Target{Namespace: cfg.Metrics.Namespace, LogGroup: cfg.Metrics.LogGroup, Stream: protocol.MetricsStream(cfg.Name)}
 }
 
-// publish sends events to the pool's metrics; a failure is only reported.
-func (c *Claimer) publish(ctx context.Context, cfg protocol.PoolConfig, events []metrics.Event) {
+// Publish sends events to the pool's metrics; a failure is only reported.
+func (c *Claimer) Publish(ctx context.Context, cfg protocol.PoolConfig, events []metrics.Event) {
 	t := metricsTarget(cfg)
 	if !t.Enabled() || len(events) == 0 {
 		return
@@ -133,13 +132,13 @@ func (a *attempt) publishClaim(ctx context.Context, res *Result) {
 		m.Sources = map[metrics.Source]int{metrics.SourceHot: res.Reused, metrics.SourceStopped: res.Started, metrics.SourceFleet: res.Created}
 		m.TimeToRunner = a.registered.Sub(a.started)
 	}
-	a.c.publish(ctx, a.cfg, m.Events(a.c.now()))
+	a.c.Publish(ctx, a.cfg, m.Events(a.c.now()))
 }
 
-// runnerStates counts a pool's live runners (records not terminated nor
+// RunnerStates counts a pool's live runners (records not terminated nor
 // past their last deadline at now) by class and state, with every class of
 // cfg that has warm targets.
-func runnerStates(cfg protocol.PoolConfig, records []protocol.Instance, gone map[string]bool, now time.Time) metrics.Scan {
+func RunnerStates(cfg protocol.PoolConfig, records []protocol.Instance, gone map[string]bool, now time.Time) metrics.Scan {
 	scan := metrics.Scan{Pool: cfg.Name, ByClass: map[string]map[metrics.State]int{}}
 	for class := range cfg.Warm {
 		scan.ByClass[class] = map[metrics.State]int{}
@@ -151,22 +150,7 @@ func runnerStates(cfg protocol.PoolConfig, records []protocol.Instance, gone map
 		if scan.ByClass[r.ResourceClass] == nil {
 			scan.ByClass[r.ResourceClass] = map[metrics.State]int{}
 		}
-		scan.ByClass[r.ResourceClass][metrics.State(runnerState(r, now))]++
+		scan.ByClass[r.ResourceClass][metrics.State(RunnerState(r, now))]++
 	}
 	return scan
-}
-
-// scanConfig is the pool's config for a scan's metrics: cfg when the
-// caller read it, else read now when metrics can be published at all; nil
-// when there is nothing to publish to.
-func (c *Claimer) scanConfig(ctx context.Context, poolName string, cfg *protocol.PoolConfig) *protocol.PoolConfig {
-	if cfg != nil || c.Metrics == nil {
-		return cfg
-	}
-	read, err := pool.ReadConfig(ctx, c.DynamoDB, poolName)
-	if err != nil {
-		c.log("reading the pool's metrics settings failed", "pool", poolName, "error", err.Error())
-		return nil
-	}
-	return &read
 }

@@ -1,35 +1,26 @@
 package claim
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/aws/smithy-go"
 
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/metrics"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/awsfake"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/poolworld"
 )
-
-const testLogGroup = "/ec2runners/metrics"
 
 // withMetrics gives the env's pool metrics settings, its log stream in a
 // fake CloudWatch Logs, and the Claimer a publisher; the warnings the
 // Claimer gives are collected.
 func (e *env) withMetrics() (*awsfake.Logs, func() []string) {
 	e.t.Helper()
-	logs := awsfake.NewLogs(testLogGroup)
-	e.cfg.Metrics = &protocol.MetricsConfig{Namespace: "CI/Runners", LogGroup: testLogGroup}
-	e.writeConfig()
-	if err := metrics.EnsureStream(e.t.Context(), logs, metricsTarget(e.cfg)); err != nil {
-		e.t.Fatal(err)
-	}
+	logs := e.w.Metrics(&e.cfg)
 	e.c.Metrics = &metrics.Publisher{Logs: logs}
 	var mu sync.Mutex
 	var warnings []string
@@ -45,49 +36,9 @@ func (e *env) withMetrics() (*awsfake.Logs, func() []string) {
 	}
 }
 
-// published are the metric values of the pool's events, one line per
-// event ("Dim=value ... Metric=value"), sorted; every event must be EMF
-// CloudWatch extracts metrics from.
-func published(t *testing.T, logs *awsfake.Logs) []string {
-	t.Helper()
-	var out []string
-	for _, msg := range logs.Messages(testLogGroup, testPool) {
-		if problem := awslimits.EMFProblem(msg); problem != "" {
-			t.Fatalf("not EMF (%s): %s", problem, msg)
-		}
-		var doc map[string]any
-		_ = json.Unmarshal([]byte(msg), &doc)
-		dir := doc["_aws"].(map[string]any)["CloudWatchMetrics"].([]any)[0].(map[string]any)
-		if dir["Namespace"] != "CI/Runners" {
-			t.Errorf("namespace %v", dir["Namespace"])
-		}
-		var parts []string
-		for _, k := range dir["Dimensions"].([]any)[0].([]any) {
-			if k != metrics.DimPool {
-				parts = append(parts, fmt.Sprintf("%s=%v", k, doc[k.(string)]))
-			}
-		}
-		for _, m := range dir["Metrics"].([]any) {
-			name := m.(map[string]any)["Name"].(string)
-			if name == metrics.TimeToRunner {
-				parts = append(parts, name+">0="+fmt.Sprint(doc[name].(float64) > 0))
-				continue
-			}
-			parts = append(parts, fmt.Sprintf("%s=%v", name, doc[name]))
-		}
-		out = append(out, strings.Join(parts, " "))
-	}
-	slices.Sort(out)
-	return out
-}
+const testLogGroup = poolworld.MetricsLogGroup
 
-func wantPublished(t *testing.T, logs *awsfake.Logs, want ...string) {
-	t.Helper()
-	slices.Sort(want)
-	if got := published(t, logs); !slices.Equal(got, want) {
-		t.Errorf("published:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
-	}
-}
+var published, wantPublished = poolworld.Published, poolworld.WantPublished
 
 // A claim of one hot runner and one launched publishes its count, the
 // runners by source, the warm hit rate and the time to runner, in one
@@ -183,53 +134,6 @@ func TestReleasePublishesOutcomes(t *testing.T) {
 	}
 	if n := len(logs.Messages(testLogGroup, testPool)) - before; n != 4 {
 		t.Errorf("%d events of the release, want 4", n)
-	}
-}
-
-// A reap counts the pool's runners by class and state as it leaves them,
-// zeros included, and the classes with warm targets even when empty.
-func TestReapPublishesRunnerStates(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	e.cfg.Warm = map[string]protocol.WarmTarget{"xlarge": {Stopped: 1}}
-	logs, _ := e.withMetrics()
-	now := time.Now()
-	for _, r := range []protocol.Instance{
-		{ID: "i-1", State: protocol.StateIdle, Threshold: protocol.FormatTime(now.Add(time.Hour))},
-		{ID: "i-2", State: protocol.StateRunning, RunID: "run-9", Threshold: protocol.FormatTime(now.Add(time.Hour))},
-		{ID: "i-3", State: protocol.StateIdle, Threshold: protocol.FormatTime(now.Add(-time.Hour))}, // past its deadline: reaped
-		{ID: "i-4", State: protocol.StateIdle, Threshold: protocol.FormatTime(now.Add(-time.Hour)), StopUntil: protocol.FormatTime(now.Add(time.Hour))},
-	} {
-		e.ec2.Launch(r.ID, now)
-		e.seedRecord(r, healthy)
-	}
-	if _, err := e.c.Reap(t.Context(), testPool); err != nil {
-		t.Fatal(err)
-	}
-	wantPublished(t, logs,
-		"Class=large State=idle Runners=1", "Class=large State=stopped Runners=1", "Class=large State=claimed Runners=1",
-		"Class=xlarge State=idle Runners=0", "Class=xlarge State=stopped Runners=0", "Class=xlarge State=claimed Runners=0",
-	)
-}
-
-// Without metrics settings nothing is published, and no call is made.
-func TestNoMetricsWithoutSettings(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	logs := awsfake.NewLogs(testLogGroup)
-	e.c.Metrics = &metrics.Publisher{Logs: logs}
-	e.seedIdle("i-1", healthy)
-	if _, err := e.create(1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.release(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.c.Reap(t.Context(), testPool); err != nil {
-		t.Fatal(err)
-	}
-	if n := logs.Calls("PutLogEvents"); n != 0 {
-		t.Errorf("%d PutLogEvents for a pool without metrics settings", n)
 	}
 }
 

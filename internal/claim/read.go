@@ -15,7 +15,7 @@ func (c *Claimer) Read(ctx context.Context, poolName, runID string) (rec Record,
 	s := c.store(poolName)
 	rec, ok, err = s.readRecord(ctx, poolName, runID)
 	if !ok || err != nil {
-		return Record{}, nil, false, ignoreMissingPool(err)
+		return Record{}, nil, false, IgnoreMissingPool(err)
 	}
 	records, err := s.instances(ctx, instanceIDs(rec.Instances))
 	if err != nil {

@@ -36,7 +36,7 @@ func TestRead(t *testing.T) {
 	}
 	insts = append(insts, Instance{ID: "i-gone", Source: SourceFleet})
 	rec := Record{Request: e.request(len(insts)), State: recordComplete, Nonce: "n1", Instances: insts, OwnedIDs: instanceIDs(insts)}
-	e.db.Put(rec.item(protocol.FormatTime(time.Now())))
+	e.db.Put(rec.Item(protocol.FormatTime(time.Now())))
 	e.db.UnprocessedReads = 1 // Read must follow unprocessed keys
 
 	got, live, ok, err := e.c.Read(context.Background(), testPool, testRun)

@@ -62,7 +62,8 @@ type recordDoc struct {
 	Instances              []Instance `json:"instances"`
 }
 
-func (r Record) item(now string) map[string]types.AttributeValue {
+// Item is the record's table item, written at now.
+func (r Record) Item(now string) map[string]types.AttributeValue {
 	d := requestDoc(r.Request)
 	d.State, d.Nonce, d.Instances = r.State, r.Nonce, r.Instances
 	doc, _ := json.Marshal(d) // cannot fail: plain data
@@ -183,15 +184,15 @@ func leaseError(err error, what string) error {
 // recordPut is the write of r, for a transaction: r's attempt must still own
 // the record.
 func (s *store) recordPut(r Record) *types.Put {
-	return table.PutRecord(s.table, r.item(protocol.FormatTime(s.now())), r.Nonce)
+	return table.PutRecord(s.table, r.Item(protocol.FormatTime(s.now())), r.Nonce)
 }
 
-// createRecord writes a new record; errConditionFailed when one exists.
+// createRecord writes a new record; ErrRecordChanged when one exists.
 func (s *store) createRecord(ctx context.Context, r Record) error {
-	_, err := s.db.PutItem(ctx, table.PutNew(s.table, r.item(protocol.FormatTime(s.now()))))
+	_, err := s.db.PutItem(ctx, table.PutNew(s.table, r.Item(protocol.FormatTime(s.now()))))
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return errConditionFailed
+		return ErrRecordChanged
 	}
 	if err != nil {
 		return fmt.Errorf("writing claim record %s: %w", r.Request.RunID, err)
@@ -203,7 +204,7 @@ func (s *store) createRecord(ctx context.Context, r Record) error {
 // stood when refreshed at updatedAt ("": whenever). errLeaseLost when the
 // record changed hands, or was refreshed since.
 func (s *store) replaceRecord(ctx context.Context, r Record, nonce, updatedAt string) error {
-	_, err := s.db.PutItem(ctx, table.ReplaceRecord(s.table, r.item(protocol.FormatTime(s.now())), nonce, updatedAt))
+	_, err := s.db.PutItem(ctx, table.ReplaceRecord(s.table, r.Item(protocol.FormatTime(s.now())), nonce, updatedAt))
 	return leaseError(err, "writing claim record "+r.Request.RunID)
 }
 

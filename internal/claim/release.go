@@ -2,13 +2,20 @@ package claim
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/metrics"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
@@ -22,7 +29,7 @@ func (c *Claimer) Release(ctx context.Context, poolName, runID string) ([]string
 	s := c.store(poolName)
 	rec, ok, err := s.readRecord(ctx, poolName, runID)
 	if !ok || err != nil {
-		return nil, ignoreMissingPool(err)
+		return nil, IgnoreMissingPool(err)
 	}
 	return c.releaseRecord(ctx, s, rec)
 }
@@ -45,14 +52,14 @@ func (c *Claimer) releaseRecord(ctx context.Context, s *store, rec Record) ([]st
 	}
 	tally := &releaseTally{}
 	outcomes, err := c.releaseAll(ctx, s, cfg, rec.Request, rec.Nonce, rec.OwnedIDs, tally)
-	c.publish(ctx, cfg, metrics.Release{Pool: poolName, Class: rec.Request.ResourceClass, RunID: runID, Outcomes: tally.outcomes, Checks: tally.list()}.Events(c.now()))
+	c.Publish(ctx, cfg, metrics.Release{Pool: poolName, Class: rec.Request.ResourceClass, RunID: runID, Outcomes: tally.outcomes, Checks: tally.list()}.Events(c.now()))
 	if err != nil {
 		return outcomes, err // the record stays: a retried release picks up the rest
 	}
 	if err := s.deleteRecord(ctx, runID, rec.Nonce); err != nil {
 		return outcomes, err
 	}
-	if _, known := rec.Request.runAttempt(); known {
+	if _, known := rec.Request.RunAttempt(); known {
 		// Only a re-run's revival needs it: the release does not fail for it.
 		if err := s.putReleased(ctx, rec.Request); err != nil {
 			c.log("a re-run's jobs that wait for this claim's label will not get runners", "run", runID, "error", err.Error())
@@ -61,8 +68,8 @@ func (c *Claimer) releaseRecord(ctx context.Context, s *store, rec Record) ([]st
 	return outcomes, nil
 }
 
-// ignoreMissingPool: a claim in a deleted pool has nothing left to release.
-func ignoreMissingPool(err error) error {
+// IgnoreMissingPool: a claim in a deleted pool has nothing left to release.
+func IgnoreMissingPool(err error) error {
 	if errors.Is(err, pool.ErrNotFound) || isTableMissing(err) {
 		return nil
 	}
@@ -219,7 +226,7 @@ func (c *Claimer) settleAll(ctx context.Context, s *store, cfg protocol.PoolConf
 		switch err := results[i]; {
 		case err == nil:
 			idleBy[id] = plans[id].threshold
-		case errors.Is(err, errConditionFailed):
+		case errors.Is(err, ErrRecordChanged):
 			lapsed = append(lapsed, id)
 		default:
 			settled(id, "", err)
@@ -386,7 +393,7 @@ func (c *Claimer) handRemovalToken(ctx context.Context, s *store, cfg protocol.P
 func (c *Claimer) discard(ctx context.Context, s *store, id, state, runID string) (terminated bool, err error) {
 	now := c.now()
 	err = s.apply(ctx, id, table.Transition{FromState: state, FromRunID: runID, ToState: state, ToRunID: runID, Threshold: now.Add(-expiredBy)})
-	if errors.Is(err, errConditionFailed) {
+	if errors.Is(err, ErrRecordChanged) {
 		return false, nil
 	}
 	if err != nil {
@@ -398,7 +405,7 @@ func (c *Claimer) discard(ctx context.Context, s *store, id, state, runID string
 		return false, err
 	}
 	err = s.apply(ctx, id, table.Transition{FromState: state, FromRunID: runID, ToState: protocol.StateTerminated, ToRunID: runID, Threshold: now, Deadline: table.DeadlinePassed})
-	if err != nil && !errors.Is(err, errConditionFailed) {
+	if err != nil && !errors.Is(err, ErrRecordChanged) {
 		return true, fmt.Errorf("recording termination: %w", err)
 	}
 	return true, nil
@@ -410,4 +417,20 @@ func discardOutcome(why string, terminated bool) string {
 		return why + "; terminated"
 	}
 	return why + "; taken over by someone else meanwhile, left alone"
+}
+
+// putReleased writes the marker of the released claim req, which lives
+// as long as GitHub lets its run be re-run. It replaces the marker of an
+// earlier release of the same run id: the claim it revived was released.
+func (s *store) putReleased(ctx context.Context, req Request) error {
+	doc, _ := json.Marshal(requestDoc(req)) // cannot fail: plain data
+	now := s.now()
+	item := protocol.BaseItem(protocol.TypeReleased, req.RunID, protocol.FormatTime(now))
+	item[protocol.AttrValue] = str(string(doc))
+	item[protocol.AttrExpiresAt] = &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(github.RerunWindow).Unix(), 10)}
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item})
+	if err != nil {
+		return fmt.Errorf("writing the released-claim marker of run %s: %w", req.RunID, err)
+	}
+	return nil
 }

@@ -1,7 +1,6 @@
 package claim
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -16,10 +15,8 @@ import (
 // for each job's registration when a claim hands them grants (the claims
 // through the broker, RegisterWithRepository).
 func orgPool(e *env) *agenttest.Broker {
-	e.cfg.GitHub = &protocol.GitHubTarget{Owner: "octo"}
-	e.writeConfig()
+	e.w.RegisterWith(&e.cfg, protocol.GitHubTarget{Owner: "octo"})
 	b := &agenttest.Broker{}
-	e.agents.SetTarget("octo")
 	e.agents.SetBroker(b)
 	return b
 }
@@ -47,7 +44,7 @@ func TestClaimRegistersWithItsRepository(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := src.issued(); len(got) != 0 {
+	if got := src.Issued(); len(got) != 0 {
 		t.Errorf("GitHub calls %q, want none: the agents register each job through the broker", got)
 	}
 	for _, id := range ids(res.Instances) {
@@ -71,7 +68,7 @@ func TestClaimRegistersWithItsRepository(t *testing.T) {
 	if _, err := e.release(); err != nil {
 		t.Fatal(err)
 	}
-	if got := src.issued(); len(got) != 0 {
+	if got := src.Issued(); len(got) != 0 {
 		t.Errorf("GitHub calls %q, want none at release either", got)
 	}
 	if got := broker.Deregistered(); len(got) != 2 {
@@ -87,7 +84,7 @@ func TestClaimRegistersWithItsRepository(t *testing.T) {
 		if _, err := e.create(1, func(r *Request) { r.Repository = "octo/app" }); err != nil {
 			t.Fatal(err)
 		}
-		if got := src.issued(); !slices.Equal(got, []string{"registration octo"}) {
+		if got := src.Issued(); !slices.Equal(got, []string{"registration octo"}) {
 			t.Errorf("GitHub calls %q, want a direct claim's runners registered with the organization", got)
 		}
 	})
@@ -117,7 +114,7 @@ func TestClaimRegisteringWithRepositoryRefused(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("claim error = %v, want %q", err, tc.wantErr)
 			}
-			if got := src.issued(); len(got) != 0 {
+			if got := src.Issued(); len(got) != 0 {
 				t.Errorf("GitHub calls %q, want none", got)
 			}
 			if r := e.db.instance(t, "i-1"); r.State != protocol.StateIdle || r.RunID != "" {
@@ -157,55 +154,4 @@ func TestClaimOfAnotherRepositorysRunIDRefused(t *testing.T) {
 			}
 		})
 	}
-}
-
-// The pool's maintenance releases the claim of an ended run with no
-// removal token (its agents have the broker delete their registrations),
-// and revives a released claim for a re-run with grants for the claim's
-// repository again: both read the claim's kind from its record (or the
-// released claim's marker).
-func TestMaintenanceRegistersWithTheClaimsRepository(t *testing.T) {
-	t.Parallel()
-	t.Run("ended run", func(t *testing.T) {
-		t.Parallel()
-		e, gh, _ := runsEnv(t, "")
-		broker := orgPool(e)
-		src := e.c.GitHub.Tokens.(*fakeTokens)
-		gh.StartRunAttempt("octo/app", 7, 1)
-		e.claimForRun("run-7-1", "i-1", 7, registerWithApp)
-		gh.CompleteRunAttempt("octo/app", 7, 1)
-		if res := e.reap(); !slices.Equal(res.EndedRuns, []string{"run-7-1"}) {
-			t.Fatalf("released %v, want [run-7-1]", res.EndedRuns)
-		}
-		if got := src.issued(); len(got) != 0 {
-			t.Errorf("GitHub calls %q, want no token", got)
-		}
-		if got := broker.Deregistered(); len(got) != 1 {
-			t.Errorf("the broker deleted registrations %v, want i-1's", got)
-		}
-	})
-	t.Run("revival", func(t *testing.T) {
-		t.Parallel()
-		e, gh, _ := runsEnv(t, "")
-		broker := orgPool(e)
-		gh.StartRunAttempt("octo/app", 7, 1)
-		e.claimForRun("run-7-1", "i-1", 7, registerWithApp)
-		label := e.recordOf(t, "run-7-1").Request.Label
-		if _, err := e.c.Release(context.Background(), testPool, "run-7-1"); err != nil {
-			t.Fatal(err)
-		}
-		gh.CompleteRunAttempt("octo/app", 7, 1)
-		gh.StartRunAttempt("octo/app", 7, 2)
-		gh.QueueRunJob("octo/app", 7, 2, label)
-		if res := e.reap(); !slices.Equal(res.RevivedRuns, []string{"run-7-1"}) {
-			t.Fatalf("revived %v, want [run-7-1]", res.RevivedRuns)
-		}
-		presented := broker.Presented()
-		if len(presented) != 2 || presented[1].Target != "octo/app" || presented[1].Label != label {
-			t.Errorf("grants presented %+v, want the revival's for octo/app with the claim's label", presented)
-		}
-		if rec := e.recordOf(t, "run-7-1"); !rec.Request.RegisterWithRepository {
-			t.Errorf("revived claim %+v, want it to register with octo/app", rec.Request)
-		}
-	})
 }

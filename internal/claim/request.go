@@ -58,7 +58,7 @@ type Request struct {
 	// workflow run attempt the claim serves: once GitHub says it ended,
 	// the pool's maintenance releases a claim its run did not release,
 	// and while a job of it runs on the claim's runners, it holds them
-	// past their deadline (followRuns). "" and zero: not known (a claim
+	// past their deadline (internal/maintenance). "" and zero: not known (a claim
 	// made outside Actions), neither released nor held so.
 	Repository  string
 	WorkflowRun WorkflowRun
@@ -79,9 +79,9 @@ type WorkflowRun struct {
 	Attempt int
 }
 
-// runAttempt is the workflow run attempt the claim serves; ok is false
+// RunAttempt is the workflow run attempt the claim serves; ok is false
 // when the claim does not know it.
-func (r Request) runAttempt() (a github.RunAttempt, ok bool) {
+func (r Request) RunAttempt() (a github.RunAttempt, ok bool) {
 	owner, name, err := protocol.ParseRepository(r.Repository)
 	if err != nil || r.WorkflowRun.ID <= 0 || r.WorkflowRun.Attempt <= 0 {
 		return a, false

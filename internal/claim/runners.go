@@ -6,6 +6,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -49,7 +51,7 @@ func (c *Claimer) Runners(ctx context.Context, poolName string) ([]Runner, []str
 			continue
 		}
 		runner := Runner{ID: r.ID, ResourceClass: r.ResourceClass, InstanceType: r.InstanceType, UsageClass: r.UsageClass,
-			State: runnerState(r, now), RunID: r.RunID}
+			State: RunnerState(r, now), RunID: r.RunID}
 		if launched, err := protocol.ParseTime(r.LaunchedAt); err == nil {
 			runner.LaunchedAt = launched
 		}
@@ -59,7 +61,9 @@ func (c *Claimer) Runners(ctx context.Context, poolName string) ([]Runner, []str
 	return runners, corrupt, nil
 }
 
-func runnerState(r protocol.Instance, now time.Time) string {
+// RunnerState is what a live runner is doing at now, as Runners and the
+// pool scans name it: stopped, idle or claimed.
+func RunnerState(r protocol.Instance, now time.Time) string {
 	switch {
 	case r.Stopped(now):
 		return RunnerStopped
@@ -68,4 +72,20 @@ func runnerState(r protocol.Instance, now time.Time) string {
 	default:
 		return RunnerClaimed
 	}
+}
+
+// allInstances reads every instance record, page by page, skipping (and
+// naming) corrupt ones.
+func (s *store) allInstances(ctx context.Context) ([]protocol.Instance, []string, error) {
+	var out []protocol.Instance
+	var corrupt []string
+	err := s.queryType(ctx, protocol.TypeInstance, func(item map[string]types.AttributeValue) {
+		inst, err := protocol.InstanceFromItem(item)
+		if err != nil {
+			corrupt = append(corrupt, fmt.Sprintf("%s: %v", protocol.StringAttr(item, protocol.AttrSK), err))
+			return
+		}
+		out = append(out, inst)
+	})
+	return out, corrupt, err
 }

@@ -17,9 +17,9 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/table"
 )
 
-// errConditionFailed means a conditional write found the record not as
+// ErrRecordChanged means a conditional write found the record not as
 // expected: someone else owns the instance. It is never retried blindly.
-var errConditionFailed = errors.New("instance record changed: owned by someone else, or its deadline passed")
+var ErrRecordChanged = errors.New("instance record changed: owned by someone else, or its deadline passed")
 
 // store reads and writes one pool's table.
 type store struct {
@@ -47,7 +47,7 @@ func (s *store) apply(ctx context.Context, id string, t table.Transition) error 
 		if t.AppliedTo(ccf.Item) {
 			return nil
 		}
-		return fmt.Errorf("%s -> %s: %w", t.FromState, t.ToState, errConditionFailed)
+		return fmt.Errorf("%s -> %s: %w", t.FromState, t.ToState, ErrRecordChanged)
 	}
 	if err != nil {
 		return fmt.Errorf("%s -> %s: %w", t.FromState, t.ToState, err)
@@ -112,7 +112,7 @@ func (s *store) applyEach(ctx context.Context, ids []string, t func(id string) t
 					again = append(again, i)
 				case "ConditionalCheckFailed":
 					if tr := t(ids[i]); !tr.AppliedTo(r.Item) {
-						errs[i] = fmt.Errorf("%s -> %s: %w", tr.FromState, tr.ToState, errConditionFailed)
+						errs[i] = fmt.Errorf("%s -> %s: %w", tr.FromState, tr.ToState, ErrRecordChanged)
 					}
 				default: // a conflicting write under way, throttling, ...
 					alone = append(alone, i)

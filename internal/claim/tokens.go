@@ -64,9 +64,9 @@ type GitHubAccess struct {
 	From string
 }
 
-// serves tells whether t is Owner's, and Repository when that is set, as
+// Serves tells whether t is Owner's, and Repository when that is set, as
 // GitHub compares names: ignoring case.
-func (g *GitHubAccess) serves(t github.Target) bool {
+func (g *GitHubAccess) Serves(t github.Target) bool {
 	return strings.EqualFold(t.Owner, g.Owner) && (g.Repository == "" || strings.EqualFold(t.Repository, g.Repository))
 }
 
@@ -97,9 +97,9 @@ type runnerToken struct {
 	policy      *protocol.RunnerPolicy
 }
 
-// githubAccess is what mints tokens for the runners of cfg: the provider's
+// PoolGitHub is what mints tokens for the runners of cfg: the provider's
 // own credentials, else the pool's stored one; nil when neither is there.
-func (c *Claimer) githubAccess(ctx context.Context, cfg protocol.PoolConfig) (*GitHubAccess, error) {
+func (c *Claimer) PoolGitHub(ctx context.Context, cfg protocol.PoolConfig) (*GitHubAccess, error) {
 	if c.GitHub != nil || cfg.GitHubCredential == nil || c.StoredGitHub == nil {
 		return c.GitHub, nil
 	}
@@ -133,7 +133,7 @@ func (c *Claimer) mintToken(ctx context.Context, cfg protocol.PoolConfig, target
 	if target == nil {
 		return nil, nil
 	}
-	g, err := c.githubAccess(ctx, cfg)
+	g, err := c.PoolGitHub(ctx, cfg)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("pool %s registers its runners with GitHub %s, and no %s token can be minted for them: %w", cfg.Name, target, kind.purpose, err)
@@ -143,7 +143,7 @@ func (c *Claimer) mintToken(ctx context.Context, cfg protocol.PoolConfig, target
 	case g.Owner == "":
 		return nil, fmt.Errorf("pool %s registers its runners with GitHub %s, but the provider's github.owner is not set (nor GITHUB_REPOSITORY_OWNER): set github.owner = %q to let it mint their %s token",
 			cfg.Name, target, target.Owner, kind.purpose)
-	case !g.serves(github.Target{Owner: target.Owner, Repository: target.Repository}):
+	case !g.Serves(github.Target{Owner: target.Owner, Repository: target.Repository}):
 		allowed := "any repository of the owner"
 		if g.Repository != "" {
 			allowed = fmt.Sprintf("%q", g.Repository)
@@ -233,7 +233,7 @@ func (c *Claimer) tellRunnerRelease(ctx context.Context, s *store, cfg protocol.
 	if len(ids) == 0 {
 		return
 	}
-	g, err := c.githubAccess(ctx, cfg)
+	g, err := c.PoolGitHub(ctx, cfg)
 	if err != nil {
 		c.log("cannot tell the launched runners the runner release to install (their agents ask GitHub)", "error", err.Error())
 	}

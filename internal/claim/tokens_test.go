@@ -5,45 +5,12 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/awsfake"
 )
-
-// fakeTokens issues numbered tokens valid for an hour, or fails.
-type fakeTokens struct {
-	mu    sync.Mutex
-	calls []string // "registration octo/app", "remove octo/app"
-	err   error
-}
-
-func (f *fakeTokens) issue(kind string, t github.Target) (github.Token, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls = append(f.calls, kind+" "+t.String())
-	if f.err != nil {
-		return github.Token{}, f.err
-	}
-	return github.Token{Value: kind + "-" + string(rune('0'+len(f.calls))), ExpiresAt: time.Now().Add(time.Hour).Truncate(time.Second)}, nil
-}
-
-func (f *fakeTokens) RegistrationToken(_ context.Context, t github.Target) (github.Token, error) {
-	return f.issue("registration", t)
-}
-
-func (f *fakeTokens) RemoveToken(_ context.Context, t github.Target) (github.Token, error) {
-	return f.issue("remove", t)
-}
-
-func (f *fakeTokens) issued() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.calls)
-}
 
 // tokenEnv is a pool whose runners register with octo/app, and whose
 // agents need a token for each run; tokens, when not nil, are the
@@ -51,27 +18,11 @@ func (f *fakeTokens) issued() []string {
 func tokenEnv(t *testing.T, tokens TokenSource) *env {
 	t.Helper()
 	e := newEnv(t)
-	e.cfg.GitHub = &protocol.GitHubTarget{Owner: "octo", Repository: "app"}
-	e.writeConfig()
-	e.agents.SetTarget("octo/app")
+	e.w.RegisterWith(&e.cfg, protocol.GitHubTarget{Owner: "octo", Repository: "app"})
 	if tokens != nil {
 		e.c.GitHub = &GitHubAccess{Tokens: tokens, Owner: "octo"}
 	}
 	return e
-}
-
-// token reads the token sk of instance id.
-func (e *env) token(id, sk string) (protocol.RunnerToken, bool) {
-	e.t.Helper()
-	it := e.db.getAgent(id, sk)
-	if it == nil {
-		return protocol.RunnerToken{}, false
-	}
-	tok, err := protocol.RunnerTokenFromItem(it)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return tok, true
 }
 
 // assertToken checks that instance id holds the token sk with value for
@@ -102,7 +53,7 @@ func TestRegistrationTokenHandedToEachWarmRunner(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.assertComplete(t, res, 3)
-	if got := src.issued(); !slices.Equal(got, []string{"registration octo/app"}) {
+	if got := src.Issued(); !slices.Equal(got, []string{"registration octo/app"}) {
 		t.Errorf("GitHub calls %q, want one registration token for the claim", got)
 	}
 	for _, id := range []string{"i-00", "i-01", "i-02"} {
@@ -134,7 +85,7 @@ func TestRegistrationTokenHandedToEachLaunchedRunner(t *testing.T) {
 	for _, id := range ids(res.Instances) {
 		e.assertToken(t, id, protocol.SortKeyRegistrationToken, "registration-1")
 	}
-	if got := src.issued(); !slices.Equal(got, []string{"registration octo/app"}) {
+	if got := src.Issued(); !slices.Equal(got, []string{"registration octo/app"}) {
 		t.Errorf("GitHub calls %q, want one registration token", got)
 	}
 }
@@ -182,7 +133,7 @@ func TestNoTokensWithoutGitHubTarget(t *testing.T) {
 	if _, err := e.release(); err != nil {
 		t.Fatal(err)
 	}
-	if got := src.issued(); len(got) != 0 || e.db.Count("BatchWriteItem") != 0 {
+	if got := src.Issued(); len(got) != 0 || e.db.Count("BatchWriteItem") != 0 {
 		t.Errorf("GitHub calls %q, %d token writes; want none", got, e.db.Count("BatchWriteItem"))
 	}
 	if _, ok := e.token("i-1", protocol.SortKeyRegistrationToken); ok {
@@ -211,7 +162,7 @@ func TestRegistrationTokenRefused(t *testing.T) {
 			[]string{"GitHub octo/app", `github.owner = "octo"`, `github.repository = "site"`}},
 		{"organizationWhenRepositorySet", &GitHubAccess{Tokens: &fakeTokens{}, Owner: "octo", Repository: "app"}, protocol.GitHubTarget{Owner: "octo"},
 			[]string{"GitHub octo,", `github.repository = "app"`}},
-		{"gitHubDown", &GitHubAccess{Tokens: &fakeTokens{err: errors.New("HTTP 503")}, Owner: "octo"}, protocol.GitHubTarget{Owner: "octo", Repository: "app"},
+		{"gitHubDown", &GitHubAccess{Tokens: &fakeTokens{Err: errors.New("HTTP 503")}, Owner: "octo"}, protocol.GitHubTarget{Owner: "octo", Repository: "app"},
 			[]string{"cannot get a runner registration token for octo/app: HTTP 503"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -267,7 +218,7 @@ func TestRemovalTokenHandedToEachReleasedRunner(t *testing.T) {
 	if !slices.Equal(outcomes, []string{"i-1: released to the pool", "i-2: released to the pool"}) {
 		t.Errorf("outcomes %q", outcomes)
 	}
-	if got := src.issued(); !slices.Equal(got, []string{"registration octo/app", "remove octo/app"}) {
+	if got := src.Issued(); !slices.Equal(got, []string{"registration octo/app", "remove octo/app"}) {
 		t.Errorf("GitHub calls %q, want one registration and one removal token", got)
 	}
 	for _, id := range []string{"i-1", "i-2"} {
@@ -289,7 +240,7 @@ func TestReleaseWithoutRemovalTokenTerminates(t *testing.T) {
 		wantWhy string
 	}{
 		{"noCredentials", func(e *env, _ *fakeTokens) { e.c.GitHub = nil }, "configure the provider's github block"},
-		{"gitHubDown", func(_ *env, src *fakeTokens) { src.err = errors.New("HTTP 503") }, "HTTP 503"},
+		{"gitHubDown", func(_ *env, src *fakeTokens) { src.Err = errors.New("HTTP 503") }, "HTTP 503"},
 		{"tokenNotWritten", func(e *env, _ *fakeTokens) {
 			e.db.FailIf = func(op string, _ any) error {
 				if op == "BatchWriteItem" {

@@ -148,7 +148,7 @@ func (c *Claimer) takeTier(ctx context.Context, s *store, tier protocol.Tier, cl
 			return nil
 		}
 		kept, err := s.takeSlots(ctx, tier, class, runners, n, now, until)
-		if errors.Is(err, errConditionFailed) {
+		if errors.Is(err, ErrRecordChanged) {
 			continue // another writer changed the slots meanwhile
 		}
 		if err != nil {
@@ -202,7 +202,7 @@ func (s *store) takeSlots(ctx context.Context, tier protocol.Tier, class string,
 	if _, err := s.db.PutItem(ctx, table.PutSlots(s.table, item, prev)); err != nil {
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
-			return nil, errConditionFailed
+			return nil, ErrRecordChanged
 		}
 		return nil, fmt.Errorf("writing the %s slots of %s: %w", tier, class, err)
 	}

@@ -15,17 +15,17 @@ const (
 	// TopUpBudget bounds the top-up of the stopped tier after a due reap.
 	TopUpBudget = 30 * time.Second
 	// AlongsideBudget is the most Alongside makes its caller wait beyond
-	// its own work: a due reap (claim.ReapBudget, and as much again to
+	// its own work: a due reap (ReapBudget, and as much again to
 	// follow the claims' runs) runs beside the caller's work, and the
 	// top-up after both.
-	AlongsideBudget = 2*claim.ReapBudget + TopUpBudget
+	AlongsideBudget = 2*ReapBudget + TopUpBudget
 	// TopUpMost: a top-up launches at most this many stopped runners per
 	// class.
 	TopUpMost = 2
 )
 
 // Alongside starts an opportunistic reap of poolName, at most once per
-// c.ReapInterval (claim.Claimer.ReapAlongside), and returns the func that
+// c.ReapInterval (ReapAlongside), and returns the func that
 // waits for it and then, when the reap was due, tops the pool's stopped
 // tier up: a claim may just have started stopped runners, and a stopped
 // runner launched now costs no waiting (it stops itself once prepared).
@@ -38,7 +38,7 @@ const (
 func Alongside(ctx context.Context, c *claim.Claimer, poolName string) (wait func()) {
 	done := make(chan bool, 1)
 	go func() {
-		ran, err := c.ReapAlongside(context.WithoutCancel(ctx), poolName)
+		ran, err := ReapAlongside(context.WithoutCancel(ctx), c, poolName)
 		if err != nil {
 			log(c, "reaping failed", "pool", poolName, "error", err.Error())
 		}
@@ -63,4 +63,12 @@ func log(c *claim.Claimer, msg string, keyvals ...any) {
 	if c.Log != nil {
 		c.Log(msg, keyvals...)
 	}
+}
+
+// nowOf is the time on c's clock.
+func nowOf(c *claim.Claimer) time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
 }

@@ -25,7 +25,7 @@ import (
 
 const (
 	// MaintainBudget bounds one Maintain. Its reap takes what the pool
-	// apply's takes (claim.ReapBudget, then 3 minutes for the claims of
+	// apply's takes (ReapBudget, then 3 minutes for the claims of
 	// ended runs and the revivals, and up to 3 minutes more for a revival
 	// that gives back what it took): 6.5 minutes at the very most, seconds
 	// as a rule. Its fill gets the rest, as a rule enough for a launch and
@@ -41,21 +41,20 @@ const (
 	// maintenanceGap: a Maintain that ended less than this ago keeps the
 	// lease, so that a second delivery of the same scheduled invocation
 	// finds nothing to do.
-	maintenanceGap = claim.DefaultReapInterval
+	maintenanceGap = DefaultReapInterval
 )
 
 // MaintainResult says what a Maintain did, and what went wrong in each
 // part (each went on past its errors, as Reap and Warm do).
 type MaintainResult struct {
-	Reap    claim.ReapResult
+	Reap    ReapResult
 	ReapErr error
 	// Warm is the fill's; zero when the pool has no warm targets.
 	Warm    claim.WarmResult
 	WarmErr error
 }
 
-// Maintain reaps the pool as the pool's apply does (claim.Claimer.
-// BoundedReap) and then fills its warm targets as Warm does, all within
+// Maintain reaps the pool as the pool's apply does (BoundedReap) and then fills its warm targets as Warm does, all within
 // MaintainBudget, unless another Maintain of the pool runs or ended less
 // than maintenanceGap ago: then ran is false, and it did nothing. err is
 // why it could not run.
@@ -79,7 +78,7 @@ func Maintain(ctx context.Context, c *claim.Claimer, poolName string, t claim.Ti
 		return res, false, err
 	}
 	defer l.end(context.WithoutCancel(ctx))
-	res.Reap, res.ReapErr = c.BoundedReap(ctx, poolName, &cfg)
+	res.Reap, res.ReapErr = BoundedReap(ctx, c, poolName, &cfg)
 	if len(cfg.Warm) > 0 {
 		res.Warm, res.WarmErr = c.Warm(ctx, poolName, claim.WarmOptions{Timings: t})
 	}
@@ -93,16 +92,9 @@ type lease struct {
 	owner string
 }
 
-func (l lease) now() time.Time {
-	if l.c.Now != nil {
-		return l.c.Now()
-	}
-	return time.Now()
-}
-
 // take takes the lease, unless another holds it.
 func (l lease) take(ctx context.Context) (bool, error) {
-	now := l.now()
+	now := nowOf(l.c)
 	_, err := l.c.DynamoDB.UpdateItem(ctx, table.TakeMaintenanceLease(l.table, l.owner, now, now.Add(maintenanceHold)))
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
@@ -118,7 +110,7 @@ func (l lease) take(ctx context.Context) (bool, error) {
 // lease another took meanwhile (owner's lapsed) stays theirs; one that
 // cannot be written lapses by itself.
 func (l lease) end(ctx context.Context) {
-	_, err := l.c.DynamoDB.UpdateItem(ctx, table.EndMaintenanceLease(l.table, l.owner, l.now().Add(maintenanceGap)))
+	_, err := l.c.DynamoDB.UpdateItem(ctx, table.EndMaintenanceLease(l.table, l.owner, nowOf(l.c).Add(maintenanceGap)))
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
 		log(l.c, "giving the maintenance lease back failed; it lapses by itself", "table", l.table, "error", err.Error())

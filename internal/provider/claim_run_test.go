@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/maintenance"
 )
 
 // A claim made in a GitHub Actions job records the job's run attempt, from
@@ -34,7 +35,7 @@ func TestWorkflowRunOfJob(t *testing.T) {
 // A reap reports the claims of ended runs it released, and those whose
 // runners it held for a job still running on them.
 func TestReapReportNamesReleasedClaimsOfEndedRuns(t *testing.T) {
-	got := reapReport("ci", claim.ReapResult{EndedRuns: []string{"123-1", "124-2"}, HeldRuns: []string{"125-1"}})
+	got := reapReport("ci", maintenance.ReapResult{EndedRuns: []string{"123-1", "124-2"}, HeldRuns: []string{"125-1"}})
 	want := []string{
 		"Pool ci: released the claims of ended workflow runs (2): 123-1, 124-2",
 		"Pool ci: held the runners of claims whose jobs still run on them (1): 125-1",

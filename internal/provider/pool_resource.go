@@ -32,6 +32,7 @@ import (
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awsconfig"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/awslimits"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/maintenance"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/metrics"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
@@ -563,7 +564,7 @@ func (r *poolResource) reap(ctx context.Context, name string, diags *diag.Diagno
 	}
 	c, warned := r.data.warnedClaimer(ctx)
 	defer addWarnings(diags, warned)
-	res, ran, err := c.ReapIfDue(ctx, name, claim.DefaultReapInterval)
+	res, ran, err := maintenance.ReapIfDue(ctx, c, name, maintenance.DefaultReapInterval)
 	switch {
 	case err != nil:
 		tflog.Warn(ctx, "reaping the pool failed", map[string]any{"pool": name, "error": err.Error()})

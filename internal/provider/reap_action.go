@@ -11,7 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/maintenance"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -85,7 +85,7 @@ func (a *reapAction) Invoke(ctx context.Context, req action.InvokeRequest, resp 
 	name := cfg.Name
 	resp.SendProgress(action.InvokeProgressEvent{Message: fmt.Sprintf("Reaping pool %s", name)})
 	c, warned := a.data.warnedClaimer(ctx)
-	res, err := c.Reap(ctx, name)
+	res, err := maintenance.Reap(ctx, c, name)
 	addWarnings(&resp.Diagnostics, warned)
 	for _, msg := range reapReport(name, res) {
 		resp.SendProgress(action.InvokeProgressEvent{Message: msg})
@@ -99,7 +99,7 @@ func (a *reapAction) Invoke(ctx context.Context, req action.InvokeRequest, resp 
 }
 
 // reapReport says what a reap did, a message per kind of cleanup.
-func reapReport(name string, res claim.ReapResult) []string {
+func reapReport(name string, res maintenance.ReapResult) []string {
 	if res.Empty() {
 		return []string{fmt.Sprintf("Pool %s: nothing to reap", name)}
 	}

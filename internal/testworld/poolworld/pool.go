@@ -6,9 +6,12 @@
 package poolworld
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -176,6 +179,47 @@ func New(t *testing.T) *World {
 	return w
 }
 
+// WriteConfig writes the pool's config item.
+func (w *World) WriteConfig(cfg protocol.PoolConfig) {
+	w.DB.Put(cfg.Item(protocol.FormatTime(time.Now())))
+}
+
+// RegisterWith makes the pool's runners register with target: the pool's
+// config (cfg, written) and its agents say so.
+func (w *World) RegisterWith(cfg *protocol.PoolConfig, target protocol.GitHubTarget) {
+	cfg.GitHub = &target
+	w.WriteConfig(*cfg)
+	w.Agents.SetTarget(target.String())
+}
+
+// AddSlot gives a runner the next slot of a tier of class, as the claims
+// keep their slots (TYPE#LEASE, ID#warm-<tier>-<class>).
+func (w *World) AddSlot(tier protocol.Tier, class string, sl Slot) {
+	w.T.Helper()
+	id := "warm-" + string(tier) + "-" + class
+	key := protocol.Key(protocol.TypeLease, id)
+	slots := map[string]Slot{}
+	if it := w.DB.GetKey(key); it != nil {
+		if err := json.Unmarshal([]byte(protocol.StringAttr(it, protocol.AttrValue)), &slots); err != nil {
+			w.T.Fatal(err)
+		}
+	}
+	slots[strconv.Itoa(len(slots))] = sl
+	doc, _ := json.Marshal(slots)
+	it := protocol.BaseItem(protocol.TypeLease, id, protocol.FormatTime(time.Now()))
+	it[protocol.AttrValue] = &types.AttributeValueMemberS{Value: string(doc)}
+	w.DB.Put(it)
+}
+
+// Slot is a slot of a warm tier as the claims write it: the runner that
+// holds it, until when, since when, and the run that took it.
+type Slot struct {
+	ID    string `json:"id"`
+	Until string `json:"until"`
+	Taken string `json:"taken"`
+	Run   string `json:"run"`
+}
+
 // IdleMessage is the queue message of an idle large runner.
 func IdleMessage(id, typ string, until time.Time) protocol.Message {
 	return protocol.Message{ID: id, ResourceClass: "large", InstanceType: typ, CPU: 2, MemoryMiB: 4096, UsageClass: protocol.UsageOnDemand, Threshold: protocol.FormatTime(until)}
@@ -228,7 +272,49 @@ func (w *World) SeedRecord(inst protocol.Instance, b Behavior) {
 	w.Agents.Seed(inst.ID, b)
 }
 
+// PutRecord writes an instance record (large, c6i.large, on-demand) as it
+// stands, updated at updated, with no agent.
+func (w *World) PutRecord(id, state, runID string, threshold, updated time.Time) {
+	inst := protocol.Instance{ID: id, State: state, RunID: runID, Threshold: protocol.FormatTime(threshold),
+		ResourceClass: "large", InstanceType: "c6i.large", UsageClass: protocol.UsageOnDemand, UpdatedAt: protocol.FormatTime(updated)}
+	w.DB.Put(inst.Item())
+}
+
 // ---------------------------------------------------------------- assertions
+
+// Token reads the token sk of instance id.
+func (w *World) Token(id, sk string) (protocol.RunnerToken, bool) {
+	w.T.Helper()
+	it := w.DB.GetAgent(id, sk)
+	if it == nil {
+		return protocol.RunnerToken{}, false
+	}
+	tok, err := protocol.RunnerTokenFromItem(it)
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	return tok, true
+}
+
+// Log logs a line of the code under test to the test's log.
+func (w *World) Log(msg string, kv ...any) { w.T.Log(append([]any{msg}, kv...)...) }
+
+// CaptureLogs is a log for the code under test whose lines read, joined,
+// through the function it returns (safe while goroutines still log).
+func CaptureLogs() (log func(msg string, kv ...any), read func() string) {
+	var mu sync.Mutex
+	var lines []string
+	log = func(msg string, kv ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, fmt.Sprint(append([]any{msg}, kv...)...))
+	}
+	return log, func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Join(lines, "\n")
+	}
+}
 
 // Window is the range a threshold set between two instants plus d may take.
 type Window struct{ lo, hi string }

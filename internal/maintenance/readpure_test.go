@@ -1,4 +1,4 @@
-package claim
+package maintenance
 
 import (
 	"context"
@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/awsfake"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/poolworld"
 )
 
 // readOps are the only DynamoDB calls a read path makes.
@@ -30,54 +32,54 @@ func TestReadPathsWriteNothing(t *testing.T) {
 	e.writeConfig()
 	now := time.Now()
 	long := now.Add(-2 * time.Hour)
-	e.putRecord("i-expired", protocol.StateIdle, "", now.Add(-time.Minute), long)
-	e.ec2.Launch("i-expired", long)
-	e.ec2.Launch("i-orphan", long)
-	e.putRecord("i-held", protocol.StateRunning, testRun, now.Add(time.Hour), now)
-	e.ec2.Launch("i-held", now.Add(-time.Hour))
-	e.addSlot(protocol.TierHot, "large", warmSlot{ID: "i-expired", Until: protocol.FormatTime(now.Add(time.Hour)), Taken: protocol.FormatTime(long)})
-	held := []Instance{{ID: "i-held", InstanceType: "c6i.large", UsageClass: protocol.UsageOnDemand, Source: SourcePool}}
-	complete := Record{Request: e.request(1), State: recordComplete, Nonce: "n1", Instances: held, OwnedIDs: instanceIDs(held)}
-	e.db.Put(complete.item(protocol.FormatTime(now)))
-	crashed := Record{Request: Request{Pool: testPool, RunID: "run-crashed", InstanceCount: 1, ResourceClass: "large"}, State: recordPending, Nonce: "n2", OwnedIDs: []string{"i-gone"}}
-	e.db.Put(crashed.item(protocol.FormatTime(now.Add(-staleClaimAge - time.Minute))))
+	e.PutRecord("i-expired", protocol.StateIdle, "", now.Add(-time.Minute), long)
+	e.EC2.Launch("i-expired", long)
+	e.EC2.Launch("i-orphan", long)
+	e.PutRecord("i-held", protocol.StateRunning, poolworld.Run, now.Add(time.Hour), now)
+	e.EC2.Launch("i-held", now.Add(-time.Hour))
+	e.AddSlot(protocol.TierHot, "large", poolworld.Slot{ID: "i-expired", Until: protocol.FormatTime(now.Add(time.Hour)), Taken: protocol.FormatTime(long)})
+	held := []claim.Instance{{ID: "i-held", InstanceType: "c6i.large", UsageClass: protocol.UsageOnDemand, Source: claim.SourcePool}}
+	complete := claim.Record{Request: e.request(1), State: claim.StateComplete, Nonce: "n1", Instances: held, OwnedIDs: []string{"i-held"}}
+	e.DB.Put(complete.Item(protocol.FormatTime(now)))
+	crashed := claim.Record{Request: claim.Request{Pool: poolworld.Pool, RunID: "run-crashed", InstanceCount: 1, ResourceClass: "large"}, State: claim.StatePending, Nonce: "n2", OwnedIDs: []string{"i-gone"}}
+	e.DB.Put(crashed.Item(protocol.FormatTime(now.Add(-staleClaimAge - time.Minute))))
 
-	items := e.db.snapshot()
-	ec2Before := ec2Snapshot(e.ec2)
+	items := snapshot(e.DB)
+	ec2Before := ec2Snapshot(e.EC2)
 	ctx := context.Background()
-	if _, live, ok, err := e.c.Read(ctx, testPool, testRun); err != nil || !ok || len(live) != 1 {
+	if _, live, ok, err := e.c.Read(ctx, poolworld.Pool, poolworld.Run); err != nil || !ok || len(live) != 1 {
 		t.Fatalf("Read = %v, %v, %v", live, ok, err)
 	}
-	if claims, _, err := e.c.List(ctx, testPool, ListFilter{}); err != nil || len(claims) != 2 {
+	if claims, _, err := e.c.List(ctx, poolworld.Pool, claim.ListFilter{}); err != nil || len(claims) != 2 {
 		t.Fatalf("List = %d claims, %v", len(claims), err)
 	}
-	if runners, _, err := e.c.Runners(ctx, testPool); err != nil || len(runners) != 1 {
+	if runners, _, err := e.c.Runners(ctx, poolworld.Pool); err != nil || len(runners) != 1 {
 		t.Fatalf("Runners = %v, %v", runners, err)
 	}
-	if counts, err := e.c.WarmStatus(ctx, testPool); err != nil || counts["large"].HotTarget != 1 {
+	if counts, err := e.c.WarmStatus(ctx, poolworld.Pool); err != nil || counts["large"].HotTarget != 1 {
 		t.Fatalf("WarmStatus = %v, %v", counts, err)
 	}
-	if _, err := pool.ReadConfig(ctx, e.db, testPool); err != nil {
+	if _, err := pool.ReadConfig(ctx, e.DB, poolworld.Pool); err != nil {
 		t.Fatal(err)
 	}
 
-	for _, c := range e.db.calls() {
+	for _, c := range calls(e.DB) {
 		if !slices.Contains(readOps, c) {
 			t.Errorf("a read path called DynamoDB %s", c)
 		}
 	}
-	if !reflect.DeepEqual(items, e.db.snapshot()) {
+	if !reflect.DeepEqual(items, snapshot(e.DB)) {
 		t.Error("the table changed")
 	}
-	if n := e.sqs.CallCount(); n != 0 {
+	if n := e.SQS.CallCount(); n != 0 {
 		t.Errorf("a read path made %d SQS calls (a receive hides messages)", n)
 	}
-	if got := ec2Snapshot(e.ec2); !reflect.DeepEqual(got, ec2Before) {
+	if got := ec2Snapshot(e.EC2); !reflect.DeepEqual(got, ec2Before) {
 		t.Errorf("EC2 changed: %+v, was %+v", got, ec2Before)
 	}
 
 	// Reaped afterwards, the same pool shows that all of it was due.
-	res, ran, err := e.c.ReapIfDue(ctx, testPool, DefaultReapInterval)
+	res, ran, err := ReapIfDue(ctx, e.c, poolworld.Pool, DefaultReapInterval)
 	if err != nil || !ran {
 		t.Fatalf("ReapIfDue = %v, %v", ran, err)
 	}
@@ -87,10 +89,10 @@ func TestReadPathsWriteNothing(t *testing.T) {
 }
 
 // snapshot copies the table's items.
-func (f *fakeTable) snapshot() map[string]item {
+func snapshot(f *poolworld.Table) map[string]poolworld.Item {
 	f.Mu.Lock()
 	defer f.Mu.Unlock()
-	out := make(map[string]item, len(f.Items))
+	out := make(map[string]poolworld.Item, len(f.Items))
 	for k, it := range f.Items {
 		out[k] = awsfake.CopyItem(it)
 	}
@@ -98,7 +100,7 @@ func (f *fakeTable) snapshot() map[string]item {
 }
 
 // calls names the table's calls, in order.
-func (f *fakeTable) calls() []string {
+func calls(f *poolworld.Table) []string {
 	f.Mu.Lock()
 	defer f.Mu.Unlock()
 	out := make([]string, len(f.Calls))

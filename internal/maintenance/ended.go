@@ -1,4 +1,4 @@
-package claim
+package maintenance
 
 import (
 	"context"
@@ -9,8 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
@@ -108,34 +107,34 @@ const (
 // nothing. cfg is the pool's config when the caller read it, else nil.
 // scope says how much of it a pass does: followHolds on a claim's or a
 // release's own path, followAll in the pool's maintenance.
-func (c *Claimer) followRuns(ctx context.Context, poolName string, cfg *protocol.PoolConfig, scope followScope) (runsFollowed, error) {
+func followRuns(ctx context.Context, c *claim.Claimer, poolName string, cfg *protocol.PoolConfig, scope followScope) (runsFollowed, error) {
 	var followed runsFollowed
 	if cfg == nil {
 		read, err := pool.ReadConfig(ctx, c.DynamoDB, poolName)
 		if err != nil {
-			return followed, ignoreMissingPool(err)
+			return followed, claim.IgnoreMissingPool(err)
 		}
 		cfg = &read
 	}
-	g, err := c.githubAccess(ctx, *cfg)
+	g, err := c.PoolGitHub(ctx, *cfg)
 	if err != nil {
-		c.log("cannot ask GitHub about the claims' runs", "pool", poolName, "error", err.Error())
+		log(c, "cannot ask GitHub about the claims' runs", "pool", poolName, "error", err.Error())
 		return followed, nil
 	}
 	if g == nil || g.Runs == nil {
 		return followed, nil
 	}
-	s := c.store(poolName)
-	claims, err := s.claimsOfRuns(ctx, poolName)
+	s := c.PoolTable(poolName)
+	claims, err := claimsOfRuns(ctx, s)
 	if err != nil {
 		return followed, err
 	}
-	running, err := s.runningFor(ctx, claims)
+	running, err := runningFor(ctx, s, claims)
 	if err != nil {
 		return followed, err
 	}
-	now := c.now()
-	var ended []Record
+	now := nowOf(c)
+	var ended []claim.Record
 	githubDown := false
 	for _, rec := range claims {
 		runID := rec.Request.RunID
@@ -145,14 +144,14 @@ func (c *Claimer) followRuns(ctx context.Context, poolName string, cfg *protocol
 		if !near && (scope == followHolds || now.Sub(completed) < endedRunAge) {
 			continue
 		}
-		attempt, _ := rec.Request.runAttempt()
-		if !g.serves(attempt.Repository) {
-			c.log("claim left alone: its run's repository is not one its pool's GitHub credentials serve", "run", runID, "repository", rec.Request.Repository)
+		attempt, _ := rec.Request.RunAttempt()
+		if !g.Serves(attempt.Repository) {
+			log(c, "claim left alone: its run's repository is not one its pool's GitHub credentials serve", "run", runID, "repository", rec.Request.Repository)
 			continue
 		}
 		done, err := g.Runs.RunAttemptEnded(ctx, attempt)
 		if err != nil {
-			c.log("claim left alone: cannot tell whether its run ended", "run", runID, "error", err.Error())
+			log(c, "claim left alone: cannot tell whether its run ended", "run", runID, "error", err.Error())
 			if githubDown = github.Temporary(err); githubDown {
 				break // the others' questions would fail alike
 			}
@@ -169,7 +168,7 @@ func (c *Claimer) followRuns(ctx context.Context, poolName string, cfg *protocol
 		}
 		jobs, err := g.Runs.RunAttemptJobs(ctx, attempt)
 		if err != nil {
-			c.log("claim's deadline left as it is: cannot tell whether a job of its run runs on its runners", "run", runID, "error", err.Error())
+			log(c, "claim's deadline left as it is: cannot tell whether a job of its run runs on its runners", "run", runID, "error", err.Error())
 			if githubDown = github.Temporary(err); githubDown {
 				break
 			}
@@ -179,12 +178,12 @@ func (c *Claimer) followRuns(ctx context.Context, poolName string, cfg *protocol
 		if !until.After(deadline) {
 			continue
 		}
-		held, err := s.holdRunners(ctx, runID, running[runID], until)
+		held, err := holdRunners(ctx, s, runID, running[runID], until)
 		if err != nil {
-			c.log("cannot hold the runners of a claim whose job still runs on them", "run", runID, "error", err.Error())
+			log(c, "cannot hold the runners of a claim whose job still runs on them", "run", runID, "error", err.Error())
 		}
 		if len(held) > 0 {
-			c.log("held the runners of a claim whose job still runs on them", "run", runID, "runners", held, "until", protocol.FormatTime(until))
+			log(c, "held the runners of a claim whose job still runs on them", "run", runID, "runners", held, "until", protocol.FormatTime(until))
 			followed.Held = append(followed.Held, runID)
 		}
 	}
@@ -198,26 +197,29 @@ func (c *Claimer) followRuns(ctx context.Context, poolName string, cfg *protocol
 	}
 	if !githubDown {
 		under := newRunsUnderWay(g)
-		ended = c.notRerun(ctx, under, ended)
-		rerun, err = c.rerunsWaiting(ctx, s, under, poolName)
+		ended = notRerun(ctx, c, under, ended)
+		rerun, err = rerunsWaiting(ctx, c, s, under)
 		errs = append(errs, err)
 	}
-	parallel(len(ended), func(i int) {
-		rec := ended[i]
-		outcomes, err := c.releaseRecord(ctx, s, rec)
-		c.log("released the claim of an ended run", "run", rec.Request.RunID, "repository", rec.Request.Repository,
-			"workflow_run", rec.Request.WorkflowRun.ID, "attempt", rec.Request.WorkflowRun.Attempt, "outcomes", outcomes)
-		mu.Lock()
-		defer mu.Unlock()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("releasing the claim of run %s, whose workflow run ended: %w", rec.Request.RunID, err))
-			return
-		}
-		followed.Ended = append(followed.Ended, rec.Request.RunID)
-	})
+	var wg sync.WaitGroup
+	for _, rec := range ended {
+		wg.Go(func() {
+			outcomes, err := s.Release(ctx, rec)
+			log(c, "released the claim of an ended run", "run", rec.Request.RunID, "repository", rec.Request.Repository,
+				"workflow_run", rec.Request.WorkflowRun.ID, "attempt", rec.Request.WorkflowRun.Attempt, "outcomes", outcomes)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("releasing the claim of run %s, whose workflow run ended: %w", rec.Request.RunID, err))
+				return
+			}
+			followed.Ended = append(followed.Ended, rec.Request.RunID)
+		})
+	}
+	wg.Wait()
 	slices.Sort(followed.Ended)
 	// After the releases, whose runners the revivals may take.
-	followed.Revived, err = c.revive(ctx, s, rerun)
+	followed.Revived, err = revive(ctx, c, poolName, rerun)
 	return followed, errors.Join(append(errs, err)...)
 }
 
@@ -226,12 +228,12 @@ func (c *Claimer) followRuns(ctx context.Context, poolName string, cfg *protocol
 // and their latest attempts: the ended-run releases and the revivals of a
 // pass ask it of the same repositories.
 type runsUnderWay struct {
-	g      *GitHubAccess
+	g      *claim.GitHubAccess
 	latest map[github.Target]map[int64]int
 	errs   map[github.Target]error
 }
 
-func newRunsUnderWay(g *GitHubAccess) *runsUnderWay {
+func newRunsUnderWay(g *claim.GitHubAccess) *runsUnderWay {
 	return &runsUnderWay{g: g, latest: map[github.Target]map[int64]int{}, errs: map[github.Target]error{}}
 }
 
@@ -264,17 +266,17 @@ func repositoryKey(repo github.Target) github.Target {
 // Such a claim is released once the run's newer attempt ends, by its
 // release job or by a later pass. A repository GitHub cannot tell about
 // keeps its claims for a later pass too.
-func (c *Claimer) notRerun(ctx context.Context, under *runsUnderWay, ended []Record) []Record {
-	var out []Record
+func notRerun(ctx context.Context, c *claim.Claimer, under *runsUnderWay, ended []claim.Record) []claim.Record {
+	var out []claim.Record
 	for _, rec := range ended {
-		attempt, _ := rec.Request.runAttempt()
+		attempt, _ := rec.Request.RunAttempt()
 		repo := repositoryKey(attempt.Repository)
 		latest, err := under.latestAttempts(ctx, repo)
 		switch {
 		case err != nil:
-			c.log("claims of ended runs left for a later pass: cannot tell whether their runs were re-run", "repository", repo.String(), "error", err.Error())
+			log(c, "claims of ended runs left for a later pass: cannot tell whether their runs were re-run", "repository", repo.String(), "error", err.Error())
 		case latest[attempt.RunID] > attempt.Attempt:
-			c.log("claim of an ended run attempt left to its run's newer attempt, which may run on it", "run", rec.Request.RunID, "attempt", latest[attempt.RunID])
+			log(c, "claim of an ended run attempt left to its run's newer attempt, which may run on it", "run", rec.Request.RunID, "attempt", latest[attempt.RunID])
 		default:
 			out = append(out, rec)
 		}
@@ -307,12 +309,12 @@ func heldUntil(jobs []github.Job, runners []protocol.Instance, now time.Time) ti
 // until, while they still do and their deadline has not passed: the
 // agents read it from their records. It returns those it held; a runner
 // released meanwhile is left as it is.
-func (s *store) holdRunners(ctx context.Context, runID string, runners []protocol.Instance, until time.Time) ([]string, error) {
+func holdRunners(ctx context.Context, s *claim.PoolTable, runID string, runners []protocol.Instance, until time.Time) ([]string, error) {
 	ids := make([]string, len(runners))
 	for i, r := range runners {
 		ids[i] = r.ID
 	}
-	results := s.applyEach(ctx, ids, func(string) table.Transition {
+	results := s.ApplyEach(ctx, ids, func(string) table.Transition {
 		return table.Transition{FromState: protocol.StateRunning, FromRunID: runID, ToState: protocol.StateRunning, ToRunID: runID, Threshold: until, Deadline: table.DeadlineLive}
 	})
 	var (
@@ -323,7 +325,7 @@ func (s *store) holdRunners(ctx context.Context, runID string, runners []protoco
 		switch {
 		case err == nil:
 			held = append(held, ids[i])
-		case !errors.Is(err, errConditionFailed):
+		case !errors.Is(err, claim.ErrRecordChanged):
 			errs = append(errs, fmt.Errorf("instance %s: %w", ids[i], err))
 		}
 	}
@@ -345,30 +347,30 @@ func earliestDeadline(runners []protocol.Instance) (deadline time.Time, ok bool)
 // claimsOfRuns reads the complete claim records that name their workflow
 // run attempt, in run id order. Records that cannot be read are skipped:
 // the reap names them.
-func (s *store) claimsOfRuns(ctx context.Context, poolName string) ([]Record, error) {
-	var out []Record
-	err := s.queryType(ctx, protocol.TypeClaim, func(item map[string]types.AttributeValue) {
-		r, err := recordFromItem(poolName, item)
-		if err != nil || r.State != recordComplete {
-			return
+func claimsOfRuns(ctx context.Context, s *claim.PoolTable) ([]claim.Record, error) {
+	claims, err := s.Claims(ctx)
+	var out []claim.Record
+	for _, r := range claims {
+		if r.State != claim.StateComplete {
+			continue
 		}
-		_, err = protocol.ParseTime(r.UpdatedAt)
-		if _, known := r.Request.runAttempt(); known && err == nil {
+		_, err := protocol.ParseTime(r.UpdatedAt)
+		if _, known := r.Request.RunAttempt(); known && err == nil {
 			out = append(out, r)
 		}
-	})
-	slices.SortFunc(out, func(a, b Record) int { return strings.Compare(a.Request.RunID, b.Request.RunID) })
+	}
+	slices.SortFunc(out, func(a, b claim.Record) int { return strings.Compare(a.Request.RunID, b.Request.RunID) })
 	return out, err
 }
 
 // runningFor reads the instance records of the claims' runners, and
 // returns those still running for each claim, by run id.
-func (s *store) runningFor(ctx context.Context, claims []Record) (map[string][]protocol.Instance, error) {
+func runningFor(ctx context.Context, s *claim.PoolTable, claims []claim.Record) (map[string][]protocol.Instance, error) {
 	var ids []string
 	for _, rec := range claims {
 		ids = append(ids, rec.OwnedIDs...)
 	}
-	records, err := s.instances(ctx, ids)
+	records, err := s.InstancesOf(ctx, ids)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package claim
+package maintenance
 
 import (
 	"cmp"
@@ -10,15 +10,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/agenttest"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/poolworld"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/scripttest"
 )
 
 // askedRuns counts the questions about run attempts, the lists of their
 // jobs, and the lists of a repository's active runs, answered by runs.
 type askedRuns struct {
-	runs   RunSource
+	runs   claim.RunSource
 	mu     sync.Mutex
 	asked  []string
 	jobs   []string
@@ -57,7 +60,9 @@ func (a *askedRuns) count() int {
 // at url (the stub's, when "").
 func runsEnv(t *testing.T, url string) (*env, *scripttest.GitHub, *askedRuns) {
 	t.Helper()
-	e := tokenEnv(t, &fakeTokens{})
+	e := newEnv(t)
+	e.RegisterWith(&e.cfg, protocol.GitHubTarget{Owner: "octo", Repository: "app"})
+	e.c.GitHub = &claim.GitHubAccess{Tokens: &poolworld.Tokens{}, Owner: "octo"}
 	gh := scripttest.NewGitHub(t)
 	client, err := github.New(github.Config{BaseURL: cmp.Or(url, gh.URL), Token: gh.APIKey})
 	if err != nil {
@@ -71,31 +76,31 @@ func runsEnv(t *testing.T, url string) (*env, *scripttest.GitHub, *askedRuns) {
 // claimForRun claims runner (seeded warm) for runID, serving attempt 1 of
 // workflow run workflowRun of octo/app (none when 0), and dates its claim
 // record back past endedRunAge.
-func (e *env) claimForRun(runID, runner string, workflowRun int64, change ...func(*Request)) {
-	e.t.Helper()
-	e.seedIdle(runner, healthy)
-	_, err := e.create(1, append([]func(*Request){func(r *Request) {
+func (e *env) claimForRun(runID, runner string, workflowRun int64, change ...func(*claim.Request)) {
+	e.T.Helper()
+	e.SeedIdle(runner, poolworld.Healthy)
+	_, err := e.create(1, append([]func(*claim.Request){func(r *claim.Request) {
 		r.RunID = runID
 		r.Timings.ReleaseWait = time.Minute // it returns once the agent confirms
 		if workflowRun != 0 {
-			r.Repository, r.WorkflowRun = "octo/app", WorkflowRun{ID: workflowRun, Attempt: 1}
+			r.Repository, r.WorkflowRun = "octo/app", claim.WorkflowRun{ID: workflowRun, Attempt: 1}
 		}
 	}}, change...)...)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	it := e.db.Get(protocol.TypeClaim, runID)
-	it[protocol.AttrUpdatedAt] = str(protocol.FormatTime(time.Now().Add(-endedRunAge - time.Minute)))
-	e.db.Put(it)
+	it := e.DB.Get(protocol.TypeClaim, runID)
+	it[protocol.AttrUpdatedAt] = strAttr(protocol.FormatTime(time.Now().Add(-endedRunAge - time.Minute)))
+	e.DB.Put(it)
 }
 
 // assertHeld checks that runner still runs for runID, its claim record there.
 func (e *env) assertHeld(t *testing.T, runID, runner string) {
 	t.Helper()
-	if r := e.db.instance(t, runner); r.State != protocol.StateRunning || r.RunID != runID {
+	if r := e.DB.Instance(t, runner); r.State != protocol.StateRunning || r.RunID != runID {
 		t.Errorf("%s is %s for %q, want running for %s", runner, r.State, r.RunID, runID)
 	}
-	if e.db.Get(protocol.TypeClaim, runID) == nil {
+	if e.DB.Get(protocol.TypeClaim, runID) == nil {
 		t.Errorf("the claim record of %s is gone", runID)
 	}
 }
@@ -105,16 +110,16 @@ func (e *env) assertHeld(t *testing.T, runID, runner string) {
 // claim record of runID gone.
 func (e *env) assertReleasedWarm(t *testing.T, runID, runner string) {
 	t.Helper()
-	if r := e.db.instance(t, runner); r.State != protocol.StateIdle || r.RunID != "" {
+	if r := e.DB.Instance(t, runner); r.State != protocol.StateIdle || r.RunID != "" {
 		t.Errorf("%s is %s for %q, want idle and unowned", runner, r.State, r.RunID)
 	}
-	if !slices.Contains(e.sqs.queuedIDs(t, largeURL), runner) {
-		t.Errorf("%s is not back in the queue: %v", runner, e.sqs.queuedIDs(t, largeURL))
+	if !slices.Contains(e.SQS.QueuedIDs(t, poolworld.LargeURL), runner) {
+		t.Errorf("%s is not back in the queue: %v", runner, e.SQS.QueuedIDs(t, poolworld.LargeURL))
 	}
-	if slices.Contains(e.ec2.TerminatedIDs(), runner) {
+	if slices.Contains(e.EC2.TerminatedIDs(), runner) {
 		t.Errorf("%s was terminated", runner)
 	}
-	if e.db.Get(protocol.TypeClaim, runID) != nil {
+	if e.DB.Get(protocol.TypeClaim, runID) != nil {
 		t.Errorf("the claim record of %s is still there", runID)
 	}
 }
@@ -145,7 +150,7 @@ func TestReapReleasesClaimsOfEndedRuns(t *testing.T) {
 			if runs.count() != 1 {
 				t.Errorf("asked GitHub %q, want only about run 7", runs.asked)
 			}
-			if tok, ok := e.token("i-1", protocol.SortKeyRemovalToken); !ok || tok.RunID != "run-7-1" {
+			if tok, ok := e.Token("i-1", protocol.SortKeyRemovalToken); !ok || tok.RunID != "run-7-1" {
 				t.Errorf("i-1's removal token %+v (%v), want one for run-7-1", tok, ok)
 			}
 		})
@@ -162,8 +167,8 @@ func TestReapIfDueReleasesEndedRunsWarm(t *testing.T) {
 	gh.StartRunAttempt("octo/app", 7, 1)
 	e.claimForRun("run-7-1", "i-1", 7)
 	gh.CompleteRunAttempt("octo/app", 7, 1)
-	e.agents.SetReleaseDelay(200 * time.Millisecond) // an agent takes a moment to leave its run
-	res, ran, err := e.c.ReapIfDue(context.Background(), testPool, time.Minute)
+	e.Agents.SetReleaseDelay(200 * time.Millisecond) // an agent takes a moment to leave its run
+	res, ran, err := ReapIfDue(context.Background(), e.c, poolworld.Pool, time.Minute)
 	if err != nil || !ran {
 		t.Fatalf("ran %v (%v)", ran, err)
 	}
@@ -182,9 +187,9 @@ func TestReapLeavesClaimsOfRunsUnderWay(t *testing.T) {
 	gh.StartRunAttempt("octo/app", 8, 1)
 	e.claimForRun("run-7-1", "i-1", 7)
 	e.claimForRun("run-8-1", "i-2", 8)
-	young := e.db.Get(protocol.TypeClaim, "run-8-1")
-	young[protocol.AttrUpdatedAt] = str(protocol.FormatTime(time.Now().Add(-endedRunAge + time.Minute)))
-	e.db.Put(young)
+	young := e.DB.Get(protocol.TypeClaim, "run-8-1")
+	young[protocol.AttrUpdatedAt] = strAttr(protocol.FormatTime(time.Now().Add(-endedRunAge + time.Minute)))
+	e.DB.Put(young)
 	for pass := 1; pass <= 2; pass++ {
 		if res := e.reap(); len(res.EndedRuns) != 0 {
 			t.Errorf("pass %d released %v", pass, res.EndedRuns)
@@ -207,7 +212,7 @@ func TestReapAsksOnlyAboutRunsOfTheCredentialsOwner(t *testing.T) {
 		gh.StartRunAttempt(repo, 7, 1)
 		gh.CompleteRunAttempt(repo, 7, 1)
 	}
-	e.claimForRun("run-mallory", "i-1", 7, func(r *Request) { r.Repository = "mallory/app" })
+	e.claimForRun("run-mallory", "i-1", 7, func(r *claim.Request) { r.Repository = "mallory/app" })
 	e.claimForRun("run-octo", "i-2", 7)
 	if res := e.reap(); !slices.Equal(res.EndedRuns, []string{"run-octo"}) {
 		t.Errorf("released %v, want [run-octo]", res.EndedRuns)
@@ -269,7 +274,7 @@ func TestMaintenanceOnAClaimsPathReleasesNoEndedRun(t *testing.T) {
 	gh.StartRunAttempt("octo/app", 7, 1)
 	e.claimForRun("run-7-1", "i-1", 7)
 	gh.CompleteRunAttempt("octo/app", 7, 1)
-	res, ran, err := e.c.reapIfDue(context.Background(), testPool, time.Minute, followHolds)
+	res, ran, err := reapIfDue(context.Background(), e.c, poolworld.Pool, time.Minute, followHolds)
 	if err != nil || !ran {
 		t.Fatalf("ran %v (%v)", ran, err)
 	}
@@ -298,4 +303,72 @@ func TestReapLeavesTheClaimARerunMayRunOn(t *testing.T) {
 		t.Errorf("released %v once its run ended, want [run-7-1]", res.EndedRuns)
 	}
 	e.assertReleasedWarm(t, "run-7-1", "i-1")
+}
+
+// orgPool makes e's pool register its runners with organization octo, its
+// agents configured for octo and with the pool's broker, which they ask
+// for each job's registration when a claim hands them grants (the claims
+// through the broker, RegisterWithRepository).
+func orgPool(e *env) *agenttest.Broker {
+	e.RegisterWith(&e.cfg, protocol.GitHubTarget{Owner: "octo"})
+	b := &agenttest.Broker{}
+	e.Agents.SetBroker(b)
+	return b
+}
+
+// registerWithApp makes a claim for attempt 1 of workflow run 7 of
+// octo/app register its runners with octo/app, as the broker's claims do.
+func registerWithApp(r *claim.Request) {
+	r.Repository, r.WorkflowRun, r.RegisterWithRepository = "octo/app", claim.WorkflowRun{ID: 7, Attempt: 1}, true
+}
+
+// The pool's maintenance releases the claim of an ended run with no
+// removal token (its agents have the broker delete their registrations),
+// and revives a released claim for a re-run with grants for the claim's
+// repository again: both read the claim's kind from its record (or the
+// released claim's marker).
+func TestMaintenanceRegistersWithTheClaimsRepository(t *testing.T) {
+	t.Parallel()
+	t.Run("ended run", func(t *testing.T) {
+		t.Parallel()
+		e, gh, _ := runsEnv(t, "")
+		broker := orgPool(e)
+		src := e.c.GitHub.Tokens.(*poolworld.Tokens)
+		gh.StartRunAttempt("octo/app", 7, 1)
+		e.claimForRun("run-7-1", "i-1", 7, registerWithApp)
+		gh.CompleteRunAttempt("octo/app", 7, 1)
+		if res := e.reap(); !slices.Equal(res.EndedRuns, []string{"run-7-1"}) {
+			t.Fatalf("released %v, want [run-7-1]", res.EndedRuns)
+		}
+		if got := src.Issued(); len(got) != 0 {
+			t.Errorf("GitHub calls %q, want no token", got)
+		}
+		if got := broker.Deregistered(); len(got) != 1 {
+			t.Errorf("the broker deleted registrations %v, want i-1's", got)
+		}
+	})
+	t.Run("revival", func(t *testing.T) {
+		t.Parallel()
+		e, gh, _ := runsEnv(t, "")
+		broker := orgPool(e)
+		gh.StartRunAttempt("octo/app", 7, 1)
+		e.claimForRun("run-7-1", "i-1", 7, registerWithApp)
+		label := e.recordOf(t, "run-7-1").Request.Label
+		if _, err := e.c.Release(context.Background(), poolworld.Pool, "run-7-1"); err != nil {
+			t.Fatal(err)
+		}
+		gh.CompleteRunAttempt("octo/app", 7, 1)
+		gh.StartRunAttempt("octo/app", 7, 2)
+		gh.QueueRunJob("octo/app", 7, 2, label)
+		if res := e.reap(); !slices.Equal(res.RevivedRuns, []string{"run-7-1"}) {
+			t.Fatalf("revived %v, want [run-7-1]", res.RevivedRuns)
+		}
+		presented := broker.Presented()
+		if len(presented) != 2 || presented[1].Target != "octo/app" || presented[1].Label != label {
+			t.Errorf("grants presented %+v, want the revival's for octo/app with the claim's label", presented)
+		}
+		if rec := e.recordOf(t, "run-7-1"); !rec.Request.RegisterWithRepository {
+			t.Errorf("revived claim %+v, want it to register with octo/app", rec.Request)
+		}
+	})
 }

@@ -1,4 +1,4 @@
-package claim
+package maintenance
 
 import (
 	"fmt"
@@ -12,20 +12,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/poolworld"
 )
 
 // setDeadline moves runner's deadline (its record's threshold) to at.
 func (e *env) setDeadline(runner string, at time.Time) {
-	e.t.Helper()
-	e.db.setInstance(e.t, runner, func(i *protocol.Instance) { i.Threshold = protocol.FormatTime(at) })
+	e.T.Helper()
+	e.DB.SetInstance(e.T, runner, func(i *protocol.Instance) { i.Threshold = protocol.FormatTime(at) })
 }
 
 // assertDeadline checks that runner's deadline is at.
 func (e *env) assertDeadline(t *testing.T, runner string, at time.Time) {
 	t.Helper()
-	if got := e.db.instance(t, runner).Threshold; got != protocol.FormatTime(at) {
+	if got := e.DB.Instance(t, runner).Threshold; got != protocol.FormatTime(at) {
 		t.Errorf("%s's deadline is %s, want %s", runner, got, protocol.FormatTime(at))
 	}
 }
@@ -38,11 +40,11 @@ func TestReapHoldsTheRunnersOfAJobStillRunning(t *testing.T) {
 	t.Parallel()
 	e, gh, runs := runsEnv(t, "")
 	gh.StartRunAttempt("octo/app", 7, 1)
-	e.seedIdle("i-2", healthy)
-	e.claimForRun("run-7-1", "i-1", 7, func(r *Request) { r.InstanceCount = 2 })
-	young := e.db.Get(protocol.TypeClaim, "run-7-1")
-	young[protocol.AttrUpdatedAt] = str(protocol.FormatTime(time.Now()))
-	e.db.Put(young)
+	e.SeedIdle("i-2", poolworld.Healthy)
+	e.claimForRun("run-7-1", "i-1", 7, func(r *claim.Request) { r.InstanceCount = 2 })
+	young := e.DB.Get(protocol.TypeClaim, "run-7-1")
+	young[protocol.AttrUpdatedAt] = strAttr(protocol.FormatTime(time.Now()))
+	e.DB.Put(young)
 	start := time.Now()
 	deadline := start.Add(5 * time.Minute)
 	e.setDeadline("i-1", deadline)
@@ -52,7 +54,7 @@ func TestReapHoldsTheRunnersOfAJobStillRunning(t *testing.T) {
 		t.Errorf("held %v and released %v, want run-7-1 held", res.HeldRuns, res.EndedRuns)
 	}
 	for _, id := range []string{"i-1", "i-2"} {
-		during(start, heldRunExtension).Check(t, id+"'s deadline", e.db.instance(t, id).Threshold)
+		poolworld.During(start, heldRunExtension).Check(t, id+"'s deadline", e.DB.Instance(t, id).Threshold)
 	}
 	if want := []string{"attempt 1 of workflow run 7 of octo/app"}; !slices.Equal(runs.jobs, want) {
 		t.Errorf("listed the jobs of %q, want %q", runs.jobs, want)
@@ -94,7 +96,7 @@ func TestReapHoldsOnlyTheRunnersOfAJobStillRunning(t *testing.T) {
 	if res := e.reap(); !slices.Equal(res.HeldRuns, []string{"run-7"}) {
 		t.Errorf("held %v, want [run-7]", res.HeldRuns)
 	}
-	during(start, heldRunExtension).Check(t, "i-1's deadline", e.db.instance(t, "i-1").Threshold)
+	poolworld.During(start, heldRunExtension).Check(t, "i-1's deadline", e.DB.Instance(t, "i-1").Threshold)
 	e.assertDeadline(t, "i-2", deadline)
 	e.assertDeadline(t, "i-3", deadline)
 	e.assertDeadline(t, "i-4", start.Add(time.Hour))
@@ -214,5 +216,5 @@ func TestReapHoldsTheRunnersOfAJobOnAJustInTimeRunner(t *testing.T) {
 	if res := e.reap(); !slices.Equal(res.HeldRuns, []string{"run-7-1"}) {
 		t.Errorf("held %v, want run-7-1 held", res.HeldRuns)
 	}
-	during(start, heldRunExtension).Check(t, "i-1's deadline", e.db.instance(t, "i-1").Threshold)
+	poolworld.During(start, heldRunExtension).Check(t, "i-1's deadline", e.DB.Instance(t, "i-1").Threshold)
 }

@@ -1,4 +1,4 @@
-package claim
+package maintenance
 
 import (
 	"context"
@@ -9,8 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/github"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/poolworld"
 )
 
 // releasedForRerun claims runner (seeded warm) as run-7-1, for attempt 1
@@ -21,20 +25,20 @@ func (e *env) releasedForRerun(t *testing.T, runner string) string {
 	t.Helper()
 	e.claimForRun("run-7-1", runner, 7)
 	label := e.recordOf(t, "run-7-1").Request.Label
-	if _, err := e.c.Release(context.Background(), testPool, "run-7-1"); err != nil {
+	if _, err := e.c.Release(context.Background(), poolworld.Pool, "run-7-1"); err != nil {
 		t.Fatal(err)
 	}
 	e.assertReleasedWarm(t, "run-7-1", runner)
 	return label
 }
 
-func (e *env) recordOf(t *testing.T, runID string) Record {
+func (e *env) recordOf(t *testing.T, runID string) claim.Record {
 	t.Helper()
-	it := e.db.Get(protocol.TypeClaim, runID)
+	it := e.DB.Get(protocol.TypeClaim, runID)
 	if it == nil {
 		t.Fatalf("no claim record %s", runID)
 	}
-	rec, err := recordFromItem(testPool, it)
+	rec, err := claim.RecordFromItem(poolworld.Pool, it)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,11 +57,14 @@ func TestReapRevivesAReleasedClaimForARerunsQueuedJob(t *testing.T) {
 	gh.StartRunAttempt("octo/app", 7, 1)
 	label := e.releasedForRerun(t, "i-1")
 
-	marker := e.db.Get(protocol.TypeReleased, "run-7-1")
+	marker := e.DB.Get(protocol.TypeReleased, "run-7-1")
 	if marker == nil {
 		t.Fatal("the release left no marker of the claim")
 	}
-	expires, _ := strconv.ParseInt(numberAttr(marker, protocol.AttrExpiresAt), 10, 64)
+	var expires int64
+	if n, ok := marker[protocol.AttrExpiresAt].(*types.AttributeValueMemberN); ok {
+		expires, _ = strconv.ParseInt(n.Value, 10, 64)
+	}
 	if want := time.Now().Add(github.RerunWindow).Unix(); expires < want-60 || expires > want+60 {
 		t.Errorf("the marker expires at %d, want GitHub's re-run window from now, %d", expires, want)
 	}
@@ -70,11 +77,11 @@ func TestReapRevivesAReleasedClaimForARerunsQueuedJob(t *testing.T) {
 		t.Fatalf("revived %v, want [run-7-1]", res.RevivedRuns)
 	}
 	rec := e.recordOf(t, "run-7-1")
-	if rec.Request.Label != label || rec.State != recordComplete || rec.Request.WorkflowRun != (WorkflowRun{ID: 7, Attempt: 2}) {
+	if rec.Request.Label != label || rec.State != claim.StateComplete || rec.Request.WorkflowRun != (claim.WorkflowRun{ID: 7, Attempt: 2}) {
 		t.Errorf("revived claim %s %+v, want complete with label %s, serving attempt 2 of run 7", rec.State, rec.Request, label)
 	}
 	e.assertHeld(t, "run-7-1", "i-1")
-	if tok, ok := e.token("i-1", protocol.SortKeyRegistrationToken); !ok || tok.RunID != "run-7-1" || tok.Label != label {
+	if tok, ok := e.Token("i-1", protocol.SortKeyRegistrationToken); !ok || tok.RunID != "run-7-1" || tok.Label != label {
 		t.Errorf("i-1's registration token %+v (%v), want one for run-7-1 with label %s", tok, ok, label)
 	}
 
@@ -97,14 +104,14 @@ func TestReapRevivesNothingWithoutAJobQueuedForTheLabel(t *testing.T) {
 	gh.StartRunAttempt("octo/app", 8, 1)
 	label := e.releasedForRerun(t, "i-1")
 	e.claimForRun("run-8-1", "i-2", 8)
-	if _, err := e.c.Release(context.Background(), testPool, "run-8-1"); err != nil {
+	if _, err := e.c.Release(context.Background(), poolworld.Pool, "run-8-1"); err != nil {
 		t.Fatal(err)
 	}
 	e.claimForRun("local-run", "i-3", 0)
-	if _, err := e.c.Release(context.Background(), testPool, "local-run"); err != nil {
+	if _, err := e.c.Release(context.Background(), poolworld.Pool, "local-run"); err != nil {
 		t.Fatal(err)
 	}
-	if e.db.Get(protocol.TypeReleased, "local-run") != nil {
+	if e.DB.Get(protocol.TypeReleased, "local-run") != nil {
 		t.Error("a claim without a workflow run left a marker")
 	}
 	gh.CompleteRunAttempt("octo/app", 7, 1)
@@ -118,7 +125,7 @@ func TestReapRevivesNothingWithoutAJobQueuedForTheLabel(t *testing.T) {
 	if want := []string{"attempt 2 of workflow run 7 of octo/app"}; !slices.Equal(runs.jobs, want) {
 		t.Errorf("listed the jobs of %q, want only of %q", runs.jobs, want)
 	}
-	if e.db.Get(protocol.TypeClaim, "run-7-1") != nil {
+	if e.DB.Get(protocol.TypeClaim, "run-7-1") != nil {
 		t.Error("a claim record run-7-1 exists")
 	}
 }
@@ -144,7 +151,7 @@ func TestReapRevivesNothingWhenGitHubCannotTell(t *testing.T) {
 	if res := e.reap(); len(res.RevivedRuns) != 0 {
 		t.Errorf("revived %v", res.RevivedRuns)
 	}
-	if e.db.Get(protocol.TypeClaim, "run-7-1") != nil {
+	if e.DB.Get(protocol.TypeClaim, "run-7-1") != nil {
 		t.Error("a claim record run-7-1 exists")
 	}
 	if !strings.Contains(logs(), "cannot tell whether their runs were re-run") {

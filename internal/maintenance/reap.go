@@ -1,4 +1,4 @@
-package claim
+package maintenance
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/table"
@@ -25,7 +26,7 @@ const (
 	// orphanGrace: an instance may run this long without a live record. A
 	// claim writes the record right after CreateFleet returns; the created
 	// state lives as long.
-	orphanGrace = createdLifetime
+	orphanGrace = claim.CreatedLifetime
 	// staleClaimAge: a pending claim record this old belongs to an attempt
 	// that crashed and was never retried.
 	staleClaimAge = time.Hour
@@ -53,22 +54,22 @@ func (r ReapResult) Empty() bool {
 // (a lease item in the table decides), bounded by ReapBudget, and then
 // follows the claims' workflow runs (followRuns), bounded by
 // endedReleaseBudget. ran is false when it was not due.
-func (c *Claimer) ReapIfDue(ctx context.Context, poolName string, interval time.Duration) (res ReapResult, ran bool, err error) {
-	return c.reapIfDue(ctx, poolName, interval, followAll)
+func ReapIfDue(ctx context.Context, c *claim.Claimer, poolName string, interval time.Duration) (res ReapResult, ran bool, err error) {
+	return reapIfDue(ctx, c, poolName, interval, followAll)
 }
 
 // ReapAlongside is the reap that runs alongside a claim or a release
 // (maintenance.Alongside): ReapIfDue at c.ReapInterval, following the
 // claims' runs only as far as holding the runners a job still runs on
 // (followHolds), which the caller does not wait long for.
-func (c *Claimer) ReapAlongside(ctx context.Context, poolName string) (ran bool, err error) {
-	_, ran, err = c.reapIfDue(ctx, poolName, c.ReapInterval, followHolds)
+func ReapAlongside(ctx context.Context, c *claim.Claimer, poolName string) (ran bool, err error) {
+	_, ran, err = reapIfDue(ctx, c, poolName, c.ReapInterval, followHolds)
 	return ran, err
 }
 
 // reapIfDue is ReapIfDue, following the claims' runs as far as scope
 // says.
-func (c *Claimer) reapIfDue(ctx context.Context, poolName string, interval time.Duration, scope followScope) (res ReapResult, ran bool, err error) {
+func reapIfDue(ctx context.Context, c *claim.Claimer, poolName string, interval time.Duration, scope followScope) (res ReapResult, ran bool, err error) {
 	if interval < 0 {
 		return ReapResult{}, false, nil
 	}
@@ -77,11 +78,11 @@ func (c *Claimer) reapIfDue(ctx context.Context, poolName string, interval time.
 	}
 	budget, cancel := context.WithTimeout(ctx, ReapBudget)
 	defer cancel()
-	due, err := c.store(poolName).takeReaperLease(budget, interval)
+	due, err := takeReaperLease(budget, c, poolName, interval)
 	if err != nil || !due {
-		return ReapResult{}, false, ignoreMissingPool(err)
+		return ReapResult{}, false, claim.IgnoreMissingPool(err)
 	}
-	res, err = c.boundedReap(ctx, budget, poolName, nil, scope)
+	res, err = boundedReap(ctx, budget, c, poolName, nil, scope)
 	return res, true, err
 }
 
@@ -89,31 +90,31 @@ func (c *Claimer) reapIfDue(ctx context.Context, poolName string, interval time.
 // within its budget, as the pool's apply does when a reap is due
 // (ReapIfDue): the pool's scheduled maintenance (maintenance.Maintain).
 // cfg is the pool's config, for the reap's metrics.
-func (c *Claimer) BoundedReap(ctx context.Context, poolName string, cfg *protocol.PoolConfig) (ReapResult, error) {
+func BoundedReap(ctx context.Context, c *claim.Claimer, poolName string, cfg *protocol.PoolConfig) (ReapResult, error) {
 	budget, cancel := context.WithTimeout(ctx, ReapBudget)
 	defer cancel()
-	return c.boundedReap(ctx, budget, poolName, cfg, followAll)
+	return boundedReap(ctx, budget, c, poolName, cfg, followAll)
 }
 
 // boundedReap reaps the pool within budget (a context bounded by
 // ReapBudget), then follows the claims' runs as far as scope says, within
 // ReapBudget again, or endedReleaseBudget when it releases the claims of
 // ended runs and revives (followAll).
-func (c *Claimer) boundedReap(ctx, budget context.Context, poolName string, cfg *protocol.PoolConfig, scope followScope) (ReapResult, error) {
-	res, err := c.reap(budget, poolName, cfg)
+func boundedReap(ctx, budget context.Context, c *claim.Claimer, poolName string, cfg *protocol.PoolConfig, scope followScope) (ReapResult, error) {
+	res, err := reap(budget, c, poolName, cfg)
 	following, cancelFollowing := context.WithTimeout(ctx, ReapBudget)
 	if scope == followAll {
 		following, cancelFollowing = context.WithTimeout(ctx, endedReleaseBudget)
 	}
 	defer cancelFollowing()
-	followed, runsErr := c.followRuns(following, poolName, cfg, scope)
+	followed, runsErr := followRuns(following, c, poolName, cfg, scope)
 	res.EndedRuns, res.HeldRuns, res.RevivedRuns = followed.Ended, followed.Held, followed.Revived
 	return res, errors.Join(err, runsErr)
 }
 
 // takeReaperLease records this reap, unless one ran within interval.
-func (s *store) takeReaperLease(ctx context.Context, interval time.Duration) (bool, error) {
-	_, err := s.db.UpdateItem(ctx, table.TakeReaperLease(s.table, s.now(), interval))
+func takeReaperLease(ctx context.Context, c *claim.Claimer, poolName string, interval time.Duration) (bool, error) {
+	_, err := c.DynamoDB.UpdateItem(ctx, table.TakeReaperLease(protocol.TableName(poolName), nowOf(c), interval))
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		return false, nil
@@ -133,22 +134,22 @@ func (s *store) takeReaperLease(ctx context.Context, interval time.Duration) (bo
 // Then the claims whose workflow run ended without releasing them are
 // released, and those whose job still runs on their runners near their
 // deadline held longer (followRuns).
-func (c *Claimer) Reap(ctx context.Context, poolName string) (ReapResult, error) {
-	res, err := c.reap(ctx, poolName, nil)
-	followed, runsErr := c.followRuns(ctx, poolName, nil, followAll)
+func Reap(ctx context.Context, c *claim.Claimer, poolName string) (ReapResult, error) {
+	res, err := reap(ctx, c, poolName, nil)
+	followed, runsErr := followRuns(ctx, c, poolName, nil, followAll)
 	res.EndedRuns, res.HeldRuns, res.RevivedRuns = followed.Ended, followed.Held, followed.Revived
 	return res, errors.Join(err, runsErr)
 }
 
-func (c *Claimer) reap(ctx context.Context, poolName string, cfg *protocol.PoolConfig) (ReapResult, error) {
-	s := c.store(poolName)
+func reap(ctx context.Context, c *claim.Claimer, poolName string, cfg *protocol.PoolConfig) (ReapResult, error) {
+	s := c.PoolTable(poolName)
 	var res ReapResult
-	records, corrupt, err := s.allInstances(ctx)
+	records, corrupt, err := s.Instances(ctx)
 	if err != nil {
 		return res, err
 	}
 	res.CorruptItems = corrupt
-	now := c.now()
+	now := nowOf(c)
 	var doomed []string
 	live := map[string]protocol.Instance{}
 	for _, r := range records {
@@ -160,12 +161,12 @@ func (c *Claimer) reap(ctx context.Context, poolName string, cfg *protocol.PoolC
 			live[r.ID] = r
 			continue
 		}
-		err = s.apply(ctx, r.ID, table.Transition{FromState: r.State, FromRunID: r.RunID, ToState: protocol.StateTerminated, ToRunID: r.RunID, Threshold: now, Deadline: table.DeadlinePassed})
+		err = s.Apply(ctx, r.ID, table.Transition{FromState: r.State, FromRunID: r.RunID, ToState: protocol.StateTerminated, ToRunID: r.RunID, Threshold: now, Deadline: table.DeadlinePassed})
 		switch {
 		case err == nil:
 			res.Expired = append(res.Expired, r.ID)
 			doomed = append(doomed, r.ID)
-		case errors.Is(err, errConditionFailed):
+		case errors.Is(err, claim.ErrRecordChanged):
 			// Revived meanwhile (claimed, or its agent renewed it): live,
 			// and so not an orphan either.
 			live[r.ID] = r
@@ -189,7 +190,7 @@ func (c *Claimer) reap(ctx context.Context, poolName string, cfg *protocol.PoolC
 			continue
 		}
 		// Reclaimed spot capacity, or terminated outside the pool.
-		terminated, err := c.discard(ctx, s, id, r.State, r.RunID)
+		terminated, err := s.Discard(ctx, id, r.State, r.RunID)
 		if err != nil {
 			return res, fmt.Errorf("recording that %s is gone: %w", id, err)
 		}
@@ -199,78 +200,69 @@ func (c *Claimer) reap(ctx context.Context, poolName string, cfg *protocol.PoolC
 	}
 	sort.Strings(doomed)
 	res.TerminateFail = pool.TerminateInstances(ctx, c.EC2, doomed, false)
-	if cfg := c.scanConfig(ctx, poolName, cfg); cfg != nil {
+	if cfg := scanConfig(ctx, c, poolName, cfg); cfg != nil {
 		gone := map[string]bool{}
 		for _, id := range slices.Concat(res.Expired, res.Vanished) {
 			gone[id] = true
 		}
-		c.publish(ctx, *cfg, runnerStates(*cfg, records, gone, now).Events(c.now()))
+		c.Publish(ctx, *cfg, claim.RunnerStates(*cfg, records, gone, now).Events(nowOf(c)))
 	}
-	res.StaleClaims, err = c.reapStaleClaims(ctx, s, live, running, now)
+	res.StaleClaims, err = reapStaleClaims(ctx, c, s, live, running, now)
 	if !res.Empty() {
-		c.log("reaped pool", "pool", poolName, "expired", res.Expired, "orphans", res.Orphans, "vanished", res.Vanished,
+		log(c, "reaped pool", "pool", poolName, "expired", res.Expired, "orphans", res.Orphans, "vanished", res.Vanished,
 			"stale_claims", res.StaleClaims, "corrupt", res.CorruptItems, "terminate_error", fmt.Sprint(res.TerminateFail))
 	}
 	return res, err
 }
 
-// allInstances reads every instance record, page by page, skipping (and
-// naming) corrupt ones.
-func (s *store) allInstances(ctx context.Context) ([]protocol.Instance, []string, error) {
-	var out []protocol.Instance
-	var corrupt []string
-	err := s.queryType(ctx, protocol.TypeInstance, func(item map[string]types.AttributeValue) {
-		inst, err := protocol.InstanceFromItem(item)
-		if err != nil {
-			corrupt = append(corrupt, fmt.Sprintf("%s: %v", protocol.StringAttr(item, protocol.AttrSK), err))
-			return
-		}
-		out = append(out, inst)
-	})
-	return out, corrupt, err
-}
-
-// queryType calls fn for every item of one type, following pages.
-func (s *store) queryType(ctx context.Context, typ string, fn func(map[string]types.AttributeValue)) error {
-	err := table.Partition(ctx, s.db, s.table, typ, func(item table.Item) error {
-		fn(item)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("reading %s items: %w", typ, err)
-	}
-	return nil
-}
-
 // reapStaleClaims deletes pending claim records whose attempt stopped
 // refreshing them long ago and whose instances are all gone.
-func (c *Claimer) reapStaleClaims(ctx context.Context, s *store, live map[string]protocol.Instance, running map[string]time.Time, now time.Time) ([]string, error) {
-	var stale []Record
-	err := s.queryType(ctx, protocol.TypeClaim, func(item map[string]types.AttributeValue) {
-		r, err := recordFromItem(s.table, item)
-		updated, terr := protocol.ParseTime(r.UpdatedAt)
-		if err != nil || terr != nil || r.State != recordPending || now.Sub(updated) < staleClaimAge {
-			return
-		}
-		for _, id := range r.OwnedIDs {
-			if _, ok := live[id]; ok {
-				return
-			}
-			if _, ok := running[id]; ok {
-				return
-			}
-		}
-		stale = append(stale, r)
-	})
+func reapStaleClaims(ctx context.Context, c *claim.Claimer, s *claim.PoolTable, live map[string]protocol.Instance, running map[string]time.Time, now time.Time) ([]string, error) {
+	claims, err := s.Claims(ctx)
 	if err != nil {
 		return nil, err
 	}
+	var stale []claim.Record
+	for _, r := range claims {
+		if updated, err := protocol.ParseTime(r.UpdatedAt); err != nil || r.State != claim.StatePending || now.Sub(updated) < staleClaimAge || anyAlive(r.OwnedIDs, live, running) {
+			continue
+		}
+		stale = append(stale, r)
+	}
 	runIDs := make([]string, len(stale))
 	for i, r := range stale {
-		if err := s.deleteRecord(ctx, r.Request.RunID, r.Nonce); err != nil {
+		if err := s.DeleteRecord(ctx, r.Request.RunID, r.Nonce); err != nil {
 			return nil, err
 		}
 		runIDs[i] = r.Request.RunID
 	}
 	return runIDs, nil
+}
+
+// anyAlive tells whether any of ids has a live record or a running
+// instance.
+func anyAlive(ids []string, live map[string]protocol.Instance, running map[string]time.Time) bool {
+	for _, id := range ids {
+		_, recorded := live[id]
+		_, runs := running[id]
+		if recorded || runs {
+			return true
+		}
+	}
+	return false
+}
+
+// scanConfig is the pool's config for a scan's metrics: cfg when the
+// caller read it, else read now when metrics can be published at all; nil
+// when there is nothing to publish to.
+func scanConfig(ctx context.Context, c *claim.Claimer, poolName string, cfg *protocol.PoolConfig) *protocol.PoolConfig {
+	if cfg != nil || c.Metrics == nil {
+		return cfg
+	}
+	read, err := pool.ReadConfig(ctx, c.DynamoDB, poolName)
+	if err != nil {
+		log(c, "reading the pool's metrics settings failed", "pool", poolName, "error", err.Error())
+		return nil
+	}
+	return &read
 }
