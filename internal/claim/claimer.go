@@ -162,7 +162,7 @@ func (c *Claimer) claim(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	template, current, templateErr := c.currentTemplate(ctx, cfg)
+	template, current, templateErr := c.CurrentTemplate(ctx, cfg)
 	wants.Template = current
 	queueURL := cfg.QueueURLs[req.ResourceClass]
 	if queueURL == "" {

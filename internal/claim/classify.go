@@ -55,7 +55,7 @@ func Classify(body string, w Wants, now time.Time) (protocol.Message, Verdict, s
 	case m.Threshold <= protocol.FormatTime(now):
 		return m, Discard, fmt.Sprintf("idle deadline %s has passed", m.Threshold)
 	}
-	if why := retirement(m.LaunchedAt, launchedFrom(m.TemplateID, m.TemplateVersion), w.Template, w.MaxRunnerAge, now); why != "" {
+	if why := Retirement(m.LaunchedAt, launchedFrom(m.TemplateID, m.TemplateVersion), w.Template, w.MaxRunnerAge, now); why != "" {
 		return m, Retire, why
 	}
 	switch {

@@ -41,7 +41,7 @@ func (a *attempt) launch(ctx context.Context, n int) ([]Instance, error) {
 	if a.templateErr != nil {
 		return nil, a.templateErr
 	}
-	template, err := checkTemplateTag(a.template, a.req.Pool, a.cfg.Fleet)
+	template, err := CheckTemplateTag(a.template, a.req.Pool, a.cfg.Fleet)
 	if err != nil {
 		return nil, err
 	}
@@ -324,12 +324,12 @@ func (c *Claimer) resolveInstanceTypes(ctx context.Context, f *protocol.FleetCon
 	return types, nil
 }
 
-// checkTemplateTag makes sure the pool's launch template lt is tagged for
+// CheckTemplateTag makes sure the pool's launch template lt is tagged for
 // the pool, and returns the template and version the fleet launches: the config item
 // names the template, and anyone who may write the table could change it;
 // the tag is set by whoever manages the template (and IAM pins CreateFleet
 // on it, aws:ResourceTag/ec2runners:pool).
-func checkTemplateTag(lt ec2types.LaunchTemplate, poolName string, f *protocol.FleetConfig) (TemplateRef, error) {
+func CheckTemplateTag(lt ec2types.LaunchTemplate, poolName string, f *protocol.FleetConfig) (TemplateRef, error) {
 	for _, tag := range lt.Tags {
 		if aws.ToString(tag.Key) == protocol.TagPool && aws.ToString(tag.Value) == poolName {
 			return templateRef(lt, f), nil

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/metrics"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
@@ -15,9 +14,9 @@ import (
 // whose config item has metrics settings. Publishing never fails them: an
 // error is logged and handed to Warn.
 
-// metricsTarget is where a pool's metrics go (not enabled without
+// MetricsTarget is where a pool's metrics go (not enabled without
 // settings).
-func metricsTarget(cfg protocol.PoolConfig) metrics.Target {
+func MetricsTarget(cfg protocol.PoolConfig) metrics.Target {
 	if cfg.Metrics == nil {
 		return metrics.Target{}
 	}
@@ -26,7 +25,7 @@ func metricsTarget(cfg protocol.PoolConfig) metrics.Target {
 
 // Publish sends events to the pool's metrics; a failure is only reported.
 func (c *Claimer) Publish(ctx context.Context, cfg protocol.PoolConfig, events []metrics.Event) {
-	t := metricsTarget(cfg)
+	t := MetricsTarget(cfg)
 	if !t.Enabled() || len(events) == 0 {
 		return
 	}
@@ -133,24 +132,4 @@ func (a *attempt) publishClaim(ctx context.Context, res *Result) {
 		m.TimeToRunner = a.registered.Sub(a.started)
 	}
 	a.c.Publish(ctx, a.cfg, m.Events(a.c.now()))
-}
-
-// RunnerStates counts a pool's live runners (records not terminated nor
-// past their last deadline at now) by class and state, with every class of
-// cfg that has warm targets.
-func RunnerStates(cfg protocol.PoolConfig, records []protocol.Instance, gone map[string]bool, now time.Time) metrics.Scan {
-	scan := metrics.Scan{Pool: cfg.Name, ByClass: map[string]map[metrics.State]int{}}
-	for class := range cfg.Warm {
-		scan.ByClass[class] = map[metrics.State]int{}
-	}
-	for _, r := range records {
-		if gone[r.ID] || r.State == protocol.StateTerminated || protocol.IsPast(r.End(), now) {
-			continue
-		}
-		if scan.ByClass[r.ResourceClass] == nil {
-			scan.ByClass[r.ResourceClass] = map[metrics.State]int{}
-		}
-		scan.ByClass[r.ResourceClass][metrics.State(RunnerState(r, now))]++
-	}
-	return scan
 }

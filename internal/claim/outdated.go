@@ -35,7 +35,7 @@ func (t TemplateRef) String() string {
 // launchedFrom are the template facts of a runner's record or message.
 func launchedFrom(id, version string) TemplateRef { return TemplateRef{ID: id, Version: version} }
 
-// retirement says why a runner must leave the pool instead of being handed
+// Retirement says why a runner must leave the pool instead of being handed
 // out or kept: launched from another launch template, or another version of
 // it, than the one the pool launches now (current), or longer ago than
 // maxAge. "" when it may stay, or when what would tell is unknown (current
@@ -48,7 +48,7 @@ func launchedFrom(id, version string) TemplateRef { return TemplateRef{ID: id, V
 // from an old template after the current one was created (the moments
 // between the new template and the pool's apply) cannot be told, and
 // leaves at maxAge.
-func retirement(launchedAt string, from, current TemplateRef, maxAge time.Duration, now time.Time) string {
+func Retirement(launchedAt string, from, current TemplateRef, maxAge time.Duration, now time.Time) string {
 	if why := outdated(launchedAt, from, current); why != "" {
 		return why
 	}
@@ -123,10 +123,10 @@ func templateRef(lt ec2types.LaunchTemplate, f *protocol.FleetConfig) TemplateRe
 	return ref
 }
 
-// currentTemplate reads the template the pool launches from, once per
+// CurrentTemplate reads the template the pool launches from, once per
 // claim or release: what is outdated, and what a launch checks. No fleet:
 // nothing is outdated, and nothing launches.
-func (c *Claimer) currentTemplate(ctx context.Context, cfg protocol.PoolConfig) (lt ec2types.LaunchTemplate, ref TemplateRef, err error) {
+func (c *Claimer) CurrentTemplate(ctx context.Context, cfg protocol.PoolConfig) (lt ec2types.LaunchTemplate, ref TemplateRef, err error) {
 	if cfg.Fleet == nil {
 		return lt, ref, nil
 	}

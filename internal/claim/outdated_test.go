@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/poolworld"
 )
 
 // A runner is outdated when the pool launches from another launch template
@@ -43,32 +44,15 @@ func TestOutdated(t *testing.T) {
 		{"current creation unknown", at(-2 * time.Hour), launchedFrom("", "1"), TemplateRef{ID: "lt-new", Version: "1"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := retirement(tc.launchedAt, tc.from, tc.current, 0, now)
+			got := Retirement(tc.launchedAt, tc.from, tc.current, 0, now)
 			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 				t.Errorf("retirement = %q, want %q", got, tc.want)
 			}
 		})
 	}
-	if got := retirement(at(-25*time.Hour), launchedFrom("lt-new", "1"), current, 24*time.Hour, now); !strings.Contains(got, "more than max_runner_age 24h ago") {
+	if got := Retirement(at(-25*time.Hour), launchedFrom("lt-new", "1"), current, 24*time.Hour, now); !strings.Contains(got, "more than max_runner_age 24h ago") {
 		t.Errorf("a current runner past max_runner_age: %q", got)
 	}
-}
-
-// How a pool moves to a new launch template: a new default version of the
-// same template (the pool launches $Default), or a replaced template (a new
-// id, version 1 again, created now), the pool applied with its id.
-var upgrades = []struct {
-	name  string
-	apply func(e *env)
-	// the template and version the pool launches after it
-	id, version string
-}{
-	{"new default version", func(e *env) { e.ec2.LtVersion = 2 }, "lt-0123", "2"},
-	{"replaced template", func(e *env) {
-		e.ec2.LtID, e.ec2.LtCreated = "lt-new", time.Now().Add(-time.Minute)
-		e.cfg.Fleet.LaunchTemplateID = "lt-new"
-		e.writeConfig()
-	}, "lt-new", "1"},
 }
 
 // templateEnv is a pool that launches $Default of lt-0123, version 1.
@@ -91,21 +75,12 @@ func (e *env) seedHot(id string, launchedAt time.Time, template, version string)
 	e.sqs.Add(largeURL, m.Body())
 }
 
-// checkLaunchedFrom asserts that a runner's record says it was launched
-// from the template and version.
-func (e *env) checkLaunchedFrom(t *testing.T, id, template, version string) {
-	t.Helper()
-	if r := e.db.instance(t, id); r.TemplateID != template || r.TemplateVersion != version || r.LaunchedAt == "" {
-		t.Errorf("%s: record says launched at %q from %q version %q, want from %s version %s", id, r.LaunchedAt, r.TemplateID, r.TemplateVersion, template, version)
-	}
-}
-
 // A claim retires hot and stopped runners of the template the pool
 // launched before either upgrade, and launches from the new one; before
 // the upgrade, it reuses them.
 func TestCreateRetiresRunnersOfAnotherTemplate(t *testing.T) {
-	for _, up := range upgrades {
-		t.Run(up.name, func(t *testing.T) {
+	for _, up := range poolworld.Upgrades {
+		t.Run(up.Name, func(t *testing.T) {
 			t.Parallel()
 			e := templateEnv(t)
 			e.cfg.Warm = map[string]protocol.WarmTarget{"large": {Stopped: 1}}
@@ -127,7 +102,7 @@ func TestCreateRetiresRunnersOfAnotherTemplate(t *testing.T) {
 				t.Errorf("the claim's instance %+v does not say its template", inst)
 			}
 
-			up.apply(e)
+			up.Apply(e.w, &e.cfg)
 			res, err = e.create(1, func(r *Request) { r.RunID = "run-2" })
 			if err != nil {
 				t.Fatal(err)
@@ -147,9 +122,9 @@ func TestCreateRetiresRunnersOfAnotherTemplate(t *testing.T) {
 			if len(e.ec2.StartedIDs) != 0 {
 				t.Errorf("started %v", e.ec2.StartedIDs)
 			}
-			e.checkLaunchedFrom(t, res.Instances[0].ID, up.id, up.version)
-			if inst := res.Instances[0]; inst.TemplateID != up.id || inst.TemplateVersion != up.version {
-				t.Errorf("the claim's instance %+v, want of %s version %s", inst, up.id, up.version)
+			e.w.CheckLaunchedFrom(t, res.Instances[0].ID, up.ID, up.Version)
+			if inst := res.Instances[0]; inst.TemplateID != up.ID || inst.TemplateVersion != up.Version {
+				t.Errorf("the claim's instance %+v, want of %s version %s", inst, up.ID, up.Version)
 			}
 		})
 	}
@@ -159,12 +134,8 @@ func TestCreateRetiresRunnersOfAnotherTemplate(t *testing.T) {
 // either upgrade instead of giving it back; without one, it gives it back,
 // its message naming its template.
 func TestReleaseRetiresRunnersOfAnotherTemplate(t *testing.T) {
-	for _, up := range append(upgrades, struct {
-		name        string
-		apply       func(e *env)
-		id, version string
-	}{"no upgrade", func(*env) {}, "lt-0123", "1"}) {
-		t.Run(up.name, func(t *testing.T) {
+	for _, up := range append(poolworld.Upgrades, poolworld.Upgrade{Name: "no upgrade", Apply: func(*poolworld.World, *protocol.PoolConfig) {}, ID: "lt-0123", Version: "1"}) {
+		t.Run(up.Name, func(t *testing.T) {
 			t.Parallel()
 			e := templateEnv(t)
 			res, err := e.create(1)
@@ -172,51 +143,27 @@ func TestReleaseRetiresRunnersOfAnotherTemplate(t *testing.T) {
 				t.Fatal(err)
 			}
 			id := res.Instances[0].ID
-			e.checkLaunchedFrom(t, id, "lt-0123", "1")
-			up.apply(e)
+			e.w.CheckLaunchedFrom(t, id, "lt-0123", "1")
+			up.Apply(e.w, &e.cfg)
 			outcomes, err := e.release()
 			if err != nil {
 				t.Fatal(err)
 			}
 			r := e.db.instance(t, id)
-			if up.name == "no upgrade" {
+			if up.Name == "no upgrade" {
 				q := e.sqs.queued(t, largeURL)
 				if r.State != protocol.StateIdle || len(q) != 1 || q[0].TemplateID != "lt-0123" || q[0].TemplateVersion != "1" {
 					t.Errorf("%s is %s, queue %+v; want it back in the pool, its message naming lt-0123 version 1", id, r.State, q)
 				}
 				return
 			}
-			want := "launched from launch template lt-0123 version 1, the pool launches launch template " + up.id + " version " + up.version + "; terminated"
+			want := "launched from launch template lt-0123 version 1, the pool launches launch template " + up.ID + " version " + up.Version + "; terminated"
 			if len(outcomes) != 1 || !strings.Contains(outcomes[0], want) {
 				t.Errorf("outcomes %q, want %q", outcomes, want)
 			}
 			if r.State != protocol.StateTerminated || len(e.sqs.queued(t, largeURL)) != 0 {
 				t.Errorf("%s is %s, queue %v; want it terminated, not queued", id, r.State, e.sqs.queuedIDs(t, largeURL))
 			}
-		})
-	}
-}
-
-// A fill retires warm runners of the template the pool launched before
-// either upgrade and replaces them from the new one.
-func TestWarmRetiresRunnersOfAnotherTemplate(t *testing.T) {
-	for _, up := range upgrades {
-		t.Run(up.name, func(t *testing.T) {
-			t.Parallel()
-			e := templateEnv(t)
-			e.cfg.Warm = map[string]protocol.WarmTarget{"large": {Stopped: 1}}
-			e.writeConfig()
-			e.seedStopped("i-old", healthy)
-			e.db.setInstance(t, "i-old", func(r *protocol.Instance) { r.TemplateID = "lt-0123" })
-			if res := e.warm(); len(res.Retired)+len(res.Launched) != 0 {
-				t.Fatalf("before the upgrade: retired %v, launched %v", res.Retired, res.Launched)
-			}
-			up.apply(e)
-			res := e.warm()
-			if !slices.Equal(res.Retired, []string{"i-old"}) || len(res.Launched) != 1 {
-				t.Fatalf("retired %v, launched %v; want i-old replaced", res.Retired, res.Launched)
-			}
-			e.checkLaunchedFrom(t, res.Launched[0], up.id, up.version)
 		})
 	}
 }
@@ -262,7 +209,7 @@ func TestRunnersFromBeforeTemplateIDs(t *testing.T) {
 				}
 			}
 			for _, inst := range res.Instances {
-				e.checkLaunchedFrom(t, inst.ID, "lt-new", "1")
+				e.w.CheckLaunchedFrom(t, inst.ID, "lt-new", "1")
 			}
 		})
 	}

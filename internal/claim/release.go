@@ -127,7 +127,7 @@ func (c *Claimer) releaseAll(ctx context.Context, s *store, cfg protocol.PoolCon
 	var outcomes []string
 	var current TemplateRef
 	if len(ids) > len(idle) {
-		_, current, _ = c.currentTemplate(ctx, cfg)
+		_, current, _ = c.CurrentTemplate(ctx, cfg)
 	}
 	for _, id := range ids {
 		r, ok := records[id]
@@ -147,7 +147,7 @@ func (c *Claimer) releaseAll(ctx context.Context, s *store, cfg protocol.PoolCon
 		case r.State == protocol.StateCreated:
 			items = append(items, settleItem{inst: inst, state: r.State, discard: "launched for the run"})
 		default:
-			why := retirement(r.LaunchedAt, launchedFrom(r.TemplateID, r.TemplateVersion), current, time.Duration(cfg.MaxRunnerAge), c.now())
+			why := Retirement(r.LaunchedAt, launchedFrom(r.TemplateID, r.TemplateVersion), current, time.Duration(cfg.MaxRunnerAge), c.now())
 			items = append(items, settleItem{inst: inst, state: r.State, discard: why})
 		}
 	}

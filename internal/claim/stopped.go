@@ -111,7 +111,7 @@ func (a *attempt) stoppedCandidates(ctx context.Context, n int) ([]Instance, err
 		if !ok || !r.Stopped(now) || r.StopUntil != sl.Until || r.ResourceClass != a.req.ResourceClass {
 			continue
 		}
-		if why := retirement(r.LaunchedAt, launchedFrom(r.TemplateID, r.TemplateVersion), a.wants.Template, a.wants.MaxRunnerAge, now); why != "" {
+		if why := Retirement(r.LaunchedAt, launchedFrom(r.TemplateID, r.TemplateVersion), a.wants.Template, a.wants.MaxRunnerAge, now); why != "" {
 			retired[r.ID] = why
 			continue
 		}

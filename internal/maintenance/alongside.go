@@ -50,7 +50,7 @@ func Alongside(ctx context.Context, c *claim.Claimer, poolName string) (wait fun
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), TopUpBudget)
 		defer cancel()
-		res, err := c.Warm(ctx, poolName, claim.WarmOptions{Tiers: []protocol.Tier{protocol.TierStopped}, Most: TopUpMost, Timings: claim.DefaultTimings()})
+		res, err := Warm(ctx, c, poolName, WarmOptions{Tiers: []protocol.Tier{protocol.TierStopped}, Most: TopUpMost, Timings: claim.DefaultTimings()})
 		if err != nil {
 			log(c, "topping the stopped tier up failed", "pool", poolName, "error", err.Error())
 		} else if len(res.Launched) > 0 {

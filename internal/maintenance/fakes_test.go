@@ -35,13 +35,17 @@ func newEnv(t *testing.T) *env {
 
 func (e *env) writeConfig() { e.WriteConfig(e.cfg) }
 
-// request asks for n large runners for the test run, the agents' checks
-// short.
-func (e *env) request(n int) claim.Request {
+// timings are short waits for the agents, which answer at once.
+func timings() claim.Timings {
 	t := claim.DefaultTimings()
 	t.RegistrationWait, t.FleetValidationWait, t.ReleaseWait, t.PollInterval = 300*time.Millisecond, 500*time.Millisecond, 300*time.Millisecond, 10*time.Millisecond
+	return t
+}
+
+// request asks for n large runners for the test run.
+func (e *env) request(n int) claim.Request {
 	return claim.Request{Pool: poolworld.Pool, RunID: poolworld.Run, InstanceCount: n, ResourceClass: "large", UsageClass: protocol.UsageOnDemand,
-		AllowedTypes: []string{"c*", "m*"}, FleetFallback: true, Timings: t}
+		AllowedTypes: []string{"c*", "m*"}, FleetFallback: true, Timings: timings()}
 }
 
 // create claims n runners, the request changed as change says.

@@ -50,7 +50,7 @@ type MaintainResult struct {
 	Reap    ReapResult
 	ReapErr error
 	// Warm is the fill's; zero when the pool has no warm targets.
-	Warm    claim.WarmResult
+	Warm    WarmResult
 	WarmErr error
 }
 
@@ -80,7 +80,7 @@ func Maintain(ctx context.Context, c *claim.Claimer, poolName string, t claim.Ti
 	defer l.end(context.WithoutCancel(ctx))
 	res.Reap, res.ReapErr = BoundedReap(ctx, c, poolName, &cfg)
 	if len(cfg.Warm) > 0 {
-		res.Warm, res.WarmErr = c.Warm(ctx, poolName, claim.WarmOptions{Timings: t})
+		res.Warm, res.WarmErr = Warm(ctx, c, poolName, WarmOptions{Timings: t})
 	}
 	return res, true, nil
 }

@@ -94,7 +94,7 @@ func TestCreateTopsStoppedTierUp(t *testing.T) {
 	if got := res.Instances; len(got) != 1 || got[0].ID != "i-s1" || got[0].Source != claim.SourceStopped {
 		t.Fatalf("sources %v, want i-s1 started", got)
 	}
-	status, err := c.WarmStatus(context.Background(), poolworld.Pool)
+	status, err := WarmStatus(context.Background(), c, poolworld.Pool)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,7 +56,7 @@ func TestReadPathsWriteNothing(t *testing.T) {
 	if runners, _, err := e.c.Runners(ctx, poolworld.Pool); err != nil || len(runners) != 1 {
 		t.Fatalf("Runners = %v, %v", runners, err)
 	}
-	if counts, err := e.c.WarmStatus(ctx, poolworld.Pool); err != nil || counts["large"].HotTarget != 1 {
+	if counts, err := WarmStatus(ctx, e.c, poolworld.Pool); err != nil || counts["large"].HotTarget != 1 {
 		t.Fatalf("WarmStatus = %v, %v", counts, err)
 	}
 	if _, err := pool.ReadConfig(ctx, e.DB, poolworld.Pool); err != nil {

@@ -205,7 +205,7 @@ func reap(ctx context.Context, c *claim.Claimer, poolName string, cfg *protocol.
 		for _, id := range slices.Concat(res.Expired, res.Vanished) {
 			gone[id] = true
 		}
-		c.Publish(ctx, *cfg, claim.RunnerStates(*cfg, records, gone, now).Events(nowOf(c)))
+		c.Publish(ctx, *cfg, runnerStates(*cfg, records, gone, now).Events(nowOf(c)))
 	}
 	res.StaleClaims, err = reapStaleClaims(ctx, c, s, live, running, now)
 	if !res.Empty() {
@@ -250,19 +250,4 @@ func anyAlive(ids []string, live map[string]protocol.Instance, running map[strin
 		}
 	}
 	return false
-}
-
-// scanConfig is the pool's config for a scan's metrics: cfg when the
-// caller read it, else read now when metrics can be published at all; nil
-// when there is nothing to publish to.
-func scanConfig(ctx context.Context, c *claim.Claimer, poolName string, cfg *protocol.PoolConfig) *protocol.PoolConfig {
-	if cfg != nil || c.Metrics == nil {
-		return cfg
-	}
-	read, err := pool.ReadConfig(ctx, c.DynamoDB, poolName)
-	if err != nil {
-		log(c, "reading the pool's metrics settings failed", "pool", poolName, "error", err.Error())
-		return nil
-	}
-	return &read
 }

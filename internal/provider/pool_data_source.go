@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/maintenance"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
@@ -148,8 +148,8 @@ func (d *poolDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 		}
 	}
 	if err == nil {
-		var warm map[string]claim.TierCounts
-		if warm, err = d.data.reader(ctx).WarmStatus(ctx, name); err == nil {
+		var warm map[string]maintenance.TierCounts
+		if warm, err = maintenance.WarmStatus(ctx, d.data.reader(ctx), name); err == nil {
 			m.WarmStatus = warmStatusValue(warm)
 		}
 	}

@@ -486,7 +486,7 @@ func (r *poolResource) fill(ctx context.Context, m *poolResourceModel, timeout t
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	res, err := c.Warm(ctx, name, claim.WarmOptions{Timings: claim.DefaultTimings()})
+	res, err := maintenance.Warm(ctx, c, name, maintenance.WarmOptions{Timings: claim.DefaultTimings()})
 	const next = "The pool is in place; the next plan shows what lacks, and the next apply tries again."
 	if err := warmDiagnostics(name, res, err, next, diags); err != nil {
 		diags.AddWarning(fmt.Sprintf("Cannot fill the warm targets of pool %s", name),
@@ -500,7 +500,7 @@ func (r *poolResource) fill(ctx context.Context, m *poolResourceModel, timeout t
 
 // setWarmStatus reads the counts of the pool's warm runners into m.
 func (r *poolResource) setWarmStatus(ctx context.Context, c *claim.Claimer, m *poolResourceModel, diags *diag.Diagnostics) {
-	counts, err := c.WarmStatus(ctx, m.Name.ValueString())
+	counts, err := maintenance.WarmStatus(ctx, c, m.Name.ValueString())
 	if err != nil {
 		diags.AddError(fmt.Sprintf("Cannot count the warm runners of pool %s", m.Name.ValueString()), err.Error())
 		return

@@ -21,7 +21,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/maintenance"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 )
 
@@ -249,7 +249,7 @@ func warmStatusAttribute() schema.MapNestedAttribute {
 }
 
 // warmStatusValue is the attribute for the counts of each class.
-func warmStatusValue(counts map[string]claim.TierCounts) types.Map {
+func warmStatusValue(counts map[string]maintenance.TierCounts) types.Map {
 	elems := make(map[string]attr.Value, len(counts))
 	for class, c := range counts {
 		elems[class] = types.ObjectValueMust(warmStatusType.AttrTypes, map[string]attr.Value{
@@ -289,7 +289,7 @@ func warmLacks(ctx context.Context, status types.Map, targets map[string]protoco
 // ready: Warm's shortfalls), then the fill's notes on other classes. next
 // says what the user may do about it. It returns the part of the fill's
 // error that no class's warning says (such as a failure to read the pool).
-func warmDiagnostics(name string, res claim.WarmResult, err error, next string, diags *diag.Diagnostics) error {
+func warmDiagnostics(name string, res maintenance.WarmResult, err error, next string, diags *diag.Diagnostics) error {
 	said := map[string]bool{}
 	for _, class := range slices.Sorted(maps.Keys(res.Short)) {
 		why := res.Short[class]

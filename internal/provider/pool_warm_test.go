@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/maintenance"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/pool"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/agentsim"
@@ -435,7 +436,7 @@ func TestAccClaim_stoppedRunnerNotBackReplaced(t *testing.T) {
 		}
 		return agentsim.Healthy
 	})
-	res, err := (&claim.Claimer{DynamoDB: testClients.DynamoDB, SQS: testClients.SQS, EC2: testClients.EC2}).Warm(ctx, e.pool, claim.WarmOptions{Timings: claim.DefaultTimings()})
+	res, err := maintenance.Warm(ctx, &claim.Claimer{DynamoDB: testClients.DynamoDB, SQS: testClients.SQS, EC2: testClients.EC2}, e.pool, maintenance.WarmOptions{Timings: claim.DefaultTimings()})
 	if err != nil || len(res.Launched) != 1 {
 		t.Fatalf("filling the pool: launched %v, %v", res.Launched, err)
 	}

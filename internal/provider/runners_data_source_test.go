@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/maintenance"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/agentsim"
 )
@@ -28,7 +29,7 @@ func TestAccRunnersDataSource_basic(t *testing.T) {
 	c := &claim.Claimer{DynamoDB: testClients.DynamoDB, SQS: testClients.SQS, EC2: testClients.EC2}
 	fill := func() {
 		t.Helper()
-		if _, err := c.Warm(ctx, e.pool, claim.WarmOptions{Timings: claim.DefaultTimings()}); err != nil {
+		if _, err := maintenance.Warm(ctx, c, e.pool, maintenance.WarmOptions{Timings: claim.DefaultTimings()}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/action/schema"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/maintenance"
 )
 
 var _ action.ActionWithConfigure = (*warmAction)(nil)
@@ -54,7 +55,7 @@ func (a *warmAction) Invoke(ctx context.Context, req action.InvokeRequest, resp 
 	}
 	resp.SendProgress(action.InvokeProgressEvent{Message: fmt.Sprintf("Warming pool %s", name)})
 	c, warned := a.data.warnedClaimer(ctx)
-	res, err := c.Warm(ctx, name, claim.WarmOptions{Timings: claim.DefaultTimings()})
+	res, err := maintenance.Warm(ctx, c, name, maintenance.WarmOptions{Timings: claim.DefaultTimings()})
 	addWarnings(&resp.Diagnostics, warned)
 	for _, msg := range warmReport(name, res) {
 		resp.SendProgress(action.InvokeProgressEvent{Message: msg})
@@ -68,7 +69,7 @@ func (a *warmAction) Invoke(ctx context.Context, req action.InvokeRequest, resp 
 // warmReport says what a fill did: each class's counts before and after,
 // and what it launched and retired (what went wrong, and why, are the
 // action's warnings).
-func warmReport(name string, res claim.WarmResult) []string {
+func warmReport(name string, res maintenance.WarmResult) []string {
 	var msgs []string
 	for _, class := range slices.Sorted(maps.Keys(res.After)) {
 		b, a := res.Before[class], res.After[class]

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfversion"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/maintenance"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/agentsim"
 )
@@ -27,9 +28,9 @@ func TestAccWarmAction_invoke(t *testing.T) {
 	ctx := context.Background()
 	e.createPool(map[string]protocol.WarmTarget{"large": {Hot: 1, Stopped: 1}})
 	e.sim.WatchFleet(ctx, func(string, int) agentsim.Behavior { return agentsim.Healthy })
-	counts := func(want claim.TierCounts) func(*terraform.State) error {
+	counts := func(want maintenance.TierCounts) func(*terraform.State) error {
 		return func(*terraform.State) error {
-			got, err := (&claim.Claimer{DynamoDB: testClients.DynamoDB, SQS: testClients.SQS, EC2: testClients.EC2}).WarmStatus(ctx, e.pool)
+			got, err := maintenance.WarmStatus(ctx, &claim.Claimer{DynamoDB: testClients.DynamoDB, SQS: testClients.SQS, EC2: testClients.EC2}, e.pool)
 			if err != nil {
 				return err
 			}
@@ -39,7 +40,7 @@ func TestAccWarmAction_invoke(t *testing.T) {
 			return nil
 		}
 	}
-	full := claim.TierCounts{Hot: 1, HotTarget: 1, Stopped: 1, StoppedTarget: 1}
+	full := maintenance.TierCounts{Hot: 1, HotTarget: 1, Stopped: 1, StoppedTarget: 1}
 	action, onCreate := e.poolAction("ec2runners_warm")
 	resource.ParallelTest(t, resource.TestCase{
 		TerraformVersionChecks:   []tfversion.TerraformVersionCheck{tfversion.SkipBelow(tfversion.Version1_14_0)},

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfversion"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/maintenance"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/emulator"
 )
@@ -56,11 +57,11 @@ func TestAccWarmAction_cannotLaunchWarns(t *testing.T) {
 	e.launchTemplate = foreignTemplate(t, e.pool)
 	e.createPool(map[string]protocol.WarmTarget{"large": {Hot: 1}})
 	empty := func(*terraform.State) error {
-		got, err := (&claim.Claimer{DynamoDB: testClients.DynamoDB, SQS: testClients.SQS, EC2: testClients.EC2}).WarmStatus(context.Background(), e.pool)
+		got, err := maintenance.WarmStatus(context.Background(), &claim.Claimer{DynamoDB: testClients.DynamoDB, SQS: testClients.SQS, EC2: testClients.EC2}, e.pool)
 		if err != nil {
 			return err
 		}
-		if want := (claim.TierCounts{HotTarget: 1}); got["large"] != want {
+		if want := (maintenance.TierCounts{HotTarget: 1}); got["large"] != want {
 			return fmt.Errorf("warm status %+v, want %+v", got["large"], want)
 		}
 		return nil

@@ -53,7 +53,7 @@ func (w *World) Replay(ctx context.Context, tr Trace) (Result, error) {
 // fill fills the pool's warm targets in force now, as the pool's apply and
 // a scheduled ec2runners_warm action do.
 func (w *World) fill(ctx context.Context) error {
-	_, err := w.claimer.Warm(ctx, poolName, claim.WarmOptions{Timings: claim.DefaultTimings()})
+	_, err := maintenance.Warm(ctx, w.claimer, poolName, maintenance.WarmOptions{Timings: claim.DefaultTimings()})
 	return err
 }
 

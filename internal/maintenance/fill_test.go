@@ -1,4 +1,4 @@
-package claim
+package maintenance
 
 import (
 	"context"
@@ -8,18 +8,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/claim"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
+	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/poolworld"
 )
 
 func (e *env) warm(opts ...func(*WarmOptions)) WarmResult {
-	e.t.Helper()
-	o := WarmOptions{Timings: testTimings()}
+	e.T.Helper()
+	o := WarmOptions{Timings: timings()}
 	for _, f := range opts {
 		f(&o)
 	}
-	res, err := e.c.Warm(context.Background(), testPool, o)
+	res, err := Warm(context.Background(), e.c, poolworld.Pool, o)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return res
 }
@@ -41,41 +43,41 @@ func TestWarmFillsBothTiers(t *testing.T) {
 	if res.Before["large"] != (TierCounts{HotTarget: 2, StoppedTarget: 1}) || res.After["large"] != want {
 		t.Errorf("before %+v, after %+v; want none, then %+v", res.Before["large"], res.After["large"], want)
 	}
-	status, err := e.c.WarmStatus(context.Background(), testPool)
+	status, err := WarmStatus(context.Background(), e.c, poolworld.Pool)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if status["large"] != want {
 		t.Errorf("status %+v, want %+v", status["large"], want)
 	}
-	queued := e.sqs.queuedIDs(t, largeURL)
+	queued := e.SQS.QueuedIDs(t, poolworld.LargeURL)
 	var stopped []string
 	for _, id := range res.Launched {
-		r := e.db.instance(t, id)
+		r := e.DB.Instance(t, id)
 		if r.State != protocol.StateIdle || r.RunID != "" || r.TemplateVersion != "1" || r.LaunchedAt == "" {
 			t.Errorf("%s: %+v, want idle, unowned, with its launch facts", id, r)
 		}
 		if r.StopUntil != "" {
 			stopped = append(stopped, id)
-			during(start, MaxStoppedAge).Check(t, id+" stopUntil", r.StopUntil)
+			poolworld.During(start, claim.MaxStoppedAge).Check(t, id+" stopUntil", r.StopUntil)
 			if slices.Contains(queued, id) {
 				t.Errorf("the stopped runner %s is in the queue", id)
 			}
 			continue
 		}
-		during(start, protocol.MaxHotAge).Check(t, id+" hot deadline", r.Threshold)
+		poolworld.During(start, protocol.MaxHotAge).Check(t, id+" hot deadline", r.Threshold)
 		if !slices.Contains(queued, id) {
 			t.Errorf("the hot runner %s is not in the queue %v", id, queued)
 		}
 	}
-	e.ec2.Mu.Lock()
-	defer e.ec2.Mu.Unlock()
-	if len(stopped) != 1 || !e.ec2.Stopped[stopped[0]] {
-		t.Errorf("stopped tier %v, EC2 stopped %v; want one runner that stopped itself", stopped, e.ec2.Stopped)
+	e.EC2.Mu.Lock()
+	defer e.EC2.Mu.Unlock()
+	if len(stopped) != 1 || !e.EC2.Stopped[stopped[0]] {
+		t.Errorf("stopped tier %v, EC2 stopped %v; want one runner that stopped itself", stopped, e.EC2.Stopped)
 	}
 	for _, id := range res.Launched {
-		if !strings.HasPrefix(e.ec2.InitialRunIDs[id], "warm-") {
-			t.Errorf("%s's InitialRunId is %q, want a fill id", id, e.ec2.InitialRunIDs[id])
+		if !strings.HasPrefix(e.EC2.InitialRunIDs[id], "warm-") {
+			t.Errorf("%s's InitialRunId is %q, want a fill id", id, e.EC2.InitialRunIDs[id])
 		}
 	}
 }
@@ -87,7 +89,7 @@ func TestWarmLaunchesOnlyWhatLacks(t *testing.T) {
 	e := newEnv(t)
 	e.cfg.Warm = map[string]protocol.WarmTarget{"large": {Hot: 1, Stopped: 3}}
 	e.writeConfig()
-	e.seedStopped("i-s1", healthy)
+	e.seedStopped("i-s1")
 	res := e.warm(func(o *WarmOptions) { o.Most, o.Tiers = 1, []protocol.Tier{protocol.TierStopped} })
 	if len(res.Launched) != 1 || res.After["large"].Stopped != 2 || res.After["large"].Hot != 0 {
 		t.Errorf("launched %v, after %+v; want one stopped runner more, no hot one", res.Launched, res.After["large"])
@@ -107,16 +109,16 @@ func TestWarmReplacesOutdatedRunners(t *testing.T) {
 	e := newEnv(t)
 	e.cfg.Warm = map[string]protocol.WarmTarget{"large": {Stopped: 1}}
 	e.writeConfig()
-	e.seedStopped("i-old", healthy)
-	e.ec2.LtVersion = 2
+	e.seedStopped("i-old")
+	e.EC2.LtVersion = 2
 	res := e.warm()
 	if !slices.Equal(res.Retired, []string{"i-old"}) || len(res.Launched) != 1 {
 		t.Fatalf("retired %v, launched %v; want i-old replaced", res.Retired, res.Launched)
 	}
-	if r := e.db.instance(t, res.Launched[0]); r.TemplateVersion != "2" {
+	if r := e.DB.Instance(t, res.Launched[0]); r.TemplateVersion != "2" {
 		t.Errorf("the replacement is of version %q, want 2", r.TemplateVersion)
 	}
-	if r := e.db.instance(t, "i-old"); r.State != protocol.StateTerminated {
+	if r := e.DB.Instance(t, "i-old"); r.State != protocol.StateTerminated {
 		t.Errorf("i-old is %s", r.State)
 	}
 }
@@ -127,13 +129,13 @@ func TestWarmTerminatesHotRunnerNotReady(t *testing.T) {
 	e := newEnv(t)
 	e.cfg.Warm = map[string]protocol.WarmTarget{"large": {Hot: 2}}
 	e.writeConfig()
-	e.agents.Set("i-f1", staleHeartbeat) // says nothing
+	e.Agents.Set("i-f1", poolworld.StaleHeartbeat) // says nothing
 	res := e.warm()
 	if res.After["large"].Hot != 1 {
 		t.Errorf("after %+v, want one hot runner", res.After["large"])
 	}
-	if !slices.Contains(e.ec2.TerminatedIDs(), "i-f1") || slices.Contains(e.sqs.queuedIDs(t, largeURL), "i-f1") {
-		t.Errorf("i-f1 never got ready: terminated %v, queue %v", e.ec2.TerminatedIDs(), e.sqs.queuedIDs(t, largeURL))
+	if !slices.Contains(e.EC2.TerminatedIDs(), "i-f1") || slices.Contains(e.SQS.QueuedIDs(t, poolworld.LargeURL), "i-f1") {
+		t.Errorf("i-f1 never got ready: terminated %v, queue %v", e.EC2.TerminatedIDs(), e.SQS.QueuedIDs(t, poolworld.LargeURL))
 	}
 	if !strings.Contains(strings.Join(res.Notes, "\n"), "i-f1 launched for the hot tier was not ready") {
 		t.Errorf("notes %q do not say why i-f1 was terminated", res.Notes)
@@ -167,17 +169,17 @@ func TestWarmSaysWhyAClassLacks(t *testing.T) {
 		err    bool     // Warm fails too
 	}{
 		{"launch template of another pool", protocol.WarmTarget{Stopped: 1},
-			func(e *env) { e.ec2.LtTags = map[string]string{protocol.TagPool: "another"} },
+			func(e *env) { e.EC2.LtTags = map[string]string{protocol.TagPool: "another"} },
 			[]string{"launch template lt-0123 does not carry the tag ec2runners:pool = testpool"}, true},
 		{"no launch template", protocol.WarmTarget{Hot: 1},
-			func(e *env) { e.ec2.LtMissing = true }, []string{"reading launch template lt-0123", "InvalidLaunchTemplateId.NotFound"}, true},
+			func(e *env) { e.EC2.LtMissing = true }, []string{"reading launch template lt-0123", "InvalidLaunchTemplateId.NotFound"}, true},
 		{"CreateFleet fails", protocol.WarmTarget{Stopped: 1},
-			func(e *env) { e.ec2.FleetErr = errors.New("UnauthorizedOperation: not allowed") },
+			func(e *env) { e.EC2.FleetErr = errors.New("UnauthorizedOperation: not allowed") },
 			[]string{"CreateFleet: UnauthorizedOperation: not allowed"}, true},
 		{"CreateFleet launches fewer", protocol.WarmTarget{Stopped: 2},
-			func(e *env) { e.ec2.ShortBy = 1 }, []string{"CreateFleet launched 1 of 2", "InsufficientInstanceCapacity"}, false},
+			func(e *env) { e.EC2.ShortBy = 1 }, []string{"CreateFleet launched 1 of 2", "InsufficientInstanceCapacity"}, false},
 		{"hot runner never ready", protocol.WarmTarget{Hot: 1},
-			func(e *env) { e.agents.Set("i-f1", staleHeartbeat) }, []string{"i-f1 launched for the hot tier was not ready"}, false},
+			func(e *env) { e.Agents.Set("i-f1", poolworld.StaleHeartbeat) }, []string{"i-f1 launched for the hot tier was not ready"}, false},
 		{"no fleet settings", protocol.WarmTarget{Hot: 1},
 			func(e *env) { e.cfg.Fleet = nil }, []string{"has no fleet settings"}, false},
 	} {
@@ -187,7 +189,7 @@ func TestWarmSaysWhyAClassLacks(t *testing.T) {
 			e.cfg.Warm = map[string]protocol.WarmTarget{"large": tc.target, "xlarge": {Stopped: 1}}
 			tc.setup(e)
 			e.writeConfig()
-			res, err := e.c.Warm(context.Background(), testPool, WarmOptions{Timings: testTimings()})
+			res, err := Warm(context.Background(), e.c, poolworld.Pool, WarmOptions{Timings: timings()})
 			if (err != nil) != tc.err {
 				t.Errorf("Warm: %v, want an error: %v", err, tc.err)
 			}
@@ -200,7 +202,7 @@ func TestWarmSaysWhyAClassLacks(t *testing.T) {
 			if !strings.HasPrefix(why, "class large: ") {
 				t.Errorf("reasons %q do not name the class", res.Short["large"])
 			}
-			// xlarge's runner, healthy, fills it: only large is short.
+			// xlarge's runner, poolworld.Healthy, fills it: only large is short.
 			if tc.name == "hot runner never ready" {
 				if _, short := res.Short["xlarge"]; short {
 					t.Errorf("class xlarge, filled, is short: %q", res.Short["xlarge"])
@@ -223,5 +225,30 @@ func TestWarmFilledIsNotShort(t *testing.T) {
 	}
 	if res = e.warm(); len(res.Launched) != 3 || len(res.Short) != 0 {
 		t.Errorf("launched %v, short %q; want the rest, and no class short", res.Launched, res.Short)
+	}
+}
+
+// A fill retires warm runners of the template the pool launched before
+// either upgrade and replaces them from the new one.
+func TestWarmRetiresRunnersOfAnotherTemplate(t *testing.T) {
+	for _, up := range poolworld.Upgrades {
+		t.Run(up.Name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.cfg.Fleet.LaunchTemplateVersion = "$Default" // version 1 of lt-0123
+			e.cfg.Warm = map[string]protocol.WarmTarget{"large": {Stopped: 1}}
+			e.writeConfig()
+			e.seedStopped("i-old")
+			e.DB.SetInstance(t, "i-old", func(r *protocol.Instance) { r.TemplateID = "lt-0123" })
+			if res := e.warm(); len(res.Retired)+len(res.Launched) != 0 {
+				t.Fatalf("before the upgrade: retired %v, launched %v", res.Retired, res.Launched)
+			}
+			up.Apply(e.World, &e.cfg)
+			res := e.warm()
+			if !slices.Equal(res.Retired, []string{"i-old"}) || len(res.Launched) != 1 {
+				t.Fatalf("retired %v, launched %v; want i-old replaced", res.Retired, res.Launched)
+			}
+			e.CheckLaunchedFrom(t, res.Launched[0], up.ID, up.Version)
+		})
 	}
 }
