@@ -2,7 +2,8 @@
 // under its run id: warm ones from the pool first (Pickup Manager and claim
 // workers), fresh ones from EC2 CreateFleet for the rest, all or nothing;
 // and releases them back to the pool. It is plain Go behind small AWS client
-// interfaces; internal/provider is only its Terraform glue.
+// interfaces; internal/provider is only its Terraform glue. The pool's
+// maintenance (internal/maintenance) reaches the table through PoolTable.
 package claim
 
 import (

@@ -1,6 +1,10 @@
 // Package maintenance keeps a pool in order around the claims made of
-// it: the reap and the stopped tier's top-up that run alongside every
-// claim and release.
+// it (package claim): the reap (reap.go), the claims of ended runs and the
+// runners a job still runs on (ended.go), the revivals of released claims
+// for re-runs (released.go), the warm tiers' fill (fill.go) and the scans'
+// metrics (scan.go). Its callers call it explicitly: Alongside beside
+// every claim and release, Maintain on the pool's schedule, the pool
+// resource's apply, and the reap and warm actions.
 package maintenance
 
 import (

@@ -37,7 +37,7 @@ const (
 	// after the claim at the earliest.
 	endedRunAge = 5 * time.Minute
 	// endedReleaseBudget bounds a pass's questions and releases: a
-	// release waits for its agents as a destroy does, until settleMargin
+	// release waits for its agents as a destroy does, until shortly
 	// before its deadline, and returns as soon as they confirm.
 	endedReleaseBudget = 3 * time.Minute
 	// heldRunWindow: a claim whose runners' deadline is this near is
@@ -87,7 +87,7 @@ const (
 
 // followRuns releases the complete claims of poolName whose GitHub Actions
 // workflow run attempt ended without releasing them, as their destroy
-// would (releaseRecord), and holds the runners of those whose attempt
+// would (claim.PoolTable.Release), and holds the runners of those whose attempt
 // goes on, with a job on one of them, past their deadline. It asks
 // GitHub, with the credentials that mint the pool's runner tokens, about
 // each claim that records its run attempt and is older than endedRunAge,

@@ -59,7 +59,7 @@ func ReapIfDue(ctx context.Context, c *claim.Claimer, poolName string, interval 
 }
 
 // ReapAlongside is the reap that runs alongside a claim or a release
-// (maintenance.Alongside): ReapIfDue at c.ReapInterval, following the
+// (Alongside): ReapIfDue at c.ReapInterval, following the
 // claims' runs only as far as holding the runners a job still runs on
 // (followHolds), which the caller does not wait long for.
 func ReapAlongside(ctx context.Context, c *claim.Claimer, poolName string) (ran bool, err error) {
@@ -88,7 +88,7 @@ func reapIfDue(ctx context.Context, c *claim.Claimer, poolName string, interval 
 
 // BoundedReap reaps the pool and follows the claims' runs, each part
 // within its budget, as the pool's apply does when a reap is due
-// (ReapIfDue): the pool's scheduled maintenance (maintenance.Maintain).
+// (ReapIfDue): the pool's scheduled maintenance (Maintain).
 // cfg is the pool's config, for the reap's metrics.
 func BoundedReap(ctx context.Context, c *claim.Claimer, poolName string, cfg *protocol.PoolConfig) (ReapResult, error) {
 	budget, cancel := context.WithTimeout(ctx, ReapBudget)
