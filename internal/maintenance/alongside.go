@@ -62,17 +62,3 @@ func Alongside(ctx context.Context, c *claim.Claimer, poolName string) (wait fun
 		}
 	}
 }
-
-func log(c *claim.Claimer, msg string, keyvals ...any) {
-	if c.Log != nil {
-		c.Log(msg, keyvals...)
-	}
-}
-
-// nowOf is the time on c's clock.
-func nowOf(c *claim.Claimer) time.Time {
-	if c.Now != nil {
-		return c.Now()
-	}
-	return time.Now()
-}
