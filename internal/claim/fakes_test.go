@@ -110,9 +110,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	w := poolworld.New(t)
 	e := &env{t: t, w: w, db: &fakeTable{w.DB}, sqs: &fakeSQS{w.SQS}, ec2: w.EC2, agents: w.Agents, cfg: poolworld.Config()}
-	// The tests of the maintenance alongside claims (maintained_test.go)
-	// reap only once they set ReapInterval.
-	e.c = &Claimer{DynamoDB: e.db, SQS: e.sqs, EC2: e.ec2, ReapInterval: -1, Log: w.Log}
+	e.c = &Claimer{DynamoDB: e.db, SQS: e.sqs, EC2: e.ec2, Log: w.Log}
 	e.writeConfig()
 	return e
 }
