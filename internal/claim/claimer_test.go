@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/awsfake"
@@ -963,7 +964,7 @@ func TestCreateCancelledDuringFleetValidation(t *testing.T) {
 	e.agents.set("i-f1", neverRegisters)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	e.ec2.OnFleet = func() { time.AfterFunc(50*time.Millisecond, cancel) }
+	e.ec2.OnFleet = func(*ec2.CreateFleetInput) { time.AfterFunc(50*time.Millisecond, cancel) }
 	req := e.request(2)
 	// A wait the claim comes near only if it waits it out. (Not longer: the
 	// claim takes no warm runner once claimedLifetime - selectMargin -
