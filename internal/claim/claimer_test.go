@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,6 +156,34 @@ func TestCreateReusesWarmRunners(t *testing.T) {
 		t.Errorf("pickup stats %+v", res.Pickup)
 	}
 	_, _ = old1, old2
+}
+
+// A claim hands back what it received and does not need (a mismatch here)
+// before it waits for its agents, not when it closes: concurrent claims
+// of a burst find it while this one waits.
+func TestCreateHandsBackMismatchesBeforeWaitingForItsAgents(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.sqs.Add(largeURL, idleMessage("i-r", "r6i.large", future()).Body()) // allowed are c* and m*
+	e.seedIdle("i-1", healthy)
+	agents := e.db.BeforeBatchGet
+	var (
+		mu      sync.Mutex
+		visible bool
+	)
+	e.db.BeforeBatchGet = func(ctx context.Context) {
+		mu.Lock()
+		visible = visible || slices.Contains(e.sqs.VisibleIDs(largeURL), "i-r")
+		mu.Unlock()
+		agents(ctx)
+	}
+	res, err := e.create(1)
+	if err != nil || res.Reused != 1 {
+		t.Fatalf("Create: %+v, %v; want i-1 reused", res, err)
+	}
+	if !visible {
+		t.Error("the mismatch stayed hidden while the claim waited for its agent")
+	}
 }
 
 // A claim lists the pool runners its checks passed together in id order,

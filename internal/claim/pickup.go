@@ -51,13 +51,15 @@ const (
 // runner messages ten at a time, classifies them, and hands the suitable ones
 // to the claim. Nothing it receives is deleted before its runner is claimed,
 // and mismatches are not deleted and sent again: a message stays in flight,
-// hidden from other claims, while Take looks for runners; what Take does not
-// hand to the claim is made visible again as it returns, and a runner handed
+// hidden from other claims, while the claim takes runners; what it does not
+// hand to the claim is made visible again when the claim stops taking for a
+// while (HandBack, before it waits for its agents), and a runner handed
 // over stays hidden until Consume deletes its message (claimed, or the
-// message is stale) or Close makes it visible again. So one Take looks at
-// each message once, other claims see the rest as soon as it is done, and a
-// crash loses none: SQS shows them again when their visibility ends. Only
-// messages that can never be valid are deleted at once.
+// message is stale) or Close makes it visible again. So Takes that follow
+// each other look at each message once, other claims see the rest as soon
+// as this one waits, and a crash loses none: SQS shows them again when their
+// visibility ends. Only messages that can never be valid are deleted at
+// once.
 type Pickup struct {
 	sqs      SQSClient
 	queueURL string
@@ -87,11 +89,12 @@ type Pickup struct {
 }
 
 // candidate is a received message (a suitable runner's, or a mismatch), its
-// SQS message id and its newest receipt handle.
+// SQS message id, its newest receipt handle and when it was received with it.
 type candidate struct {
 	m         protocol.Message
 	messageID string
 	handle    *string
+	received  time.Time
 }
 
 // PickupStats count what the Pickup Manager did. InFlightWaits counts the
@@ -111,7 +114,8 @@ func NewPickup(client SQSClient, queueURL string, w Wants, now func() time.Time,
 
 // Take returns n suitable runners, fewer only when the pool is exhausted for
 // this claim (then every later Take returns none). Their messages stay in
-// flight until Consume or Close.
+// flight until Consume or Close; what else it received stays in flight
+// until HandBack or Close, so that the next Take does not receive it again.
 func (p *Pickup) Take(ctx context.Context, n int) ([]protocol.Message, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -127,17 +131,19 @@ func (p *Pickup) Take(ctx context.Context, n int) ([]protocol.Message, error) {
 	}
 	p.taken = append(p.taken, p.ready[:k]...)
 	p.ready = p.ready[k:]
-	p.handBack(ctx)
 	return out, nil
 }
 
-// handBack makes the messages this claim received but does not need
-// visible again at once: surplus candidates and mismatches. Held until
-// Close, they would hide runners from concurrent claims for as long as this
-// one waits for its agents, and in a burst those claims find the queue
-// empty and launch. A later Take (a runner that failed its checks) may
-// receive them again; that is rare, and cheaper than a launch.
-func (p *Pickup) handBack(ctx context.Context) {
+// HandBack makes the messages this claim received but does not need
+// visible again at once: surplus candidates and mismatches. The claim calls
+// it when it stops taking runners for a while (it waits for its agents):
+// held until Close, they would hide runners from concurrent claims for as
+// long as it waits, and in a burst those claims find the queue empty and
+// launch. A later Take (a runner that failed its checks) may receive them
+// again; that is rare, and cheaper than a launch.
+func (p *Pickup) HandBack(ctx context.Context) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	handles := handlesOf(p.ready)
 	p.stats.Returned += len(p.ready)
 	p.ready = nil
@@ -217,7 +223,7 @@ func (p *Pickup) fetch(ctx context.Context, need int) error {
 			// to be the stale one: both go back at Close.
 			verdict, reason = Requeue, "a second message for a runner this claim holds"
 		}
-		c := candidate{m: m, messageID: aws.ToString(msg.MessageId), handle: msg.ReceiptHandle}
+		c := candidate{m: m, messageID: aws.ToString(msg.MessageId), handle: msg.ReceiptHandle, received: p.now()}
 		switch verdict {
 		case Discard:
 			p.stats.Discarded++
@@ -317,7 +323,7 @@ func (p *Pickup) redelivered(messageID string, handle *string) bool {
 	for _, list := range [][]candidate{p.ready, p.taken, p.held} {
 		for i := range list {
 			if list[i].messageID == messageID {
-				list[i].handle = handle
+				list[i].handle, list[i].received = handle, p.now()
 				return true
 			}
 		}
@@ -345,23 +351,73 @@ func (p *Pickup) awaitMessages(ctx context.Context, want int32) ([]sqstypes.Mess
 		// One that has seen none (an empty pool) launches at once. It
 		// counts before it hands back: SQS's count is approximate and may
 		// lag, and its own messages are left out only while it holds them.
+		// Its own mismatches go back only when others hold messages: with
+		// nobody else there, it would only receive them again. A mismatch
+		// it held so long that its visibility may have run out may be
+		// another claim's now, and worth waiting for.
 		others, known := p.othersHolding(ctx)
-		mismatches := len(p.held)
-		p.makeVisible(ctx, p.releaseHeld())
+		if known && others == 0 {
+			others = p.keepHeld(ctx)
+		}
 		if !known {
+			p.makeVisible(ctx, p.releaseHeld())
 			return nil, nil
 		}
 		switch {
 		case others > 0:
+			p.makeVisible(ctx, p.releaseHeld())
 			p.log("pickup: queue empty while other claims hold messages; waiting for them", "in_flight", others)
 		case len(p.seen) > 0 && !p.lookedAgain:
 			p.lookedAgain = true
-			p.log("pickup: queue empty; looking once more", "mismatches_handed_back", mismatches)
+			p.log("pickup: queue empty; looking once more", "mismatches_held", len(p.held))
 		default:
 			return nil, nil
 		}
 		p.waited()
 	}
+}
+
+// keepHeld hides again the mismatches held for half their visibility or
+// more, and returns how many of them it could not hide: their visibility ran
+// out, SQS handed them to another claim, and they are no longer this
+// claim's.
+func (p *Pickup) keepHeld(ctx context.Context) (lost int) {
+	var old []int
+	for i, c := range p.held {
+		if p.now().Sub(c.received) >= receiveVisibility*time.Second/2 {
+			old = append(old, i)
+		}
+	}
+	gone := map[int]bool{}
+	for chunk := range slices.Chunk(old, batchSize) {
+		entries := make([]sqstypes.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
+		for k, i := range chunk {
+			entries[k] = sqstypes.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: p.held[i].handle, VisibilityTimeout: receiveVisibility}
+		}
+		out, err := p.sqs.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(p.queueURL), Entries: entries})
+		if err != nil {
+			p.log("pickup: cannot hide held runners again; they may come back", "count", len(chunk), "error", err.Error())
+			continue
+		}
+		for _, f := range out.Failed {
+			i, _ := strconv.Atoi(aws.ToString(f.Id))
+			gone[i] = true
+		}
+		for _, ok := range out.Successful {
+			i, _ := strconv.Atoi(aws.ToString(ok.Id))
+			p.held[i].received = p.now()
+		}
+	}
+	if len(gone) > 0 {
+		kept := p.held[:0]
+		for i, c := range p.held {
+			if !gone[i] {
+				kept = append(kept, c)
+			}
+		}
+		p.held = kept
+	}
+	return len(gone)
 }
 
 // othersHolding is othersInFlight, and whether it is known: an error is

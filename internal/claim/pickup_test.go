@@ -156,10 +156,10 @@ func TestPickupHoldsASecondMessageOfARunnerItHolds(t *testing.T) {
 	if got := take(t, p, 3); !slices.Equal(got, []string{"i-1", "i-2"}) {
 		t.Fatalf("Take(3) = %v, want each runner once", got)
 	}
-	// Held, handed back when the queue looked empty, and held again when
-	// the claim looked once more.
-	if st := p.Stats(); st.Discarded != 0 || st.Requeued != 2 || st.Accepted != 2 || len(s.Deletes) != 0 {
-		t.Errorf("stats %+v, deletes %+v: want the second message held (twice), nothing deleted", st, s.Deletes)
+	// Held, and still held when the claim looked once more (nobody else
+	// waits for it): judged once.
+	if st := p.Stats(); st.Discarded != 0 || st.Requeued != 1 || st.Accepted != 2 || len(s.Deletes) != 0 {
+		t.Errorf("stats %+v, deletes %+v: want the second message held (once), nothing deleted", st, s.Deletes)
 	}
 	p.Close(context.Background())
 	if ids := s.VisibleIDs(largeURL); !slices.Equal(ids, []string{"i-1", "i-1", "i-2"}) {
@@ -212,8 +212,12 @@ func TestPickupHoldsMismatchesWhileItPicks(t *testing.T) {
 	if len(s.Sends) != 0 {
 		t.Errorf("%d sends, want none: mismatches are not sent again", len(s.Sends))
 	}
+	if ids := s.VisibleIDs(largeURL); len(ids) != 0 {
+		t.Errorf("visible after Take: %v, want none: the mismatches stay hidden until the claim stops taking", ids)
+	}
+	p.HandBack(context.Background())
 	if ids := s.VisibleIDs(largeURL); !slices.Equal(ids, []string{"i-r1", "i-spot"}) {
-		t.Errorf("visible after Take: %v, want the mismatches (garbage and stale deleted)", ids)
+		t.Errorf("visible after HandBack: %v, want the mismatches (garbage and stale deleted)", ids)
 	}
 	p.Consume(context.Background(), []string{"i-ok"})
 	p.consuming.Wait()
@@ -227,9 +231,9 @@ func TestPickupHoldsMismatchesWhileItPicks(t *testing.T) {
 }
 
 // Claims started together share a queue: a mismatch one of them received
-// is visible to the others as soon as its Take returns, not when it closes
-// (after its runners registered), so a claim the runner fits finds it
-// instead of launching.
+// is visible to the others as soon as it stops taking runners (HandBack,
+// before it waits for its agents), not when it closes (after its runners
+// registered), so a claim the runner fits finds it instead of launching.
 func TestPickupHandsBackMismatchesToConcurrentClaims(t *testing.T) {
 	s := newFakeSQS(largeURL)
 	s.Add(largeURL, idleMessage("i-r", "r6i.large", future()).Body())
@@ -241,6 +245,7 @@ func TestPickupHandsBackMismatchesToConcurrentClaims(t *testing.T) {
 	if got := take(t, first, 1); !slices.Equal(got, []string{"i-c"}) {
 		t.Fatalf("first claim took %v, want i-c (after i-r, a mismatch for it)", got)
 	}
+	first.HandBack(context.Background())
 	if got := take(t, second, 1); !slices.Equal(got, []string{"i-r"}) {
 		t.Errorf("second claim took %v while the first still holds its runner, want i-r", got)
 	}
@@ -350,6 +355,8 @@ func TestPickupWaitForHeldMessagesIsBounded(t *testing.T) {
 		s := newFakeSQS(largeURL)
 		s.Add(largeURL, idleMessage("i-r", "r6i.large", future()).Body()) // a mismatch for c*
 		p := newTestPickup(t, s)
+		var late time.Duration // the pickup's clock moves on with the queue's
+		p.now = func() time.Time { return time.Now().Add(late) }
 		ranOut := false
 		s.ReceiveHook = func(n int, _ *sqs.ReceiveMessageInput) {
 			if n == 2 && !ranOut { // after the pickup's first receive: its visibility runs out, another claim receives it
@@ -357,6 +364,7 @@ func TestPickupWaitForHeldMessagesIsBounded(t *testing.T) {
 				s.Mu.Lock()
 				s.Clock = s.Clock.Add((receiveVisibility + 1) * time.Second)
 				s.Mu.Unlock()
+				late = (receiveVisibility + 1) * time.Second
 				newElsewhere(t, s).receive()
 			}
 		}
@@ -378,7 +386,7 @@ func TestPickupWaitForHeldMessagesIsBounded(t *testing.T) {
 			t.Fatalf("Take = %v, want none", got)
 		}
 		if got := len(s.ReceiveInputs()); got != 4 {
-			t.Errorf("%d receives, want 4: the mismatch, a short and a long poll, then one more long poll after handing the mismatch back, which finds nothing new", got)
+			t.Errorf("%d receives, want 4: the mismatch, a short and a long poll, then one more long poll, which finds nothing new", got)
 		}
 	})
 }
@@ -579,9 +587,10 @@ func TestPickupLongPollFindsMessageShortPollMissed(t *testing.T) {
 }
 
 // Running a queue of mismatches to exhaustion looks at each message once,
-// however slow the receives, and at one batch again after handing them
-// back (see TestPickupHandsBackItsMismatchesBeforeWaiting), in about 0.3
-// SQS calls per message.
+// however slow the receives, in about 0.3 SQS calls per message: with
+// nobody else waiting, the claim keeps its mismatches while it looks once
+// more (TestPickupHandsBackItsMismatchesBeforeWaiting hands them back to
+// another claim).
 func TestPickupExaminesEachMessageOnceCheaply(t *testing.T) {
 	s := newFakeSQS(largeURL)
 	s.AdvancePerReceive = 3 * time.Second // what once made requeued messages come back
@@ -594,14 +603,40 @@ func TestPickupExaminesEachMessageOnceCheaply(t *testing.T) {
 		t.Fatalf("Take = %v, want exhausted", got)
 	}
 	p.Close(context.Background())
-	if got := len(s.Received); got != n+batchSize {
-		t.Errorf("received %d messages, want each of the %d once and one batch again", got, n)
+	if got := len(s.Received); got != n {
+		t.Errorf("received %d messages, want each of the %d once", got, n)
 	}
 	if perMsg := float64(s.CallCount()) / n; perMsg > 0.35 {
 		t.Errorf("%d SQS calls for %d messages (%.2f per message), want at most 0.35", s.CallCount(), n, perMsg)
 	}
 	if ids := s.VisibleIDs(largeURL); len(ids) != n {
 		t.Errorf("%d visible after Close, want all %d", len(ids), n)
+	}
+}
+
+// Takes that follow each other (a claim that replaces runners lost to
+// other claims, or takes in rounds) look at each message once: what one
+// Take did not hand over stays hidden from the next until HandBack.
+func TestPickupTakesInTurnExamineEachMessageOnce(t *testing.T) {
+	s := newFakeSQS(largeURL)
+	const fits, mismatches = 3, 30
+	for i := range fits + mismatches {
+		typ := "r6i.large"
+		if i%11 == 10 {
+			typ = "c6i.large"
+		}
+		s.Add(largeURL, idleMessage(fmt.Sprintf("i-%02d", i), typ, future()).Body())
+	}
+	p := newTestPickup(t, s)
+	var got []string
+	for range fits + 1 {
+		got = append(got, take(t, p, 1)...)
+	}
+	if len(got) != fits {
+		t.Fatalf("took %v, want the %d that fit", got, fits)
+	}
+	if n := len(s.Received); n != fits+mismatches {
+		t.Errorf("received %d messages, want each of the %d once", n, fits+mismatches)
 	}
 }
 
