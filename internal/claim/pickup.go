@@ -89,12 +89,11 @@ type Pickup struct {
 }
 
 // candidate is a received message (a suitable runner's, or a mismatch), its
-// SQS message id, its newest receipt handle and when it was received with it.
+// SQS message id and its newest receipt handle.
 type candidate struct {
 	m         protocol.Message
 	messageID string
 	handle    *string
-	received  time.Time
 }
 
 // PickupStats count what the Pickup Manager did. InFlightWaits counts the
@@ -223,7 +222,7 @@ func (p *Pickup) fetch(ctx context.Context, need int) error {
 			// to be the stale one: both go back at Close.
 			verdict, reason = Requeue, "a second message for a runner this claim holds"
 		}
-		c := candidate{m: m, messageID: aws.ToString(msg.MessageId), handle: msg.ReceiptHandle, received: p.now()}
+		c := candidate{m: m, messageID: aws.ToString(msg.MessageId), handle: msg.ReceiptHandle}
 		switch verdict {
 		case Discard:
 			p.stats.Discarded++
@@ -323,7 +322,7 @@ func (p *Pickup) redelivered(messageID string, handle *string) bool {
 	for _, list := range [][]candidate{p.ready, p.taken, p.held} {
 		for i := range list {
 			if list[i].messageID == messageID {
-				list[i].handle, list[i].received = handle, p.now()
+				list[i].handle = handle
 				return true
 			}
 		}
@@ -345,79 +344,30 @@ func (p *Pickup) awaitMessages(ctx context.Context, want int32) ([]sqstypes.Mess
 		}
 		// Claims that find the queue empty may each hold runners that
 		// another one waits for: each hands its mismatches back. A claim
-		// that has seen runners in the queue looks once more even when
-		// nobody else holds anything then: a message may become visible
-		// just after a poll (handed back, or its visibility run out).
-		// One that has seen none (an empty pool) launches at once. It
-		// counts before it hands back: SQS's count is approximate and may
-		// lag, and its own messages are left out only while it holds them.
-		// Its own mismatches go back only when others hold messages: with
-		// nobody else there, it would only receive them again. A mismatch
-		// it held so long that its visibility may have run out may be
-		// another claim's now, and worth waiting for.
+		// looks once more even when nobody else seems to hold anything: a
+		// message may become visible just after a poll (handed back, or
+		// its visibility run out), and SQS's count is approximate and may
+		// lag, the more in a burst, where messages change hands: a zero
+		// it read may miss what other claims hold now. It counts before it
+		// hands back: its own messages are left out only while it holds
+		// them.
 		others, known := p.othersHolding(ctx)
-		if known && others == 0 {
-			others = p.keepHeld(ctx)
-		}
+		mismatches := len(p.held)
+		p.makeVisible(ctx, p.releaseHeld())
 		if !known {
-			p.makeVisible(ctx, p.releaseHeld())
 			return nil, nil
 		}
 		switch {
 		case others > 0:
-			p.makeVisible(ctx, p.releaseHeld())
 			p.log("pickup: queue empty while other claims hold messages; waiting for them", "in_flight", others)
-		case len(p.seen) > 0 && !p.lookedAgain:
+		case !p.lookedAgain:
 			p.lookedAgain = true
-			p.log("pickup: queue empty; looking once more", "mismatches_held", len(p.held))
+			p.log("pickup: queue empty; looking once more", "mismatches_handed_back", mismatches)
 		default:
 			return nil, nil
 		}
 		p.waited()
 	}
-}
-
-// keepHeld hides again the mismatches held for half their visibility or
-// more, and returns how many of them it could not hide: their visibility ran
-// out, SQS handed them to another claim, and they are no longer this
-// claim's.
-func (p *Pickup) keepHeld(ctx context.Context) (lost int) {
-	var old []int
-	for i, c := range p.held {
-		if p.now().Sub(c.received) >= receiveVisibility*time.Second/2 {
-			old = append(old, i)
-		}
-	}
-	gone := map[int]bool{}
-	for chunk := range slices.Chunk(old, batchSize) {
-		entries := make([]sqstypes.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
-		for k, i := range chunk {
-			entries[k] = sqstypes.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: p.held[i].handle, VisibilityTimeout: receiveVisibility}
-		}
-		out, err := p.sqs.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(p.queueURL), Entries: entries})
-		if err != nil {
-			p.log("pickup: cannot hide held runners again; they may come back", "count", len(chunk), "error", err.Error())
-			continue
-		}
-		for _, f := range out.Failed {
-			i, _ := strconv.Atoi(aws.ToString(f.Id))
-			gone[i] = true
-		}
-		for _, ok := range out.Successful {
-			i, _ := strconv.Atoi(aws.ToString(ok.Id))
-			p.held[i].received = p.now()
-		}
-	}
-	if len(gone) > 0 {
-		kept := p.held[:0]
-		for i, c := range p.held {
-			if !gone[i] {
-				kept = append(kept, c)
-			}
-		}
-		p.held = kept
-	}
-	return len(gone)
 }
 
 // othersHolding is othersInFlight, and whether it is known: an error is

@@ -156,10 +156,10 @@ func TestPickupHoldsASecondMessageOfARunnerItHolds(t *testing.T) {
 	if got := take(t, p, 3); !slices.Equal(got, []string{"i-1", "i-2"}) {
 		t.Fatalf("Take(3) = %v, want each runner once", got)
 	}
-	// Held, and still held when the claim looked once more (nobody else
-	// waits for it): judged once.
-	if st := p.Stats(); st.Discarded != 0 || st.Requeued != 1 || st.Accepted != 2 || len(s.Deletes) != 0 {
-		t.Errorf("stats %+v, deletes %+v: want the second message held (once), nothing deleted", st, s.Deletes)
+	// Held, handed back when the queue looked empty, and held again when
+	// the claim looked once more.
+	if st := p.Stats(); st.Discarded != 0 || st.Requeued != 2 || st.Accepted != 2 || len(s.Deletes) != 0 {
+		t.Errorf("stats %+v, deletes %+v: want the second message held (twice), nothing deleted", st, s.Deletes)
 	}
 	p.Close(context.Background())
 	if ids := s.VisibleIDs(largeURL); !slices.Equal(ids, []string{"i-1", "i-1", "i-2"}) {
@@ -283,9 +283,10 @@ func TestPickupExhaustedWhenQueueEmpty(t *testing.T) {
 		}
 	}
 	rec := s.ReceiveInputs()
-	// A short poll, then a long poll to confirm; then nothing more.
-	if len(rec) != 2 || rec[0].WaitTimeSeconds != 0 || rec[1].WaitTimeSeconds < 1 {
-		t.Errorf("receives %+v, want a short then a long poll, once", rec)
+	// A short poll, then a long poll to confirm, and one more (SQS's
+	// in-flight count may lag); then nothing more.
+	if len(rec) != 3 || rec[0].WaitTimeSeconds != 0 || rec[1].WaitTimeSeconds < 1 || rec[2].WaitTimeSeconds < 1 {
+		t.Errorf("receives %+v, want a short then two long polls, once", rec)
 	}
 }
 
@@ -355,8 +356,6 @@ func TestPickupWaitForHeldMessagesIsBounded(t *testing.T) {
 		s := newFakeSQS(largeURL)
 		s.Add(largeURL, idleMessage("i-r", "r6i.large", future()).Body()) // a mismatch for c*
 		p := newTestPickup(t, s)
-		var late time.Duration // the pickup's clock moves on with the queue's
-		p.now = func() time.Time { return time.Now().Add(late) }
 		ranOut := false
 		s.ReceiveHook = func(n int, _ *sqs.ReceiveMessageInput) {
 			if n == 2 && !ranOut { // after the pickup's first receive: its visibility runs out, another claim receives it
@@ -364,7 +363,6 @@ func TestPickupWaitForHeldMessagesIsBounded(t *testing.T) {
 				s.Mu.Lock()
 				s.Clock = s.Clock.Add((receiveVisibility + 1) * time.Second)
 				s.Mu.Unlock()
-				late = (receiveVisibility + 1) * time.Second
 				newElsewhere(t, s).receive()
 			}
 		}
@@ -386,7 +384,7 @@ func TestPickupWaitForHeldMessagesIsBounded(t *testing.T) {
 			t.Fatalf("Take = %v, want none", got)
 		}
 		if got := len(s.ReceiveInputs()); got != 4 {
-			t.Errorf("%d receives, want 4: the mismatch, a short and a long poll, then one more long poll, which finds nothing new", got)
+			t.Errorf("%d receives, want 4: the mismatch, a short and a long poll, then one more long poll after handing the mismatch back, which finds nothing new", got)
 		}
 	})
 }
@@ -587,10 +585,9 @@ func TestPickupLongPollFindsMessageShortPollMissed(t *testing.T) {
 }
 
 // Running a queue of mismatches to exhaustion looks at each message once,
-// however slow the receives, in about 0.3 SQS calls per message: with
-// nobody else waiting, the claim keeps its mismatches while it looks once
-// more (TestPickupHandsBackItsMismatchesBeforeWaiting hands them back to
-// another claim).
+// however slow the receives, and at one batch again after handing them
+// back (see TestPickupHandsBackItsMismatchesBeforeWaiting), in about 0.3
+// SQS calls per message.
 func TestPickupExaminesEachMessageOnceCheaply(t *testing.T) {
 	s := newFakeSQS(largeURL)
 	s.AdvancePerReceive = 3 * time.Second // what once made requeued messages come back
@@ -603,8 +600,8 @@ func TestPickupExaminesEachMessageOnceCheaply(t *testing.T) {
 		t.Fatalf("Take = %v, want exhausted", got)
 	}
 	p.Close(context.Background())
-	if got := len(s.Received); got != n {
-		t.Errorf("received %d messages, want each of the %d once", got, n)
+	if got := len(s.Received); got != n+batchSize {
+		t.Errorf("received %d messages, want each of the %d once and one batch again", got, n)
 	}
 	if perMsg := float64(s.CallCount()) / n; perMsg > 0.35 {
 		t.Errorf("%d SQS calls for %d messages (%.2f per message), want at most 0.35", s.CallCount(), n, perMsg)
@@ -629,7 +626,7 @@ func TestPickupTakesInTurnExamineEachMessageOnce(t *testing.T) {
 	}
 	p := newTestPickup(t, s)
 	var got []string
-	for range fits + 1 {
+	for range fits {
 		got = append(got, take(t, p, 1)...)
 	}
 	if len(got) != fits {
