@@ -575,6 +575,7 @@ func runBurst(b *testing.B, e *env, s burstScenario) burstFigures {
 // logUnserved logs the first three claims a burst did not serve warm, with
 // what they logged.
 func logUnserved(b *testing.B, outcomes []burstOutcome) {
+	b.Helper()
 	shown := 0
 	for _, o := range outcomes {
 		if (o.err != nil || o.res.Reused == 0) && shown < 3 {
@@ -622,7 +623,7 @@ func reportBurst(b *testing.B, section string, s burstScenario, f burstFigures, 
 			seeds.warm, seeds.launched, seeds.failed, seeds.p50.Round(time.Millisecond), seeds.p95.Round(time.Millisecond), seeds.lone.Round(time.Millisecond),
 			seeds.ratio(), seeds.callsPerClaim(), seeds.loneCalls, seeds.calls.Per(float64(seeds.claims)))
 		baseline = "seeds: " + seeds.describe()
-		summary.addBreakdown(fmt.Sprintf("%s burst %s (seeds' algorithm): per claim: %s", section[:1], s.name, seeds.calls.Per(float64(seeds.claims))))
+		summary.addBreakdown(fmt.Sprintf("%s burst %s, %d claims (seeds' algorithm): per claim: %s", section[:1], s.name, seeds.claims, seeds.calls.Per(float64(seeds.claims))))
 	}
 	ok, missed := f.met()
 	met := yesNo(ok)
@@ -638,7 +639,7 @@ func reportBurst(b *testing.B, section string, s burstScenario, f burstFigures, 
 		Target:   fmt.Sprintf("≥%d warm, ≤%d launched, p95 ≤2× lone, calls ≤1.5× lone", f.claims-f.claims/50, f.claims/50),
 		Met:      met,
 	})
-	summary.addBreakdown(fmt.Sprintf("%s burst %s: per claim: %s", section[:1], s.name, f.calls.Per(float64(f.claims))))
+	summary.addBreakdown(fmt.Sprintf("%s burst %s, %d claims: per claim: %s", section[:1], s.name, f.claims, f.calls.Per(float64(f.claims))))
 }
 
 // describe sums a burst up for the summary table.
