@@ -171,7 +171,9 @@ type burstWorld struct {
 	name    string
 	proxy   *faultproxy.Proxy
 	counter *Counter
-	claimer *claim.Claimer // through the proxy, counted
+	claimer *claim.Claimer   // through the proxy, counted
+	seeds   *BaselineClaimer // the seeds' algorithm, on the claimer's clients
+	cfg     protocol.PoolConfig
 	sim     *agentsim.Sim
 }
 
@@ -238,12 +240,15 @@ func newBurstWorld(b *testing.B, e *env, s burstScenario) *burstWorld {
 	b.Cleanup(w.proxy.Close)
 	w.proxy.SetRealism(faultproxy.WholeRealism())
 	cfg := w.counter.Attach(e.cfg)
+	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(w.proxy.URL) })
+	queues := sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(w.proxy.URL) })
 	w.claimer = &claim.Claimer{
-		DynamoDB:     dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(w.proxy.URL) }),
-		SQS:          sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(w.proxy.URL) }),
+		DynamoDB: db, SQS: queues,
 		EC2:          ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = aws.String(w.proxy.URL) }),
 		ReapInterval: -1,
 	}
+	w.seeds = &BaselineClaimer{DynamoDB: db, SQS: queues, PollInterval: burstClaimPoll, RegistrationWait: 60 * time.Second, HeartbeatMaxAge: claim.DefaultTimings().HeartbeatMaxAge}
+	w.cfg = st.Config
 	return w
 }
 
@@ -499,26 +504,28 @@ func BenchmarkBurst(b *testing.B) {
 	for _, s := range burstScenarios(*burstSize) {
 		b.Run(s.name, func(b *testing.B) {
 			e := getEnv(b)
-			var last burstFigures
+			var last, seeds burstFigures
 			for range b.N {
 				b.StopTimer()
-				last = runBurst(b, e, s)
+				last, seeds = runBurst(b, e, s)
 				b.StartTimer()
 			}
-			reportBurst(b, motoSection, s, last, nil)
+			reportBurst(b, motoSection, s, last, &seeds)
 		})
 	}
 	summary.note(fmt.Sprintf("Bursts: %d claims of one runner (claim.Claimer, ReapInterval = -1, fleet_fallback on) started together against a pool of as many hot runners, "+
 		"all through internal/testworld/faultproxy with WholeRealism (sampled receives, every message delivered twice, visibility cut to 3 s, superseded receipt handles, DynamoDB conflicts, EC2 lag); "+
 		"simulated agents poll their record every %s while idle and heartbeat every 5 s; claims read their runners' signals every %s (the emulator cannot serve 100 agents or claims at the defaults' 250 ms). "+
 		"Lone: the median of %d claims of one runner, one at a time, in the same pool just before. "+
+		"The seeds' algorithm (baseline.go) runs its lone claims (on runners seeded for them) and its burst in the same pool once ours gave every runner back; a seeds' claim that finds its queue exhausted counts as launched. "+
 		"two-classes-mismatched: classes large (c6i.large, m6i.large) and xlarge (c6i.xlarge, r6i.xlarge), a quarter of the runners each; a quarter of the claims allow each family of each class (c*, m*; c*, r*).",
 		*burstSize, burstAgentPoll, burstClaimPoll, burstLoneClaims))
 }
 
 // runBurst runs one burst of scenario s in a fresh pool: the lone claims
-// first, then the burst, then the releases and an audit (untimed).
-func runBurst(b *testing.B, e *env, s burstScenario) burstFigures {
+// first, then the burst, then the releases and an audit (untimed); then
+// the seeds' algorithm's lone claims and burst in the same pool (runBurstSeeds).
+func runBurst(b *testing.B, e *env, s burstScenario) (ours, seeds burstFigures) {
 	b.Helper()
 	w := newBurstWorld(b, e, s)
 	// Lone claims, one at a time, each given back before the next.
@@ -569,6 +576,41 @@ func runBurst(b *testing.B, e *env, s burstScenario) burstFigures {
 	f.violations = len(w.audit(b, "after the burst"))
 	w.releaseAll(b, outcomes)
 	f.violations += len(w.audit(b, "after the releases"))
+	return f, runBurstSeeds(b, w, s)
+}
+
+// runBurstSeeds runs the seeds' algorithm's lone claims and then its burst
+// of scenario s in w's pool, after ours gave every runner back. The seeds
+// hand nothing back, so the lone claims take runners seeded for them.
+func runBurstSeeds(b *testing.B, w *burstWorld, s burstScenario) burstFigures {
+	b.Helper()
+	ctx := context.Background()
+	first, hot := s.claims[0], s.hot[0]
+	c := w.cfg.ResourceClasses[hot.class]
+	if _, err := w.sim.SeedIdle(ctx, burstLoneClaims, agentsim.SeedSpec{
+		ResourceClass: hot.class, InstanceType: hot.instanceType, CPU: c.CPU, MemoryMiB: c.MemoryMiB,
+		IdleTimeout: burstIdle, QueueURL: w.cfg.QueueURLs[hot.class],
+	}); err != nil {
+		b.Fatal(err)
+	}
+	var lone []time.Duration
+	loneBefore := w.counter.Snapshot()
+	for i := range burstLoneClaims {
+		o := seedsTogether(w.seeds, w.cfg, []claim.Request{burstRequest(w.name, first.class, first.allowed, fmt.Sprintf("seeds-lone-%s-%d", randomSuffix(), i))})[0]
+		if o.err != nil || o.res.Reused != 1 {
+			b.Fatalf("seeds' lone claim: reused %v, error %v: the pool did not serve it", o.res, o.err)
+		}
+		lone = append(lone, o.elapsed)
+	}
+	loneCalls := w.counter.Snapshot().Sub(loneBefore)
+	slices.Sort(lone)
+	before := w.counter.Snapshot()
+	outcomes := seedsTogether(w.seeds, w.cfg, s.requests(w.name))
+	f, _ := summarize(outcomes)
+	f.lone = percentile(lone, 50)
+	f.loneCalls = float64(loneCalls.Total()) / burstLoneClaims
+	f.calls = w.counter.Snapshot().Sub(before)
+	f.violations = sharedRunners(outcomes)
 	return f
 }
 

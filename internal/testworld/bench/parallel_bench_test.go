@@ -66,7 +66,6 @@ type parallelWorld struct {
 	db       latency.DynamoDB // counted: the claims'
 	sqs      latency.SQS
 	ec2      latency.EC2
-	classDef map[string]protocol.ResourceClass
 }
 
 // imageEC2 answers the image lookup of agentsim's seeding (a DescribeImages
@@ -82,7 +81,7 @@ func (*imageEC2) DescribeImages(context.Context, *ec2.DescribeImagesInput, ...fu
 func newParallelWorld(b *testing.B, s burstScenario, extra int, seed uint64) *parallelWorld {
 	b.Helper()
 	ctx := context.Background()
-	w := &parallelWorld{name: "burst-" + randomSuffix(), model: latency.AWS(seed), counter: NewCounter(), classDef: map[string]protocol.ResourceClass{}}
+	w := &parallelWorld{name: "burst-" + randomSuffix(), model: latency.AWS(seed), counter: NewCounter()}
 	w.cfg = protocol.PoolConfig{
 		Name: w.name, InstanceARNPrefix: "arn:aws:ec2:us-east-1:" + parallelAccount + ":instance/",
 		ResourceClasses: map[string]protocol.ResourceClass{}, QueueURLs: map[string]string{},
@@ -96,13 +95,12 @@ func newParallelWorld(b *testing.B, s burstScenario, extra int, seed uint64) *pa
 		Images: map[string]ec2types.ArchitectureValues{parallelImage: ec2types.ArchitectureValuesX8664}}
 	var urls []string
 	for _, c := range s.classes {
-		w.classDef[c.name] = c.class
 		w.cfg.ResourceClasses[c.name] = c.class
 		w.cfg.QueueURLs[c.name] = "https://sqs.us-east-1.amazonaws.com/" + parallelAccount + "/" + protocol.QueueName(w.name, c.name)
 		urls = append(urls, w.cfg.QueueURLs[c.name])
 	}
 	for _, g := range s.hot {
-		c := w.classDef[g.class]
+		c := w.cfg.ResourceClasses[g.class]
 		ec2Fake.Catalog = append(ec2Fake.Catalog, awsfake.InstanceTypeInfo(g.instanceType, int32(c.CPU), int64(c.MemoryMiB), false, ec2types.ArchitectureTypeX8664))
 	}
 	w.table = awsfake.NewTable(protocol.TableName(w.name))
@@ -124,7 +122,7 @@ func newParallelWorld(b *testing.B, s burstScenario, extra int, seed uint64) *pa
 		if i == 0 {
 			n += extra
 		}
-		c := w.classDef[g.class]
+		c := w.cfg.ResourceClasses[g.class]
 		if _, err := w.sim.SeedIdle(ctx, n, agentsim.SeedSpec{
 			ResourceClass: g.class, InstanceType: g.instanceType, CPU: c.CPU, MemoryMiB: c.MemoryMiB,
 			IdleTimeout: burstIdle, QueueURL: w.cfg.QueueURLs[g.class],
@@ -151,18 +149,18 @@ func (w *parallelWorld) seeds() *BaselineClaimer {
 	return &BaselineClaimer{DynamoDB: w.db, SQS: w.sqs, PollInterval: t.PollInterval, RegistrationWait: t.RegistrationWait, HeartbeatMaxAge: t.HeartbeatMaxAge}
 }
 
-// seedsClaimAll runs the seeds' claims of reqs together. A claim that finds
-// its pool exhausted would launch (the seeds go on to CreateFleet): it
-// counts as launched, and its time is the time it took to find that out.
-func (w *parallelWorld) seedsClaimAll(reqs []claim.Request) []burstOutcome {
-	c := w.seeds()
+// seedsTogether runs the seeds' claims of reqs together with c, in the
+// pool of cfg. A claim that finds its pool exhausted would launch (the
+// seeds go on to CreateFleet): it counts as launched, and its time is the
+// time it took to find that out.
+func seedsTogether(c *BaselineClaimer, cfg protocol.PoolConfig, reqs []claim.Request) []burstOutcome {
 	return startTogether(len(reqs), func(i int) burstOutcome {
 		req := reqs[i]
 		began := time.Now()
 		ids, err := c.Claim(context.Background(), BaselineRequest{
-			Table: protocol.TableName(w.name), QueueURL: w.cfg.QueueURLs[req.ResourceClass], RunID: req.RunID,
-			InstanceARNPrefix: w.cfg.InstanceARNPrefix, Count: req.InstanceCount, MaxRuntime: poolRuntime,
-			Wants: claim.Wants{ResourceClass: req.ResourceClass, Class: w.classDef[req.ResourceClass], AllowedTypes: req.AllowedTypes, UsageClass: req.UsageClass},
+			Table: protocol.TableName(cfg.Name), QueueURL: cfg.QueueURLs[req.ResourceClass], RunID: req.RunID,
+			InstanceARNPrefix: cfg.InstanceARNPrefix, Count: req.InstanceCount, MaxRuntime: poolRuntime,
+			Wants: claim.Wants{ResourceClass: req.ResourceClass, Class: cfg.ResourceClasses[req.ResourceClass], AllowedTypes: req.AllowedTypes, UsageClass: req.UsageClass},
 		})
 		o := burstOutcome{req: req, elapsed: time.Since(began), res: &claim.Result{Reused: len(ids)}}
 		if errors.Is(err, ErrBaselineExhausted) {
@@ -217,7 +215,7 @@ func runParallel(b *testing.B, s burstScenario, algo string, seed uint64) burstF
 	w := newParallelWorld(b, s, burstLoneClaims, seed)
 	claimAll := func(reqs []claim.Request) []burstOutcome {
 		if algo == "seeds" {
-			return w.seedsClaimAll(reqs)
+			return seedsTogether(w.seeds(), w.cfg, reqs)
 		}
 		return claimTogether(w.claimer(), reqs, nil)
 	}
