@@ -56,16 +56,16 @@ var parallelSizes = flag.String("burst-parallel-sizes", "100,1000", "BenchmarkBu
 // parallelWorld is one pool on the in-memory AWS behind the latency model:
 // its hot runners with their agents, and counted clients for the claims.
 type parallelWorld struct {
-	name     string
-	cfg      protocol.PoolConfig
-	table    *awsfake.Table
-	queues   *awsfake.WallClockSQS
-	model    *latency.Model
-	sim      *agentsim.Sim
-	counter  *Counter
-	db       latency.DynamoDB // counted: the claims'
-	sqs      latency.SQS
-	ec2      latency.EC2
+	name    string
+	cfg     protocol.PoolConfig
+	table   *awsfake.Table
+	queues  *awsfake.WallClockSQS
+	model   *latency.Model
+	sim     *agentsim.Sim
+	counter *Counter
+	db      latency.DynamoDB // counted: the claims'
+	sqs     latency.SQS
+	ec2     latency.EC2
 }
 
 // imageEC2 answers the image lookup of agentsim's seeding (a DescribeImages
