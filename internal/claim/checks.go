@@ -222,21 +222,21 @@ func (w *agentWatch) poll(ctx context.Context) (map[string]error, error) {
 	return decided, nil
 }
 
-// wait polls every interval until every agent is decided.
+// wait polls every interval until every agent is decided. The first read
+// waits an interval too: an agent answers what the claim just wrote at its
+// next read of its record, never at once.
 func (w *agentWatch) wait(ctx context.Context, interval time.Duration) (map[string]error, error) {
 	all := map[string]error{}
 	for w.len() > 0 {
+		if err := w.s.pause(ctx, interval); err != nil {
+			return all, err
+		}
 		decided, err := w.poll(ctx)
 		if err != nil {
 			return all, err
 		}
 		for id, err := range decided {
 			all[id] = err
-		}
-		if w.len() > 0 {
-			if err := w.s.pause(ctx, interval); err != nil {
-				return all, err
-			}
 		}
 	}
 	return all, nil

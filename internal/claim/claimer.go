@@ -30,9 +30,14 @@ const (
 	expiredBy       = 5 * time.Minute  // expire: threshold this far in the past
 	cleanupBudget   = 3 * time.Minute  // rollback after the caller's context ended
 	// A pending claim record refreshed within leaseTimeout belongs to a
-	// live attempt; older, to a crashed one.
+	// live attempt; older, to a crashed one. An attempt refreshes its
+	// record every leaseRenewal, again every leaseRetry after a failed
+	// refresh, and stops once its last refresh is leaseTimeout-leaseInterval
+	// old: then another attempt may take the record over within leaseInterval.
 	leaseTimeout  = 30 * time.Second
 	leaseInterval = 10 * time.Second
+	leaseRenewal  = leaseTimeout / 2
+	leaseRetry    = 2 * time.Second
 	// selectMargin is kept free at the end of a claimed runner's lifetime
 	// for the last conditional writes.
 	selectMargin = 30 * time.Second
@@ -387,9 +392,12 @@ func sameClaim(a, b Request) bool {
 }
 
 // keepLease refreshes the pending claim record until the returned stop is
-// called. The lease is lost, and lost is called, when the record changed
-// hands or when it could not be refreshed for so long that another attempt
-// may take it over before the next try.
+// called: only as often as its takeover window needs (leaseRenewal, half
+// the lease), since each refresh is a write, and a claim of a burst waits
+// tens of seconds on a busy pool; after a failure it tries again sooner
+// (leaseRetry). The lease is lost, and lost is called, when the record
+// changed hands or when it could not be refreshed for so long that another
+// attempt may take it over soon.
 func (a *attempt) keepLease(ctx context.Context, lost context.CancelCauseFunc) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -397,11 +405,11 @@ func (a *attempt) keepLease(ctx context.Context, lost context.CancelCauseFunc) (
 	go func() {
 		defer close(done)
 		refreshed := a.c.now()
-		for a.s.pause(ctx, leaseInterval) == nil {
+		for wait := leaseRenewal; a.s.pause(ctx, wait) == nil; {
 			err := a.s.touchRecord(ctx, runID, nonce)
 			switch {
 			case err == nil:
-				refreshed = a.c.now()
+				refreshed, wait = a.c.now(), leaseRenewal
 			case ctx.Err() != nil:
 				return
 			case errors.Is(err, errLeaseLost) || a.c.now().Sub(refreshed) >= leaseTimeout-leaseInterval:
@@ -410,6 +418,7 @@ func (a *attempt) keepLease(ctx context.Context, lost context.CancelCauseFunc) (
 				return
 			default:
 				a.c.log("refreshing the claim record failed", "run", runID, "error", err.Error())
+				wait = leaseRetry
 			}
 		}
 	}()
@@ -577,6 +586,14 @@ func (a *attempt) selectWarm(ctx context.Context) (ready, late []Instance, err e
 			}
 			return ready, late, nil
 		}
+		// The claim stops taking while it waits: what it received and does
+		// not need goes back to the concurrent claims. An agent answers at
+		// its next read of its record, never at once: the first read of the
+		// signals waits one poll too.
+		a.pickup.HandBack(ctx)
+		if err := a.s.pause(ctx, a.req.Timings.PollInterval); err != nil {
+			return nil, nil, err
+		}
 		decided, err := watch.poll(ctx)
 		if err != nil {
 			return nil, nil, err
@@ -612,14 +629,6 @@ func (a *attempt) selectWarm(ctx context.Context) (ready, late []Instance, err e
 		if more && discarded > a.req.InstanceCount {
 			a.note("stopped taking runners from the pool: %d failed their checks", discarded)
 			more = false
-		}
-		if a.req.InstanceCount-len(ready)-watch.len() > 0 && more {
-			continue // replace the failed ones before waiting
-		}
-		if watch.len() > 0 {
-			if err := a.s.pause(ctx, a.req.Timings.PollInterval); err != nil {
-				return nil, nil, err
-			}
 		}
 	}
 }

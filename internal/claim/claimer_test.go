@@ -7,12 +7,14 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/protocol"
 	"github.com/ec2runners/terraform-provider-ec2runners/internal/testworld/awsfake"
@@ -155,6 +157,71 @@ func TestCreateReusesWarmRunners(t *testing.T) {
 		t.Errorf("pickup stats %+v", res.Pickup)
 	}
 	_, _ = old1, old2
+}
+
+// A claim reads its agents' signals one poll after it claimed their
+// runners, not at once: an agent answers at its next read of its record.
+func TestCreateReadsItsAgentsOnePollAfterClaiming(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.seedIdle("i-1", healthy)
+	agents, heartbeats := e.db.AfterInstance, e.db.BeforeBatchGet
+	var (
+		mu                   sync.Mutex
+		claimedAt, firstRead time.Time
+	)
+	e.db.AfterInstance = func(ctx context.Context, old, cur protocol.Instance, existed bool) {
+		mu.Lock()
+		if cur.ID == "i-1" && cur.State == protocol.StateClaimed && claimedAt.IsZero() {
+			claimedAt = time.Now()
+		}
+		mu.Unlock()
+		agents(ctx, old, cur, existed)
+	}
+	e.db.BeforeBatchGet = func(ctx context.Context) {
+		mu.Lock()
+		if !claimedAt.IsZero() && firstRead.IsZero() {
+			firstRead = time.Now()
+		}
+		mu.Unlock()
+		heartbeats(ctx)
+	}
+	req := e.request(1)
+	req.Timings.PollInterval = 300 * time.Millisecond
+	if res, err := e.c.Create(context.Background(), req); err != nil || res.Reused != 1 {
+		t.Fatalf("Create: %+v, %v; want i-1 reused", res, err)
+	}
+	if gap := firstRead.Sub(claimedAt); gap < req.Timings.PollInterval {
+		t.Errorf("the first read of the agent came %s after the claim, want one poll (%s)", gap, req.Timings.PollInterval)
+	}
+}
+
+// A claim hands back what it received and does not need (a mismatch here)
+// before it waits for its agents, not when it closes: concurrent claims
+// of a burst find it while this one waits.
+func TestCreateHandsBackMismatchesBeforeWaitingForItsAgents(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.sqs.Add(largeURL, idleMessage("i-r", "r6i.large", future()).Body()) // allowed are c* and m*
+	e.seedIdle("i-1", healthy)
+	agents := e.db.BeforeBatchGet
+	var (
+		mu      sync.Mutex
+		visible bool
+	)
+	e.db.BeforeBatchGet = func(ctx context.Context) {
+		mu.Lock()
+		visible = visible || slices.Contains(e.sqs.VisibleIDs(largeURL), "i-r")
+		mu.Unlock()
+		agents(ctx)
+	}
+	res, err := e.create(1)
+	if err != nil || res.Reused != 1 {
+		t.Fatalf("Create: %+v, %v; want i-1 reused", res, err)
+	}
+	if !visible {
+		t.Error("the mismatch stayed hidden while the claim waited for its agent")
+	}
 }
 
 // A claim lists the pool runners its checks passed together in id order,
@@ -963,7 +1030,7 @@ func TestCreateCancelledDuringFleetValidation(t *testing.T) {
 	e.agents.Set("i-f1", neverRegisters)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	e.ec2.OnFleet = func() { time.AfterFunc(50*time.Millisecond, cancel) }
+	e.ec2.OnFleet = func(*ec2.CreateFleetInput) { time.AfterFunc(50*time.Millisecond, cancel) }
 	req := e.request(2)
 	// A wait the claim comes near only if it waits it out. (Not longer: the
 	// claim takes no warm runner once claimedLifetime - selectMargin -

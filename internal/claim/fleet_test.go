@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -334,7 +333,7 @@ func TestCreateFleetAPIError(t *testing.T) {
 func TestFleetLostAnswerTerminatesWhatItLaunched(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.ec2.OnFleet = func() { e.ec2.LaunchLocked("i-lost", time.Now()) }
+	e.ec2.OnFleet = func(in *ec2.CreateFleetInput) { e.ec2.LaunchOfFleetLocked("i-lost", in) }
 	e.ec2.FleetErr = errTransient
 	if _, err := e.create(1); err == nil {
 		t.Fatal("Create succeeded without its fleet")
@@ -352,7 +351,7 @@ func TestFleetLostAnswerTerminatesWhatItLaunched(t *testing.T) {
 func TestFleetRetriedLaunchTerminatesTheFirst(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.ec2.OnFleet = func() { e.ec2.LaunchLocked("i-first-attempt", time.Now()) }
+	e.ec2.OnFleet = func(in *ec2.CreateFleetInput) { e.ec2.LaunchOfFleetLocked("i-first-attempt", in) }
 	res, err := e.create(1)
 	if err != nil {
 		t.Fatal(err)

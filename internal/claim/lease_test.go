@@ -154,6 +154,57 @@ func TestKeepLeaseStopsTheAttemptWhenRefreshesFail(t *testing.T) {
 	}
 }
 
+// The lease keeper refreshes the record only as often as its takeover
+// window needs, half a lease, and sooner again after a failed refresh:
+// each refresh is a write, and a burst's claims wait long.
+func TestKeepLeaseRefreshesOncePerHalfLease(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ours := Record{Request: e.request(1), State: recordPending, Nonce: "ours"}
+	e.db.Put(ours.Item(protocol.FormatTime(time.Now())))
+	var (
+		mu        sync.Mutex
+		now       = time.Now()
+		start     = now
+		refreshes []time.Duration // since start, on the virtual clock
+	)
+	e.db.FailIf = func(op string, in any) error {
+		if op != "UpdateItem" || protocol.IdentifierOf(in.(*dynamodb.UpdateItemInput).Key) != testRun {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		refreshes = append(refreshes, now.Sub(start))
+		if len(refreshes) == 2 {
+			return errTransient
+		}
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := *e.c
+	c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	c.Sleep = func(ctx context.Context, d time.Duration) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(refreshes) == 4 {
+			cancel()
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		now = now.Add(d)
+		return nil
+	}
+	a := &attempt{c: &c, s: c.store(testPool), req: e.request(1), rec: ours}
+	stop := a.keepLease(ctx, func(err error) { t.Errorf("lease lost: %v", err) })
+	await.Done(t, "four refreshes", ctx.Done())
+	stop()
+	want := []time.Duration{leaseTimeout / 2, leaseTimeout, leaseTimeout + leaseRetry, leaseTimeout*3/2 + leaseRetry}
+	if !slices.Equal(refreshes, want) {
+		t.Errorf("refreshes at %v, want %v: every half lease, and sooner after the failed second", refreshes, want)
+	}
+}
+
 // awaitLeaseLost runs the attempt's lease keeper until it reports the
 // lease lost, and checks that it says so.
 func awaitLeaseLost(t *testing.T, a *attempt) {

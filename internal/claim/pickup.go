@@ -51,13 +51,15 @@ const (
 // runner messages ten at a time, classifies them, and hands the suitable ones
 // to the claim. Nothing it receives is deleted before its runner is claimed,
 // and mismatches are not deleted and sent again: a message stays in flight,
-// hidden from other claims, while Take looks for runners; what Take does not
-// hand to the claim is made visible again as it returns, and a runner handed
+// hidden from other claims, while the claim takes runners; what it does not
+// hand to the claim is made visible again when the claim stops taking for a
+// while (HandBack, before it waits for its agents), and a runner handed
 // over stays hidden until Consume deletes its message (claimed, or the
-// message is stale) or Close makes it visible again. So one Take looks at
-// each message once, other claims see the rest as soon as it is done, and a
-// crash loses none: SQS shows them again when their visibility ends. Only
-// messages that can never be valid are deleted at once.
+// message is stale) or Close makes it visible again. So Takes that follow
+// each other look at each message once, other claims see the rest as soon
+// as this one waits, and a crash loses none: SQS shows them again when their
+// visibility ends. Only messages that can never be valid are deleted at
+// once.
 type Pickup struct {
 	sqs      SQSClient
 	queueURL string
@@ -111,7 +113,8 @@ func NewPickup(client SQSClient, queueURL string, w Wants, now func() time.Time,
 
 // Take returns n suitable runners, fewer only when the pool is exhausted for
 // this claim (then every later Take returns none). Their messages stay in
-// flight until Consume or Close.
+// flight until Consume or Close; what else it received stays in flight
+// until HandBack or Close, so that the next Take does not receive it again.
 func (p *Pickup) Take(ctx context.Context, n int) ([]protocol.Message, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -127,17 +130,19 @@ func (p *Pickup) Take(ctx context.Context, n int) ([]protocol.Message, error) {
 	}
 	p.taken = append(p.taken, p.ready[:k]...)
 	p.ready = p.ready[k:]
-	p.handBack(ctx)
 	return out, nil
 }
 
-// handBack makes the messages this claim received but does not need
-// visible again at once: surplus candidates and mismatches. Held until
-// Close, they would hide runners from concurrent claims for as long as this
-// one waits for its agents, and in a burst those claims find the queue
-// empty and launch. A later Take (a runner that failed its checks) may
-// receive them again; that is rare, and cheaper than a launch.
-func (p *Pickup) handBack(ctx context.Context) {
+// HandBack makes the messages this claim received but does not need
+// visible again at once: surplus candidates and mismatches. The claim calls
+// it when it stops taking runners for a while (it waits for its agents):
+// held until Close, they would hide runners from concurrent claims for as
+// long as it waits, and in a burst those claims find the queue empty and
+// launch. A later Take (a runner that failed its checks) may receive them
+// again; that is rare, and cheaper than a launch.
+func (p *Pickup) HandBack(ctx context.Context) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	handles := handlesOf(p.ready)
 	p.stats.Returned += len(p.ready)
 	p.ready = nil
@@ -339,12 +344,13 @@ func (p *Pickup) awaitMessages(ctx context.Context, want int32) ([]sqstypes.Mess
 		}
 		// Claims that find the queue empty may each hold runners that
 		// another one waits for: each hands its mismatches back. A claim
-		// that has seen runners in the queue looks once more even when
-		// nobody else holds anything then: a message may become visible
-		// just after a poll (handed back, or its visibility run out).
-		// One that has seen none (an empty pool) launches at once. It
-		// counts before it hands back: SQS's count is approximate and may
-		// lag, and its own messages are left out only while it holds them.
+		// looks once more even when nobody else seems to hold anything: a
+		// message may become visible just after a poll (handed back, or
+		// its visibility run out), and SQS's count is approximate and may
+		// lag, the more in a burst, where messages change hands: a zero
+		// it read may miss what other claims hold now. It counts before it
+		// hands back: its own messages are left out only while it holds
+		// them.
 		others, known := p.othersHolding(ctx)
 		mismatches := len(p.held)
 		p.makeVisible(ctx, p.releaseHeld())
@@ -354,7 +360,7 @@ func (p *Pickup) awaitMessages(ctx context.Context, want int32) ([]sqstypes.Mess
 		switch {
 		case others > 0:
 			p.log("pickup: queue empty while other claims hold messages; waiting for them", "in_flight", others)
-		case len(p.seen) > 0 && !p.lookedAgain:
+		case !p.lookedAgain:
 			p.lookedAgain = true
 			p.log("pickup: queue empty; looking once more", "mismatches_handed_back", mismatches)
 		default:

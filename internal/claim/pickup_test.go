@@ -212,8 +212,12 @@ func TestPickupHoldsMismatchesWhileItPicks(t *testing.T) {
 	if len(s.Sends) != 0 {
 		t.Errorf("%d sends, want none: mismatches are not sent again", len(s.Sends))
 	}
+	if ids := s.VisibleIDs(largeURL); len(ids) != 0 {
+		t.Errorf("visible after Take: %v, want none: the mismatches stay hidden until the claim stops taking", ids)
+	}
+	p.HandBack(context.Background())
 	if ids := s.VisibleIDs(largeURL); !slices.Equal(ids, []string{"i-r1", "i-spot"}) {
-		t.Errorf("visible after Take: %v, want the mismatches (garbage and stale deleted)", ids)
+		t.Errorf("visible after HandBack: %v, want the mismatches (garbage and stale deleted)", ids)
 	}
 	p.Consume(context.Background(), []string{"i-ok"})
 	p.consuming.Wait()
@@ -227,9 +231,9 @@ func TestPickupHoldsMismatchesWhileItPicks(t *testing.T) {
 }
 
 // Claims started together share a queue: a mismatch one of them received
-// is visible to the others as soon as its Take returns, not when it closes
-// (after its runners registered), so a claim the runner fits finds it
-// instead of launching.
+// is visible to the others as soon as it stops taking runners (HandBack,
+// before it waits for its agents), not when it closes (after its runners
+// registered), so a claim the runner fits finds it instead of launching.
 func TestPickupHandsBackMismatchesToConcurrentClaims(t *testing.T) {
 	s := newFakeSQS(largeURL)
 	s.Add(largeURL, idleMessage("i-r", "r6i.large", future()).Body())
@@ -241,6 +245,7 @@ func TestPickupHandsBackMismatchesToConcurrentClaims(t *testing.T) {
 	if got := take(t, first, 1); !slices.Equal(got, []string{"i-c"}) {
 		t.Fatalf("first claim took %v, want i-c (after i-r, a mismatch for it)", got)
 	}
+	first.HandBack(context.Background())
 	if got := take(t, second, 1); !slices.Equal(got, []string{"i-r"}) {
 		t.Errorf("second claim took %v while the first still holds its runner, want i-r", got)
 	}
@@ -278,9 +283,10 @@ func TestPickupExhaustedWhenQueueEmpty(t *testing.T) {
 		}
 	}
 	rec := s.ReceiveInputs()
-	// A short poll, then a long poll to confirm; then nothing more.
-	if len(rec) != 2 || rec[0].WaitTimeSeconds != 0 || rec[1].WaitTimeSeconds < 1 {
-		t.Errorf("receives %+v, want a short then a long poll, once", rec)
+	// A short poll, then a long poll to confirm, and one more (SQS's
+	// in-flight count may lag); then nothing more.
+	if len(rec) != 3 || rec[0].WaitTimeSeconds != 0 || rec[1].WaitTimeSeconds < 1 || rec[2].WaitTimeSeconds < 1 {
+		t.Errorf("receives %+v, want a short then two long polls, once", rec)
 	}
 }
 
@@ -602,6 +608,32 @@ func TestPickupExaminesEachMessageOnceCheaply(t *testing.T) {
 	}
 	if ids := s.VisibleIDs(largeURL); len(ids) != n {
 		t.Errorf("%d visible after Close, want all %d", len(ids), n)
+	}
+}
+
+// Takes that follow each other (a claim that replaces runners lost to
+// other claims, or takes in rounds) look at each message once: what one
+// Take did not hand over stays hidden from the next until HandBack.
+func TestPickupTakesInTurnExamineEachMessageOnce(t *testing.T) {
+	s := newFakeSQS(largeURL)
+	const fits, mismatches = 3, 30
+	for i := range fits + mismatches {
+		typ := "r6i.large"
+		if i%11 == 10 {
+			typ = "c6i.large"
+		}
+		s.Add(largeURL, idleMessage(fmt.Sprintf("i-%02d", i), typ, future()).Body())
+	}
+	p := newTestPickup(t, s)
+	var got []string
+	for range fits {
+		got = append(got, take(t, p, 1)...)
+	}
+	if len(got) != fits {
+		t.Fatalf("took %v, want the %d that fit", got, fits)
+	}
+	if n := len(s.Received); n != fits+mismatches {
+		t.Errorf("received %d messages, want each of the %d once", n, fits+mismatches)
 	}
 }
 

@@ -55,8 +55,9 @@ type EC2 struct {
 	// InitialRunIDs are the InitialRunId tags of the instances fleets
 	// launched.
 	InitialRunIDs map[string]string
-	// OnFleet runs (under the lock) at every CreateFleet.
-	OnFleet func()
+	// OnFleet runs (under the lock) at every CreateFleet, with its input;
+	// LaunchOfFleetLocked launches an instance of that fleet from it.
+	OnFleet func(in *ec2.CreateFleetInput)
 	// ShortBy launches this many fewer instances than asked, with an
 	// InsufficientInstanceCapacity error entry.
 	ShortBy int
@@ -111,7 +112,7 @@ func (e *EC2) CreateFleet(ctx context.Context, in *ec2.CreateFleetInput, _ ...fu
 	defer e.Mu.Unlock()
 	e.Fleets = append(e.Fleets, in)
 	if e.OnFleet != nil {
-		e.OnFleet()
+		e.OnFleet(in)
 	}
 	if e.FleetErr != nil {
 		return nil, e.FleetErr
@@ -126,17 +127,6 @@ func (e *EC2) CreateFleet(ctx context.Context, in *ec2.CreateFleetInput, _ ...fu
 	typ := ec2types.InstanceType("c6i.large")
 	if overrides[0].InstanceType != "" {
 		typ = overrides[0].InstanceType
-	}
-	initialRunID := ""
-	for _, spec := range in.TagSpecifications {
-		for _, tag := range spec.Tags {
-			if aws.ToString(tag.Key) == protocol.TagInitialRunID {
-				initialRunID = aws.ToString(tag.Value)
-			}
-		}
-	}
-	if e.InitialRunIDs == nil {
-		e.InitialRunIDs = map[string]string{}
 	}
 	lifecycle := string(in.TargetCapacitySpecification.DefaultTargetCapacityType)
 	n := int(aws.ToInt32(in.TargetCapacitySpecification.TotalTargetCapacity)) - e.ShortBy
@@ -154,8 +144,7 @@ func (e *EC2) CreateFleet(ctx context.Context, in *ec2.CreateFleetInput, _ ...fu
 	for i := 0; i < n; i++ {
 		e.nextID++
 		id := fmt.Sprintf("i-f%d", e.nextID)
-		e.LaunchLocked(id, e.now())
-		e.InitialRunIDs[id] = initialRunID
+		e.LaunchOfFleetLocked(id, in)
 		if e.UnseenCalls > 0 {
 			if e.Unseen == nil {
 				e.Unseen = map[string]int{}
@@ -172,6 +161,22 @@ func (e *EC2) CreateFleet(ctx context.Context, in *ec2.CreateFleetInput, _ ...fu
 		out.Errors = append(out.Errors, ec2types.CreateFleetError{ErrorCode: aws.String("InsufficientInstanceCapacity"), ErrorMessage: aws.String("not enough capacity")})
 	}
 	return out, nil
+}
+
+// LaunchOfFleetLocked launches instance id as fleet in launches its
+// instances: tagged with its InitialRunId. The caller holds Mu.
+func (e *EC2) LaunchOfFleetLocked(id string, in *ec2.CreateFleetInput) {
+	e.LaunchLocked(id, e.now())
+	if e.InitialRunIDs == nil {
+		e.InitialRunIDs = map[string]string{}
+	}
+	for _, spec := range in.TagSpecifications {
+		for _, tag := range spec.Tags {
+			if aws.ToString(tag.Key) == protocol.TagInitialRunID {
+				e.InitialRunIDs[id] = aws.ToString(tag.Value)
+			}
+		}
+	}
 }
 
 // RunInstances launches MaxCount instances, after refusing what EC2
@@ -361,10 +366,12 @@ func (e *EC2) LaunchLocked(id string, at time.Time) {
 	e.Live[id] = at
 }
 
-// DescribeInstances lists the live instances, all or those named; every
-// fake instance belongs to the test pool, so a listing only checks that its
-// filters are there. A named instance EC2 never ran is an error, as on AWS;
-// a terminated one is listed as such.
+// DescribeInstances lists the live instances, all or those named. A
+// listing applies its filters as EC2 does (an instance matches every
+// filter, and a filter when it has any of the filter's values): the pool's
+// tag, which every fake instance carries, the InitialRunId tag of the
+// fleets' instances and the state. A named instance EC2 never ran is an
+// error, as on AWS; a terminated one is listed as such.
 func (e *EC2) DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
 	if err := limits(ctx, "ec2", "DescribeInstances", in, func(ctx context.Context) error { return sdkErr(ec2Limits.DescribeInstances(ctx, in)) }); err != nil {
 		return nil, err
@@ -393,19 +400,47 @@ func (e *EC2) DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesIn
 	}
 	var tagged, live bool
 	for _, f := range in.Filters {
-		tagged = tagged || (aws.ToString(f.Name) == "tag:"+protocol.TagPool && slices.Equal(f.Values, []string{e.Pool}))
+		tagged = tagged || aws.ToString(f.Name) == "tag:"+protocol.TagPool
 		live = live || aws.ToString(f.Name) == "instance-state-name"
 	}
 	if !tagged || !live {
 		return nil, errors.New("fake ec2: DescribeInstances without the pool tag and state filters")
 	}
 	for _, id := range slices.Sorted(maps.Keys(e.Live)) {
-		describe(id, ec2types.InstanceStateNameRunning)
+		state := ec2types.InstanceStateNameRunning
 		if e.Stopped[id] {
-			r.Instances[len(r.Instances)-1].State.Name = ec2types.InstanceStateNameStopped
+			state = ec2types.InstanceStateNameStopped
+		}
+		match, err := e.matches(id, state, in.Filters)
+		if err != nil {
+			return nil, err
+		}
+		if match {
+			describe(id, state)
 		}
 	}
 	return &ec2.DescribeInstancesOutput{Reservations: []ec2types.Reservation{r}}, nil
+}
+
+// matches says whether live instance id, in state, passes every filter.
+func (e *EC2) matches(id string, state ec2types.InstanceStateName, filters []ec2types.Filter) (bool, error) {
+	for _, f := range filters {
+		var have string
+		switch name := aws.ToString(f.Name); name {
+		case "tag:" + protocol.TagPool:
+			have = e.Pool
+		case "tag:" + protocol.TagInitialRunID:
+			have = e.InitialRunIDs[id]
+		case "instance-state-name":
+			have = string(state)
+		default:
+			return false, fmt.Errorf("fake ec2: unsupported filter %s", name)
+		}
+		if !slices.Contains(f.Values, have) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // notFound is EC2's answer to a call naming instances it does not know.
